@@ -1,0 +1,115 @@
+# tq — GNU make build. Sources are discovered by wildcard so that adding a file
+# to a library folder, a tool to cmd/ or a test to tests/ needs no Makefile edit.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CC      ?= cc
+OPT     ?= -O2
+BUILD   ?= build
+BIN     ?= bin
+
+PKGS := libzstd libcrypto libcjson libarchive
+
+# Install missing libraries once (Debian/Ubuntu: apt-get, macOS: brew), then go on.
+ifeq ($(filter clean help,$(MAKECMDGOALS)),)
+PKG_OK := $(shell pkg-config --exists $(PKGS) && echo yes)
+ifneq ($(PKG_OK),yes)
+$(info tq: pkg-config cannot find all of: $(PKGS); running scripts/install-deps)
+DEPS_RC := $(shell ./scripts/install-deps >&2; echo $$?)
+ifneq ($(DEPS_RC),0)
+$(error scripts/install-deps failed; install $(PKGS) development packages by hand)
+endif
+endif
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Wno-format-truncation
+CFLAGS  ?=
+CFLAGS  += -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) -g $(WARN) \
+           -ffp-contract=off -fno-fast-math -pthread -I. $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+LDFLAGS += -pthread $(EXTRA_LDFLAGS)
+LDLIBS  += $(PKG_LIBS) -lm
+
+LIBDIRS  := common formats quant layout verify runtime testdata
+LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIBDIRS))))
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
+LIB      := $(BUILD)/libtq.a
+
+CMD_SRC  := $(sort $(wildcard cmd/tq-*.c))
+TOOLS    := $(patsubst cmd/%.c,$(BIN)/%,$(CMD_SRC))
+CMD_COMMON_SRC := $(filter-out cmd/tq-%.c,$(wildcard cmd/*.c))
+CMD_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(CMD_COMMON_SRC))
+
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+TEST_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+TEST_COMMON_SRC := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
+TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_COMMON_SRC))
+
+MAN1 := $(wildcard man/*.1)
+MAN5 := $(wildcard man/*.5)
+
+.SECONDARY:
+.PHONY: all tools lib tests check check-asan check-long demo bench verify fuzz install clean help
+all: $(LIB) $(TOOLS)
+lib: $(LIB)
+tools: $(TOOLS)
+tests: $(TEST_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/tq-%: $(BUILD)/cmd/tq-%.o $(CMD_COMMON_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+-include $(LIB_OBJ:.o=.d) $(TEST_BIN:%=$(BUILD)/tests/unit/%.d) $(CMD_SRC:%.c=$(BUILD)/%.d)
+
+# make check: every unit test binary and every CLI test; ends with "N passed, N failed".
+check: all tests
+	@BIN=$(abspath $(BIN)) BUILD=$(abspath $(BUILD)) ./tests/run-tests
+
+# The whole suite again, built with ASan + UBSan in a separate tree.
+check-asan:
+	$(MAKE) check BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
+	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined"
+
+check-long: all tests
+	@BIN=$(abspath $(BIN)) BUILD=$(abspath $(BUILD)) TQ_LONG=1 ./tests/run-tests
+
+demo: all
+	@BIN=$(abspath $(BIN)) ./scripts/demo
+
+bench: all
+	@BIN=$(abspath $(BIN)) ./scripts/bench
+
+verify: all
+	@BIN=$(abspath $(BIN)) ./scripts/verify
+
+fuzz:
+	@./scripts/fuzz $(or $(FUZZ_SECONDS),30)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
+	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
+
+clean:
+	rm -rf build build-asan build-fuzz build-o0 bin
+
+help:
+	@echo "targets: all check check-asan check-long demo bench verify fuzz install clean"

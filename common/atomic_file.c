@@ -1,0 +1,100 @@
+#include "common/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int tq_afile_open(tq_afile *f, const char *final_path, int flags, tq_err *e)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    if ((flags & TQ_AFILE_NOCLOBBER) && tq_exists(final_path))
+        return tq_fail(e, TQ_EEXIST, "%s: already exists; refusing to overwrite", final_path);
+    size_t n = strlen(final_path);
+    f->final_path = tq_strdup(final_path, e);
+    f->tmp_path = tq_malloc(n + sizeof ".partial-XXXXXX", e);
+    if (!f->final_path || !f->tmp_path) {
+        free(f->final_path);
+        free(f->tmp_path);
+        return -1;
+    }
+    memcpy(f->tmp_path, final_path, n);
+    memcpy(f->tmp_path + n, ".partial-XXXXXX", sizeof ".partial-XXXXXX");
+    f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
+    if (f->fd < 0) {
+        int err = errno;
+        free(f->final_path);
+        free(f->tmp_path);
+        f->final_path = f->tmp_path = NULL;
+        return tq_fail(e, TQ_EIO, "%s: cannot create output: %s", final_path, strerror(err));
+    }
+    fchmod(f->fd, 0644);
+    return 0;
+}
+
+static void fsync_parent(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return;
+    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    free(copy);
+}
+
+int tq_afile_commit(tq_afile *f, tq_err *e)
+{
+    if (fsync(f->fd) != 0) {
+        int err = errno;
+        tq_afile_abort(f);
+        return tq_fail(e, TQ_EIO, "%s: fsync failed: %s", f->final_path ? f->final_path : "?", strerror(err));
+    }
+    if (close(f->fd) != 0) {
+        int err = errno;
+        f->fd = -1;
+        tq_afile_abort(f);
+        return tq_fail(e, TQ_EIO, "%s: close failed: %s", f->final_path ? f->final_path : "?", strerror(err));
+    }
+    f->fd = -1;
+    if (rename(f->tmp_path, f->final_path) != 0) {
+        int err = errno;
+        tq_afile_abort(f);
+        return tq_fail(e, TQ_EIO, "%s: rename failed: %s", f->final_path ? f->final_path : "?", strerror(err));
+    }
+    fsync_parent(f->final_path);
+    free(f->tmp_path);
+    free(f->final_path);
+    f->tmp_path = f->final_path = NULL;
+    return 0;
+}
+
+void tq_afile_abort(tq_afile *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+    if (f->tmp_path)
+        unlink(f->tmp_path);
+    free(f->tmp_path);
+    free(f->final_path);
+    f->tmp_path = f->final_path = NULL;
+}
+
+int tq_write_file_atomic(const char *path, const void *data, size_t len, tq_err *e)
+{
+    tq_afile f;
+    if (tq_afile_open(&f, path, 0, e) != 0)
+        return -1;
+    if (tq_write_full(f.fd, data, len, path, e) != 0) {
+        tq_afile_abort(&f);
+        return -1;
+    }
+    return tq_afile_commit(&f, e);
+}

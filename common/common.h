@@ -1,0 +1,122 @@
+/* common/common.h — the conventions every tq library folder shares.
+ *
+ * Errors: a function that can fail returns 0 on success and -1 on failure, after filling
+ * a caller-provided tq_err with a code and a message that names the file, and the tensor
+ * and byte offset where relevant ("model.safetensors: tensor 'x': data_offsets [8, 4] ...").
+ * Front-ends print "tq-NAME: <msg>" and exit with tq_exit_code(). */
+#ifndef TQ_COMMON_H
+#define TQ_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define TQ_VERSION "0.1.0"
+
+enum tq_errcode {
+    TQ_OK = 0,
+    TQ_EDATA = 1,   /* malformed or inconsistent input data */
+    TQ_EIO = 2,     /* read/write/open failure, disk full */
+    TQ_EUSAGE = 3,  /* bad arguments (front-ends exit 2) */
+    TQ_ENOMEM = 4,
+    TQ_EEXIST = 5,  /* output exists and may not be replaced */
+    TQ_EUNSUP = 6,  /* valid input the tool does not handle (unsupported type, ...) */
+};
+
+typedef struct tq_err {
+    int code;
+    char msg[1024];
+} tq_err;
+
+/* Fill e (if non-NULL) and return -1. */
+int tq_fail(tq_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Prefix an existing message: "prefix: old message". Returns -1. */
+int tq_err_prefix(tq_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Process exit status for an error: 2 for usage errors, 1 for everything else. */
+int tq_exit_code(const tq_err *e);
+
+/* Overflow-checked arithmetic: return 0 and set *out, or return -1 on overflow. */
+int tq_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
+int tq_add_u64(uint64_t a, uint64_t b, uint64_t *out);
+
+/* Allocation that reports failure through tq_err. */
+void *tq_malloc(size_t n, tq_err *e);
+void *tq_calloc(size_t n, size_t size, tq_err *e);
+char *tq_strdup(const char *s, tq_err *e);
+char *tq_path_join(const char *dir, const char *name, tq_err *e);
+
+/* ---- files ---- */
+/* Read exactly len bytes at off; a short read is an error naming path and offset. */
+int tq_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path, tq_err *e);
+int tq_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char *path, tq_err *e);
+int tq_write_full(int fd, const void *buf, size_t len, const char *path, tq_err *e);
+/* Whole small file (config.json, index.json) into a NUL-terminated buffer; refuses files > max. */
+int tq_read_small_file(const char *path, size_t max, char **out, size_t *len, tq_err *e);
+int tq_file_size(const char *path, uint64_t *size, tq_err *e);
+int tq_is_dir(const char *path);
+int tq_exists(const char *path);
+int tq_mkdir_p(const char *path, tq_err *e);
+/* Copy a file byte for byte through an atomic output. */
+int tq_copy_file(const char *src, const char *dst, tq_err *e);
+/* Sorted list of regular-file names in dir (not recursive). Free with tq_free_strv. */
+int tq_list_dir(const char *dir, char ***names, size_t *n, tq_err *e);
+void tq_free_strv(char **v, size_t n);
+
+/* Atomic output: data goes to "FINAL.partial-XXXXXX"; commit = fsync + rename + fsync(dir);
+ * abort (or any failure) unlinks the partial file. Nothing ever appears under FINAL
+ * unless it is complete. */
+typedef struct tq_afile {
+    int fd;
+    char *final_path;
+    char *tmp_path;
+} tq_afile;
+#define TQ_AFILE_NOCLOBBER 1 /* fail with TQ_EEXIST if FINAL exists */
+int tq_afile_open(tq_afile *f, const char *final_path, int flags, tq_err *e);
+int tq_afile_commit(tq_afile *f, tq_err *e);
+void tq_afile_abort(tq_afile *f);
+int tq_write_file_atomic(const char *path, const void *data, size_t len, tq_err *e);
+
+/* ---- hashing (libcrypto EVP) ---- */
+typedef struct tq_sha256 tq_sha256;
+tq_sha256 *tq_sha256_new(void);
+void tq_sha256_update(tq_sha256 *h, const void *data, size_t len);
+void tq_sha256_final(tq_sha256 *h, unsigned char out[32]); /* also frees h */
+void tq_sha256_buf(const void *data, size_t len, unsigned char out[32]);
+void tq_hex(const unsigned char *d, size_t n, char *out); /* out has 2n+1 bytes */
+int tq_sha256_file(const char *path, unsigned char out[32], uint64_t *size, tq_err *e);
+/* Hash [off, off+len) of an open file. */
+int tq_sha256_range(int fd, uint64_t off, uint64_t len, const char *path, unsigned char out[32], tq_err *e);
+
+/* ---- JSON (cJSON) ---- */
+struct cJSON;
+/* Sort every object's keys (recursively, strcmp order) so printed JSON is deterministic. */
+void tq_json_sort(struct cJSON *j);
+/* Sorted, pretty-printed (2-space indent), newline-terminated. Caller frees. */
+char *tq_json_print(struct cJSON *j, tq_err *e);
+/* Write JSON atomically to path (sorted keys). */
+int tq_json_write_file(const char *path, struct cJSON *j, tq_err *e);
+/* Parse a JSON file of at most max bytes; error names the file. */
+int tq_json_read_file(const char *path, size_t max, struct cJSON **out, tq_err *e);
+
+/* ---- misc ---- */
+/* "4096", "512M", "1.5G", "2GiB", "16k": binary units. Returns -1 on bad syntax/overflow. */
+int tq_parse_size(const char *s, uint64_t *out);
+/* Human-readable bytes, e.g. "1.50 GiB". */
+void tq_format_size(uint64_t n, char *buf, size_t cap);
+int tq_default_threads(void);
+double tq_now(void);           /* monotonic seconds */
+uint64_t tq_peak_rss(void);    /* bytes (VmHWM on Linux, ru_maxrss elsewhere) */
+uint32_t tq_crc32(const void *data, size_t len); /* zlib-compatible CRC-32 */
+
+/* Progress on stderr, only when stderr is a TTY and not quiet. */
+typedef struct tq_progress {
+    const char *label;
+    uint64_t total, done;
+    double last;
+    int enabled;
+} tq_progress;
+void tq_progress_init(tq_progress *p, const char *label, uint64_t total, int quiet);
+void tq_progress_add(tq_progress *p, uint64_t n);
+void tq_progress_end(tq_progress *p);
+
+#endif

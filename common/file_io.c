@@ -1,0 +1,218 @@
+#include "common/common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int tq_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path, tq_err *e)
+{
+    char *p = buf;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, p + done, len - done, (off_t)(off + done));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return tq_fail(e, TQ_EIO, "%s: read error at offset %llu: %s", path,
+                           (unsigned long long)(off + done), strerror(errno));
+        }
+        if (n == 0)
+            return tq_fail(e, TQ_EDATA, "%s: unexpected end of file at offset %llu (wanted %zu more bytes; file changed or truncated?)",
+                           path, (unsigned long long)(off + done), len - done);
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+int tq_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char *path, tq_err *e)
+{
+    const char *p = buf;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pwrite(fd, p + done, len - done, (off_t)(off + done));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return tq_fail(e, TQ_EIO, "%s: write error at offset %llu: %s", path,
+                           (unsigned long long)(off + done), strerror(errno));
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+int tq_write_full(int fd, const void *buf, size_t len, const char *path, tq_err *e)
+{
+    const char *p = buf;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, p + done, len - done);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return tq_fail(e, TQ_EIO, "%s: write error: %s", path, strerror(errno));
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+int tq_read_small_file(const char *path, size_t max, char **out, size_t *len, tq_err *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return tq_fail(e, TQ_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return tq_fail(e, TQ_EDATA, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return tq_fail(e, TQ_EDATA, "%s: file is %llu bytes, more than the %zu allowed", path,
+                       (unsigned long long)st.st_size, max);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = tq_malloc(n + 1, e);
+    if (!buf) {
+        close(fd);
+        return -1;
+    }
+    if (tq_pread_full(fd, buf, n, 0, path, e) != 0) {
+        free(buf);
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    buf[n] = 0;
+    *out = buf;
+    if (len)
+        *len = n;
+    return 0;
+}
+
+int tq_file_size(const char *path, uint64_t *size, tq_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return tq_fail(e, TQ_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+int tq_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int tq_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+int tq_mkdir_p(const char *path, tq_err *e)
+{
+    char *p = tq_strdup(path, e);
+    if (!p)
+        return -1;
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == 0) {
+            char c = *s;
+            *s = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                int err = errno;
+                free(p);
+                return tq_fail(e, TQ_EIO, "%s: cannot create directory: %s", path, strerror(err));
+            }
+            *s = c;
+            if (!c)
+                break;
+        }
+    }
+    free(p);
+    if (!tq_is_dir(path))
+        return tq_fail(e, TQ_EIO, "%s: exists and is not a directory", path);
+    return 0;
+}
+
+int tq_copy_file(const char *src, const char *dst, tq_err *e)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", src, strerror(errno));
+    tq_afile out;
+    if (tq_afile_open(&out, dst, 0, e) != 0) {
+        close(in);
+        return -1;
+    }
+    size_t cap = 1 << 20;
+    char *buf = tq_malloc(cap, e);
+    int rc = buf ? 0 : -1;
+    while (rc == 0) {
+        ssize_t n = read(in, buf, cap);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = tq_fail(e, TQ_EIO, "%s: read error: %s", src, strerror(errno));
+            break;
+        }
+        if (n == 0)
+            break;
+        rc = tq_write_full(out.fd, buf, (size_t)n, out.tmp_path, e);
+    }
+    free(buf);
+    close(in);
+    if (rc == 0)
+        return tq_afile_commit(&out, e);
+    tq_afile_abort(&out);
+    return -1;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int tq_list_dir(const char *dir, char ***names, size_t *n, tq_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return tq_fail(e, TQ_EIO, "%s: cannot open directory: %s", dir, strerror(errno));
+    char **v = NULL;
+    size_t cnt = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nv = realloc(v, cap * sizeof *v);
+            if (!nv)
+                goto oom;
+            v = nv;
+        }
+        if (!(v[cnt] = strdup(de->d_name)))
+            goto oom;
+        cnt++;
+    }
+    closedir(d);
+    if (cnt)
+        qsort(v, cnt, sizeof *v, cmp_str);
+    *names = v;
+    *n = cnt;
+    return 0;
+oom:
+    closedir(d);
+    tq_free_strv(v, cnt);
+    return tq_fail(e, TQ_ENOMEM, "%s: out of memory listing directory", dir);
+}

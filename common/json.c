@@ -1,0 +1,131 @@
+#include "common/common.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int key_cmp(const cJSON *a, const cJSON *b)
+{
+    return strcmp(a->string ? a->string : "", b->string ? b->string : "");
+}
+
+/* Stable merge sort of a cJSON sibling list. */
+static cJSON *merge_sort(cJSON *head)
+{
+    if (!head || !head->next)
+        return head;
+    cJSON *slow = head, *fast = head->next;
+    while (fast && fast->next) {
+        slow = slow->next;
+        fast = fast->next->next;
+    }
+    cJSON *right = slow->next;
+    slow->next = NULL;
+    cJSON *l = merge_sort(head), *r = merge_sort(right);
+    cJSON dummy = {0}, *tail = &dummy;
+    while (l && r) {
+        if (key_cmp(l, r) <= 0) {
+            tail->next = l;
+            l = l->next;
+        } else {
+            tail->next = r;
+            r = r->next;
+        }
+        tail = tail->next;
+    }
+    tail->next = l ? l : r;
+    return dummy.next;
+}
+
+void tq_json_sort(cJSON *j)
+{
+    if (!j)
+        return;
+    if (cJSON_IsObject(j) && j->child) {
+        j->child = merge_sort(j->child);
+        cJSON *prev = NULL;
+        for (cJSON *c = j->child; c; c = c->next) {
+            c->prev = prev;
+            prev = c;
+        }
+        j->child->prev = prev; /* cJSON keeps the tail in head->prev */
+    }
+    for (cJSON *c = j->child; c; c = c->next)
+        tq_json_sort(c);
+}
+
+char *tq_json_print(cJSON *j, tq_err *e)
+{
+    tq_json_sort(j);
+    char *s = cJSON_Print(j);
+    if (!s) {
+        tq_fail(e, TQ_ENOMEM, "out of memory printing JSON");
+        return NULL;
+    }
+    /* cJSON indents with tabs; use two spaces and end with a newline. */
+    size_t tabs = 0, n = 0;
+    for (; s[n]; n++)
+        tabs += s[n] == '\t';
+    char *out = tq_malloc(n + tabs + 2, e);
+    if (!out) {
+        cJSON_free(s);
+        return NULL;
+    }
+    size_t o = 0;
+    int in_str = 0, esc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            out[o++] = c;
+            if (esc)
+                esc = 0;
+            else if (c == '\\')
+                esc = 1;
+            else if (c == '"')
+                in_str = 0;
+            continue;
+        }
+        if (c == '"')
+            in_str = 1;
+        if (c == '\t' && i > 0 && s[i - 1] == ':') {
+            out[o++] = ' ';
+        } else if (c == '\t') {
+            out[o++] = ' ';
+            out[o++] = ' ';
+        } else {
+            out[o++] = c;
+        }
+    }
+    out[o++] = '\n';
+    out[o] = 0;
+    cJSON_free(s);
+    return out;
+}
+
+int tq_json_write_file(const char *path, cJSON *j, tq_err *e)
+{
+    char *s = tq_json_print(j, e);
+    if (!s)
+        return -1;
+    int rc = tq_write_file_atomic(path, s, strlen(s), e);
+    free(s);
+    return rc;
+}
+
+int tq_json_read_file(const char *path, size_t max, cJSON **out, tq_err *e)
+{
+    char *buf;
+    size_t len;
+    if (tq_read_small_file(path, max, &buf, &len, e) != 0)
+        return -1;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+    if (!j) {
+        size_t at = end ? (size_t)(end - buf) : 0;
+        free(buf);
+        return tq_fail(e, TQ_EDATA, "%s: invalid JSON near byte %zu", path, at);
+    }
+    free(buf);
+    *out = j;
+    return 0;
+}

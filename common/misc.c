@@ -1,0 +1,114 @@
+#include "common/common.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+int tq_parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || v < 0 || !isfinite(v))
+        return -1;
+    uint64_t mult = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 0: break;
+    case 'K': mult = 1ull << 10; end++; break;
+    case 'M': mult = 1ull << 20; end++; break;
+    case 'G': mult = 1ull << 30; end++; break;
+    case 'T': mult = 1ull << 40; end++; break;
+    default: return -1;
+    }
+    if (mult > 1 && (*end == 'i' || *end == 'I'))
+        end++;
+    if (mult > 1 && (*end == 'b' || *end == 'B'))
+        end++;
+    if (*end == 'B' && mult == 1)
+        end++;
+    if (*end)
+        return -1;
+    double r = v * (double)mult;
+    if (r >= 18446744073709551616.0)
+        return -1;
+    *out = (uint64_t)r;
+    return 0;
+}
+
+void tq_format_size(uint64_t n, char *buf, size_t cap)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%llu B", (unsigned long long)n);
+    else
+        snprintf(buf, cap, "%.2f %s", v, units[u]);
+}
+
+int tq_default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 256 ? 256 : (int)n;
+}
+
+double tq_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+uint64_t tq_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            unsigned long long kb;
+            if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) {
+                fclose(f);
+                return kb * 1024;
+            }
+        }
+        fclose(f);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+#ifdef __APPLE__
+    return (uint64_t)ru.ru_maxrss;
+#else
+    return (uint64_t)ru.ru_maxrss * 1024;
+#endif
+}
+
+uint32_t tq_crc32(const void *data, size_t len)
+{
+    static uint32_t table[256];
+    static int ready;
+    if (!ready) { /* benign race: every thread computes the same table */
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+        ready = 1;
+    }
+    const unsigned char *p = data;
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < len; i++)
+        c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}

@@ -1,0 +1,73 @@
+/* Minimal unit-test harness: each TEST is one counted case; the runner reads
+ * "PASS name" / "FAIL name: why" lines. */
+#ifndef TQ_TEST_CHECK_H
+#define TQ_TEST_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int t_failed_here, t_pass, t_fail;
+static const char *t_current;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            if (!t_failed_here)                                                      \
+                printf("FAIL %s: %s:%d: %s\n", t_current, __FILE__, __LINE__, #cond); \
+            t_failed_here = 1;                                                       \
+        }                                                                            \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                        \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            if (!t_failed_here) {                                                \
+                printf("FAIL %s: %s:%d: %s: ", t_current, __FILE__, __LINE__, #cond); \
+                printf(__VA_ARGS__);                                             \
+                printf("\n");                                                    \
+            }                                                                    \
+            t_failed_here = 1;                                                   \
+        }                                                                        \
+    } while (0)
+
+/* A call returning 0/-1 with a tq_err named `err` in scope. */
+#define CHECK_OK(call)                                                                 \
+    do {                                                                               \
+        if ((call) != 0) {                                                             \
+            if (!t_failed_here)                                                        \
+                printf("FAIL %s: %s:%d: %s: %s\n", t_current, __FILE__, __LINE__, #call, err.msg); \
+            t_failed_here = 1;                                                         \
+        }                                                                              \
+    } while (0)
+
+#define RUN(fn)                                             \
+    do {                                                    \
+        t_current = #fn;                                    \
+        t_failed_here = 0;                                  \
+        fflush(stdout);                                     \
+        fn();                                               \
+        if (t_failed_here)                                  \
+            t_fail++;                                       \
+        else {                                              \
+            t_pass++;                                       \
+            printf("PASS %s\n", #fn);                       \
+        }                                                   \
+        fflush(stdout);                                     \
+    } while (0)
+
+#define TEST_MAIN_END() \
+    do {                                                     \
+        printf("%d passed, %d failed\n", t_pass, t_fail);    \
+        return t_fail ? 1 : 0;                               \
+    } while (0)
+
+/* Scratch directory for a test binary: $TQ_TMP or /tmp. */
+static inline const char *t_tmpdir(void)
+{
+    const char *d = getenv("TQ_TMP");
+    return d && *d ? d : "/tmp";
+}
+
+#endif

@@ -1,0 +1,123 @@
+#include "common/common.h"
+#include "tests/unit/check.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+static void test_parse_size(void)
+{
+    uint64_t v;
+    CHECK(tq_parse_size("4096", &v) == 0 && v == 4096);
+    CHECK(tq_parse_size("512M", &v) == 0 && v == 512ull << 20);
+    CHECK(tq_parse_size("1.5G", &v) == 0 && v == 3ull << 29);
+    CHECK(tq_parse_size("2GiB", &v) == 0 && v == 2ull << 30);
+    CHECK(tq_parse_size("16k", &v) == 0 && v == 16384);
+    CHECK(tq_parse_size("", &v) != 0);
+    CHECK(tq_parse_size("12X", &v) != 0);
+    CHECK(tq_parse_size("-1", &v) != 0);
+    CHECK(tq_parse_size("99999999999T", &v) != 0);
+}
+
+static void test_overflow(void)
+{
+    uint64_t v;
+    CHECK(tq_mul_u64(1ull << 32, 1ull << 31, &v) == 0 && v == 1ull << 63);
+    CHECK(tq_mul_u64(1ull << 32, 1ull << 32, &v) != 0);
+    CHECK(tq_add_u64(UINT64_MAX, 1, &v) != 0);
+    CHECK(tq_add_u64(UINT64_MAX - 1, 1, &v) == 0 && v == UINT64_MAX);
+}
+
+static void test_crc32(void)
+{
+    CHECK(tq_crc32("123456789", 9) == 0xCBF43926u);
+    CHECK(tq_crc32("", 0) == 0);
+}
+
+static void test_sha256(void)
+{
+    unsigned char d[32];
+    char hex[65];
+    tq_sha256_buf("abc", 3, d);
+    tq_hex(d, 32, hex);
+    CHECK(!strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+}
+
+static void test_json_sorted(void)
+{
+    tq_err err = {0};
+    cJSON *j = cJSON_Parse("{\"b\":1,\"a\":{\"z\":[1,{\"y\":2,\"x\":\"t\\\"\\tq\"}],\"c\":true},\"_\":null}");
+    CHECK(j != NULL);
+    char *s = tq_json_print(j, &err);
+    CHECK(s != NULL);
+    const char *want = "{\n  \"_\": null,\n  \"a\": {\n    \"c\": true,\n    \"z\": [1, {\n        \"x\": \"t\\\"\\tq\",\n        \"y\": 2\n      }]\n  },\n  \"b\": 1\n}\n";
+    CHECKF(s && !strcmp(s, want), "got:\n%s", s ? s : "(null)");
+    cJSON *k = cJSON_Parse(s);
+    CHECK(k && cJSON_GetObjectItem(k, "b") && cJSON_GetObjectItem(k, "b")->valueint == 1);
+    cJSON_Delete(k);
+    free(s);
+    cJSON_Delete(j);
+}
+
+static int count_partials(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        n += strstr(de->d_name, ".partial-") != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void test_afile(void)
+{
+    tq_err err = {0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/afile.bin", t_tmpdir());
+    unlink(path);
+    tq_afile f;
+    CHECK_OK(tq_afile_open(&f, path, TQ_AFILE_NOCLOBBER, &err));
+    CHECK(!tq_exists(path));
+    CHECK(count_partials(t_tmpdir()) == 1);
+    CHECK_OK(tq_write_full(f.fd, "hello", 5, f.tmp_path, &err));
+    CHECK_OK(tq_afile_commit(&f, &err));
+    uint64_t sz = 0;
+    CHECK_OK(tq_file_size(path, &sz, &err));
+    CHECK(sz == 5);
+    CHECK(count_partials(t_tmpdir()) == 0);
+    CHECK(tq_afile_open(&f, path, TQ_AFILE_NOCLOBBER, &err) != 0 && err.code == TQ_EEXIST);
+    CHECK_OK(tq_afile_open(&f, path, 0, &err));
+    tq_afile_abort(&f);
+    CHECK(count_partials(t_tmpdir()) == 0);
+    CHECK_OK(tq_file_size(path, &sz, &err));
+    CHECK(sz == 5);
+    unlink(path);
+}
+
+static void test_short_read_names_file(void)
+{
+    tq_err err = {0};
+    char path[512], buf[16];
+    snprintf(path, sizeof path, "%s/short.bin", t_tmpdir());
+    CHECK_OK(tq_write_file_atomic(path, "abc", 3, &err));
+    int fd = open(path, O_RDONLY);
+    CHECK(tq_pread_full(fd, buf, 8, 0, path, &err) != 0);
+    CHECK(strstr(err.msg, path) && strstr(err.msg, "offset 3"));
+    close(fd);
+    unlink(path);
+}
+
+int main(void)
+{
+    RUN(test_parse_size);
+    RUN(test_overflow);
+    RUN(test_crc32);
+    RUN(test_sha256);
+    RUN(test_json_sorted);
+    RUN(test_afile);
+    RUN(test_short_read_names_file);
+    TEST_MAIN_END();
+}
