@@ -97,9 +97,19 @@ int tq_st_writer_finish(tq_st_writer *w, tq_err *e);
 void tq_st_writer_abort(tq_st_writer *w);
 
 /* -------------------------------------------------------- model directory */
+/* A source of tensors that is not a safetensors shard (GGUF: tensors presented as F32 after
+ * dequantization, under HF names). read() gets bytes [off, off+len) of the presented data. */
+typedef struct tq_tensor_source {
+    int (*read)(const struct tq_tensor_source *s, uint64_t index, uint64_t off, void *buf,
+                size_t len, tq_err *e);
+    void (*close)(struct tq_tensor_source *s);
+} tq_tensor_source;
+
 typedef struct tq_model_tensor {
-    tq_tensor_info info;       /* name, dtype, shape, offset within its shard */
-    const tq_st_file *file;    /* the shard holding it */
+    tq_tensor_info info;       /* name, dtype, shape; offset within its shard (safetensors) */
+    const tq_st_file *file;    /* the shard holding it; NULL when src is set */
+    const tq_tensor_source *src; /* non-safetensors source, with src_index */
+    uint64_t src_index;
 } tq_model_tensor;
 
 typedef struct tq_model {
@@ -111,6 +121,7 @@ typedef struct tq_model {
     tq_model_tensor *tensors;  /* all tensors across shards, sorted by name */
     size_t n_extra;
     char **extra_files;        /* other regular files to copy through (tokenizer...), sorted */
+    tq_tensor_source *source;  /* GGUF input, else NULL */
 } tq_model;
 
 /* Open a model directory (model.safetensors, or index.json + shards, or every *.safetensors
