@@ -47,6 +47,11 @@ TEST_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_COMMON_SRC := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
 TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_COMMON_SRC))
 
+# Fuzz targets (tests/fuzz/fuzz_*.c) are also linked with a replay driver so that make check
+# runs their seed corpora and every regression input with the ordinary (or ASan) build.
+FUZZ_SRC    := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz-replay/%,$(FUZZ_SRC))
+
 MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
@@ -55,7 +60,7 @@ MAN5 := $(wildcard man/*.5)
 all: $(LIB) $(TOOLS)
 lib: $(LIB)
 tools: $(TOOLS)
-tests: $(TEST_BIN)
+tests: $(TEST_BIN) $(FUZZ_REPLAY)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -71,6 +76,10 @@ $(BIN)/tq-%: $(BUILD)/cmd/tq-%.o $(CMD_COMMON_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
