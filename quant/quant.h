@@ -1,8 +1,96 @@
 /* quant/quant.h — TurboQuant: block Hadamard rotation, sign draws, Lloyd-Max codebooks,
- * per-group scales, packing. Pure computation; no file I/O. */
+ * per-group scales, packing. Pure computation; no file I/O (the converter in quant/convert*.c
+ * is the one exception and is declared at the end). */
 #ifndef TQ_QUANT_H
 #define TQ_QUANT_H
 
 #include "common/common.h"
+
+/* ------------------------------------------------------- Hadamard (REFERENCE §3) */
+/* Block length for an input axis of n: the largest m·2^k dividing n with m ∈ {1,12,20,28}.
+ * Returns 0 when n == 0 (no valid block). Every tensor tq-convert quantizes has n divisible
+ * by the group size (≥ 16), so its block is at least 16. */
+uint64_t tq_hadamard_block(uint64_t n);
+/* Decompose a block length b = m·N (N = 2^k, m ∈ {1,12,20,28}); -1 if b is not of that form. */
+int tq_hadamard_split(uint64_t b, int *m, uint64_t *N);
+/* In place over x[0..n), block by block (n % b == 0, b valid):
+ * forward y = s·(H_m ⊗ H_N)·x exactly as REFERENCE §3.1 (radix-2 butterflies per N chunk,
+ * then the m-point product in c order in f32, s = f32(1/sqrt(b)) applied once at the end).
+ * inverse != 0 uses H_mᵀ instead of H_m: since s²·b = 1 and H_m·H_mᵀ = m·I, that is T⁻¹ up
+ * to f32 rounding. Returns -1 (and leaves x alone) if b is invalid or does not divide n. */
+int tq_hadamard(float *x, size_t n, size_t b, int inverse);
+/* Rotate a row vector as the weights are rotated: x[j] *= signs[j] (signs may be NULL),
+ * then the forward block transform. The runtime applies this to activations. */
+int tq_rotate(float *x, size_t n, const float *signs, size_t b);
+/* Undo tq_rotate: inverse block transform, then x[j] *= signs[j]. */
+int tq_unrotate(float *x, size_t n, const float *signs, size_t b);
+
+/* ------------------------------------------------------- signs (REFERENCE §3.2) */
+/* Threefry-2x32, 20 rounds, as JAX/MLX. */
+void tq_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]);
+/* MLX's random bits for `dim` u32 values from key(seed) = (seed >> 32, seed & 0xffffffff). */
+void tq_random_bits(uint64_t seed, uint32_t *out, size_t dim);
+/* u = min((float)bits·2^-32, 0x1.fffffep-1) */
+float tq_bits_to_uniform(uint32_t bits);
+/* Per-module seed: base + (CRC-32(module_path) mod 2^31). */
+uint64_t tq_module_seed(uint64_t base_seed, const char *module_path);
+/* signs[j] = -1 where uniform < 0.5, else +1, drawn from key(seed). */
+void tq_signs(uint64_t seed, float *signs, size_t dim);
+/* Both: the signs TurboQuant-MLX uses for module `module_path` (e.g. "model.layers.0.mlp.up_proj"). */
+void tq_module_signs(uint64_t base_seed, const char *module_path, float *signs, size_t dim);
+
+/* ------------------------------------------------------- Lloyd-Max codebooks */
+#define TQ_MAX_BITS 4
+typedef struct tq_codebook {
+    int bits, n;                 /* n = 2^bits centroids */
+    double exact[1 << TQ_MAX_BITS]; /* converged centroids, double (ascending) */
+    double mse;                  /* E[(X - Q(X))²] for X ~ N(0,1), double centroids */
+    uint16_t f16[1 << TQ_MAX_BITS]; /* stored codebook (P.codebook) */
+    float c[1 << TQ_MAX_BITS];   /* f16 centroids as f32: what dequantization uses */
+    float bnd[(1 << TQ_MAX_BITS) - 1]; /* decision boundaries: f32 midpoints of c */
+} tq_codebook;
+/* Lloyd-Max quantizer for N(0,1) with 2^bits levels, bits in 1..4, in double precision.
+ * The f16 rounding is checked to be far from a tie, so the stored codebook is identical on
+ * every machine whatever its libm. */
+int tq_codebook_lloyd_max(int bits, tq_codebook *cb, tq_err *e);
+
+/* ------------------------------------------------------- per-group quantization */
+enum tq_scale_method { TQ_SCALE_RMS = 0, TQ_SCALE_LSQ = 1 };
+
+/* Indices for v values: idx = number of boundaries b with v >= b. */
+void tq_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t *idx);
+/* Quantize n rotated values (n % group == 0): idx[n], scales[n/group] (f16 bits).
+ * rms: scale = max(sqrt(mean(w²)), 1e-7), v = w / scale (the reference recipe).
+ * lsq: starting from rms, alternate least-squares scale for the indices (rounded to f16) and
+ *      nearest-centroid indices for that scale, and keep the best candidate by the squared
+ *      error of the stored (f16) scale — never worse than rms.
+ * err2 / sum2 (may be NULL) receive Σ(w - ŵ)² and Σw² in double, fixed order.
+ * Fails (TQ_EDATA) on non-finite values or a scale that overflows f16. */
+int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const float *w, size_t n,
+                       uint8_t *idx, uint16_t *scales, double *err2, double *sum2, tq_err *e);
+
+/* Packing (REFERENCE §2): epw = floor(32/bits) indices per u32, LSB first, each row padded
+ * with zero indices to a multiple of epw. */
+static inline size_t tq_epw(int bits) { return (size_t)(32 / bits); }
+static inline size_t tq_packed_words(size_t n, int bits) { return (n + tq_epw(bits) - 1) / tq_epw(bits); }
+void tq_pack(const uint8_t *idx, size_t n, int bits, uint32_t *out);
+void tq_unpack(const uint32_t *in, size_t n, int bits, uint8_t *idx);
+/* Dequantize one packed row to rotated values: out[j] = codebook[idx] * f16 scale (f32).
+ * codebook: 2^bits values as f32. */
+void tq_dequantize_row(const uint32_t *packed, const uint16_t *scales, const float *codebook,
+                       int bits, size_t group, size_t n, float *out);
+
+/* One whole row, from original weights to packed words: copy, rotate with signs and block,
+ * quantize, pack. scratch: n floats + n bytes (tq_row_scratch_bytes). */
+typedef struct tq_qspec {
+    const tq_codebook *cb;
+    int method;          /* enum tq_scale_method */
+    size_t group;        /* group size */
+    size_t block;        /* Hadamard block (tq_hadamard_block(n)) */
+    const float *signs;  /* n signs */
+} tq_qspec;
+static inline size_t tq_row_scratch_bytes(size_t n) { return n * (sizeof(float) + 1); }
+int tq_quantize_row(const tq_qspec *q, const float *w, size_t n, void *scratch, uint32_t *packed,
+                    uint16_t *scales, double *err2, double *sum2, tq_err *e);
 
 #endif
