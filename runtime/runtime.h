@@ -1,7 +1,85 @@
-/* runtime/runtime.h — reference decoder: resident or streamed from a split directory. */
+/* runtime/runtime.h — reference decoder: resident or streamed from a split directory.
+ *
+ * Greedy decoding of llama / qwen3 / qwen3_moe models whose weights are f32/f16/bf16,
+ * TurboQuant (REFERENCE §2) or MLX affine (4/8 bit). A split directory (config.json with a
+ * "streaming" block) keeps pinned tensors resident and reads each routed expert as one
+ * block with one pread into a byte-budgeted LRU cache; --resident loads everything.
+ * The same kernels run in both modes and every reduction has a fixed order, so logits are
+ * bit-identical between modes and for any thread count. */
 #ifndef TQ_RUNTIME_H
 #define TQ_RUNTIME_H
 
 #include "common/common.h"
+
+/* How expert blocks are read when streaming. */
+enum tq_run_io {
+    TQ_RUN_IO_AUTO = 0,   /* O_DIRECT (Linux) / F_NOCACHE (macOS); fadvise fallback */
+    TQ_RUN_IO_BUFFERED,   /* plain buffered preads, page cache left alone (comparison) */
+};
+
+typedef struct tq_run_opts {
+    int threads;            /* compute threads; 0 = tq_default_threads() */
+    int io_threads;         /* expert readers; 0 = experts_per_tok (at most 16) */
+    int resident;           /* load every tensor, experts included, up front */
+    int io_mode;            /* enum tq_run_io */
+    int check_blocks;       /* verify each expert block read against split.json's SHA-256 */
+    uint64_t cache_budget;  /* expert cache bytes (default 1 GiB) */
+    uint64_t ctx;           /* KV cache positions; 0 = prompt + max_tokens */
+    const char *logits_path;/* raw little-endian f32 logits, steps x vocab (atomic); NULL = none */
+    /* Called with every step's logits (after the file write); non-zero return aborts. */
+    int (*on_logits)(void *user, uint64_t step, const float *logits, uint64_t vocab);
+    void *user;
+} tq_run_opts;
+
+void tq_run_opts_default(tq_run_opts *o);
+
+typedef struct tq_run_stats {
+    char arch[32];              /* llama | qwen3 | qwen3_moe */
+    char weights[32];           /* f32/f16/bf16/turboquant/affine/mixed */
+    int streamed;               /* experts streamed from a split directory */
+    char io[16];                /* "direct", "fadvise", "buffered" or "none" */
+    uint64_t vocab;
+    uint64_t prompt_tokens, generated_tokens, forward_passes;
+    double load_s, decode_s, tokens_per_s; /* tokens_per_s = forward passes / decode_s */
+    uint64_t expert_hits, expert_misses;
+    double hit_rate;                       /* hits / (hits + misses); 0 when none */
+    uint64_t bytes_read, reads;            /* expert blocks read from disk while decoding */
+    uint64_t bytes_per_token;              /* bytes_read / forward passes */
+    uint64_t resident_bytes;               /* pinned (or all) weights held in memory */
+    uint64_t cache_bytes, cache_budget;    /* expert cache in use at the end / its budget */
+    uint64_t cache_peak_bytes;             /* most cache bytes held at once */
+    uint64_t peak_rss;
+    unsigned char logits_sha256[32];       /* SHA-256 of the logits stream */
+} tq_run_stats;
+
+typedef struct tq_runner tq_runner;
+
+/* Open MODEL_DIR (plain, TurboQuant, MLX affine or split) and load the resident part. */
+int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o, tq_err *e);
+uint64_t tq_runner_vocab(const tq_runner *r);
+/* Greedy decode: feeds the prompt, then generates max_tokens tokens into out_tokens.
+ * Step s's logits (s = 0 .. max_tokens-1) are the ones token s was chosen from.
+ * One call per runner. */
+int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
+                       int32_t *out_tokens, tq_run_stats *st, tq_err *e);
+void tq_runner_close(tq_runner *r);
+
+/* Open + generate + close: the golden decode tq-verify compares. out_tokens holds
+ * max_tokens ids; sha256 is the SHA-256 of the raw f32 logits stream (what --logits writes). */
+int tq_run_validate(const char *model_dir, const int32_t *prompt, size_t n_prompt,
+                    size_t max_tokens, const tq_run_opts *o, int32_t *out_tokens,
+                    unsigned char logits_sha256[32], tq_err *e);
+
+/* Stats as a JSON object (keys sorted when printed with tq_json_print). */
+struct cJSON *tq_run_stats_json(const tq_run_stats *st, const int32_t *tokens, size_t n);
+
+/* Quality of a test logits file against a reference one (both steps x vocab raw f32):
+ * share of steps whose argmax agrees, and mean KL(ref || test) in nats per step. */
+typedef struct tq_logits_cmp {
+    uint64_t steps, top1_agree;
+    double top1_rate, mean_kl, max_kl;
+} tq_logits_cmp;
+int tq_logits_compare(const char *ref_path, const char *test_path, uint64_t vocab,
+                      tq_logits_cmp *out, tq_err *e);
 
 #endif
