@@ -1,0 +1,50 @@
+/* quant/quant_internal.h — helpers shared by the quant folder only. */
+#ifndef TQ_QUANT_INTERNAL_H
+#define TQ_QUANT_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* f32 -> f16 bits, round to nearest even (the conversion stored scales and codebooks go
+ * through); inlined because it sits in the per-group hot path. */
+static inline uint16_t tq_q_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7FFFFFFFu;
+    if (ax >= 0x7F800000u)
+        return (uint16_t)(sign | 0x7C00u | (ax > 0x7F800000u ? 0x200u : 0));
+    if (ax >= 0x477FF000u) /* >= 65520 rounds to infinity */
+        return (uint16_t)(sign | 0x7C00u);
+    if (ax < 0x38800000u) { /* below 2^-14: subnormal, units of 2^-24 */
+        float v;
+        memcpy(&v, &ax, 4);
+        return (uint16_t)(sign | (uint16_t)rintf(v * 0x1p24f));
+    }
+    uint32_t h = ((ax >> 23) - 112u) << 10 | (ax & 0x7FFFFFu) >> 13;
+    uint32_t rem = ax & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+static inline float tq_q_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu, x;
+    if (e == 0) {
+        float v = (float)m * 0x1p-24f;
+        memcpy(&x, &v, 4);
+        x |= sign;
+    } else if (e == 31) {
+        x = sign | 0x7F800000u | m << 13;
+    } else {
+        x = sign | (e + 112u) << 23 | m << 13;
+    }
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+#endif
