@@ -147,4 +147,84 @@ int tq_model_writer_write(tq_model_writer *w, size_t index, uint64_t off, const 
 int tq_model_writer_finish(tq_model_writer *w, tq_err *e);
 void tq_model_writer_abort(tq_model_writer *w);
 
+/* ------------------------------------------------------------ GGUF input */
+/* llama.cpp / ggml GGUF files (versions 2 and 3), read as hostile input (REFERENCE §6).
+ * Parsing validates every count, length, n_dims, ne product, type id, offset and the
+ * alignment before use; tensor data is only ever read by pread in bounded chunks. */
+enum tq_gguf_vtype {
+    TQ_GGUF_U8 = 0, TQ_GGUF_I8 = 1, TQ_GGUF_U16 = 2, TQ_GGUF_I16 = 3, TQ_GGUF_U32 = 4,
+    TQ_GGUF_I32 = 5, TQ_GGUF_F32 = 6, TQ_GGUF_BOOL = 7, TQ_GGUF_STRING = 8,
+    TQ_GGUF_ARRAY = 9, TQ_GGUF_U64 = 10, TQ_GGUF_I64 = 11, TQ_GGUF_F64 = 12,
+    TQ_GGUF_VTYPE_COUNT
+};
+
+#define TQ_GGUF_MAX_DIMS 4
+#define TQ_GGUF_MAX_NAME 256          /* longest tensor name / metadata key accepted */
+#define TQ_GGUF_MAX_ARRAY_DEPTH 4     /* nested metadata arrays */
+#define TQ_GGUF_MAX_ARRAY_ELEMS (1ull << 28) /* all metadata array elements together */
+#define TQ_GGUF_MAX_HEADER (1ull << 30) /* metadata + tensor infos */
+
+typedef struct tq_gguf_kv {
+    char *key;
+    uint32_t type;      /* enum tq_gguf_vtype */
+    uint32_t arr_type;  /* element type when type == ARRAY */
+    uint64_t arr_n;     /* element count when type == ARRAY */
+    uint64_t off;       /* value bytes (after the type / array header) in the header buffer */
+    uint64_t len;       /* string length (STRING) */
+    union { uint64_t u; int64_t i; double f; } num; /* scalars (bool: u) */
+} tq_gguf_kv;
+
+typedef struct tq_gguf_tensor {
+    char *name;
+    uint32_t n_dims;
+    uint64_t ne[TQ_GGUF_MAX_DIMS]; /* ne[0] fastest; unused entries are 1 */
+    uint32_t type;                 /* ggml type id */
+    uint64_t offset;               /* relative to the data section */
+    uint64_t nelem, nbytes;
+} tq_gguf_tensor;
+
+typedef struct tq_gguf_file {
+    char *path;
+    int fd;                        /* -1 for a buffer parse */
+    uint64_t file_size;
+    uint32_t version;
+    uint64_t alignment;
+    uint64_t header_len;           /* bytes of header parsed (before the padding) */
+    uint64_t data_start;           /* absolute offset of the data section */
+    unsigned char *header;         /* the header bytes (owned) */
+    size_t n_kv;
+    tq_gguf_kv *kv;                /* file order */
+    size_t n_tensors;
+    tq_gguf_tensor *tensors;       /* file order */
+} tq_gguf_file;
+
+int tq_gguf_open(tq_gguf_file **out, const char *path, tq_err *e);
+void tq_gguf_close(tq_gguf_file *f);
+/* Parse a header given as the first len bytes of a file of file_size bytes (the fuzzers'
+ * entry point). A header running past len (< file_size) is an error too. *out owns a copy. */
+int tq_gguf_parse(tq_gguf_file **out, const char *name, const void *buf, size_t len,
+                  uint64_t file_size, tq_err *e);
+const tq_gguf_kv *tq_gguf_find_kv(const tq_gguf_file *f, const char *key);
+const tq_gguf_tensor *tq_gguf_find_tensor(const tq_gguf_file *f, const char *name);
+/* Typed metadata access: 0 on success, -1 (no error filled) when absent or of another kind.
+ * get_u64 accepts any non-negative integer type, get_f64 any number. */
+int tq_gguf_get_u64(const tq_gguf_file *f, const char *key, uint64_t *out);
+int tq_gguf_get_f64(const tq_gguf_file *f, const char *key, double *out);
+/* A string value as a NUL-terminated copy (caller frees); NULL when absent/not a string. */
+char *tq_gguf_get_str(const tq_gguf_file *f, const char *key);
+const char *tq_gguf_vtype_name(uint32_t t);
+
+/* ggml tensor types. */
+const char *tq_ggml_type_name(uint32_t type);  /* "Q4_K", or NULL for an unknown id */
+/* Block geometry of a known type; -1 for an unknown id. */
+int tq_ggml_type_block(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes);
+int tq_ggml_type_can_dequant(uint32_t type);   /* F32 F16 BF16 Q4_0..Q8_0 Q2_K..Q6_K */
+int tq_ggml_type_is_quantized(uint32_t type);  /* lossy block types (not F32/F16/BF16) */
+/* Dequantize nblocks whole blocks of `type` from src to dst (bit-exact with ggml). */
+void tq_ggml_dequant(uint32_t type, const void *src, float *dst, uint64_t nblocks);
+/* Elements [first, first+n) of tensor t as f32 (any alignment: covering blocks are read in
+ * bounded chunks and dequantized). Unsupported types fail naming tensor and type. */
+int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first,
+                     uint64_t n, float *dst, tq_err *e);
+
 #endif

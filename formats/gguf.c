@@ -1,0 +1,641 @@
+/* GGUF header parser (REFERENCE §6). The file is hostile: every count and length is checked
+ * against the bytes that remain before it is used, and nothing is allocated from a count
+ * that the file's size cannot back. */
+#include "formats/formats.h"
+#include "formats/gguf_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GGUF_DEFAULT_ALIGNMENT 32u
+
+/* Parse result distinct from -1: the header runs past the bytes given but the file is
+ * longer, so tq_gguf_open retries with more of it. */
+#define NEED_MORE (-2)
+
+typedef struct cursor {
+    const unsigned char *p;
+    uint64_t len;        /* bytes available */
+    uint64_t pos;
+    uint64_t file_size;
+    const char *name;    /* file name for messages */
+    tq_err *e;
+    uint64_t arr_elems;  /* metadata array elements seen so far */
+} cursor;
+
+/* Fails when n bytes are not available at the cursor: NEED_MORE if the file goes on. */
+static int need(cursor *c, uint64_t n, const char *what)
+{
+    uint64_t end;
+    if (tq_add_u64(c->pos, n, &end) == 0) {
+        if (end <= c->len)
+            return 0;
+        if (end <= c->file_size)
+            return NEED_MORE;
+    }
+    return tq_fail(c->e, TQ_EDATA, "%s: %s runs past the end of the file (offset %llu, %llu bytes, file is %llu bytes)",
+                   c->name, what, (unsigned long long)c->pos, (unsigned long long)n,
+                   (unsigned long long)c->file_size);
+}
+
+static uint64_t rd_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+static uint32_t rd_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int get_u32(cursor *c, uint32_t *v, const char *what)
+{
+    int r = need(c, 4, what);
+    if (r)
+        return r;
+    *v = rd_u32(c->p + c->pos);
+    c->pos += 4;
+    return 0;
+}
+
+static int get_u64(cursor *c, uint64_t *v, const char *what)
+{
+    int r = need(c, 8, what);
+    if (r)
+        return r;
+    *v = rd_u64(c->p + c->pos);
+    c->pos += 8;
+    return 0;
+}
+
+/* A length-prefixed string; off and len locate its bytes in the buffer. */
+static int get_str(cursor *c, uint64_t *off, uint64_t *len, const char *what)
+{
+    uint64_t at = c->pos;
+    int r = get_u64(c, len, what);
+    if (r)
+        return r;
+    if (*len > c->file_size - c->pos)
+        return tq_fail(c->e, TQ_EDATA, "%s: %s length %llu runs past the end of the file (offset %llu)",
+                       c->name, what, (unsigned long long)*len, (unsigned long long)at);
+    r = need(c, *len, what);
+    if (r)
+        return r;
+    *off = c->pos;
+    c->pos += *len;
+    return 0;
+}
+
+/* A name (key or tensor name) as a C string: no NUL bytes, bounded length. */
+static int get_name(cursor *c, char **out, const char *what)
+{
+    uint64_t at = c->pos, off, len;
+    int r = get_str(c, &off, &len, what);
+    if (r)
+        return r;
+    if (len == 0)
+        return tq_fail(c->e, TQ_EDATA, "%s: empty %s (offset %llu)", c->name, what, (unsigned long long)at);
+    if (len > TQ_GGUF_MAX_NAME)
+        return tq_fail(c->e, TQ_EDATA, "%s: %s of %llu bytes is longer than %d (offset %llu)", c->name,
+                       what, (unsigned long long)len, TQ_GGUF_MAX_NAME, (unsigned long long)at);
+    if (memchr(c->p + off, 0, len))
+        return tq_fail(c->e, TQ_EDATA, "%s: %s contains a NUL byte (offset %llu)", c->name, what,
+                       (unsigned long long)at);
+    char *s = tq_malloc(len + 1, c->e);
+    if (!s)
+        return -1;
+    memcpy(s, c->p + off, len);
+    s[len] = 0;
+    *out = s;
+    return 0;
+}
+
+static const uint8_t scalar_size[TQ_GGUF_VTYPE_COUNT] = {
+    [TQ_GGUF_U8] = 1, [TQ_GGUF_I8] = 1, [TQ_GGUF_U16] = 2, [TQ_GGUF_I16] = 2,
+    [TQ_GGUF_U32] = 4, [TQ_GGUF_I32] = 4, [TQ_GGUF_F32] = 4, [TQ_GGUF_BOOL] = 1,
+    [TQ_GGUF_U64] = 8, [TQ_GGUF_I64] = 8, [TQ_GGUF_F64] = 8,
+};
+
+const char *tq_gguf_vtype_name(uint32_t t)
+{
+    static const char *n[TQ_GGUF_VTYPE_COUNT] = {"uint8", "int8", "uint16", "int16", "uint32",
+                                                 "int32", "float32", "bool", "string", "array",
+                                                 "uint64", "int64", "float64"};
+    return t < TQ_GGUF_VTYPE_COUNT ? n[t] : "invalid";
+}
+
+/* Skips (validating) one value of type t; depth counts array nesting. */
+static int skip_value(cursor *c, uint32_t t, int depth, const char *key)
+{
+    if (t >= TQ_GGUF_VTYPE_COUNT)
+        return tq_fail(c->e, TQ_EDATA, "%s: key '%s': invalid value type %u (offset %llu)", c->name, key,
+                       t, (unsigned long long)c->pos);
+    if (t == TQ_GGUF_STRING) {
+        uint64_t off, len;
+        return get_str(c, &off, &len, "string value");
+    }
+    if (t != TQ_GGUF_ARRAY) {
+        int r = need(c, scalar_size[t], "metadata value");
+        if (r)
+            return r;
+        if (t == TQ_GGUF_BOOL && c->p[c->pos] > 1)
+            return tq_fail(c->e, TQ_EDATA, "%s: key '%s': bool value %u is not 0 or 1 (offset %llu)", c->name,
+                           key, c->p[c->pos], (unsigned long long)c->pos);
+        c->pos += scalar_size[t];
+        return 0;
+    }
+    if (depth >= TQ_GGUF_MAX_ARRAY_DEPTH)
+        return tq_fail(c->e, TQ_EDATA, "%s: key '%s': arrays nested deeper than %d (offset %llu)", c->name,
+                       key, TQ_GGUF_MAX_ARRAY_DEPTH, (unsigned long long)c->pos);
+    uint32_t et;
+    uint64_t n, at = c->pos;
+    int r = get_u32(c, &et, "array type");
+    if (!r)
+        r = get_u64(c, &n, "array length");
+    if (r)
+        return r;
+    if (et >= TQ_GGUF_VTYPE_COUNT)
+        return tq_fail(c->e, TQ_EDATA, "%s: key '%s': invalid array element type %u (offset %llu)", c->name,
+                       key, et, (unsigned long long)at);
+    if (n > TQ_GGUF_MAX_ARRAY_ELEMS || c->arr_elems + n > TQ_GGUF_MAX_ARRAY_ELEMS)
+        return tq_fail(c->e, TQ_EDATA, "%s: key '%s': metadata arrays hold more than %llu elements (offset %llu)",
+                       c->name, key, (unsigned long long)TQ_GGUF_MAX_ARRAY_ELEMS, (unsigned long long)at);
+    c->arr_elems += n;
+    /* Every element takes at least one byte (strings 8, arrays 12): a count the rest of the
+     * file cannot hold is rejected before walking it. */
+    uint64_t min_el = et == TQ_GGUF_STRING ? 8 : et == TQ_GGUF_ARRAY ? 12 : scalar_size[et];
+    uint64_t total;
+    if (tq_mul_u64(n, min_el, &total) != 0 || total > c->file_size - (c->pos < c->file_size ? c->pos : c->file_size))
+        return tq_fail(c->e, TQ_EDATA, "%s: key '%s': array of %llu %s runs past the end of the file (offset %llu)",
+                       c->name, key, (unsigned long long)n, tq_gguf_vtype_name(et), (unsigned long long)at);
+    if (et != TQ_GGUF_STRING && et != TQ_GGUF_ARRAY) {
+        r = need(c, total, "array data");
+        if (r)
+            return r;
+        if (et == TQ_GGUF_BOOL)
+            for (uint64_t i = 0; i < n; i++)
+                if (c->p[c->pos + i] > 1)
+                    return tq_fail(c->e, TQ_EDATA, "%s: key '%s': bool value %u is not 0 or 1 (offset %llu)",
+                                   c->name, key, c->p[c->pos + i], (unsigned long long)(c->pos + i));
+        c->pos += total;
+        return 0;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if ((r = skip_value(c, et, depth + 1, key)) != 0)
+            return r;
+    return 0;
+}
+
+static int parse_kv(cursor *c, tq_gguf_kv *kv)
+{
+    int r = get_name(c, &kv->key, "metadata key");
+    if (!r)
+        r = get_u32(c, &kv->type, "metadata value type");
+    if (r)
+        return r;
+    if (kv->type >= TQ_GGUF_VTYPE_COUNT)
+        return tq_fail(c->e, TQ_EDATA, "%s: key '%s': invalid value type %u (offset %llu)", c->name, kv->key,
+                       kv->type, (unsigned long long)(c->pos - 4));
+    if (kv->type == TQ_GGUF_ARRAY) {
+        kv->off = c->pos;
+        r = skip_value(c, TQ_GGUF_ARRAY, 0, kv->key);
+        if (r)
+            return r;
+        kv->arr_type = rd_u32(c->p + kv->off);
+        kv->arr_n = rd_u64(c->p + kv->off + 4);
+        kv->off += 12;
+        return 0;
+    }
+    if (kv->type == TQ_GGUF_STRING)
+        return get_str(c, &kv->off, &kv->len, "string value");
+    kv->off = c->pos;
+    r = skip_value(c, kv->type, 0, kv->key);
+    if (r)
+        return r;
+    const unsigned char *p = c->p + kv->off;
+    switch (kv->type) {
+    case TQ_GGUF_U8: case TQ_GGUF_BOOL: kv->num.u = p[0]; break;
+    case TQ_GGUF_I8: kv->num.i = (int8_t)p[0]; break;
+    case TQ_GGUF_U16: kv->num.u = (uint64_t)p[0] | (uint64_t)p[1] << 8; break;
+    case TQ_GGUF_I16: kv->num.i = (int16_t)(uint16_t)(p[0] | p[1] << 8); break;
+    case TQ_GGUF_U32: kv->num.u = rd_u32(p); break;
+    case TQ_GGUF_I32: kv->num.i = (int32_t)rd_u32(p); break;
+    case TQ_GGUF_U64: kv->num.u = rd_u64(p); break;
+    case TQ_GGUF_I64: kv->num.i = (int64_t)rd_u64(p); break;
+    case TQ_GGUF_F32: { uint32_t b = rd_u32(p); float f; memcpy(&f, &b, 4); kv->num.f = f; break; }
+    case TQ_GGUF_F64: { uint64_t b = rd_u64(p); memcpy(&kv->num.f, &b, 8); break; }
+    default: break;
+    }
+    return 0;
+}
+
+static int parse_tensor_info(cursor *c, tq_gguf_tensor *t)
+{
+    int r = get_name(c, &t->name, "tensor name");
+    if (!r)
+        r = get_u32(c, &t->n_dims, "tensor n_dims");
+    if (r)
+        return r;
+    if (t->n_dims > TQ_GGUF_MAX_DIMS)
+        return tq_fail(c->e, TQ_EDATA, "%s: tensor '%s': n_dims %u is more than %d (offset %llu)", c->name,
+                       t->name, t->n_dims, TQ_GGUF_MAX_DIMS, (unsigned long long)(c->pos - 4));
+    for (int d = 0; d < TQ_GGUF_MAX_DIMS; d++)
+        t->ne[d] = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        if ((r = get_u64(c, &t->ne[d], "tensor dimensions")) != 0)
+            return r;
+    uint64_t at = c->pos;
+    if ((r = get_u32(c, &t->type, "tensor type")) != 0 || (r = get_u64(c, &t->offset, "tensor offset")) != 0)
+        return r;
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        if (t->ne[d] > (uint64_t)INT64_MAX || tq_mul_u64(n, t->ne[d], &n) != 0 || n > (uint64_t)INT64_MAX)
+            return tq_fail(c->e, TQ_EDATA, "%s: tensor '%s': element count overflows (dimension %u is %llu)",
+                           c->name, t->name, d, (unsigned long long)t->ne[d]);
+    t->nelem = n;
+    uint32_t be, bb;
+    if (tq_ggml_type_block(t->type, &be, &bb) != 0)
+        return tq_fail(c->e, TQ_EDATA, "%s: tensor '%s': unknown ggml type id %u (offset %llu)", c->name,
+                       t->name, t->type, (unsigned long long)at);
+    if (t->ne[0] % be != 0)
+        return tq_fail(c->e, TQ_EDATA, "%s: tensor '%s': ne[0] = %llu is not a multiple of the %s block size %u",
+                       c->name, t->name, (unsigned long long)t->ne[0], tq_ggml_type_name(t->type), be);
+    if (tq_mul_u64(n / be, bb, &t->nbytes) != 0)
+        return tq_fail(c->e, TQ_EDATA, "%s: tensor '%s': byte size overflows", c->name, t->name);
+    return 0;
+}
+
+static int cmp_off(const void *a, const void *b)
+{
+    const tq_gguf_tensor *x = *(tq_gguf_tensor *const *)a, *y = *(tq_gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp((*(tq_gguf_tensor *const *)a)->name, (*(tq_gguf_tensor *const *)b)->name);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp((*(tq_gguf_kv *const *)a)->key, (*(tq_gguf_kv *const *)b)->key);
+}
+
+/* Alignment, data section placement, per-tensor ranges, overlaps, duplicates. */
+static int check_layout(tq_gguf_file *f, cursor *c)
+{
+    tq_err *e = c->e;
+    const tq_gguf_kv *al = tq_gguf_find_kv(f, "general.alignment");
+    f->alignment = GGUF_DEFAULT_ALIGNMENT;
+    if (al) {
+        if (al->type != TQ_GGUF_U32)
+            return tq_fail(e, TQ_EDATA, "%s: general.alignment has type %s, expected uint32", c->name,
+                           tq_gguf_vtype_name(al->type));
+        if (al->num.u == 0 || (al->num.u & (al->num.u - 1)) != 0)
+            return tq_fail(e, TQ_EDATA, "%s: general.alignment %llu is not a power of two", c->name,
+                           (unsigned long long)al->num.u);
+        f->alignment = al->num.u;
+    }
+    f->header_len = c->pos;
+    uint64_t pad = (f->alignment - f->header_len % f->alignment) % f->alignment;
+    f->data_start = f->header_len + pad;
+    size_t n = f->n_tensors;
+    if (n == 0)
+        return 0;
+    if (f->data_start > f->file_size)
+        return tq_fail(e, TQ_EDATA, "%s: data section starts at %llu, past the end of the file (%llu bytes)",
+                       c->name, (unsigned long long)f->data_start, (unsigned long long)f->file_size);
+    uint64_t data_len = f->file_size - f->data_start;
+    tq_gguf_tensor **v = tq_malloc(n * sizeof *v, e);
+    if (!v)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        tq_gguf_tensor *t = &f->tensors[i];
+        v[i] = t;
+        if (t->offset % f->alignment != 0)
+            rc = tq_fail(e, TQ_EDATA, "%s: tensor '%s': offset %llu is not a multiple of the alignment %llu",
+                         c->name, t->name, (unsigned long long)t->offset, (unsigned long long)f->alignment);
+        else if (t->offset > data_len || t->nbytes > data_len - t->offset)
+            rc = tq_fail(e, TQ_EDATA, "%s: tensor '%s': data [%llu, +%llu) lies outside the %llu-byte data section",
+                         c->name, t->name, (unsigned long long)t->offset, (unsigned long long)t->nbytes,
+                         (unsigned long long)data_len);
+    }
+    if (!rc) {
+        qsort(v, n, sizeof *v, cmp_name);
+        for (size_t i = 1; i < n && !rc; i++)
+            if (strcmp(v[i - 1]->name, v[i]->name) == 0)
+                rc = tq_fail(e, TQ_EDATA, "%s: duplicate tensor name '%s'", c->name, v[i]->name);
+    }
+    if (!rc) {
+        qsort(v, n, sizeof *v, cmp_off);
+        for (size_t i = 1; i < n && !rc; i++)
+            if (v[i - 1]->nbytes > 0 && v[i]->nbytes > 0 && v[i - 1]->offset + v[i - 1]->nbytes > v[i]->offset)
+                rc = tq_fail(e, TQ_EDATA, "%s: tensor '%s' (data at %llu) overlaps tensor '%s' (data [%llu, %llu))",
+                             c->name, v[i]->name, (unsigned long long)v[i]->offset, v[i - 1]->name,
+                             (unsigned long long)v[i - 1]->offset,
+                             (unsigned long long)(v[i - 1]->offset + v[i - 1]->nbytes));
+    }
+    free(v);
+    return rc;
+}
+
+static int check_dup_keys(tq_gguf_file *f, cursor *c)
+{
+    if (f->n_kv < 2)
+        return 0;
+    tq_gguf_kv **v = tq_malloc(f->n_kv * sizeof *v, c->e);
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < f->n_kv; i++)
+        v[i] = &f->kv[i];
+    qsort(v, f->n_kv, sizeof *v, cmp_key);
+    int rc = 0;
+    for (size_t i = 1; i < f->n_kv && !rc; i++)
+        if (strcmp(v[i - 1]->key, v[i]->key) == 0)
+            rc = tq_fail(c->e, TQ_EDATA, "%s: duplicate metadata key '%s'", c->name, v[i]->key);
+    free(v);
+    return rc;
+}
+
+static void free_contents(tq_gguf_file *f)
+{
+    for (size_t i = 0; i < f->n_kv; i++)
+        free(f->kv[i].key);
+    for (size_t i = 0; i < f->n_tensors; i++)
+        free(f->tensors[i].name);
+    free(f->kv);
+    free(f->tensors);
+    f->kv = NULL;
+    f->tensors = NULL;
+    f->n_kv = f->n_tensors = 0;
+}
+
+/* Parses buf into f (kv and tensors; f->header not touched). */
+static int parse(tq_gguf_file *f, const char *name, const unsigned char *buf, uint64_t len,
+                 uint64_t file_size, tq_err *e)
+{
+    cursor c = {buf, len, 0, file_size, name, e, 0};
+    int r;
+    if (file_size < 4 || (len >= 4 && memcmp(buf, "GGUF", 4) != 0)) {
+        if (len < 4 && file_size >= 4)
+            return NEED_MORE;
+        return tq_fail(e, TQ_EDATA, "%s: not a GGUF file (bad magic)", name);
+    }
+    c.pos = 4;
+    uint64_t tc, kc;
+    if ((r = get_u32(&c, &f->version, "version")) != 0)
+        return r;
+    if (f->version == 0x03000000u || f->version == 0x02000000u)
+        return tq_fail(e, TQ_EDATA, "%s: big-endian GGUF is not supported", name);
+    if (f->version != 2 && f->version != 3)
+        return tq_fail(e, TQ_EDATA, "%s: GGUF version %u is not supported (only 2 and 3)", name, f->version);
+    if ((r = get_u64(&c, &tc, "tensor_count")) != 0 || (r = get_u64(&c, &kc, "kv_count")) != 0)
+        return r;
+    /* Smallest kv: 8-byte key length + 1 key byte + 4-byte type + 1 value byte; smallest
+     * tensor info: 8 + 1 + 4 (n_dims) + 4 (type) + 8 (offset). */
+    uint64_t rest = file_size - c.pos;
+    if (kc > rest / 14)
+        return tq_fail(e, TQ_EDATA, "%s: kv_count %llu cannot fit in a file of %llu bytes", name,
+                       (unsigned long long)kc, (unsigned long long)file_size);
+    if (tc > rest / 25)
+        return tq_fail(e, TQ_EDATA, "%s: tensor_count %llu cannot fit in a file of %llu bytes", name,
+                       (unsigned long long)tc, (unsigned long long)file_size);
+    f->kv = tq_calloc(kc ? kc : 1, sizeof *f->kv, e);
+    f->tensors = tq_calloc(tc ? tc : 1, sizeof *f->tensors, e);
+    if (!f->kv || !f->tensors)
+        return -1;
+    for (uint64_t i = 0; i < kc; i++) {
+        f->n_kv = i + 1;
+        if ((r = parse_kv(&c, &f->kv[i])) != 0)
+            return r;
+    }
+    if ((r = check_dup_keys(f, &c)) != 0)
+        return r;
+    for (uint64_t i = 0; i < tc; i++) {
+        f->n_tensors = i + 1;
+        if ((r = parse_tensor_info(&c, &f->tensors[i])) != 0)
+            return r;
+    }
+    return check_layout(f, &c);
+}
+
+static tq_gguf_file *new_file(const char *name, tq_err *e)
+{
+    tq_gguf_file *f = tq_calloc(1, sizeof *f, e);
+    if (!f)
+        return NULL;
+    f->fd = -1;
+    f->path = tq_strdup(name, e);
+    if (!f->path) {
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+int tq_gguf_parse(tq_gguf_file **out, const char *name, const void *buf, size_t len,
+                  uint64_t file_size, tq_err *e)
+{
+    *out = NULL;
+    tq_gguf_file *f = new_file(name, e);
+    if (!f)
+        return -1;
+    f->file_size = file_size;
+    if (len > file_size)
+        len = (size_t)file_size;
+    f->header = tq_malloc(len ? len : 1, e);
+    if (!f->header) {
+        tq_gguf_close(f);
+        return -1;
+    }
+    memcpy(f->header, buf, len);
+    int r = parse(f, name, f->header, len, file_size, e);
+    if (r == NEED_MORE)
+        r = tq_fail(e, TQ_EDATA, "%s: header runs past the %zu bytes given", name, len);
+    if (r) {
+        tq_gguf_close(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+int tq_gguf_open(tq_gguf_file **out, const char *path, tq_err *e)
+{
+    *out = NULL;
+    tq_gguf_file *f = new_file(path, e);
+    if (!f)
+        return -1;
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0) {
+        tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+        tq_gguf_close(f);
+        return -1;
+    }
+    if (tq_file_size(path, &f->file_size, e) != 0) {
+        tq_gguf_close(f);
+        return -1;
+    }
+    /* Read a prefix; grow it (doubling) while the header runs on. */
+    uint64_t want = 1u << 20;
+    for (;;) {
+        uint64_t len = want < f->file_size ? want : f->file_size;
+        free(f->header);
+        f->header = tq_malloc(len ? len : 1, e);
+        if (!f->header || tq_pread_full(f->fd, f->header, len, 0, path, e) != 0) {
+            tq_gguf_close(f);
+            return -1;
+        }
+        free_contents(f);
+        int r = parse(f, path, f->header, len, f->file_size, e);
+        if (r == 0)
+            break;
+        if (r != NEED_MORE) {
+            tq_gguf_close(f);
+            return -1;
+        }
+        if (len >= TQ_GGUF_MAX_HEADER) {
+            tq_fail(e, TQ_EDATA, "%s: header is larger than %llu bytes", path,
+                    (unsigned long long)TQ_GGUF_MAX_HEADER);
+            tq_gguf_close(f);
+            return -1;
+        }
+        want = len * 2 > TQ_GGUF_MAX_HEADER ? TQ_GGUF_MAX_HEADER : len * 2;
+    }
+    *out = f;
+    return 0;
+}
+
+void tq_gguf_close(tq_gguf_file *f)
+{
+    if (!f)
+        return;
+    free_contents(f);
+    if (f->fd >= 0)
+        close(f->fd);
+    free(f->header);
+    free(f->path);
+    free(f);
+}
+
+const tq_gguf_kv *tq_gguf_find_kv(const tq_gguf_file *f, const char *key)
+{
+    for (size_t i = 0; i < f->n_kv; i++)
+        if (strcmp(f->kv[i].key, key) == 0)
+            return &f->kv[i];
+    return NULL;
+}
+
+const tq_gguf_tensor *tq_gguf_find_tensor(const tq_gguf_file *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_tensors; i++)
+        if (strcmp(f->tensors[i].name, name) == 0)
+            return &f->tensors[i];
+    return NULL;
+}
+
+int tq_gguf_get_u64(const tq_gguf_file *f, const char *key, uint64_t *out)
+{
+    const tq_gguf_kv *kv = tq_gguf_find_kv(f, key);
+    if (!kv)
+        return -1;
+    switch (kv->type) {
+    case TQ_GGUF_U8: case TQ_GGUF_U16: case TQ_GGUF_U32: case TQ_GGUF_U64:
+        *out = kv->num.u;
+        return 0;
+    case TQ_GGUF_I8: case TQ_GGUF_I16: case TQ_GGUF_I32: case TQ_GGUF_I64:
+        if (kv->num.i < 0)
+            return -1;
+        *out = (uint64_t)kv->num.i;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+int tq_gguf_get_f64(const tq_gguf_file *f, const char *key, double *out)
+{
+    const tq_gguf_kv *kv = tq_gguf_find_kv(f, key);
+    if (!kv)
+        return -1;
+    switch (kv->type) {
+    case TQ_GGUF_F32: case TQ_GGUF_F64: *out = kv->num.f; return 0;
+    case TQ_GGUF_U8: case TQ_GGUF_U16: case TQ_GGUF_U32: case TQ_GGUF_U64: *out = (double)kv->num.u; return 0;
+    case TQ_GGUF_I8: case TQ_GGUF_I16: case TQ_GGUF_I32: case TQ_GGUF_I64: *out = (double)kv->num.i; return 0;
+    default: return -1;
+    }
+}
+
+char *tq_gguf_get_str(const tq_gguf_file *f, const char *key)
+{
+    const tq_gguf_kv *kv = tq_gguf_find_kv(f, key);
+    if (!kv || kv->type != TQ_GGUF_STRING)
+        return NULL;
+    char *s = malloc(kv->len + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, f->header + kv->off, kv->len);
+    s[kv->len] = 0;
+    return s;
+}
+
+int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first, uint64_t n,
+                     float *dst, tq_err *e)
+{
+    if (!tq_ggml_type_can_dequant(t->type)) {
+        const char *tn = tq_ggml_type_name(t->type);
+        return tq_fail(e, TQ_EUNSUP, "%s: tensor '%s': ggml type %s (%u) is not supported (supported: F32 F16 BF16 "
+                       "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K)", f->path, t->name, tn ? tn : "?", t->type);
+    }
+    if (first > t->nelem || n > t->nelem - first)
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s': elements [%llu, +%llu) out of range (%llu elements)", f->path,
+                       t->name, (unsigned long long)first, (unsigned long long)n, (unsigned long long)t->nelem);
+    if (f->fd < 0)
+        return tq_fail(e, TQ_EIO, "%s: no file to read tensor data from", f->path);
+    uint32_t be, bb;
+    tq_ggml_type_block(t->type, &be, &bb);
+    /* Scratch for at most CHUNK_BLOCKS blocks and their values, sized to the request. */
+    enum { CHUNK_BLOCKS = 4096 };
+    uint64_t span = (first % be + n + be - 1) / be;
+    size_t cap = span < CHUNK_BLOCKS ? (size_t)span : CHUNK_BLOCKS;
+    unsigned char *qbuf = tq_malloc(cap * bb, e);
+    float *fbuf = tq_malloc(cap * be * sizeof(float), e);
+    if (!qbuf || !fbuf) {
+        free(qbuf);
+        free(fbuf);
+        return -1;
+    }
+    int rc = 0;
+    uint64_t done = 0;
+    while (done < n && !rc) {
+        uint64_t el = first + done;
+        uint64_t blk = el / be, skip = el % be;
+        uint64_t want_el = n - done;
+        uint64_t nblk = (skip + want_el + be - 1) / be;
+        if (nblk > cap)
+            nblk = cap;
+        uint64_t off = f->data_start + t->offset + blk * bb;
+        if (tq_pread_full(f->fd, qbuf, nblk * bb, off, f->path, e) != 0) {
+            rc = tq_err_prefix(e, "tensor '%s'", t->name);
+            break;
+        }
+        uint64_t avail = nblk * be - skip;
+        uint64_t cnt = avail < want_el ? avail : want_el;
+        if (skip == 0 && cnt == nblk * be) {
+            tq_ggml_dequant(t->type, qbuf, dst + done, nblk);
+        } else {
+            tq_ggml_dequant(t->type, qbuf, fbuf, nblk);
+            memcpy(dst + done, fbuf + skip, cnt * sizeof(float));
+        }
+        done += cnt;
+    }
+    free(qbuf);
+    free(fbuf);
+    return rc;
+}
