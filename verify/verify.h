@@ -4,4 +4,157 @@
 
 #include "common/common.h"
 
+struct cJSON;
+
+#define TQ_SUMS_NAME "SHA256SUMS"
+#define TQ_MANIFEST_NAME "tq-manifest.json"
+#define TQ_MANIFEST_FORMAT "tq_manifest_v1"
+
+/* ------------------------------------------------------------ SHA256SUMS */
+/* One line of a SHA256SUMS file: "<64 hex>  <path>\n" (what sha256sum -c accepts). */
+typedef struct tq_sum_entry {
+    char *path;
+    unsigned char sha256[32];
+} tq_sum_entry;
+
+/* Parse SHA256SUMS text (hostile): every line "<64 hex><2 sep><relative path>", lowercase or
+ * uppercase hex, "  " or " *" separator, safe relative paths only, no duplicates. `what`
+ * names the file in messages. Entries come back sorted by path. */
+int tq_sums_parse(const char *text, size_t len, const char *what, tq_sum_entry **out, size_t *n,
+                  tq_err *e);
+void tq_sums_free(tq_sum_entry *v, size_t n);
+
+/* A path a manifest may name: relative, '/'-separated, no empty, "." or ".." component, no
+ * backslash, newline or control character. 1 if safe. */
+int tq_verify_path_ok(const char *path);
+
+/* Regular files under dir, recursively, as sorted relative paths (strcmp order), without
+ * SHA256SUMS and tq-manifest.json at the top. Symbolic links to regular files count as
+ * files; anything else that is not a regular file or directory is an error. */
+int tq_verify_walk(const char *dir, char ***paths, size_t *n, tq_err *e);
+
+/* -------------------------------------------------------------- manifest */
+/* A named byte range of a file with its own hash: a safetensors tensor or an expert block. */
+typedef struct tq_mf_range {
+    char *name;               /* tensor name, or "layer L expert E" for a block */
+    int kind;                 /* TQ_MF_TENSOR or TQ_MF_BLOCK */
+    char dtype[16];           /* tensors */
+    int ndim;
+    uint64_t shape[8];
+    int64_t layer, expert;    /* blocks */
+    uint64_t offset, nbytes;  /* absolute in the file */
+    unsigned char sha256[32];
+} tq_mf_range;
+enum { TQ_MF_TENSOR = 1, TQ_MF_BLOCK = 2 };
+
+typedef struct tq_mf_file {
+    char *path;
+    uint64_t size;
+    unsigned char sha256[32];
+    int safetensors;          /* ranges hold its tensors */
+    size_t n_ranges;
+    tq_mf_range *ranges;      /* sorted by offset */
+} tq_mf_file;
+
+typedef struct tq_manifest {
+    size_t n_files;
+    tq_mf_file *files;        /* sorted by path */
+} tq_manifest;
+
+/* Hash every file under dir with `threads` workers (files in parallel, and the tensors of
+ * big files alongside their whole-file hash). Every *.safetensors file must parse; its
+ * tensors get dtype, shape, offsets and SHA-256. Expert blocks of moe_flash_v1 layer files
+ * described by a split.json get (layer, expert, offsets, SHA-256). */
+int tq_manifest_build(const char *dir, int threads, tq_manifest **out, tq_err *e);
+void tq_manifest_free(tq_manifest *m);
+const tq_mf_file *tq_manifest_find(const tq_manifest *m, const char *path);
+/* tq-manifest.json document (caller frees with cJSON_Delete; print with tq_json_print). */
+struct cJSON *tq_manifest_to_json(const tq_manifest *m, tq_err *e);
+/* Parse a tq-manifest.json document (hostile). */
+int tq_manifest_from_json(const char *text, size_t len, const char *what, tq_manifest **out, tq_err *e);
+/* SHA256SUMS text for m (sorted by path). Caller frees. */
+char *tq_manifest_sums(const tq_manifest *m, size_t *len, tq_err *e);
+/* Write dir/SHA256SUMS and dir/tq-manifest.json, each atomically. */
+int tq_manifest_write(const char *dir, const tq_manifest *m, tq_err *e);
+
+/* ------------------------------------------------------------------ check */
+enum tq_problem_kind {
+    TQ_PROB_MISMATCH = 1, /* file content differs (sha256 or size) */
+    TQ_PROB_RANGE,        /* a tensor or expert block inside a differing file */
+    TQ_PROB_MISSING,      /* listed, not present */
+    TQ_PROB_EXTRA,        /* present, not listed */
+    TQ_PROB_MANIFEST,     /* SHA256SUMS / tq-manifest.json / split.json disagree */
+    TQ_PROB_ENTRY,        /* bundle entry refused (unsafe path, link, device, duplicate) */
+};
+
+typedef struct tq_problem {
+    int kind;
+    char *file;
+    char *what;           /* tensor name / "layer L expert E" / NULL */
+    char *detail;         /* human-readable */
+} tq_problem;
+
+typedef struct tq_check_report {
+    size_t files_listed, files_ok;
+    uint64_t bytes;       /* bytes hashed */
+    size_t n;
+    tq_problem *v;
+} tq_check_report;
+
+/* Verify a directory against its tq-manifest.json (or SHA256SUMS when there is none, or
+ * split.json for a split directory without either). Returns 0 when the check ran (the
+ * report may hold problems), -1 when it could not run (no manifest at all, unreadable). */
+int tq_check_dir(const char *dir, int threads, tq_check_report *r, tq_err *e);
+/* Verify a bundle written by tq_pack in one streaming pass, writing nothing. A corrupt or
+ * truncated archive is an error (-1). */
+int tq_check_bundle(const char *path, tq_check_report *r, tq_err *e);
+void tq_check_report_free(tq_check_report *r);
+struct cJSON *tq_check_report_json(const tq_check_report *r);
+/* "FILE: what: detail" lines, one per problem. */
+void tq_check_report_print(const tq_check_report *r, FILE *f);
+
+/* ---------------------------------------------------------------- bundles */
+/* Deterministic .tar.zst of dir: entries tq-manifest.json, SHA256SUMS, then every file in
+ * path order; pax format, mtime 0, uid/gid 0, mode 0644, no atime/ctime. The manifest and
+ * sums are generated fresh; when dir already has them they must agree with its content.
+ * Files are hashed again while packed, so a file that changes during pack fails it.
+ * Output is atomic. */
+int tq_pack(const char *dir, const char *out, int threads, int level, tq_err *e);
+/* Verify and extract a bundle into a new directory (which must not exist), through
+ * OUT.partial-XXXXXX; any problem leaves nothing under OUT. */
+int tq_unpack(const char *bundle, const char *out, tq_check_report *r, tq_err *e);
+
+/* ------------------------------------------------------------- compare */
+typedef struct tq_cmp_diff {
+    char *tensor;
+    char *detail;         /* "only in A", "dtype BF16 vs F16", "first difference at byte N ..." */
+} tq_cmp_diff;
+
+typedef struct tq_cmp_report {
+    size_t tensors_compared, tensors_equal;
+    uint64_t bytes;
+    size_t n;
+    tq_cmp_diff *v;
+} tq_cmp_report;
+
+/* Tensor by tensor, bit-exact, whatever the sharding of a and b (model dirs or files). */
+int tq_compare_models(const char *a, const char *b, tq_cmp_report *r, tq_err *e);
+void tq_cmp_report_free(tq_cmp_report *r);
+struct cJSON *tq_cmp_report_json(const tq_cmp_report *r);
+
+/* ---------------------------------------------------------------- golden */
+/* Golden file: {"format": "tq_golden_v1", "prompt": [ids], "max_tokens": N,
+ * "tokens": [ids], "logits_sha256": hex}. */
+typedef struct tq_golden_result {
+    int match;            /* tokens and logits hash equal */
+    size_t n_tokens;
+    int32_t *tokens, *expected;
+    char logits_sha256[65], expected_sha256[65];
+    long first_token_diff;  /* -1 when tokens agree */
+} tq_golden_result;
+
+int tq_golden_run(const char *model, const char *golden, int update, int threads,
+                  tq_golden_result *res, tq_err *e);
+void tq_golden_result_free(tq_golden_result *res);
+
 #endif

@@ -1,0 +1,580 @@
+/* Deterministic .tar.zst bundles (libarchive + zstd), checked or unpacked in one pass. */
+#include "verify/verify_internal.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CHUNK (4u << 20)
+#define MAX_MANIFEST_BYTES (512u << 20)
+#define MAX_SUMS_BYTES (64u << 20)
+
+/* ------------------------------------------------------------------- pack */
+static int same_manifest(const tq_manifest *fresh, const tq_manifest *old, const char *what, tq_err *e)
+{
+    size_t i = 0, k = 0;
+    while (i < fresh->n_files || k < old->n_files) {
+        int c = i >= fresh->n_files ? 1 : k >= old->n_files ? -1 : strcmp(fresh->files[i].path, old->files[k].path);
+        if (c < 0)
+            return tq_fail(e, TQ_EDATA, "%s: does not list '%s' (run tq-verify check)", what, fresh->files[i].path);
+        if (c > 0)
+            return tq_fail(e, TQ_EDATA, "%s: lists '%s', which is missing (run tq-verify check)", what, old->files[k].path);
+        if (memcmp(fresh->files[i].sha256, old->files[k].sha256, 32) ||
+            (old->files[k].size != UINT64_MAX && old->files[k].size != fresh->files[i].size))
+            return tq_fail(e, TQ_EDATA, "%s: '%s' has changed since the manifest was written (run tq-verify check)",
+                           what, fresh->files[i].path);
+        i++;
+        k++;
+    }
+    return 0;
+}
+
+static int check_existing(const char *dir, const tq_manifest *fresh, tq_err *e)
+{
+    char *mp = tq_path_join(dir, TQ_MANIFEST_NAME, e), *sp = tq_path_join(dir, TQ_SUMS_NAME, e);
+    int rc = (mp && sp) ? 0 : -1;
+    if (rc == 0 && tq_exists(mp)) {
+        char *text;
+        size_t len;
+        tq_manifest *old = NULL;
+        rc = tq_read_small_file(mp, MAX_MANIFEST_BYTES, &text, &len, e);
+        if (rc == 0) {
+            rc = tq_manifest_from_json(text, len, mp, &old, e);
+            free(text);
+        }
+        if (rc == 0)
+            rc = same_manifest(fresh, old, mp, e);
+        tq_manifest_free(old);
+    }
+    if (rc == 0 && tq_exists(sp)) {
+        char *text;
+        size_t len, n = 0;
+        tq_sum_entry *s = NULL;
+        rc = tq_read_small_file(sp, MAX_SUMS_BYTES, &text, &len, e);
+        if (rc == 0) {
+            rc = tq_sums_parse(text, len, sp, &s, &n, e);
+            free(text);
+        }
+        if (rc == 0) {
+            tq_manifest old = {0};
+            old.n_files = n;
+            old.files = n ? calloc(n, sizeof *old.files) : NULL;
+            if (n && !old.files)
+                rc = tq_fail(e, TQ_ENOMEM, "out of memory");
+            for (size_t i = 0; rc == 0 && i < n; i++) {
+                old.files[i].path = s[i].path;
+                old.files[i].size = UINT64_MAX;
+                memcpy(old.files[i].sha256, s[i].sha256, 32);
+            }
+            if (rc == 0)
+                rc = same_manifest(fresh, &old, sp, e);
+            free(old.files);
+        }
+        tq_sums_free(s, n);
+    }
+    free(mp);
+    free(sp);
+    return rc;
+}
+
+static void fixed_entry(struct archive_entry *en, const char *path, uint64_t size)
+{
+    archive_entry_clear(en);
+    archive_entry_set_pathname(en, path);
+    archive_entry_set_filetype(en, AE_IFREG);
+    archive_entry_set_perm(en, 0644);
+    archive_entry_set_size(en, (la_int64_t)size);
+    archive_entry_set_mtime(en, 0, 0);
+    archive_entry_set_uid(en, 0);
+    archive_entry_set_gid(en, 0);
+}
+
+static int ar_fail(struct archive *a, tq_err *e, const char *out, const char *what)
+{
+    return tq_fail(e, TQ_EIO, "%s: %s: %s", out, what, archive_error_string(a) ? archive_error_string(a) : "libarchive error");
+}
+
+static int put_buffer(struct archive *a, struct archive_entry *en, const char *name, const void *data,
+                      size_t len, const char *out, tq_err *e)
+{
+    fixed_entry(en, name, len);
+    if (archive_write_header(a, en) != ARCHIVE_OK)
+        return ar_fail(a, e, out, name);
+    if (len && archive_write_data(a, data, len) != (la_ssize_t)len)
+        return ar_fail(a, e, out, name);
+    return 0;
+}
+
+static int put_file(struct archive *a, struct archive_entry *en, const char *dir, const tq_mf_file *f,
+                    char *buf, const char *out, tq_err *e)
+{
+    char *p = tq_path_join(dir, f->path, e);
+    if (!p)
+        return -1;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        tq_fail(e, TQ_EIO, "%s: cannot open: %s", p, strerror(errno));
+        free(p);
+        return -1;
+    }
+    fixed_entry(en, f->path, f->size);
+    int rc = archive_write_header(a, en) == ARCHIVE_OK ? 0 : ar_fail(a, e, out, f->path);
+    tq_sha256 *h = rc == 0 ? tq_sha256_new() : NULL;
+    if (rc == 0 && !h)
+        rc = tq_fail(e, TQ_ENOMEM, "cannot create SHA-256 context");
+    uint64_t done = 0;
+    while (rc == 0 && done < f->size) {
+        size_t want = f->size - done < CHUNK ? (size_t)(f->size - done) : CHUNK;
+        ssize_t n = pread(fd, buf, want, (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = tq_fail(e, TQ_EDATA, "%s: shrank or became unreadable while packing (offset %llu)", p,
+                         (unsigned long long)done);
+            break;
+        }
+        tq_sha256_update(h, buf, (size_t)n);
+        if (archive_write_data(a, buf, (size_t)n) != n)
+            rc = ar_fail(a, e, out, f->path);
+        done += (uint64_t)n;
+    }
+    if (h) {
+        unsigned char d[32];
+        tq_sha256_final(h, d);
+        char extra;
+        if (rc == 0 && (memcmp(d, f->sha256, 32) || pread(fd, &extra, 1, (off_t)done) != 0))
+            rc = tq_fail(e, TQ_EDATA, "%s: changed while packing", p);
+    }
+    close(fd);
+    free(p);
+    return rc;
+}
+
+int tq_pack(const char *dir, const char *out, int threads, int level, tq_err *e)
+{
+    tq_manifest *m = NULL;
+    if (tq_manifest_build(dir, threads, &m, e) != 0)
+        return -1;
+    if (check_existing(dir, m, e) != 0) {
+        tq_manifest_free(m);
+        return -1;
+    }
+    cJSON *j = tq_manifest_to_json(m, e);
+    char *mtext = j ? tq_json_print(j, e) : NULL;
+    size_t slen = 0;
+    char *sums = tq_manifest_sums(m, &slen, e);
+    cJSON_Delete(j);
+    char *buf = tq_malloc(CHUNK, e);
+    tq_afile af;
+    int rc = -1, opened = 0;
+    struct archive *a = NULL;
+    struct archive_entry *en = archive_entry_new();
+    if (!mtext || !sums || !buf || !en)
+        goto out;
+    if (tq_afile_open(&af, out, 0, e) != 0)
+        goto out;
+    opened = 1;
+    a = archive_write_new();
+    char opt[64];
+    snprintf(opt, sizeof opt, "zstd:compression-level=%d", level);
+    if (!a || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+        archive_write_add_filter_zstd(a) != ARCHIVE_OK || archive_write_set_options(a, opt) != ARCHIVE_OK ||
+        archive_write_open_fd(a, af.fd) != ARCHIVE_OK) {
+        if (a)
+            ar_fail(a, e, out, "cannot set up a pax + zstd writer");
+        else
+            tq_fail(e, TQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (put_buffer(a, en, TQ_MANIFEST_NAME, mtext, strlen(mtext), out, e) != 0 ||
+        put_buffer(a, en, TQ_SUMS_NAME, sums, slen, out, e) != 0)
+        goto out;
+    for (size_t i = 0; i < m->n_files; i++)
+        if (put_file(a, en, dir, &m->files[i], buf, out, e) != 0)
+            goto out;
+    if (archive_write_close(a) != ARCHIVE_OK) {
+        ar_fail(a, e, out, "cannot finish the archive");
+        goto out;
+    }
+    archive_write_free(a);
+    a = NULL;
+    opened = 0;
+    rc = tq_afile_commit(&af, e);
+out:
+    if (a)
+        archive_write_free(a);
+    if (opened)
+        tq_afile_abort(&af);
+    archive_entry_free(en);
+    free(buf);
+    free(mtext);
+    free(sums);
+    tq_manifest_free(m);
+    return rc;
+}
+
+/* ------------------------------------------------------------ read / unpack */
+typedef struct scan {
+    const char *bundle;
+    int outfd;                  /* unpack target directory, or -1 */
+    tq_check_report *r;
+    tq_manifest *m;
+    unsigned char *seen;        /* per manifest file */
+    char **extras;
+    size_t n_extras;
+    char *buf;
+} scan;
+
+static int read_entry_text(struct archive *a, struct archive_entry *en, const char *name, size_t max,
+                           const char *bundle, char **out, size_t *len, tq_err *e)
+{
+    la_int64_t sz = archive_entry_size(en);
+    if (!archive_entry_size_is_set(en) || sz < 0 || (uint64_t)sz > max)
+        return tq_fail(e, TQ_EDATA, "%s: %s: declared size %lld is larger than the %zu bytes allowed", bundle, name,
+                       (long long)sz, max);
+    char *t = tq_malloc((size_t)sz + 1, e);
+    if (!t)
+        return -1;
+    size_t got = 0;
+    while (got < (size_t)sz) {
+        la_ssize_t n = archive_read_data(a, t + got, (size_t)sz - got);
+        if (n <= 0) {
+            free(t);
+            return tq_fail(e, TQ_EDATA, "%s: %s: %s", bundle, name,
+                           n < 0 ? archive_error_string(a) : "entry ends early");
+        }
+        got += (size_t)n;
+    }
+    t[got] = 0;
+    *out = t;
+    *len = got;
+    return 0;
+}
+
+/* Create (for unpack) rel under dirfd: parents as real directories, the file O_EXCL. */
+static int create_under(int dirfd, const char *rel, const char *bundle, tq_err *e)
+{
+    char *p = tq_strdup(rel, e);
+    if (!p)
+        return -1;
+    int cur = dup(dirfd);
+    char *s = p;
+    for (;;) {
+        char *slash = strchr(s, '/');
+        if (!slash)
+            break;
+        *slash = 0;
+        if (mkdirat(cur, s, 0755) != 0 && errno != EEXIST) {
+            tq_fail(e, TQ_EIO, "%s: %s: cannot create directory: %s", bundle, rel, strerror(errno));
+            close(cur);
+            free(p);
+            return -1;
+        }
+        int nfd = openat(cur, s, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(cur);
+        if (nfd < 0) {
+            tq_fail(e, TQ_EIO, "%s: %s: cannot open directory: %s", bundle, rel, strerror(errno));
+            free(p);
+            return -1;
+        }
+        cur = nfd;
+        s = slash + 1;
+    }
+    int fd = openat(cur, s, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        tq_fail(e, TQ_EIO, "%s: %s: cannot create: %s", bundle, rel, strerror(errno));
+    close(cur);
+    free(p);
+    return fd;
+}
+
+static int write_out(scan *s, const char *rel, const void *data, size_t len, tq_err *e)
+{
+    int fd = create_under(s->outfd, rel, s->bundle, e);
+    if (fd < 0)
+        return -1;
+    int rc = tq_write_full(fd, data, len, rel, e);
+    close(fd);
+    return rc;
+}
+
+static int add_extra(scan *s, const char *name)
+{
+    char **nv = realloc(s->extras, (s->n_extras + 1) * sizeof *nv);
+    if (!nv)
+        return -1;
+    s->extras = nv;
+    s->extras[s->n_extras] = strdup(name);
+    return s->extras[s->n_extras++] ? 0 : -1;
+}
+
+/* One file entry listed in the manifest: stream it through the hashes (and to disk). */
+static int take_file(scan *s, struct archive *a, const tq_mf_file *f, tq_err *e)
+{
+    tq_vh_task t = {0};
+    t.path = f->path;
+    t.want_whole = 1;
+    if (tq_mf_ranges_for(f, &t.r, e) != 0)
+        return -1;
+    t.n = f->n_ranges;
+    int fd = -1;
+    if (s->outfd >= 0 && (fd = create_under(s->outfd, f->path, s->bundle, e)) < 0) {
+        free(t.r);
+        return -1;
+    }
+    tq_vhasher vh;
+    if (tq_vh_init(&vh, 1, 0, t.r, t.n, e) != 0) {
+        free(t.r);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int rc = 0;
+    uint64_t total = 0;
+    for (;;) {
+        la_ssize_t n = archive_read_data(a, s->buf, CHUNK);
+        if (n < 0) {
+            rc = tq_fail(e, TQ_EDATA, "%s: %s: %s", s->bundle, f->path, archive_error_string(a));
+            break;
+        }
+        if (n == 0)
+            break;
+        tq_vh_feed(&vh, s->buf, (size_t)n);
+        total += (uint64_t)n;
+        if (fd >= 0 && tq_write_full(fd, s->buf, (size_t)n, f->path, e) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    tq_vh_finish(&vh, t.whole);
+    t.size = total;
+    if (fd >= 0 && rc == 0 && fsync(fd) != 0)
+        rc = tq_fail(e, TQ_EIO, "%s: fsync failed: %s", f->path, strerror(errno));
+    if (fd >= 0 && close(fd) != 0 && rc == 0)
+        rc = tq_fail(e, TQ_EIO, "%s: write error", f->path);
+    if (rc == 0)
+        tq_report_compare_file(s->r, f, &t);
+    free(t.r);
+    return rc;
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int scan_bundle(scan *s, tq_err *e)
+{
+    tq_check_report *r = s->r;
+    struct archive *a = archive_read_new();
+    struct archive_entry *en;
+    int rc = -1;
+    tq_sum_entry *sums = NULL;
+    size_t nsums = 0;
+    if (!a)
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    archive_read_support_filter_zstd(a);
+    archive_read_support_format_tar(a);
+    if (archive_read_open_filename(a, s->bundle, 1 << 20) != ARCHIVE_OK) {
+        tq_fail(e, TQ_EDATA, "%s: cannot read as .tar.zst: %s", s->bundle, archive_error_string(a));
+        goto out;
+    }
+    for (size_t idx = 0;; idx++) {
+        int st = archive_read_next_header(a, &en);
+        if (st == ARCHIVE_EOF)
+            break;
+        if (st != ARCHIVE_OK) {
+            tq_fail(e, TQ_EDATA, "%s: corrupt or truncated bundle after %zu entries: %s", s->bundle, idx,
+                    archive_error_string(a) ? archive_error_string(a) : "unknown error");
+            goto out;
+        }
+        const char *name = archive_entry_pathname(en);
+        mode_t type = archive_entry_filetype(en);
+        if (idx == 0) {
+            if (!name || strcmp(name, TQ_MANIFEST_NAME) || type != AE_IFREG) {
+                tq_fail(e, TQ_EDATA, "%s: not a tq bundle: the first entry is '%.200s', not %s", s->bundle,
+                        name ? name : "?", TQ_MANIFEST_NAME);
+                goto out;
+            }
+            char *text;
+            size_t len;
+            char what[600];
+            snprintf(what, sizeof what, "%s: %s", s->bundle, TQ_MANIFEST_NAME);
+            if (read_entry_text(a, en, TQ_MANIFEST_NAME, MAX_MANIFEST_BYTES, s->bundle, &text, &len, e) != 0)
+                goto out;
+            int prc = tq_manifest_from_json(text, len, what, &s->m, e);
+            if (prc == 0 && s->outfd >= 0)
+                prc = write_out(s, TQ_MANIFEST_NAME, text, len, e);
+            free(text);
+            if (prc != 0)
+                goto out;
+            r->files_listed = s->m->n_files;
+            if (!(s->seen = tq_calloc(s->m->n_files + 1, 1, e)))
+                goto out;
+            continue;
+        }
+        const char *shown = name ? name : "?";
+        if (!name) {
+            tq_report_add(r, TQ_PROB_ENTRY, shown, NULL, "entry name is not readable; refused");
+            continue;
+        }
+        if (archive_entry_hardlink(en)) {
+            tq_report_add(r, TQ_PROB_ENTRY, name, NULL, "hard link to '%.200s' refused", archive_entry_hardlink(en));
+            continue;
+        }
+        if (type == AE_IFLNK) {
+            tq_report_add(r, TQ_PROB_ENTRY, name, NULL, "symbolic link to '%.200s' refused",
+                          archive_entry_symlink(en) ? archive_entry_symlink(en) : "?");
+            continue;
+        }
+        if (type == AE_IFDIR) {
+            char tmp[4097];
+            size_t nl = strlen(name);
+            snprintf(tmp, sizeof tmp, "%s", name);
+            if (nl && nl < sizeof tmp && tmp[nl - 1] == '/')
+                tmp[nl - 1] = 0;
+            if (!tq_verify_path_ok(tmp))
+                tq_report_add(r, TQ_PROB_ENTRY, name, NULL, "unsafe directory path refused");
+            continue;
+        }
+        if (type != AE_IFREG) {
+            tq_report_add(r, TQ_PROB_ENTRY, name, NULL, "special file (type 0%o) refused", (unsigned)type);
+            continue;
+        }
+        if (!tq_verify_path_ok(name)) {
+            tq_report_add(r, TQ_PROB_ENTRY, name, NULL, "unsafe path (absolute, '..', empty component or control "
+                          "character) refused");
+            continue;
+        }
+        if (idx == 1 && !strcmp(name, TQ_SUMS_NAME)) {
+            char *text;
+            size_t len;
+            if (read_entry_text(a, en, TQ_SUMS_NAME, MAX_SUMS_BYTES, s->bundle, &text, &len, e) != 0)
+                goto out;
+            int prc = tq_sums_parse(text, len, TQ_SUMS_NAME, &sums, &nsums, e);
+            if (prc == 0 && s->outfd >= 0)
+                prc = write_out(s, TQ_SUMS_NAME, text, len, e);
+            free(text);
+            if (prc != 0)
+                goto out;
+            tq_report_sums_vs_manifest(r, sums, nsums, s->m);
+            continue;
+        }
+        const tq_mf_file *f = tq_manifest_find(s->m, name);
+        if (!f) {
+            tq_report_add(r, TQ_PROB_EXTRA, name, NULL, "in the bundle but not listed in the manifest");
+            if (add_extra(s, name) != 0) {
+                tq_fail(e, TQ_ENOMEM, "out of memory");
+                goto out;
+            }
+            continue;
+        }
+        size_t fi = (size_t)(f - s->m->files);
+        if (s->seen[fi]) {
+            tq_report_add(r, TQ_PROB_ENTRY, name, NULL, "duplicate entry refused");
+            continue;
+        }
+        s->seen[fi] = 1;
+        la_int64_t sz = archive_entry_size(en);
+        if (!archive_entry_size_is_set(en) || sz < 0 || (uint64_t)sz != f->size) {
+            tq_report_add(r, TQ_PROB_MISMATCH, name, NULL, "entry declares %lld bytes, the manifest %llu; not read",
+                          (long long)sz, (unsigned long long)f->size);
+            continue;
+        }
+        if (take_file(s, a, f, e) != 0)
+            goto out;
+    }
+    if (!s->m) {
+        tq_fail(e, TQ_EDATA, "%s: empty archive, not a tq bundle", s->bundle);
+        goto out;
+    }
+    for (size_t i = 0; i < s->m->n_files; i++)
+        if (!s->seen[i])
+            tq_report_add(r, TQ_PROB_MISSING, s->m->files[i].path, NULL, "listed in the manifest but not in the bundle");
+    if (s->n_extras > 1) {
+        qsort(s->extras, s->n_extras, sizeof *s->extras, cmp_strp);
+        for (size_t i = 1; i < s->n_extras; i++)
+            if (!strcmp(s->extras[i], s->extras[i - 1]))
+                tq_report_add(r, TQ_PROB_ENTRY, s->extras[i], NULL, "duplicate entry refused");
+    }
+    tq_report_sort(r);
+    rc = 0;
+out:
+    tq_sums_free(sums, nsums);
+    archive_read_free(a);
+    return rc;
+}
+
+static void scan_free(scan *s)
+{
+    tq_manifest_free(s->m);
+    free(s->seen);
+    tq_free_strv(s->extras, s->n_extras);
+    free(s->buf);
+}
+
+int tq_check_bundle(const char *path, tq_check_report *r, tq_err *e)
+{
+    memset(r, 0, sizeof *r);
+    scan s = {.bundle = path, .outfd = -1, .r = r};
+    if (!(s.buf = tq_malloc(CHUNK, e)))
+        return -1;
+    int rc = scan_bundle(&s, e);
+    scan_free(&s);
+    return rc;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(p);
+    return 0;
+}
+
+int tq_unpack(const char *bundle, const char *out, tq_check_report *r, tq_err *e)
+{
+    memset(r, 0, sizeof *r);
+    if (tq_exists(out))
+        return tq_fail(e, TQ_EEXIST, "%s: already exists; refusing to overwrite", out);
+    size_t n = strlen(out);
+    char *tmp = tq_malloc(n + sizeof ".partial-XXXXXX", e);
+    if (!tmp)
+        return -1;
+    memcpy(tmp, out, n);
+    memcpy(tmp + n, ".partial-XXXXXX", sizeof ".partial-XXXXXX");
+    while (n > 1 && tmp[n - 1] == '/') /* "dir/" -> "dir.partial-..." */
+        memmove(tmp + n - 1, tmp + n, strlen(tmp + n) + 1), n--;
+    if (!mkdtemp(tmp)) {
+        tq_fail(e, TQ_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    scan s = {.bundle = bundle, .outfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .r = r};
+    int rc = -1;
+    if (s.outfd < 0)
+        tq_fail(e, TQ_EIO, "%s: cannot open: %s", tmp, strerror(errno));
+    else if ((s.buf = tq_malloc(CHUNK, e)))
+        rc = scan_bundle(&s, e);
+    if (s.outfd >= 0)
+        close(s.outfd);
+    scan_free(&s);
+    if (rc == 0 && r->n)
+        rc = tq_fail(e, TQ_EDATA, "%s: %zu problem(s); nothing unpacked", bundle, r->n);
+    if (rc == 0)
+        chmod(tmp, 0755);
+    if (rc == 0 && rename(tmp, out) != 0)
+        rc = tq_fail(e, TQ_EIO, "%s: cannot rename into place: %s", out, strerror(errno));
+    if (rc != 0)
+        nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(tmp);
+    return rc;
+}
