@@ -68,6 +68,9 @@ const tq_tensor_info *tq_st_find(const tq_st_file *f, const char *name);
 const char *tq_st_meta(const tq_st_file *f, const char *key);
 /* Read [off, off+len) of a tensor's bytes into buf (bounds-checked). */
 int tq_st_read(const tq_st_file *f, const tq_tensor_info *t, uint64_t off, void *buf, size_t len, tq_err *e);
+/* Free what tq_st_parse_header filled (tensors, metadata, header copy); leaves path and fd.
+ * For callers of tq_st_parse_header on a caller-owned struct (fuzzers). */
+void tq_st_free_header(tq_st_file *f);
 
 /* ------------------------------------------------------ safetensors write */
 typedef struct tq_st_decl {
@@ -91,6 +94,10 @@ const tq_tensor_info *tq_st_writer_tensor(const tq_st_writer *w, size_t index);
 /* Write bytes of tensor `index` at byte offset `off` within it (pwrite; any order, thread-safe
  * for disjoint ranges). */
 int tq_st_writer_write(tq_st_writer *w, size_t index, uint64_t off, const void *data, size_t len, tq_err *e);
+size_t tq_st_writer_count(const tq_st_writer *w);
+/* 0 if every declared byte has been written (and no write failed), else -1 naming the
+ * first incomplete tensor. finish does this check itself. */
+int tq_st_writer_complete(const tq_st_writer *w, tq_err *e);
 /* Check every declared byte was written, fsync, rename to the final name. Frees w. */
 int tq_st_writer_finish(tq_st_writer *w, tq_err *e);
 /* Remove the partial file. Frees w. */
@@ -134,6 +141,22 @@ const tq_model_tensor *tq_model_find(const tq_model *m, const char *name);
 int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len, tq_err *e);
 /* Copy config-free extra files (tokenizer etc.) byte-identically into dir. */
 int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e);
+/* GGUF input (formats/model_gguf_hook.c; the GGUF reader replaces it). Called by
+ * tq_model_open for a path ending in .gguf, or a directory whose only model files are
+ * .gguf: m is zeroed except m->path; fill source, tensors (src set, names owned by the
+ * source), n_tensors and optionally config. tq_model_close frees the tensors array and
+ * calls source->close. */
+int tq_model_open_gguf(tq_model *m, const char *path, tq_err *e);
+/* Base name of the file holding t ("model-00001-of-00002.safetensors"), or of m->path
+ * for a non-safetensors source. */
+const char *tq_model_tensor_file(const tq_model *m, const tq_model_tensor *t);
+
+/* tq-verify ls: one line per tensor "NAME<TAB>DTYPE<TAB>[SHAPE]<TAB>FILE<TAB>OFFSET<TAB>NBYTES",
+ * or with json a document {path, files, n_tensors, total_bytes, tensors: [...]}. */
+int tq_model_list(const tq_model *m, FILE *out, int json, tq_err *e);
+/* Read every tensor's bytes end to end (each shard's data region in file order, in
+ * chunk-byte reads; non-safetensors sources tensor by tensor). *bytes = bytes read. */
+int tq_model_read_all(const tq_model *m, size_t chunk, uint64_t *bytes, tq_err *e);
 
 /* Sharded model writer: declares all tensors, assigns them in name order to shards of at
  * most shard_size bytes of data (a tensor larger than that gets a shard of its own), writes

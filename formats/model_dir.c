@@ -1,0 +1,363 @@
+/* HuggingFace model directories: model.safetensors, or model.safetensors.index.json + shards,
+ * or a set of *.safetensors without an index, or a single .safetensors file. The index is as
+ * hostile as the shards: it may only name plain files in the directory, and it must agree
+ * exactly with what the shards hold. */
+#include "formats/formats_internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define INDEX_NAME "model.safetensors.index.json"
+#define MAX_INDEX_BYTES (256u << 20)
+#define MAX_CONFIG_BYTES (64u << 20)
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s && s[1] ? s + 1 : p;
+}
+
+static int cmp_mt(const void *a, const void *b)
+{
+    return strcmp(((const tq_model_tensor *)a)->info.name, ((const tq_model_tensor *)b)->info.name);
+}
+
+static int push_str(char ***v, size_t *n, const char *s, tq_err *e)
+{
+    char **nv = realloc(*v, (*n + 1) * sizeof **v);
+    if (!nv)
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    *v = nv;
+    if (!(nv[*n] = tq_strdup(s, e)))
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+/* names are relative to m->path, or full paths when single_file */
+static int open_shards(tq_model *m, char **names, size_t n, int single_file, tq_err *e)
+{
+    if (!(m->files = tq_calloc(n ? n : 1, sizeof *m->files, e)))
+        return -1;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *p = single_file ? NULL : tq_path_join(m->path, names[i], e);
+        if (!single_file && !p)
+            return -1;
+        int rc = tq_st_open(&m->files[i], single_file ? names[i] : p, e);
+        free(p);
+        if (rc != 0)
+            return -1;
+        m->n_files++;
+        if (tq_add_u64(total, m->files[i]->n_tensors, &total) != 0)
+            return tq_fail(e, TQ_EDATA, "%s: too many tensors", m->path);
+    }
+    if (!(m->tensors = tq_calloc(total ? (size_t)total : 1, sizeof *m->tensors, e)))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < m->files[i]->n_tensors; k++) {
+            tq_model_tensor *t = &m->tensors[m->n_tensors++];
+            t->info = m->files[i]->tensors[k];
+            t->file = m->files[i];
+        }
+    }
+    qsort(m->tensors, m->n_tensors, sizeof *m->tensors, cmp_mt);
+    for (size_t i = 1; i < m->n_tensors; i++) {
+        const tq_model_tensor *a = &m->tensors[i - 1], *b = &m->tensors[i];
+        if (!strcmp(a->info.name, b->info.name)) {
+            const char *fa = base_name(a->file->path), *fb = base_name(b->file->path);
+            if (strcmp(fa, fb) > 0) {
+                const char *t = fa;
+                fa = fb;
+                fb = t;
+            }
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is in both %s and %s", m->path, a->info.name, fa, fb);
+        }
+    }
+    return 0;
+}
+
+typedef struct ientry {
+    const char *name, *shard;
+} ientry;
+
+static int cmp_ientry(const void *a, const void *b)
+{
+    return strcmp(((const ientry *)a)->name, ((const ientry *)b)->name);
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int open_indexed(tq_model *m, tq_err *e)
+{
+    char *ipath = tq_path_join(m->path, INDEX_NAME, e);
+    if (!ipath)
+        return -1;
+    cJSON *root = NULL;
+    ientry *ent = NULL;
+    char **shards = NULL;
+    size_t n_shards = 0, n = 0;
+    int rc = -1;
+    if (tq_json_read_file(ipath, MAX_INDEX_BYTES, &root, e) != 0)
+        goto out;
+    if (!cJSON_IsObject(root)) {
+        tq_fail(e, TQ_EDATA, "%s: not a JSON object", ipath);
+        goto out;
+    }
+    const cJSON *wm = NULL, *meta = NULL;
+    for (const cJSON *c = root->child; c; c = c->next) {
+        const cJSON **slot = !strcmp(c->string, "weight_map") ? &wm : !strcmp(c->string, "metadata") ? &meta : NULL;
+        if (slot && *slot) {
+            tq_fail(e, TQ_EDATA, "%s: key '%s' appears twice", ipath, c->string);
+            goto out;
+        }
+        if (slot)
+            *slot = c;
+    }
+    if (!wm || !cJSON_IsObject(wm)) {
+        tq_fail(e, TQ_EDATA, "%s: %s", ipath, wm ? "weight_map is not an object" : "no weight_map");
+        goto out;
+    }
+    if (meta && !cJSON_IsObject(meta)) {
+        tq_fail(e, TQ_EDATA, "%s: metadata is not an object", ipath);
+        goto out;
+    }
+    for (const cJSON *c = wm->child; c; c = c->next)
+        n++;
+    if (!(ent = tq_calloc(n ? n : 1, sizeof *ent, e)))
+        goto out;
+    n = 0;
+    for (const cJSON *c = wm->child; c; c = c->next) {
+        if (!cJSON_IsString(c)) {
+            tq_fail(e, TQ_EDATA, "%s: weight_map: tensor '%s': shard name is not a string", ipath, c->string);
+            goto out;
+        }
+        const char *s = c->valuestring;
+        if (!*s || strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, "..")) {
+            tq_fail(e, TQ_EDATA, "%s: weight_map: tensor '%s': shard '%s' is not a file name in the model directory",
+                    ipath, c->string, s);
+            goto out;
+        }
+        ent[n++] = (ientry){c->string, s};
+    }
+    qsort(ent, n, sizeof *ent, cmp_ientry);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && !strcmp(ent[i - 1].name, ent[i].name)) {
+            tq_fail(e, TQ_EDATA, "%s: weight_map: tensor '%s' is listed twice", ipath, ent[i].name);
+            goto out;
+        }
+        int seen = 0;
+        for (size_t k = 0; k < n_shards && !seen; k++)
+            seen = !strcmp(shards[k], ent[i].shard);
+        if (!seen && push_str(&shards, &n_shards, ent[i].shard, e) != 0)
+            goto out;
+    }
+    qsort(shards, n_shards, sizeof *shards, cmp_strp);
+    for (size_t i = 0; i < n_shards; i++) {
+        char *p = tq_path_join(m->path, shards[i], e);
+        if (!p)
+            goto out;
+        int ok = tq_exists(p);
+        free(p);
+        if (!ok) {
+            const char *who = "";
+            for (size_t k = 0; k < n; k++)
+                if (!strcmp(ent[k].shard, shards[i])) {
+                    who = ent[k].name;
+                    break;
+                }
+            tq_fail(e, TQ_EDATA, "%s: shard '%s' (named for tensor '%s') does not exist", ipath, shards[i], who);
+            goto out;
+        }
+    }
+    if (open_shards(m, shards, n_shards, 0, e) != 0)
+        goto out;
+    /* the index and the shards must agree exactly */
+    size_t i = 0, k = 0;
+    while (i < n || k < m->n_tensors) {
+        int c = i == n ? 1 : k == m->n_tensors ? -1 : strcmp(ent[i].name, m->tensors[k].info.name);
+        if (c < 0) {
+            tq_fail(e, TQ_EDATA, "%s: tensor '%s' is not in shard '%s'", ipath, ent[i].name, ent[i].shard);
+            goto out;
+        }
+        if (c > 0) {
+            tq_fail(e, TQ_EDATA, "%s: tensor '%s' of shard '%s' is not in the weight_map", ipath,
+                    m->tensors[k].info.name, base_name(m->tensors[k].file->path));
+            goto out;
+        }
+        const char *actual = base_name(m->tensors[k].file->path);
+        if (strcmp(actual, ent[i].shard)) {
+            tq_fail(e, TQ_EDATA, "%s: tensor '%s' is listed in shard '%s' but stored in '%s'", ipath, ent[i].name,
+                    ent[i].shard, actual);
+            goto out;
+        }
+        i++, k++;
+    }
+    rc = 0;
+out:
+    tq_free_strv(shards, n_shards);
+    free(ent);
+    cJSON_Delete(root);
+    free(ipath);
+    return rc;
+}
+
+static int open_dir(tq_model *m, tq_err *e)
+{
+    char **names = NULL, **weights = NULL, **ggufs = NULL;
+    size_t nn = 0, nw = 0, ng = 0;
+    int has_index = 0, has_config = 0, rc = -1;
+    if (tq_list_dir(m->path, &names, &nn, e) != 0)
+        return -1;
+    for (size_t i = 0; i < nn; i++) {
+        const char *s = names[i];
+        /* hidden files and partial outputs of an interrupted writer are not model files */
+        if (s[0] == '.' || strstr(s, ".partial-"))
+            continue;
+        char *p = tq_path_join(m->path, s, e);
+        if (!p)
+            goto out;
+        struct stat st;
+        int reg = stat(p, &st) == 0 && S_ISREG(st.st_mode);
+        free(p);
+        if (!reg)
+            continue;
+        if (!strcmp(s, INDEX_NAME))
+            has_index = 1;
+        else if (!strcmp(s, "config.json"))
+            has_config = 1;
+        else if (ends_with(s, ".safetensors")) {
+            if (push_str(&weights, &nw, s, e) != 0)
+                goto out;
+        } else if (ends_with(s, ".gguf")) {
+            if (push_str(&ggufs, &ng, s, e) != 0)
+                goto out;
+        } else if (push_str(&m->extra_files, &m->n_extra, s, e) != 0)
+            goto out;
+    }
+    if (has_config) {
+        char *p = tq_path_join(m->path, "config.json", e);
+        if (!p || tq_json_read_file(p, MAX_CONFIG_BYTES, &m->config, e) != 0) {
+            free(p);
+            goto out;
+        }
+        if (!cJSON_IsObject(m->config)) {
+            tq_fail(e, TQ_EDATA, "%s: not a JSON object", p);
+            free(p);
+            goto out;
+        }
+        free(p);
+    }
+    if (has_index) {
+        rc = open_indexed(m, e);
+    } else if (nw) {
+        rc = open_shards(m, weights, nw, 0, e);
+    } else if (ng) {
+        char *p = ng == 1 ? tq_path_join(m->path, ggufs[0], e) : tq_strdup(m->path, e);
+        rc = p ? tq_model_open_gguf(m, p, e) : -1;
+        free(p);
+    } else {
+        tq_fail(e, TQ_EDATA, "%s: no %s, *.safetensors or *.gguf file in the directory", m->path, INDEX_NAME);
+    }
+out:
+    tq_free_strv(names, nn);
+    tq_free_strv(weights, nw);
+    tq_free_strv(ggufs, ng);
+    return rc;
+}
+
+int tq_model_open(tq_model **out, const char *path, tq_err *e)
+{
+    *out = NULL;
+    tq_model *m = tq_calloc(1, sizeof *m, e);
+    if (!m)
+        return -1;
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    if (!(m->path = tq_strdup(path, e))) {
+        free(m);
+        return -1;
+    }
+    m->path[len] = 0;
+    int rc;
+    if (tq_is_dir(m->path)) {
+        rc = open_dir(m, e);
+    } else if (ends_with(m->path, ".gguf")) {
+        rc = tq_model_open_gguf(m, m->path, e);
+    } else {
+        char *one = m->path;
+        rc = open_shards(m, &one, 1, 1, e);
+    }
+    if (rc != 0) {
+        tq_model_close(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+void tq_model_close(tq_model *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n_files; i++)
+        tq_st_close(m->files[i]);
+    free(m->files);
+    free(m->tensors);
+    tq_free_strv(m->extra_files, m->n_extra);
+    cJSON_Delete(m->config);
+    if (m->source && m->source->close)
+        m->source->close(m->source);
+    free(m->path);
+    free(m);
+}
+
+static int cmp_key_mt(const void *key, const void *elem)
+{
+    return strcmp(key, ((const tq_model_tensor *)elem)->info.name);
+}
+
+const tq_model_tensor *tq_model_find(const tq_model *m, const char *name)
+{
+    return bsearch(name, m->tensors, m->n_tensors, sizeof *m->tensors, cmp_key_mt);
+}
+
+int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len, tq_err *e)
+{
+    if (t->file)
+        return tq_st_read(t->file, &t->info, off, buf, len, e);
+    if (t->src && t->src->read)
+        return t->src->read(t->src, t->src_index, off, buf, len, e);
+    return tq_fail(e, TQ_EUSAGE, "tensor '%s': no source to read from", t->info.name);
+}
+
+int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e)
+{
+    for (size_t i = 0; i < m->n_extra; i++) {
+        char *src = tq_path_join(m->path, m->extra_files[i], e);
+        char *dst = src ? tq_path_join(dir, m->extra_files[i], e) : NULL;
+        int rc = dst ? tq_copy_file(src, dst, e) : -1;
+        free(src);
+        free(dst);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+const char *tq_model_tensor_file(const tq_model *m, const tq_model_tensor *t)
+{
+    return base_name(t->file ? t->file->path : m->path);
+}
