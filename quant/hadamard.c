@@ -6,20 +6,10 @@
  * GCC/Clang vector extensions; lane-wise IEEE operations give the same bits as the scalar
  * loop, so the result does not depend on the vector width. */
 #include "quant/quant.h"
+#include "quant/quant_internal.h"
 
 #include <math.h>
 #include <string.h>
-
-typedef float v4f __attribute__((vector_size(16)));
-
-static inline v4f ld4(const float *p)
-{
-    v4f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
 
 static const char *const H12[12] = {
     "+-++++++++++", "--+-+-+-+-+-", "+++-++----++", "+---+--+-++-",
@@ -88,23 +78,9 @@ int tq_hadamard_split(uint64_t b, int *m, uint64_t *N)
     return -1;
 }
 
-/* One butterfly stage over a chunk of N; multiplies by s in the same pass when last. */
-static void stage(float *x, size_t N, size_t h, int last, float s)
+/* One butterfly stage (scalar; only for chunks shorter than 16). */
+TQ_INLINE void stage1(float *x, size_t N, size_t h, int last, float s)
 {
-    if (h >= 4) {
-        for (size_t base = 0; base < N; base += 2 * h)
-            for (size_t j = 0; j < h; j += 4) {
-                v4f a = ld4(x + base + j), b = ld4(x + base + j + h);
-                v4f u = a + b, d = a - b;
-                if (last) {
-                    u = u * s;
-                    d = d * s;
-                }
-                st4(x + base + j, u);
-                st4(x + base + j + h, d);
-            }
-        return;
-    }
     for (size_t base = 0; base < N; base += 2 * h)
         for (size_t j = 0; j < h; j++) {
             float a = x[base + j], b = x[base + j + h];
@@ -118,47 +94,122 @@ static void stage(float *x, size_t N, size_t h, int last, float s)
         }
 }
 
-/* y[i + r·N] = s · Σ_c H[r][c]·x[i + c·N] (H transposed when inverse), accumulated in c order. */
-static void mpoint(float *x, int m, size_t N, float s, int inverse)
+/* Stages h = 1, 2, 4 on every 8-element piece of a chunk (never the last stage here). */
+TQ_INLINE void wht8_all(float *x, size_t N)
 {
-    const char *const *H = hm_rows(m);
-    float acc[28 * 4];
-    size_t i = 0;
-    for (; i + 4 <= N; i += 4) {
-        for (int r = 0; r < m; r++) {
-            v4f a = {0, 0, 0, 0};
-            for (int c = 0; c < m; c++) {
-                char sg = inverse ? H[c][r] : H[r][c];
-                v4f v = ld4(x + i + (size_t)c * N);
-                a = sg == '+' ? a + v : a - v;
-            }
-            st4(acc + 4 * r, a * s);
-        }
-        for (int r = 0; r < m; r++)
-            st4(x + i + (size_t)r * N, ld4(acc + 4 * r));
-    }
-    for (; i < N; i++) {
-        for (int r = 0; r < m; r++) {
-            float a = 0.0f;
-            for (int c = 0; c < m; c++) {
-                char sg = inverse ? H[c][r] : H[r][c];
-                float v = x[i + (size_t)c * N];
-                a = sg == '+' ? a + v : a - v;
-            }
-            acc[r] = a * s;
-        }
-        for (int r = 0; r < m; r++)
-            x[i + (size_t)r * N] = acc[r];
+    for (size_t o = 0; o < N; o += 8) {
+        float *p = x + o;
+        float b0 = p[0] + p[1], b1 = p[0] - p[1], b2 = p[2] + p[3], b3 = p[2] - p[3];
+        float b4 = p[4] + p[5], b5 = p[4] - p[5], b6 = p[6] + p[7], b7 = p[6] - p[7];
+        float c0 = b0 + b2, c2 = b0 - b2, c1 = b1 + b3, c3 = b1 - b3;
+        float c4 = b4 + b6, c6 = b4 - b6, c5 = b5 + b7, c7 = b5 - b7;
+        p[0] = c0 + c4, p[4] = c0 - c4, p[1] = c1 + c5, p[5] = c1 - c5;
+        p[2] = c2 + c6, p[6] = c2 - c6, p[3] = c3 + c7, p[7] = c3 - c7;
     }
 }
 
-static void block(float *x, int m, size_t N, float s, int inverse)
+/* Stages h and 2h in one pass (h >= 8): the same additions in the same order as two
+ * separate stages, with half the memory traffic. */
+TQ_INLINE void stage2(float *x, size_t N, size_t h, int last, float s)
 {
-    for (size_t c = 0; c < (size_t)m; c++)
+    tq_v8f sv = {s, s, s, s, s, s, s, s};
+    for (size_t base = 0; base < N; base += 4 * h)
+        for (size_t j = base; j < base + h; j += 8) {
+            tq_v8f a = tq_ld8(x + j), b = tq_ld8(x + j + h), c = tq_ld8(x + j + 2 * h), d = tq_ld8(x + j + 3 * h);
+            tq_v8f a1 = a + b, b1 = a - b, c1 = c + d, d1 = c - d;
+            tq_v8f a2 = a1 + c1, c2 = a1 - c1, b2 = b1 + d1, d2 = b1 - d1;
+            if (last) {
+                a2 *= sv, b2 *= sv, c2 *= sv, d2 *= sv;
+            }
+            tq_st8(x + j, a2), tq_st8(x + j + h, b2), tq_st8(x + j + 2 * h, c2), tq_st8(x + j + 3 * h, d2);
+        }
+}
+
+TQ_INLINE void stage_v(float *x, size_t N, size_t h, int last, float s)
+{
+    tq_v8f sv = {s, s, s, s, s, s, s, s};
+    for (size_t base = 0; base < N; base += 2 * h)
+        for (size_t j = base; j < base + h; j += 8) {
+            tq_v8f a = tq_ld8(x + j), b = tq_ld8(x + j + h);
+            tq_v8f u = a + b, d = a - b;
+            if (last) {
+                u *= sv, d *= sv;
+            }
+            tq_st8(x + j, u), tq_st8(x + j + h, d);
+        }
+}
+
+/* Butterflies over one chunk of N; the scale goes with the last stage when m = 1. */
+TQ_INLINE void chunk(float *x, size_t N, int scale_last, float s)
+{
+    if (N < 16) {
         for (size_t h = 1; h < N; h <<= 1)
-            stage(x + c * N, N, h, m == 1 && 2 * h == N, s);
-    if (m > 1)
-        mpoint(x, m, N, s, inverse);
+            stage1(x, N, h, scale_last && 2 * h == N, s);
+        return;
+    }
+    wht8_all(x, N);
+    size_t h = 8;
+    for (; 4 * h <= N; h *= 4)
+        stage2(x, N, h, scale_last && 4 * h == N, s);
+    if (h < N)
+        stage_v(x, N, h, scale_last, s);
+}
+
+/* y[i + r·N] = s · Σ_c H[r][c]·x[i + c·N], accumulated from 0 in c order; a - v is computed
+ * as a + (-v), which IEEE defines to be the same operation. */
+TQ_INLINE void mpoint(float *x, int m, size_t N, float s, const unsigned char *hm)
+{
+    tq_v8f sv = {s, s, s, s, s, s, s, s}, xs[2 * 28], out[28];
+    size_t i = 0;
+    for (; i + 8 <= N; i += 8) {
+        for (int c = 0; c < m; c++) {
+            xs[2 * c] = tq_ld8(x + i + (size_t)c * N);
+            xs[2 * c + 1] = -xs[2 * c];
+        }
+        for (int r = 0; r < m; r += 4) { /* m is a multiple of 4: four independent chains */
+            tq_v8f a0 = {0, 0, 0, 0, 0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+            const unsigned char *h0 = hm + r * m, *h1 = h0 + m, *h2 = h1 + m, *h3 = h2 + m;
+            for (int c = 0; c < m; c++) {
+                a0 += xs[2 * c + h0[c]];
+                a1 += xs[2 * c + h1[c]];
+                a2 += xs[2 * c + h2[c]];
+                a3 += xs[2 * c + h3[c]];
+            }
+            out[r] = a0 * sv, out[r + 1] = a1 * sv, out[r + 2] = a2 * sv, out[r + 3] = a3 * sv;
+        }
+        for (int r = 0; r < m; r++)
+            tq_st8(x + i + (size_t)r * N, out[r]);
+    }
+    for (; i < N; i++) {
+        float o[28];
+        for (int r = 0; r < m; r++) {
+            float a = 0.0f;
+            for (int c = 0; c < m; c++) {
+                float v = x[i + (size_t)c * N];
+                a += hm[r * m + c] ? -v : v;
+            }
+            o[r] = a * s;
+        }
+        for (int r = 0; r < m; r++)
+            x[i + (size_t)r * N] = o[r];
+    }
+}
+
+TQ_CLONES
+static void transform(float *x, size_t n, int m, size_t N, float s, int inverse)
+{
+    unsigned char hm[28 * 28]; /* 1 where H (or Hᵀ) is -1 */
+    const char *const *H = hm_rows(m);
+    for (int r = 0; r < m && H; r++)
+        for (int c = 0; c < m; c++)
+            hm[r * m + c] = (inverse ? H[c][r] : H[r][c]) == '-';
+    size_t b = (size_t)m * N;
+    for (size_t off = 0; off < n; off += b) {
+        for (size_t c = 0; c < (size_t)m; c++)
+            chunk(x + off + c * N, N, m == 1, s);
+        if (m > 1)
+            mpoint(x + off, m, N, s, hm);
+    }
 }
 
 int tq_hadamard(float *x, size_t n, size_t b, int inverse)
@@ -167,9 +218,7 @@ int tq_hadamard(float *x, size_t n, size_t b, int inverse)
     uint64_t N;
     if (b == 0 || n % b || tq_hadamard_split(b, &m, &N))
         return -1;
-    float s = (float)(1.0 / sqrt((double)b));
-    for (size_t off = 0; off < n; off += b)
-        block(x + off, m, (size_t)N, s, inverse);
+    transform(x, n, m, (size_t)N, (float)(1.0 / sqrt((double)b)), inverse);
     return 0;
 }
 

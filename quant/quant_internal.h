@@ -47,4 +47,37 @@ static inline float tq_q_f32(uint16_t h)
     return f;
 }
 
+/* 8-lane vectors (GCC/Clang extensions): lane-wise IEEE operations give the same bits as
+ * scalar code, and the lane count is fixed, so results do not depend on the machine's
+ * vector width. Helpers are always inlined: 32-byte vectors never cross a call boundary. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float tq_v8f __attribute__((vector_size(32)));
+typedef int32_t tq_v8i __attribute__((vector_size(32)));
+#define TQ_INLINE static inline __attribute__((always_inline))
+
+TQ_INLINE tq_v8f tq_ld8(const float *p)
+{
+    tq_v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+TQ_INLINE void tq_st8(float *p, tq_v8f v) { memcpy(p, &v, sizeof v); }
+
+/* Sum of 8 lanes in a fixed order, in double. */
+TQ_INLINE double tq_hsum8(tq_v8f v)
+{
+    return (((double)v[0] + v[1]) + ((double)v[2] + v[3])) + (((double)v[4] + v[5]) + ((double)v[6] + v[7]));
+}
+
+/* Hot loops get an AVX2 clone on x86-64 Linux (ifunc); results are identical to the
+ * default clone because the operations are the same lane-wise IEEE operations. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define TQ_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TQ_CLONES
+#endif
+
 #endif

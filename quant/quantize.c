@@ -10,49 +10,59 @@
 #include <math.h>
 #include <string.h>
 
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
 
-static inline v4f ld4(const float *p)
-{
-    v4f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-#define LSQ_ROUNDS 4
-
-static double sumsq(const float *w, size_t g)
+TQ_INLINE double sumsq(const float *w, size_t g)
 {
     size_t i = 0;
     double s = 0;
-    if (g >= 4) {
-        v4f a = {0, 0, 0, 0};
-        for (; i + 4 <= g; i += 4) {
-            v4f v = ld4(w + i);
+    if (g >= 8) {
+        tq_v8f a = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (; i + 8 <= g; i += 8) {
+            tq_v8f v = tq_ld8(w + i);
             a += v * v;
         }
-        s = ((double)a[0] + (double)a[1]) + ((double)a[2] + (double)a[3]);
+        s = tq_hsum8(a);
     }
     for (; i < g; i++)
         s += (double)w[i] * w[i];
     return s;
 }
 
-/* idx = #{k : w/s >= bnd[k]} */
-static void assign_scaled(const tq_codebook *cb, const float *w, size_t g, float s, uint8_t *idx)
+/* idx = #{k : w/s >= bnd[k]}, and the moments Σ w·c[idx], Σ c[idx]² for those indices. */
+TQ_INLINE void assign_moments(const tq_codebook *cb, const float *w, size_t g, float s, uint8_t *idx,
+                              double *num, double *den)
 {
-    int nb = cb->n - 1;
+    const int nb = cb->n - 1;
     size_t i = 0;
-    for (; i + 4 <= g; i += 4) {
-        v4f v = ld4(w + i) / s;
-        v4i cnt = {0, 0, 0, 0};
-        for (int k = 0; k < nb; k++)
-            cnt -= (v4i)(v >= cb->bnd[k]);
-        idx[i] = (uint8_t)cnt[0];
-        idx[i + 1] = (uint8_t)cnt[1];
-        idx[i + 2] = (uint8_t)cnt[2];
-        idx[i + 3] = (uint8_t)cnt[3];
+    double sn = 0, sd = 0;
+    if (g >= 8) {
+        tq_v8f sv = {s, s, s, s, s, s, s, s}, an = {0, 0, 0, 0, 0, 0, 0, 0}, ad = an;
+        tq_v8i clo, chi; /* the codebook as lanes, for a lane-wise table lookup */
+        for (int l = 0; l < 8; l++) {
+            float a = l < cb->n ? cb->c[l] : 0.0f, b = l + 8 < cb->n ? cb->c[l + 8] : 0.0f;
+            memcpy(&clo[l], &a, 4);
+            memcpy(&chi[l], &b, 4);
+        }
+        for (; i + 8 <= g; i += 8) {
+            tq_v8f x = tq_ld8(w + i), v = x / sv;
+            tq_v8i cnt = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int k = 0; k < nb; k++)
+                cnt -= (tq_v8i)(v >= cb->bnd[k]);
+#if defined(__GNUC__) && !defined(__clang__)
+            tq_v8i val = nb < 8 ? __builtin_shuffle(clo, cnt) : __builtin_shuffle(clo, chi, cnt);
+#else
+            tq_v8i val;
+            for (int l = 0; l < 8; l++)
+                val[l] = cnt[l] < 8 ? clo[cnt[l]] : chi[cnt[l] - 8];
+#endif
+            tq_v8f q = (tq_v8f)val;
+            an += x * q;
+            ad += q * q;
+            for (int l = 0; l < 8; l++)
+                idx[i + l] = (uint8_t)cnt[l];
+        }
+        sn = tq_hsum8(an);
+        sd = tq_hsum8(ad);
     }
     for (; i < g; i++) {
         float v = w[i] / s;
@@ -60,89 +70,67 @@ static void assign_scaled(const tq_codebook *cb, const float *w, size_t g, float
         for (int k = 0; k < nb; k++)
             c += v >= cb->bnd[k];
         idx[i] = (uint8_t)c;
-    }
-}
-
-void tq_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t *idx)
-{
-    assign_scaled(cb, v, n, 1.0f, idx);
-}
-
-/* Σ w·c[idx] and Σ c[idx]² */
-static void moments(const tq_codebook *cb, const float *w, const uint8_t *idx, size_t g, double *num, double *den)
-{
-    float a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 4 <= g; i += 4)
-        for (int l = 0; l < 4; l++) {
-            float c = cb->c[idx[i + l]];
-            a[l] += w[i + l] * c;
-            b[l] += c * c;
-        }
-    double sn = ((double)a[0] + (double)a[1]) + ((double)a[2] + (double)a[3]);
-    double sd = ((double)b[0] + (double)b[1]) + ((double)b[2] + (double)b[3]);
-    for (; i < g; i++) {
-        float c = cb->c[idx[i]];
-        sn += (double)w[i] * c;
-        sd += (double)c * c;
+        sn += (double)w[i] * cb->c[c];
+        sd += (double)cb->c[c] * cb->c[c];
     }
     *num = sn;
     *den = sd;
 }
 
-static double sq_err(double ss, double num, double den, double s)
+void tq_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t *idx)
+{
+    for (size_t i = 0; i < n; i++) {
+        int c = 0;
+        for (int k = 0; k + 1 < cb->n; k++)
+            c += v[i] >= cb->bnd[k];
+        idx[i] = (uint8_t)c;
+    }
+}
+
+TQ_INLINE double sq_err(double ss, double num, double den, double s)
 {
     double r = ss - 2 * s * num + s * s * den;
     return r > 0 ? r : 0;
 }
 
-/* The best (indices, f16 scale) pair seen so far for one group. */
+/* The best (indices, f16 scale) pair seen so far for one group, with the indices' moments. */
 typedef struct best_pair {
-    double err;
+    double err, num, den;
     uint16_t scale;
     uint8_t *idx;
 } best_pair;
 
-/* Alternate from indices q (moments num/den): least-squares scale for the indices, rounded to
- * f16, then nearest indices for that scale; stop when neither improves on *b. */
-static void refine(const tq_codebook *cb, const float *x, size_t g, double ss, uint8_t *q,
-                   double num, double den, uint8_t *cand, best_pair *b)
+/* Offer indices `cand` (moments num/den) at scale h and at their least-squares scale. */
+TQ_INLINE int offer(best_pair *b, double ss, const uint8_t *cand, size_t g, double num, double den, uint16_t h)
 {
-    for (int r = 0; r < LSQ_ROUNDS; r++) {
-        if (!(den > 0))
-            return;
-        uint16_t h = tq_q_f16((float)(num / den));
-        float sf = tq_q_f32(h);
-        if (!(sf > 0) || !isfinite(sf))
-            return;
-        double e1 = sq_err(ss, num, den, sf); /* same indices, refitted scale */
-        assign_scaled(cb, x, g, sf, cand);    /* nearest indices for that scale */
-        double n2, d2;
-        moments(cb, x, cand, g, &n2, &d2);
-        double e2 = sq_err(ss, n2, d2, sf);
-        if (e1 < b->err && e1 <= e2) {
-            b->err = e1;
-            b->scale = h;
-            if (q != b->idx)
-                memcpy(b->idx, q, g);
-        }
-        if (e2 < b->err) {
-            b->err = e2;
-            b->scale = h;
-            memcpy(b->idx, cand, g);
-        } else if (!(e2 < e1)) {
-            return;
-        }
-        memcpy(q, cand, g);
-        num = n2;
-        den = d2;
+    double e0 = sq_err(ss, num, den, tq_q_f32(h));
+    uint16_t h1 = den > 0 ? tq_q_f16((float)(num / den)) : 0;
+    float s1 = tq_q_f32(h1);
+    double e1 = s1 > 0 && isfinite(s1) ? sq_err(ss, num, den, s1) : INFINITY;
+    if (e1 < e0) {
+        e0 = e1;
+        h = h1;
     }
+    if (!(e0 < b->err))
+        return 0;
+    b->err = e0;
+    b->scale = h;
+    b->num = num;
+    b->den = den;
+    if (cand != b->idx)
+        memcpy(b->idx, cand, g);
+    return 1;
 }
 
-/* Starting points for the least-squares search, as multiples of the RMS scale: alternation
- * only finds a local optimum, and a few spread starts find better ones. */
-static const float lsq_starts[] = {0.95f, 1.1f};
+/* Least-squares search: the RMS indices refitted, a grid of scales around the RMS (each
+ * with its own refit), then alternation from the best. Alternation alone stops in a local
+ * optimum near the RMS; the grid finds better ones. Each step is one pass over the group;
+ * measured on Gaussian rows (3 bits, group 64): rms 0.0334, refit only 0.0325, grid
+ * {0.9, 1.1} 0.0302, plus one round 0.0299, at about 1/3 of the rms speed. */
+static const float lsq_grid[] = {0.9f, 1.1f};
+#define LSQ_ROUNDS 1
 
+TQ_CLONES
 int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const float *w, size_t n,
                        uint8_t *idx, uint16_t *scales, double *err2, double *sum2, tq_err *e)
 {
@@ -151,7 +139,7 @@ int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const fl
     if (method == TQ_SCALE_LSQ && group > 1024)
         return tq_fail(e, TQ_EUSAGE, "quantize: least-squares scales support groups up to 1024, not %zu", group);
     double tot_err = 0, tot_ss = 0;
-    uint8_t work[1024], cand[1024];
+    uint8_t cand[1024];
     for (size_t g0 = 0, gi = 0; g0 < n; g0 += group, gi++) {
         const float *x = w + g0;
         uint8_t *q = idx + g0;
@@ -164,17 +152,23 @@ int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const fl
         uint16_t hs = tq_q_f16(rms);
         if ((hs & 0x7C00u) == 0x7C00u)
             return tq_fail(e, TQ_EDATA, "quantize: group %zu has RMS %g, beyond the f16 scale range", gi, (double)rms);
-        assign_scaled(cb, x, group, rms, q);
         double num, den;
-        moments(cb, x, q, group, &num, &den);
-        best_pair b = {sq_err(ss, num, den, tq_q_f32(hs)), hs, q};
+        assign_moments(cb, x, group, rms, q, &num, &den);
+        best_pair b = {sq_err(ss, num, den, tq_q_f32(hs)), num, den, hs, q};
         if (method == TQ_SCALE_LSQ) {
-            memcpy(work, q, group);
-            refine(cb, x, group, ss, work, num, den, cand, &b);
-            for (size_t k = 0; k < sizeof lsq_starts / sizeof *lsq_starts; k++) {
-                assign_scaled(cb, x, group, rms * lsq_starts[k], work);
-                moments(cb, x, work, group, &num, &den);
-                refine(cb, x, group, ss, work, num, den, cand, &b);
+            offer(&b, ss, q, group, num, den, hs);
+            /* a coarse grid of scales around the RMS, each with its own refit */
+            for (size_t k = 0; k < sizeof lsq_grid / sizeof *lsq_grid; k++) {
+                uint16_t h = tq_q_f16(rms * lsq_grid[k]);
+                assign_moments(cb, x, group, tq_q_f32(h), cand, &num, &den);
+                offer(&b, ss, cand, group, num, den, h);
+            }
+            /* then alternate from the best: nearest indices for its scale, refit */
+            for (int r = 0; r < LSQ_ROUNDS; r++) {
+                uint16_t h = b.scale;
+                assign_moments(cb, x, group, tq_q_f32(h), cand, &num, &den);
+                if (!offer(&b, ss, cand, group, num, den, h))
+                    break;
             }
         }
         scales[gi] = b.scale;
