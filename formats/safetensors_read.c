@@ -93,7 +93,7 @@ static int parse_entry(tq_st_file *f, const char *name, const cJSON *ent, tq_ten
     int overflow = 0;
     for (const cJSON *c = js->child; c; c = c->next, k++) {
         if (json_uint(c, &t->shape[k]) != 0)
-            return tq_fail(e, TQ_EDATA, "%s: tensor '%s': shape[%d] is not a non-negative integer", P, name, k);
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s': shape[%d] is not an integer in [0, 2^53]", P, name, k);
         if (!overflow && tq_mul_u64(t->nelem, t->shape[k], &t->nelem) != 0)
             overflow = 1;
     }
@@ -111,10 +111,10 @@ static int parse_entry(tq_st_file *f, const char *name, const cJSON *ent, tq_ten
     if (!cJSON_IsArray(jo) || cJSON_GetArraySize(jo) != 2)
         return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets is not an array of two integers", P, name);
     if (json_uint(jo->child, begin) != 0 || json_uint(jo->child->next, end) != 0)
-        return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets[%d] is not a non-negative integer", P, name,
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets[%d] is not an integer in [0, 2^53]", P, name,
                        json_uint(jo->child, begin) != 0 ? 0 : 1);
     if (*begin > *end)
-        return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets [%llu, %llu] begin after end", P, name,
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets [%llu, %llu]: begin is after end", P, name,
                        (unsigned long long)*begin, (unsigned long long)*end);
     if (*end - *begin != t->nbytes)
         return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but shape %s of %s needs %llu",
@@ -169,8 +169,13 @@ static int check_number_tokens(const tq_st_file *f, const char *json, size_t len
         } else if (c == '"') {
             in_str = 1;
         } else if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
-            return tq_fail(e, TQ_EDATA, "%s: header: number at byte offset %zu is not a plain non-negative integer",
-                           f->path, 8 + i);
+            size_t b = i, en = i;
+            while (b > 0 && strchr("0123456789.eE+-", json[b - 1]))
+                b--;
+            while (en < len && strchr("0123456789.eE+-", json[en]))
+                en++;
+            return tq_fail(e, TQ_EDATA, "%s: header: number '%.*s' at byte offset %zu is not a plain non-negative integer",
+                           f->path, (int)(en - b > 40 ? 40 : en - b), json + b, 8 + b);
         }
     }
     return 0;
@@ -308,8 +313,8 @@ static int parse_header(tq_st_file *f, const char *json, size_t len, uint64_t fi
         goto out;
     }
     if (need < file_size) {
-        tq_fail(e, TQ_EDATA, "%s: %llu unexpected bytes after the last tensor's data (from byte %llu)", P,
-                (unsigned long long)(file_size - need), (unsigned long long)need);
+        tq_fail(e, TQ_EDATA, "%s: %llu trailing byte%s after the last tensor's data, which ends at byte %llu", P,
+                (unsigned long long)(file_size - need), file_size - need == 1 ? "" : "s", (unsigned long long)need);
         goto out;
     }
     for (size_t i = 0; i < n; i++)

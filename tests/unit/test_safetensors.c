@@ -302,7 +302,7 @@ static void test_header_rules(void)
     CHECK(parse("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 3, &err) != 0 &&
           strstr(err.msg, "run past the end"));
     CHECK(parse("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 5, &err) != 0 &&
-          !strcmp(err.msg, "h: 1 unexpected bytes after the last tensor's data (from byte 66)"));
+          !strcmp(err.msg, "h: 1 trailing byte after the last tensor's data, which ends at byte 66"));
     CHECK(parse("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,2,3,4,5,6,7,8,9],\"data_offsets\":[0,4]}}", 4, &err) != 0 &&
           strstr(err.msg, "9 dimensions"));
     CHECK(parse("{\"a\":{\"dtype\":\"F32\",\"shape\":[9007199254740993],\"data_offsets\":[0,4]}}", 4, &err) != 0);
