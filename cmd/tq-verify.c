@@ -10,12 +10,13 @@
 static int usage_ls(FILE *out)
 {
     fprintf(out,
-            "Usage: tq-verify ls [--json] [--read] [--quiet] FILE|DIR\n"
+            "Usage: tq-verify ls [--json] [--read] [--keep-names] [--quiet] FILE|DIR\n"
             "List the tensors of a safetensors file or model directory: name, dtype, shape,\n"
             "file, byte offset and size, one per line (or a JSON document with --json).\n"
             "  --json    machine-readable listing\n"
             "  --read    also read every tensor's bytes end to end; report bytes/s on stderr\n"
-            "  --quiet   no listing (with --read: only errors)\n");
+            "  --keep-names  GGUF input: list GGUF tensor names, not HF/MLX names\n"
+            "  --quiet   no listing and no warnings (with --read: only errors)\n");
     return 0;
 }
 
@@ -23,11 +24,13 @@ static int cmd_ls(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"json", no_argument, 0, 'j'}, {"read", no_argument, 0, 'r'}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"keep-names", no_argument, 0, 'k'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int json = 0, rd = 0, quiet = 0, c;
+    unsigned flags = 0;
     while ((c = getopt_long(argc, argv, "jrqh", opts, NULL)) != -1) {
         switch (c) {
+        case 'k': flags |= TQ_MODEL_KEEP_NAMES; break;
         case 'j': json = 1; break;
         case 'r': rd = 1; break;
         case 'q': quiet = 1; break;
@@ -39,8 +42,12 @@ static int cmd_ls(int argc, char **argv)
         return tq_cli_usage_error("ls: expected one FILE or DIR");
     tq_err err = {0};
     tq_model *m;
-    if (tq_model_open(&m, argv[optind], &err) != 0)
+    if (tq_model_open_ex(&m, argv[optind], flags, &err) != 0)
         return tq_cli_fail(&err);
+    const char *const *warn;
+    size_t n_warn = tq_gguf_model_warnings(m, &warn);
+    for (size_t i = 0; i < n_warn && !quiet; i++)
+        fprintf(stderr, "%s: warning: %s\n", tq_prog, warn[i]);
     int rc = 0;
     if (!quiet && tq_model_list(m, stdout, json, &err) != 0)
         rc = tq_cli_fail(&err);

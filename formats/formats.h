@@ -117,6 +117,9 @@ typedef struct tq_model_tensor {
     const tq_st_file *file;    /* the shard holding it; NULL when src is set */
     const tq_tensor_source *src; /* non-safetensors source, with src_index */
     uint64_t src_index;
+    uint32_t src_type;         /* GGUF: ggml type id of the stored tensor (0 = F32) */
+    int was_quantized;         /* stored in a lossy block type (GGUF Q*_K...): quantizing it
+                                * again compounds the error; tq-convert warns */
 } tq_model_tensor;
 
 typedef struct tq_model {
@@ -129,6 +132,7 @@ typedef struct tq_model {
     size_t n_extra;
     char **extra_files;        /* other regular files to copy through (tokenizer...), sorted */
     tq_tensor_source *source;  /* GGUF input, else NULL */
+    unsigned flags;            /* TQ_MODEL_* given to tq_model_open_ex */
 } tq_model;
 
 /* Open a model directory (model.safetensors, or index.json + shards, or every *.safetensors
@@ -136,6 +140,10 @@ typedef struct tq_model {
  * only present shards, that every tensor is in the shard the index says, no duplicates
  * across shards. */
 int tq_model_open(tq_model **out, const char *path, tq_err *e);
+/* tq_model_open with flags: TQ_MODEL_KEEP_NAMES keeps GGUF tensor names (tq-convert
+ * --keep-names) instead of mapping them to HF/MLX names. */
+#define TQ_MODEL_KEEP_NAMES 1u
+int tq_model_open_ex(tq_model **out, const char *path, unsigned flags, tq_err *e);
 void tq_model_close(tq_model *m);
 const tq_model_tensor *tq_model_find(const tq_model *m, const char *name);
 int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len, tq_err *e);
@@ -143,7 +151,7 @@ int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len,
 int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e);
 /* GGUF input (formats/model_gguf_hook.c; the GGUF reader replaces it). Called by
  * tq_model_open for a path ending in .gguf, or a directory whose only model files are
- * .gguf: m is zeroed except m->path; fill source, tensors (src set, names owned by the
+ * .gguf: m is zeroed except m->path (and m->flags); fill source, tensors (src set, names owned by the
  * source), n_tensors and optionally config. tq_model_close frees the tensors array and
  * calls source->close. */
 int tq_model_open_gguf(tq_model *m, const char *path, tq_err *e);
@@ -249,5 +257,13 @@ void tq_ggml_dequant(uint32_t type, const void *src, float *dst, uint64_t nblock
  * bounded chunks and dequantized). Unsupported types fail naming tensor and type. */
 int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first,
                      uint64_t n, float *dst, tq_err *e);
+
+/* GGUF as a tq_model is tq_model_open_gguf (above): every tensor presented as F32 with the
+ * row-major shape (ne reversed), HF/MLX names for llama/qwen2/qwen3/qwen2moe/qwen3moe (GGUF
+ * names kept for other architectures with a warning, or always with TQ_MODEL_KEEP_NAMES),
+ * llama's Q/K rows un-permuted, config.json synthesized from the metadata unless the
+ * directory has one. Warnings collected while opening (unknown architecture or tensor
+ * names, quantized source tensors) live as long as the model; 0 for a non-GGUF model. */
+size_t tq_gguf_model_warnings(const tq_model *m, const char *const **out);
 
 #endif

@@ -4,7 +4,33 @@
 
 #include "formats/formats.h"
 
-/* ggml type ids used by name in the model layer. */
+struct cJSON;
+
+/* ggml type ids used by name. */
 enum { TQ_GGML_F32 = 0, TQ_GGML_F16 = 1, TQ_GGML_BF16 = 30 };
+
+/* Architectures with a known HF name mapping (opaque). */
+typedef struct tq_gguf_arch tq_gguf_arch;
+const tq_gguf_arch *tq_gguf_arch_find(const char *arch);
+int tq_gguf_arch_permutes_qk(const tq_gguf_arch *a);
+
+typedef enum tq_gguf_role {
+    TQ_GGUF_ROLE_OTHER,
+    TQ_GGUF_ROLE_Q,           /* blk.N.attn_q.{weight,bias}: llama's rows permuted */
+    TQ_GGUF_ROLE_K,           /* blk.N.attn_k.{weight,bias} */
+    TQ_GGUF_ROLE_SHEXP_GATE,  /* 1-D in GGUF, (1, n) in HF */
+} tq_gguf_role;
+
+/* HF name for a GGUF tensor name (malloc'd), or NULL when there is none. */
+char *tq_gguf_hf_name(const char *gguf_name, tq_gguf_role *role);
+/* config.json from ARCH.* metadata. */
+struct cJSON *tq_gguf_config(const tq_gguf_file *f, const char *arch, uint64_t vocab, int tied, tq_err *e);
+
+/* Source row of HF row r after undoing llama.cpp's Q/K permutation (rows / n_head = D). */
+static inline uint64_t tq_gguf_unpermute_row(uint64_t r, uint64_t rows, uint64_t n_head)
+{
+    uint64_t D = rows / n_head, h = r / D, rem = r % D, half = D / 2;
+    return h * D + 2 * (rem % half) + rem / half;
+}
 
 #endif

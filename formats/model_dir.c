@@ -279,10 +279,16 @@ out:
 
 int tq_model_open(tq_model **out, const char *path, tq_err *e)
 {
+    return tq_model_open_ex(out, path, 0, e);
+}
+
+int tq_model_open_ex(tq_model **out, const char *path, unsigned flags, tq_err *e)
+{
     *out = NULL;
     tq_model *m = tq_calloc(1, sizeof *m, e);
     if (!m)
         return -1;
+    m->flags = flags;
     size_t len = strlen(path);
     while (len > 1 && path[len - 1] == '/')
         len--;

@@ -1,0 +1,397 @@
+/* A GGUF file (or a llama.cpp split set) presented as a tq_model: every tensor as F32 with
+ * the row-major shape, read through tq_tensor_source by dequantizing only the blocks that
+ * cover the requested bytes. */
+#include "formats/formats.h"
+#include "formats/gguf_internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct src_tensor {
+    const tq_gguf_file *f;
+    const tq_gguf_tensor *t;
+    uint64_t row_len;   /* elements per row (ne[0]; 1 for a permuted 1-D bias) */
+    uint64_t rows;      /* rows, for the permutation */
+    uint64_t n_head;    /* >0: rows are llama-permuted in groups of rows/n_head */
+} src_tensor;
+
+typedef struct gguf_source {
+    tq_tensor_source base; /* first: tq_model holds &base */
+    size_t n_files;
+    tq_gguf_file **files;
+    size_t n;
+    src_tensor *ts;
+    char **names;          /* the presented names (tq_model_tensor.info.name points here) */
+    size_t n_warnings;
+    char **warnings;
+} gguf_source;
+
+/* ------------------------------------------------------------------ reads */
+/* Elements [first, first+n) of the presented (un-permuted) tensor. */
+static int read_elems(const src_tensor *s, uint64_t first, uint64_t n, float *dst, tq_err *e)
+{
+    if (!s->n_head)
+        return tq_gguf_read_f32(s->f, s->t, first, n, dst, e);
+    while (n > 0) {
+        uint64_t r = first / s->row_len, col = first % s->row_len;
+        uint64_t cnt = s->row_len - col < n ? s->row_len - col : n;
+        uint64_t src_row = tq_gguf_unpermute_row(r, s->rows, s->n_head);
+        if (tq_gguf_read_f32(s->f, s->t, src_row * s->row_len + col, cnt, dst, e) != 0)
+            return -1;
+        first += cnt;
+        n -= cnt;
+        dst += cnt;
+    }
+    return 0;
+}
+
+static int src_read(const tq_tensor_source *base, uint64_t index, uint64_t off, void *buf, size_t len, tq_err *e)
+{
+    const gguf_source *g = (const gguf_source *)base;
+    if (index >= g->n)
+        return tq_fail(e, TQ_EUSAGE, "GGUF source: no tensor %llu", (unsigned long long)index);
+    const src_tensor *s = &g->ts[index];
+    uint64_t total = s->t->nelem * 4, end;
+    if (tq_add_u64(off, len, &end) != 0 || end > total)
+        return tq_fail(e, TQ_EUSAGE, "%s: tensor '%s': read [%llu, +%zu) past its %llu bytes of F32 data", s->f->path,
+                       s->t->name, (unsigned long long)off, len, (unsigned long long)total);
+    unsigned char *out = buf;
+    if (off % 4 == 0 && len % 4 == 0 && ((uintptr_t)out % _Alignof(float)) == 0)
+        return read_elems(s, off / 4, len / 4, (float *)buf, e);
+    /* Unaligned request: through a bounded scratch buffer. */
+    enum { CHUNK = 1 << 16 };
+    float *tmp = tq_malloc(CHUNK * sizeof(float), e);
+    if (!tmp)
+        return -1;
+    while (len > 0) {
+        uint64_t el = off / 4, skip = off % 4;
+        uint64_t want_el = (skip + len + 3) / 4;
+        if (want_el > CHUNK)
+            want_el = CHUNK;
+        if (read_elems(s, el, want_el, tmp, e) != 0) {
+            free(tmp);
+            return -1;
+        }
+        size_t cnt = want_el * 4 - skip < len ? (size_t)(want_el * 4 - skip) : len;
+        memcpy(out, (unsigned char *)tmp + skip, cnt);
+        out += cnt;
+        off += cnt;
+        len -= cnt;
+    }
+    free(tmp);
+    return 0;
+}
+
+static void src_close(tq_tensor_source *base)
+{
+    gguf_source *g = (gguf_source *)base;
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->n_files; i++)
+        tq_gguf_close(g->files[i]);
+    free(g->files);
+    free(g->ts);
+    tq_free_strv(g->names, g->n);
+    tq_free_strv(g->warnings, g->n_warnings);
+    free(g);
+}
+
+static void warn(gguf_source *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(gguf_source *g, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char **w = realloc(g->warnings, (g->n_warnings + 1) * sizeof *w);
+    if (!w)
+        return;
+    g->warnings = w;
+    if ((w[g->n_warnings] = strdup(msg)) != NULL)
+        g->n_warnings++;
+}
+
+/* ------------------------------------------------------------- split sets */
+/* "PREFIX-00002-of-00005.gguf": 0 and the 1-based index/count, or -1. */
+static int split_parts(const char *path, size_t *prefix_len, unsigned *idx, unsigned *count)
+{
+    size_t n = strlen(path);
+    const char *tail = "-00000-of-00000.gguf";
+    size_t tl = strlen(tail);
+    if (n <= tl)
+        return -1;
+    const char *p = path + n - tl;
+    for (size_t i = 0; i < tl; i++) {
+        int digit = tail[i] == '0';
+        if (digit ? (p[i] < '0' || p[i] > '9') : p[i] != tail[i])
+            return -1;
+    }
+    *prefix_len = n - tl;
+    *idx = (unsigned)strtoul(p + 1, NULL, 10);
+    *count = (unsigned)strtoul(p + 10, NULL, 10);
+    return *idx >= 1 && *count >= 1 && *idx <= *count ? 0 : -1;
+}
+
+static int has_suffix(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* The list of files to open for path (a .gguf file, a split piece, or a directory). */
+static int resolve_files(const char *path, char ***out, size_t *n_out, tq_err *e)
+{
+    char *file = NULL;
+    if (tq_is_dir(path)) {
+        char **names;
+        size_t n, found = 0;
+        if (tq_list_dir(path, &names, &n, e) != 0)
+            return -1;
+        const char *first = NULL;
+        for (size_t i = 0; i < n; i++)
+            if (has_suffix(names[i], ".gguf") && names[i][0] != '.' && !strstr(names[i], ".partial-")) {
+                if (!found++)
+                    first = names[i];
+            }
+        size_t pl;
+        unsigned idx, cnt;
+        if (found == 0 || (found > 1 && (split_parts(first, &pl, &idx, &cnt) != 0 || cnt != found || idx != 1))) {
+            tq_free_strv(names, n);
+            return found ? tq_fail(e, TQ_EDATA, "%s: holds %zu GGUF files that are not one split set NAME-00001-of-%05zu.gguf",
+                                   path, found, found)
+                         : tq_fail(e, TQ_EDATA, "%s: no .gguf file", path);
+        }
+        file = tq_path_join(path, first, e);
+        tq_free_strv(names, n);
+        if (!file)
+            return -1;
+    } else {
+        file = tq_strdup(path, e);
+        if (!file)
+            return -1;
+    }
+    size_t pl;
+    unsigned idx, cnt;
+    if (split_parts(file, &pl, &idx, &cnt) != 0) {
+        char **v = tq_malloc(sizeof *v, e);
+        if (!v) {
+            free(file);
+            return -1;
+        }
+        v[0] = file;
+        *out = v;
+        *n_out = 1;
+        return 0;
+    }
+    char **v = tq_calloc(cnt, sizeof *v, e);
+    if (!v) {
+        free(file);
+        return -1;
+    }
+    for (unsigned i = 0; i < cnt; i++) {
+        size_t len = pl + 32;
+        v[i] = tq_malloc(len, e);
+        if (!v[i]) {
+            tq_free_strv(v, i);
+            free(file);
+            return -1;
+        }
+        snprintf(v[i], len, "%.*s-%05u-of-%05u.gguf", (int)pl, file, i + 1, cnt);
+        if (!tq_exists(v[i])) {
+            tq_fail(e, TQ_EDATA, "%s: split set of %u files is missing %s", file, cnt, v[i]);
+            tq_free_strv(v, i + 1);
+            free(file);
+            return -1;
+        }
+    }
+    free(file);
+    *out = v;
+    *n_out = cnt;
+    return 0;
+}
+
+/* --------------------------------------------------------------- the model */
+static int cmp_tensor(const void *a, const void *b)
+{
+    return strcmp(((const tq_model_tensor *)a)->info.name, ((const tq_model_tensor *)b)->info.name);
+}
+
+/* Heads for the permutation of a llama Q or K tensor; 0 with an error on bad metadata. */
+static uint64_t perm_heads(const tq_gguf_file *f, tq_gguf_role role, uint64_t rows, const char *name, tq_err *e)
+{
+    uint64_t h = 0, hkv = 0;
+    if (tq_gguf_get_u64(f, "llama.attention.head_count", &h) != 0 || h == 0) {
+        tq_fail(e, TQ_EDATA, "%s: tensor '%s': llama.attention.head_count is missing, needed to undo the Q/K permutation",
+                f->path, name);
+        return 0;
+    }
+    if (role == TQ_GGUF_ROLE_K && tq_gguf_get_u64(f, "llama.attention.head_count_kv", &hkv) == 0 && hkv > 0)
+        h = hkv;
+    if (rows % (2 * h) != 0) {
+        tq_fail(e, TQ_EDATA, "%s: tensor '%s': %llu rows do not split into %llu heads of an even size", f->path, name,
+                (unsigned long long)rows, (unsigned long long)h);
+        return 0;
+    }
+    return h;
+}
+
+static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
+{
+    const tq_gguf_file *f0 = g->files[0];
+    char *arch = tq_gguf_get_str(f0, "general.architecture");
+    if (!arch && !(arch = strdup("unknown")))
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    const tq_gguf_arch *ai = tq_gguf_arch_find(arch);
+    int map = ai && !(flags & TQ_MODEL_KEEP_NAMES);
+    if (!ai && !(flags & TQ_MODEL_KEEP_NAMES))
+        warn(g, "%s: architecture '%s' has no HF name mapping; tensors keep their GGUF names", f0->path, arch);
+    size_t total = 0;
+    for (size_t i = 0; i < g->n_files; i++)
+        total += g->files[i]->n_tensors;
+    g->ts = tq_calloc(total ? total : 1, sizeof *g->ts, e);
+    g->names = tq_calloc(total ? total : 1, sizeof *g->names, e);
+    m->tensors = tq_calloc(total ? total : 1, sizeof *m->tensors, e);
+    if (!g->ts || !g->names || !m->tensors) {
+        free(arch);
+        return -1;
+    }
+    int rc = 0, has_output = 0, n_quant = 0;
+    uint64_t vocab_embd = 0;
+    for (size_t fi = 0; fi < g->n_files && !rc; fi++) {
+        const tq_gguf_file *f = g->files[fi];
+        for (size_t ti = 0; ti < f->n_tensors && !rc; ti++) {
+            const tq_gguf_tensor *t = &f->tensors[ti];
+            size_t k = g->n;
+            src_tensor *s = &g->ts[k];
+            tq_model_tensor *mt = &m->tensors[k];
+            s->f = f;
+            s->t = t;
+            s->row_len = t->ne[0];
+            tq_gguf_role role = TQ_GGUF_ROLE_OTHER;
+            char *name = map ? tq_gguf_hf_name(t->name, &role) : NULL;
+            if (map && !name)
+                warn(g, "%s: tensor '%s' has no HF name; kept as is", f->path, t->name);
+            if (!name && !(name = strdup(t->name))) {
+                rc = tq_fail(e, TQ_ENOMEM, "out of memory");
+                break;
+            }
+            mt->info.name = g->names[k] = name;
+            g->n++;
+            m->n_tensors = g->n;
+            mt->info.dtype = TQ_DT_F32;
+            mt->info.ndim = (int)t->n_dims;
+            for (uint32_t d = 0; d < t->n_dims; d++)
+                mt->info.shape[d] = t->ne[t->n_dims - 1 - d];
+            if (role == TQ_GGUF_ROLE_SHEXP_GATE && t->n_dims == 1) {
+                mt->info.ndim = 2;
+                mt->info.shape[0] = 1;
+                mt->info.shape[1] = t->ne[0];
+            }
+            mt->info.nelem = t->nelem;
+            mt->info.offset = 0;
+            mt->info.nbytes = t->nelem * 4;
+            mt->src = &g->base;
+            mt->src_index = k;
+            mt->src_type = t->type;
+            mt->was_quantized = tq_ggml_type_is_quantized(t->type);
+            n_quant += mt->was_quantized;
+            if ((role == TQ_GGUF_ROLE_Q || role == TQ_GGUF_ROLE_K) && tq_gguf_arch_permutes_qk(ai)) {
+                if (t->n_dims == 1) {
+                    s->row_len = 1;
+                    s->rows = t->ne[0];
+                } else if (t->n_dims == 2) {
+                    s->rows = t->ne[1];
+                } else {
+                    rc = tq_fail(e, TQ_EDATA, "%s: tensor '%s': %u-D, expected a 2-D projection", f->path, t->name,
+                                 t->n_dims);
+                    break;
+                }
+                s->n_head = perm_heads(f0, role, s->rows, t->name, e);
+                if (!s->n_head)
+                    rc = -1;
+            }
+            if (strcmp(t->name, "output.weight") == 0)
+                has_output = 1;
+            if (strcmp(t->name, "token_embd.weight") == 0 && t->n_dims == 2)
+                vocab_embd = t->ne[1];
+        }
+    }
+    if (!rc) {
+        qsort(m->tensors, m->n_tensors, sizeof *m->tensors, cmp_tensor);
+        for (size_t i = 1; i < m->n_tensors && !rc; i++)
+            if (strcmp(m->tensors[i - 1].info.name, m->tensors[i].info.name) == 0)
+                rc = tq_fail(e, TQ_EDATA, "%s: two tensors are named '%s'", m->path, m->tensors[i].info.name);
+    }
+    if (!rc && n_quant)
+        warn(g, "%s: %d tensors are stored quantized (ggml block types); they are dequantized exactly, and "
+                "quantizing them again compounds the quantization error", m->path, n_quant);
+    if (!rc) {
+        const tq_gguf_kv *tok = tq_gguf_find_kv(f0, "tokenizer.ggml.tokens");
+        uint64_t vocab = tok && tok->type == TQ_GGUF_ARRAY ? tok->arr_n : vocab_embd;
+        char k[300];
+        snprintf(k, sizeof k, "%s.vocab_size", arch);
+        if (!vocab)
+            (void)tq_gguf_get_u64(f0, k, &vocab);
+        /* A config.json next to the GGUF file (already read by tq_model_open) wins. */
+        if (!m->config && !(m->config = tq_gguf_config(f0, arch, vocab, !has_output, e)))
+            rc = -1;
+    }
+    free(arch);
+    return rc;
+}
+
+/* Split pieces: each names its place (split.no / split.count) when the keys are present. */
+static int check_split(gguf_source *g, tq_err *e)
+{
+    for (size_t i = 0; i < g->n_files && g->n_files > 1; i++) {
+        uint64_t no, count;
+        const tq_gguf_file *f = g->files[i];
+        if (tq_gguf_get_u64(f, "split.count", &count) == 0 && count != g->n_files)
+            return tq_fail(e, TQ_EDATA, "%s: split.count is %llu, but the set has %zu files", f->path,
+                           (unsigned long long)count, g->n_files);
+        if (tq_gguf_get_u64(f, "split.no", &no) == 0 && no != i)
+            return tq_fail(e, TQ_EDATA, "%s: split.no is %llu, expected %zu", f->path, (unsigned long long)no, i);
+    }
+    return 0;
+}
+
+int tq_model_open_gguf(tq_model *m, const char *path, tq_err *e)
+{
+    unsigned flags = m->flags;
+    char **paths = NULL;
+    size_t n = 0;
+    if (resolve_files(path, &paths, &n, e) != 0)
+        return -1;
+    gguf_source *g = tq_calloc(1, sizeof *g, e);
+    if (!g || !(g->files = tq_calloc(n, sizeof *g->files, e))) {
+        free(g);
+        tq_free_strv(paths, n);
+        return -1;
+    }
+    g->base.read = src_read;
+    g->base.close = src_close;
+    m->source = &g->base;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        rc = tq_gguf_open(&g->files[i], paths[i], e);
+        if (!rc)
+            g->n_files = i + 1;
+    }
+    tq_free_strv(paths, n);
+    if (!rc)
+        rc = check_split(g, e);
+    if (!rc)
+        rc = build(m, g, flags, e);
+    return rc;
+}
+
+size_t tq_gguf_model_warnings(const tq_model *m, const char *const **out)
+{
+    const gguf_source *g = m->source && m->source->read == src_read ? (const gguf_source *)m->source : NULL;
+    *out = g ? (const char *const *)g->warnings : NULL;
+    return g ? g->n_warnings : 0;
+}

@@ -1,0 +1,501 @@
+/* GGUF as a tq_model: names, shapes, config, llama's Q/K un-permutation, split sets, and a
+ * generated qwen3_moe model written by the tests' GGUF writer read back unchanged. */
+#include "formats/formats.h"
+#include "check.h"
+#include "gguf_writer.h"
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static tq_err err;
+
+static void model_free(tq_model *m)
+{
+    tq_model_close(m);
+}
+
+static tq_model *open_gguf(const char *path, unsigned flags)
+{
+    tq_model *m = NULL;
+    if (tq_model_open_ex(&m, path, flags, &err) != 0) {
+        printf("  open %s: %s\n", path, err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+static const tq_model_tensor *find(const tq_model *m, const char *name)
+{
+    return tq_model_find(m, name);
+}
+
+static float *read_all(const tq_model_tensor *t)
+{
+    float *v = malloc(t->info.nbytes ? t->info.nbytes : 4);
+    if (v && tq_model_read(t, 0, v, t->info.nbytes, &err) != 0) {
+        printf("  read %s: %s\n", t->info.name, err.msg);
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static double cfg_num(const tq_model *m, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m->config, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static const char *cfg_str(const tq_model *m, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m->config, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static int has_warning(const tq_model *m, const char *needle)
+{
+    const char *const *w;
+    size_t n = tq_gguf_model_warnings(m, &w);
+    for (size_t i = 0; i < n; i++)
+        if (strstr(w[i], needle))
+            return 1;
+    return 0;
+}
+
+static const char *vectors(void)
+{
+    static char p[4096];
+    const char *root = getenv("TQ_ROOT");
+    snprintf(p, sizeof p, "%s/testdata/vectors/ggml-vectors.gguf", root ? root : ".");
+    return p;
+}
+
+/* Exactly representable values only (tests build them so). */
+static uint16_t f16_exact(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    if ((b & 0x7fffffffu) == 0)
+        return (uint16_t)(b >> 16);
+    uint32_t sign = (b >> 16) & 0x8000u;
+    int exp = (int)((b >> 23) & 0xff) - 127 + 15;
+    return (uint16_t)(sign | (uint32_t)exp << 10 | ((b >> 13) & 0x3ff));
+}
+
+/* A deterministic value in [-2, 2) with 6 fractional bits: exact in F16 and F32. */
+static float val(uint32_t seed, uint64_t i)
+{
+    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)seed << 32);
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 32;
+    return (float)((int)(x % 256) - 128) / 64.0f;
+}
+
+/* --------------------------------------------------------------- vectors */
+static void test_vectors_keep_names(void)
+{
+    tq_model *m = open_gguf(vectors(), TQ_MODEL_KEEP_NAMES);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    CHECK(m->n_tensors == 26);
+    const tq_model_tensor *t = find(m, "blk.10.ffn_gate_exps.weight");
+    CHECK(t && t->info.dtype == TQ_DT_F32 && t->info.ndim == 3 && t->info.shape[0] == 4 && t->info.shape[1] == 6 &&
+          t->info.shape[2] == 512 && t->info.nbytes == 4 * 6 * 512 * 4);
+    CHECK(t && t->was_quantized && t->src_type == 12);
+    t = find(m, "blk.2.attn_q.weight");
+    CHECK(t && t->info.ndim == 2 && t->info.shape[0] == 6 && t->info.shape[1] == 512 && !t->was_quantized);
+    CHECK(find(m, "model.layers.0.self_attn.q_proj.weight") == NULL);
+    /* Byte reads at odd offsets agree with a whole read. */
+    t = find(m, "blk.9.attn_q.weight");
+    float *all = t ? read_all(t) : NULL;
+    CHECK(all != NULL);
+    if (all) {
+        unsigned char part[1001];
+        CHECK_OK(tq_model_read(t, 1027, part, sizeof part, &err));
+        CHECK(memcmp(part, (unsigned char *)all + 1027, sizeof part) == 0);
+        CHECK(tq_model_read(t, t->info.nbytes - 3, part, 4, &err) == -1);
+    }
+    free(all);
+    model_free(m);
+}
+
+static void test_vectors_hf_names_and_config(void)
+{
+    tq_model *m = open_gguf(vectors(), 0);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    CHECK(find(m, "model.layers.12.self_attn.q_proj.weight") != NULL);
+    const tq_model_tensor *t = find(m, "model.layers.3.mlp.switch_mlp.gate_proj.weight");
+    CHECK(t && t->info.ndim == 3 && t->info.shape[0] == 4);
+    CHECK(strcmp(cfg_str(m, "model_type"), "qwen3_moe") == 0);
+    CHECK(cfg_num(m, "num_hidden_layers") == 2);
+    CHECK(cfg_num(m, "rope_theta") == 1000000.0);
+    CHECK(cfg_num(m, "vocab_size") == 5);
+    CHECK(has_warning(m, "20 tensors are stored quantized"));
+    model_free(m);
+}
+
+/* ------------------------------------------------------ llama Q/K permutation */
+/* llama.cpp's converter: w.reshape(n_head, 2, D/2, in).swapaxes(1, 2).reshape(rows, in). */
+static void llama_permute(const float *hf, float *gguf, uint64_t rows, uint64_t in, uint64_t n_head)
+{
+    uint64_t D = rows / n_head;
+    for (uint64_t h = 0; h < n_head; h++)
+        for (uint64_t i = 0; i < D / 2; i++)
+            for (uint64_t j = 0; j < 2; j++)
+                memcpy(gguf + (h * D + i * 2 + j) * in, hf + (h * D + j * (D / 2) + i) * in, in * sizeof(float));
+}
+
+static void write_attn_model(const char *path, const char *arch, const float *q, const float *k, uint64_t nq,
+                             uint64_t nk, uint64_t in, uint32_t heads, uint32_t kv_heads, int as_f16)
+{
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", arch);
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.head_count", arch);
+    gw_kv_u32(&w, key, heads);
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+    gw_kv_u32(&w, key, kv_heads);
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    gw_kv_u32(&w, key, 1);
+    uint64_t neq[2] = {in, nq}, nek[2] = {in, nk};
+    if (as_f16) {
+        uint16_t *hq = malloc(nq * in * 2), *hk = malloc(nk * in * 2);
+        for (uint64_t i = 0; i < nq * in; i++)
+            hq[i] = f16_exact(q[i]);
+        for (uint64_t i = 0; i < nk * in; i++)
+            hk[i] = f16_exact(k[i]);
+        gw_tensor_add(&w, "blk.0.attn_q.weight", 2, neq, 1, hq, nq * in * 2);
+        gw_tensor_add(&w, "blk.0.attn_k.weight", 2, nek, 1, hk, nk * in * 2);
+        free(hq);
+        free(hk);
+    } else {
+        gw_tensor_add(&w, "blk.0.attn_q.weight", 2, neq, 0, q, nq * in * 4);
+        gw_tensor_add(&w, "blk.0.attn_k.weight", 2, nek, 0, k, nk * in * 4);
+    }
+    uint64_t neb[1] = {nq};
+    float *bias = malloc(nq * sizeof(float)), *pb = malloc(nq * sizeof(float));
+    for (uint64_t i = 0; i < nq; i++)
+        bias[i] = (float)i;
+    llama_permute(bias, pb, nq, 1, strcmp(arch, "llama") == 0 ? heads : 1);
+    gw_tensor_add(&w, "blk.0.attn_q.bias", 1, neb, 0, strcmp(arch, "llama") == 0 ? pb : bias, nq * 4);
+    free(bias);
+    free(pb);
+    CHECK(gw_write(&w, path) == 0);
+    gw_free(&w);
+}
+
+static void test_llama_unpermute(void)
+{
+    const uint64_t in = 40, heads = 4, kv_heads = 2, D = 8, nq = heads * D, nk = kv_heads * D;
+    float *q = malloc(nq * in * 4), *k = malloc(nk * in * 4), *pq = malloc(nq * in * 4), *pk = malloc(nk * in * 4);
+    for (uint64_t i = 0; i < nq * in; i++)
+        q[i] = val(1, i);
+    for (uint64_t i = 0; i < nk * in; i++)
+        k[i] = val(2, i);
+    llama_permute(q, pq, nq, in, heads);
+    llama_permute(k, pk, nk, in, kv_heads);
+    CHECK(memcmp(q, pq, nq * in * 4) != 0); /* the permutation does move rows */
+    for (int f16 = 0; f16 < 2; f16++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/llama%d.gguf", t_tmpdir(), f16);
+        write_attn_model(path, "llama", pq, pk, nq, nk, in, heads, kv_heads, f16);
+        tq_model *m = open_gguf(path, 0);
+        CHECK(m != NULL);
+        if (!m)
+            continue;
+        const tq_model_tensor *tq = find(m, "model.layers.0.self_attn.q_proj.weight");
+        const tq_model_tensor *tk = find(m, "model.layers.0.self_attn.k_proj.weight");
+        const tq_model_tensor *tb = find(m, "model.layers.0.self_attn.q_proj.bias");
+        CHECK(tq && tk && tb && tq->info.shape[0] == nq && tq->info.shape[1] == in);
+        float *gq = tq ? read_all(tq) : NULL, *gk = tk ? read_all(tk) : NULL, *gbias = tb ? read_all(tb) : NULL;
+        CHECKF(gq && memcmp(gq, q, nq * in * 4) == 0, "Q rows not restored (f16=%d)", f16);
+        CHECKF(gk && memcmp(gk, k, nk * in * 4) == 0, "K rows not restored (f16=%d)", f16);
+        for (uint64_t i = 0; gbias && i < nq; i++)
+            CHECK(gbias[i] == (float)i);
+        /* A read that starts mid-row and spans rows. */
+        float part[50];
+        if (tq) {
+            CHECK_OK(tq_model_read(tq, (3 * in + 7) * 4, part, sizeof part, &err));
+            CHECK(memcmp(part, q + 3 * in + 7, sizeof part) == 0);
+        }
+        free(gq);
+        free(gk);
+        free(gbias);
+        /* --keep-names leaves the file exactly as stored. */
+        model_free(m);
+        m = open_gguf(path, TQ_MODEL_KEEP_NAMES);
+        tq = m ? find(m, "blk.0.attn_q.weight") : NULL;
+        gq = tq ? read_all(tq) : NULL;
+        CHECK(gq && memcmp(gq, pq, nq * in * 4) == 0);
+        free(gq);
+        model_free(m);
+    }
+    /* qwen2 files are not permuted: rows come back as stored. */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/qwen2.gguf", t_tmpdir());
+    write_attn_model(path, "qwen2", q, k, nq, nk, in, heads, kv_heads, 0);
+    tq_model *m = open_gguf(path, 0);
+    const tq_model_tensor *tq = m ? find(m, "model.layers.0.self_attn.q_proj.weight") : NULL;
+    float *gq = tq ? read_all(tq) : NULL;
+    CHECK(gq && memcmp(gq, q, nq * in * 4) == 0);
+    free(gq);
+    model_free(m);
+    free(q);
+    free(k);
+    free(pq);
+    free(pk);
+}
+
+static void test_llama_bad_heads(void)
+{
+    const uint64_t in = 8, nq = 12;
+    float q[96] = {0};
+    char path[4096];
+    snprintf(path, sizeof path, "%s/llama-bad.gguf", t_tmpdir());
+    write_attn_model(path, "llama", q, q, nq, nq, in, 8, 8, 0);
+    tq_model *m = NULL;
+    CHECK(tq_model_open_ex(&m, path, 0, &err) == -1 && m == NULL);
+    CHECKF(strstr(err.msg, "tensor 'blk.0.attn_q.bias': 12 rows do not split into 8 heads of an even size") ||
+               strstr(err.msg, "tensor 'blk.0.attn_q.weight': 12 rows do not split into 8 heads of an even size"),
+           "%s", err.msg);
+}
+
+/* ------------------------------------------------------- qwen3_moe round trip */
+typedef struct gen_tensor {
+    const char *gguf, *hf;
+    uint32_t n_dims;
+    uint64_t ne[3];
+    int f16;
+} gen_tensor;
+
+static void test_qwen3_moe_roundtrip(void)
+{
+    /* hidden 64, 2 layers, 4 experts of 32, 4 heads x 16 (kv 2), vocab 96. */
+    char names[64][2][96];
+    gen_tensor ts[64];
+    size_t n = 0;
+#define T(G, H, ND, A, B, C, F) \
+    do { \
+        snprintf(names[n][0], 96, "%s", G); \
+        snprintf(names[n][1], 96, "%s", H); \
+        ts[n] = (gen_tensor){names[n][0], names[n][1], ND, {A, B, C}, F}; \
+        n++; \
+    } while (0)
+    T("token_embd.weight", "model.embed_tokens.weight", 2, 64, 96, 1, 1);
+    T("output_norm.weight", "model.norm.weight", 1, 64, 1, 1, 0);
+    T("output.weight", "lm_head.weight", 2, 64, 96, 1, 1);
+    for (int l = 0; l < 2; l++) {
+        char g[96], h[96];
+#define L(GS, HS, ND, A, B, C, F) \
+    do { \
+        snprintf(g, sizeof g, "blk.%d.%s", l, GS); \
+        snprintf(h, sizeof h, "model.layers.%d.%s", l, HS); \
+        T(g, h, ND, A, B, C, F); \
+    } while (0)
+        L("attn_norm.weight", "input_layernorm.weight", 1, 64, 1, 1, 0);
+        L("attn_q.weight", "self_attn.q_proj.weight", 2, 64, 64, 1, 1);
+        L("attn_k.weight", "self_attn.k_proj.weight", 2, 64, 32, 1, 1);
+        L("attn_v.weight", "self_attn.v_proj.weight", 2, 64, 32, 1, 0);
+        L("attn_output.weight", "self_attn.o_proj.weight", 2, 64, 64, 1, 1);
+        L("attn_q_norm.weight", "self_attn.q_norm.weight", 1, 16, 1, 1, 0);
+        L("attn_k_norm.weight", "self_attn.k_norm.weight", 1, 16, 1, 1, 0);
+        L("ffn_norm.weight", "post_attention_layernorm.weight", 1, 64, 1, 1, 0);
+        L("ffn_gate_inp.weight", "mlp.gate.weight", 2, 64, 4, 1, 0);
+        L("ffn_gate_exps.weight", "mlp.switch_mlp.gate_proj.weight", 3, 64, 32, 4, 1);
+        L("ffn_up_exps.weight", "mlp.switch_mlp.up_proj.weight", 3, 64, 32, 4, 1);
+        L("ffn_down_exps.weight", "mlp.switch_mlp.down_proj.weight", 3, 32, 64, 4, 0);
+    }
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "qwen3moe");
+    gw_kv_u32(&w, "qwen3moe.block_count", 2);
+    gw_kv_u32(&w, "qwen3moe.context_length", 4096);
+    gw_kv_u32(&w, "qwen3moe.embedding_length", 64);
+    gw_kv_u32(&w, "qwen3moe.feed_forward_length", 128);
+    gw_kv_u32(&w, "qwen3moe.expert_feed_forward_length", 32);
+    gw_kv_u32(&w, "qwen3moe.attention.head_count", 4);
+    gw_kv_u32(&w, "qwen3moe.attention.head_count_kv", 2);
+    gw_kv_u32(&w, "qwen3moe.attention.key_length", 16);
+    gw_kv_f32(&w, "qwen3moe.rope.freq_base", 1000000.0f);
+    gw_kv_f32(&w, "qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
+    gw_kv_u32(&w, "qwen3moe.expert_count", 4);
+    gw_kv_u32(&w, "qwen3moe.expert_used_count", 2);
+    const char *toks[96];
+    char tokbuf[96][8];
+    for (int i = 0; i < 96; i++) {
+        snprintf(tokbuf[i], sizeof tokbuf[i], "t%d", i);
+        toks[i] = tokbuf[i];
+    }
+    gw_kv_str_array(&w, "tokenizer.ggml.tokens", toks, 96);
+    float *orig[64];
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ne = ts[i].ne[0] * ts[i].ne[1] * ts[i].ne[2];
+        orig[i] = malloc(ne * 4);
+        for (uint64_t j = 0; j < ne; j++)
+            orig[i][j] = val((uint32_t)i + 100, j);
+        if (ts[i].f16) {
+            uint16_t *h = malloc(ne * 2);
+            for (uint64_t j = 0; j < ne; j++)
+                h[j] = f16_exact(orig[i][j]);
+            gw_tensor_add(&w, ts[i].gguf, ts[i].n_dims, ts[i].ne, 1, h, ne * 2);
+            free(h);
+        } else {
+            gw_tensor_add(&w, ts[i].gguf, ts[i].n_dims, ts[i].ne, 0, orig[i], ne * 4);
+        }
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/qwen3moe.gguf", t_tmpdir());
+    CHECK(gw_write(&w, path) == 0);
+    gw_free(&w);
+    tq_model *m = open_gguf(path, 0);
+    CHECK(m != NULL);
+    if (m) {
+        CHECK(m->n_tensors == n);
+        for (size_t i = 0; i < n; i++) {
+            const tq_model_tensor *t = find(m, ts[i].hf);
+            CHECKF(t != NULL, "missing %s", ts[i].hf);
+            if (!t)
+                continue;
+            CHECK(t->info.ndim == (int)ts[i].n_dims && t->info.dtype == TQ_DT_F32 && !t->was_quantized);
+            for (uint32_t d = 0; d < ts[i].n_dims; d++)
+                CHECKF(t->info.shape[d] == ts[i].ne[ts[i].n_dims - 1 - d], "%s: shape", ts[i].hf);
+            float *got = read_all(t);
+            CHECKF(got && memcmp(got, orig[i], t->info.nbytes) == 0, "%s: values differ", ts[i].hf);
+            free(got);
+        }
+        CHECK(strcmp(cfg_str(m, "model_type"), "qwen3_moe") == 0);
+        const cJSON *arch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(m->config, "architectures"), 0);
+        CHECK(arch && strcmp(arch->valuestring, "Qwen3MoeForCausalLM") == 0);
+        CHECK(cfg_num(m, "num_hidden_layers") == 2);
+        CHECK(cfg_num(m, "hidden_size") == 64);
+        CHECK(cfg_num(m, "intermediate_size") == 128);
+        CHECK(cfg_num(m, "moe_intermediate_size") == 32);
+        CHECK(cfg_num(m, "num_attention_heads") == 4);
+        CHECK(cfg_num(m, "num_key_value_heads") == 2);
+        CHECK(cfg_num(m, "head_dim") == 16);
+        CHECK(cfg_num(m, "rope_theta") == 1000000.0);
+        CHECK(cfg_num(m, "rms_norm_eps") == (double)1e-6f);
+        CHECK(cfg_num(m, "num_experts") == 4);
+        CHECK(cfg_num(m, "num_experts_per_tok") == 2);
+        CHECK(cfg_num(m, "max_position_embeddings") == 4096);
+        CHECK(cfg_num(m, "vocab_size") == 96);
+        CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(m->config, "tie_word_embeddings")));
+        const char *const *wv;
+        CHECK(tq_gguf_model_warnings(m, &wv) == 0);
+        model_free(m);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(orig[i]);
+}
+
+/* ------------------------------------------------------------ split sets etc */
+static void write_piece(const char *path, int no, int count, const char *name, float base)
+{
+    gw w;
+    gw_init(&w);
+    if (no == 0) {
+        gw_kv_str(&w, "general.architecture", "qwen3");
+        gw_kv_u32(&w, "qwen3.block_count", 1);
+    }
+    w.kv.len += 0;
+    gb *b = &w.kv;
+    /* split.no / split.count are u16 in llama.cpp's gguf-split. */
+    gb_str(b, "split.no");
+    gb_u32(b, 2);
+    gb_u16(b, (uint16_t)no);
+    gb_str(b, "split.count");
+    gb_u32(b, 2);
+    gb_u16(b, (uint16_t)count);
+    w.n_kv += 2;
+    float v[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = base + (float)i;
+    uint64_t ne[2] = {16, 4};
+    gw_tensor_add(&w, name, 2, ne, 0, v, sizeof v);
+    CHECK(gw_write(&w, path) == 0);
+    gw_free(&w);
+}
+
+static void test_split_set_and_dirs(void)
+{
+    char dir[4096], p1[4200], p2[4200];
+    snprintf(dir, sizeof dir, "%s/split", t_tmpdir());
+    mkdir(dir, 0777);
+    snprintf(p1, sizeof p1, "%s/m-00001-of-00002.gguf", dir);
+    snprintf(p2, sizeof p2, "%s/m-00002-of-00002.gguf", dir);
+    write_piece(p1, 0, 2, "blk.0.attn_q.weight", 0);
+    write_piece(p2, 1, 2, "blk.0.attn_k.weight", 1000);
+    const char *paths[] = {p1, p2, dir};
+    for (int i = 0; i < 3; i++) {
+        tq_model *m = open_gguf(paths[i], 0);
+        CHECKF(m != NULL, "%s", paths[i]);
+        if (!m)
+            continue;
+        CHECK(m->n_tensors == 2);
+        const tq_model_tensor *t = find(m, "model.layers.0.self_attn.k_proj.weight");
+        float *v = t ? read_all(t) : NULL;
+        CHECK(v && v[0] == 1000 && v[63] == 1063);
+        free(v);
+        CHECK(strcmp(cfg_str(m, "model_type"), "qwen3") == 0);
+        CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m->config, "tie_word_embeddings")));
+        model_free(m);
+    }
+    /* A missing piece, or a piece that lies about its place, is an error. */
+    remove(p2);
+    tq_model *m = NULL;
+    CHECK(tq_model_open_ex(&m, p1, 0, &err) == -1);
+    CHECKF(strstr(err.msg, "split set of 2 files is missing") != NULL, "%s", err.msg);
+    write_piece(p2, 0, 2, "blk.0.attn_k.weight", 1000);
+    CHECK(tq_model_open_ex(&m, dir, 0, &err) == -1);
+    CHECKF(strstr(err.msg, "m-00002-of-00002.gguf: split.no is 0, expected 1") != NULL, "%s", err.msg);
+    remove(p1);
+    remove(p2);
+    /* A directory with one .gguf file of any name. */
+    snprintf(p1, sizeof p1, "%s/single.gguf", dir);
+    write_piece(p1, 0, 1, "blk.0.attn_q.weight", 5);
+    m = open_gguf(dir, 0);
+    CHECK(m && m->n_tensors == 1);
+    model_free(m);
+    remove(p1);
+    rmdir(dir);
+}
+
+static void test_unknown_arch(void)
+{
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "mamba9");
+    float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint64_t ne[1] = {8};
+    gw_tensor_add(&w, "blk.0.ssm_x.weight", 1, ne, 0, v, sizeof v);
+    gw_tensor_add(&w, "token_embd.weight", 1, ne, 0, v, sizeof v);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mamba.gguf", t_tmpdir());
+    CHECK(gw_write(&w, path) == 0);
+    gw_free(&w);
+    tq_model *m = open_gguf(path, 0);
+    CHECK(m && find(m, "blk.0.ssm_x.weight") && find(m, "token_embd.weight"));
+    CHECK(m && has_warning(m, "architecture 'mamba9' has no HF name mapping; tensors keep their GGUF names"));
+    CHECK(m && strcmp(cfg_str(m, "gguf_architecture"), "mamba9") == 0);
+    model_free(m);
+    remove(path);
+}
+
+int main(void)
+{
+    RUN(test_vectors_keep_names);
+    RUN(test_vectors_hf_names_and_config);
+    RUN(test_llama_unpermute);
+    RUN(test_llama_bad_heads);
+    RUN(test_qwen3_moe_roundtrip);
+    RUN(test_split_set_and_dirs);
+    RUN(test_unknown_arch);
+    TEST_MAIN_END();
+}
