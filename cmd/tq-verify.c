@@ -60,8 +60,9 @@ static int cmd_ls(int argc, char **argv)
             double dt = tq_now() - t0;
             char hb[32];
             tq_format_size(bytes, hb, sizeof hb);
-            fprintf(stderr, "%s: read %llu bytes (%s) in %.3f s: %.1f MiB/s\n", tq_prog, (unsigned long long)bytes, hb, dt,
-                    dt > 0 ? (double)bytes / dt / (1 << 20) : 0.0);
+            fprintf(stderr, "%s: read %llu bytes (%s) in %.3f s: %.1f MiB/s, peak RSS %.1f MiB\n", tq_prog,
+                    (unsigned long long)bytes, hb, dt, dt > 0 ? (double)bytes / dt / (1 << 20) : 0.0,
+                    (double)tq_peak_rss() / (1 << 20));
         }
     }
     tq_model_close(m);

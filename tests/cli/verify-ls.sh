@@ -14,7 +14,7 @@ tq-verify ls small.safetensors
 tq-verify ls --json small.safetensors
 tq-verify ls --read --quiet small.safetensors
 tq-verify ls --read small.safetensors > /dev/null 2> read.err
-grep -q '^tq-verify: read 16 bytes (16 B) in [0-9.]* s: [0-9.]* MiB/s$' read.err
+grep -q '^tq-verify: read 16 bytes (16 B) in [0-9.]* s: [0-9.]* MiB/s, peak RSS [0-9.]* MiB$' read.err
 mkdir d && cp small.safetensors d/model.safetensors && echo '{}' > d/config.json
 tq-verify ls d
 set +e

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Reading every tensor of the generated 8 GB MoE with `tq-verify ls --read` against the floor
+# `cat SHARDS > /dev/null`, both from a cold page cache. Target: ratio >= 0.9, peak RSS < 256 MiB.
+# TQ_BENCH_SIZE=tiny uses a tiny generated model (to check the script); TQ_BENCH_MODEL=DIR
+# uses an existing model directory.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
+TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
+mkdir -p "$TQ_BENCH_DIR"
+
+if [ -n "${TQ_BENCH_MODEL:-}" ]; then
+  M=$TQ_BENCH_MODEL
+elif [ ! -x "$BIN/tq-mkmodel" ]; then
+  echo "read: skipped (needs $BIN/tq-mkmodel)"; exit 0
+elif [ "${TQ_BENCH_SIZE:-}" = tiny ]; then
+  M=$TQ_BENCH_DIR/moe-tiny
+  if [ ! -f "$M/.complete" ]; then
+    rm -rf "$M"
+    "$BIN/tq-mkmodel" --arch qwen3_moe --size tiny --seed 1 "$M" >&2
+    touch "$M/.complete"
+  fi
+else
+  M=$(big_moe)
+fi
+shards=("$M"/*.safetensors)
+bytes=$(cat "${shards[@]}" | wc -c)
+
+drop_caches
+timed sh -c 'cat "$@" > /dev/null' cat "${shards[@]}"
+t_cat=$T
+drop_caches
+timed "$BIN/tq-verify" ls --read --quiet "$M"
+t_tq=$T rss_tq=$RSS
+
+mib() { printf '%.1f' "$(echo "$1 / 1048576 / $2" | bc -l)"; }
+echo "read: ${#shards[@]} shard(s), $bytes bytes"
+printf 'read: cat %.3f s (%s MiB/s); tq-verify ls --read %.3f s (%s MiB/s)\n' "$t_cat" "$(mib "$bytes" "$t_cat")" "$t_tq" "$(mib "$bytes" "$t_tq")"
+echo "read: speed ratio tq/cat = $(ratio "$t_cat" "$t_tq") (target >= 0.9); peak RSS ${rss_tq} KiB (target < 262144)"
