@@ -40,8 +40,11 @@ TQ_INLINE void assign_moments(const tq_codebook *cb, const float *w, size_t g, f
         tq_v8i clo, chi; /* the codebook as lanes, for a lane-wise table lookup */
         for (int l = 0; l < 8; l++) {
             float a = l < cb->n ? cb->c[l] : 0.0f, b = l + 8 < cb->n ? cb->c[l + 8] : 0.0f;
-            memcpy(&clo[l], &a, 4);
-            memcpy(&chi[l], &b, 4);
+            int32_t ai, bi; /* clang refuses the address of a vector lane */
+            memcpy(&ai, &a, 4);
+            memcpy(&bi, &b, 4);
+            clo[l] = ai;
+            chi[l] = bi;
         }
         for (; i + 8 <= g; i += 8) {
             tq_v8f x = tq_ld8(w + i), v = x / sv;
