@@ -1,6 +1,7 @@
 #include "cmd/cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -9,6 +10,9 @@ const char *tq_prog = "tq";
 void tq_cli_init(const char *prog)
 {
     tq_prog = prog;
+    /* A file-size limit (ulimit -f) must surface as EFBIG from write(), named in an error
+     * message with the partial output removed, not as a silent kill. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 int tq_cli_fail(const tq_err *e)

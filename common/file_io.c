@@ -6,7 +6,31 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <unistd.h>
+
+/* Fault injection for the crash-safety tests: with TQ_CRASH_AFTER_BYTES=N in the environment
+ * the process SIGKILLs itself once N bytes have gone through tq_pwrite_full/tq_write_full,
+ * which is every byte tq writes to an output file. */
+static _Atomic long long crash_budget = -2; /* -2: not read yet, -1: disabled */
+
+static void crash_hook(size_t n)
+{
+    long long b = atomic_load(&crash_budget);
+    if (b == -1)
+        return;
+    if (b == -2) {
+        const char *v = getenv("TQ_CRASH_AFTER_BYTES");
+        long long want = v && *v ? atoll(v) : -1;
+        long long expect = -2;
+        atomic_compare_exchange_strong(&crash_budget, &expect, want < 0 ? -1 : want);
+        if (want < 0)
+            return;
+    }
+    if (atomic_fetch_sub(&crash_budget, (long long)n) - (long long)n < 0)
+        kill(getpid(), SIGKILL);
+}
 
 int tq_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path, tq_err *e)
 {
@@ -32,6 +56,7 @@ int tq_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char
 {
     const char *p = buf;
     size_t done = 0;
+    crash_hook(len);
     while (done < len) {
         ssize_t n = pwrite(fd, p + done, len - done, (off_t)(off + done));
         if (n < 0) {
@@ -49,6 +74,7 @@ int tq_write_full(int fd, const void *buf, size_t len, const char *path, tq_err 
 {
     const char *p = buf;
     size_t done = 0;
+    crash_hook(len);
     while (done < len) {
         ssize_t n = write(fd, p + done, len - done);
         if (n < 0) {
