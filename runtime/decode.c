@@ -1,0 +1,374 @@
+/* Greedy decoding loop, logits output (file + SHA-256), statistics. */
+#include "runtime/rt_internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void tq_run_opts_default(tq_run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->cache_budget = 1ull << 30;
+}
+
+int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o, tq_err *e)
+{
+    rt_kernels_init();
+    double t0 = tq_now();
+    tq_runner *r = tq_calloc(1, sizeof *r, e);
+    if (!r)
+        return -1;
+    if (o)
+        r->o = *o;
+    else
+        tq_run_opts_default(&r->o);
+    r->dir = tq_strdup(model_dir, e);
+    if (!r->dir || rt_config_load(&r->c, model_dir, &r->cfg, e) != 0) {
+        tq_runner_close(r);
+        return -1;
+    }
+    int threads = r->o.threads > 0 ? r->o.threads : tq_default_threads();
+    if (rt_pool_create(&r->pool, threads, e) != 0 || rt_model_load(r, e) != 0) {
+        tq_runner_close(r);
+        return -1;
+    }
+    int streamed = 0;
+    for (uint64_t l = 0; l < r->c.layers; l++)
+        streamed |= r->L[l].streamed && !r->L[l].resident_blocks;
+    if (streamed) {
+        int io = r->o.io_threads > 0 ? r->o.io_threads : (int)(r->c.top_k < 16 ? r->c.top_k : 16);
+        if (rt_cache_create(&r->cache, r->o.cache_budget, r->c.layers, r->c.experts, io, e) != 0) {
+            tq_runner_close(r);
+            return -1;
+        }
+    }
+    r->load_s = tq_now() - t0;
+    *out = r;
+    return 0;
+}
+
+uint64_t tq_runner_vocab(const tq_runner *r)
+{
+    return r->c.vocab;
+}
+
+static void free_state(tq_runner *r)
+{
+    float **bufs[] = {&r->kc, &r->vc, &r->x, &r->h, &r->q, &r->k, &r->v, &r->att, &r->ao,
+                      &r->mo, &r->eo, &r->g, &r->u, &r->rl, &r->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) {
+        free(*bufs[i]);
+        *bufs[i] = NULL;
+    }
+    free(r->scr.xr);
+    r->scr.xr = NULL;
+    r->scr.cap = 0;
+}
+
+void tq_runner_close(tq_runner *r)
+{
+    if (!r)
+        return;
+    free_state(r);
+    rt_cache_destroy(r->cache);
+    rt_model_free(r);
+    rt_pool_destroy(r->pool);
+    cJSON_Delete(r->cfg);
+    free(r->c.mlp_only);
+    free(r->dir);
+    free(r);
+}
+
+static int alloc_state(tq_runner *r, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    uint64_t kvd = c->kv_heads * c->head_dim, qd = c->heads * c->head_dim, kv;
+    if (tq_mul_u64(c->layers * r->ctx, kvd, &kv) || kv > (SIZE_MAX / 8))
+        return tq_fail(e, TQ_EUSAGE, "KV cache for a context of %llu tokens is too large",
+                       (unsigned long long)r->ctx);
+    uint64_t ff = c->inter;
+    if (c->moe_inter > ff)
+        ff = c->moe_inter;
+    for (uint64_t l = 0; l < c->layers; l++)
+        if (r->L[l].has_shared && r->L[l].sg.rows > ff)
+            ff = r->L[l].sg.rows;
+    uint64_t big = c->hidden > qd ? c->hidden : qd;
+    r->kc = tq_calloc(kv ? kv : 1, sizeof(float), e);
+    r->vc = r->kc ? tq_calloc(kv ? kv : 1, sizeof(float), e) : NULL;
+    if (!r->vc)
+        return -1;
+    struct {
+        float **p;
+        uint64_t n;
+    } a[] = {{&r->x, big}, {&r->h, big}, {&r->q, qd}, {&r->k, kvd}, {&r->v, kvd}, {&r->att, c->heads * r->ctx},
+             {&r->ao, qd}, {&r->mo, big}, {&r->eo, big}, {&r->g, ff}, {&r->u, ff},
+             {&r->rl, c->experts + 1}, {&r->logits, c->vocab}};
+    for (size_t i = 0; i < sizeof a / sizeof *a; i++)
+        if (!(*a[i].p = tq_calloc(a[i].n ? a[i].n : 1, sizeof(float), e)))
+            return -1;
+    return 0;
+}
+
+static int32_t argmax(const float *v, uint64_t n)
+{
+    uint64_t b = 0;
+    for (uint64_t i = 1; i < n; i++)
+        if (v[i] > v[b])
+            b = i;
+    return (int32_t)b;
+}
+
+static const char *weights_name(const tq_runner *r)
+{
+    switch (r->weights_mask & 6) {
+    case 0: return tq_dtype_name(r->dense_dt);
+    case 2: return "affine";
+    case 4: return "turboquant";
+    default: return "mixed";
+    }
+}
+
+int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
+                       int32_t *out_tokens, tq_run_stats *st, tq_err *e)
+{
+    tq_run_stats local;
+    if (!st)
+        st = &local;
+    memset(st, 0, sizeof *st);
+    if (r->used)
+        return tq_fail(e, TQ_EUSAGE, "a runner decodes once");
+    r->used = 1;
+    if (n_prompt == 0)
+        return tq_fail(e, TQ_EUSAGE, "the prompt needs at least one token");
+    if (max_tokens == 0)
+        return tq_fail(e, TQ_EUSAGE, "max_tokens must be at least 1");
+    uint64_t need = n_prompt + max_tokens - 1;
+    r->ctx = r->o.ctx ? r->o.ctx : need;
+    if (r->ctx < need)
+        return tq_fail(e, TQ_EUSAGE, "context of %llu tokens is too small for %zu prompt + %zu generated tokens",
+                       (unsigned long long)r->ctx, n_prompt, max_tokens);
+    if (alloc_state(r, e) != 0)
+        return -1;
+    tq_afile af = {.fd = -1};
+    int have_file = 0;
+    if (r->o.logits_path) {
+        if (tq_afile_open(&af, r->o.logits_path, 0, e) != 0)
+            return -1;
+        have_file = 1;
+    }
+    tq_sha256 *hs = tq_sha256_new();
+    if (!hs) {
+        if (have_file)
+            tq_afile_abort(&af);
+        return tq_fail(e, TQ_ENOMEM, "cannot create a SHA-256 context");
+    }
+    const uint64_t V = r->c.vocab;
+    unsigned char *le = NULL;
+    int rc = -1;
+    double t0 = tq_now();
+    uint64_t pos = 0, step = 0;
+    int32_t tok = prompt[0];
+    for (;;) {
+        if (rt_forward(r, tok, pos, e) != 0)
+            goto out;
+        st->forward_passes++;
+        pos++;
+        if (pos < n_prompt) {
+            tok = prompt[pos];
+            continue;
+        }
+        /* logits stream: raw little-endian f32 */
+        const void *bytes = r->logits;
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+        if (!le && !(le = tq_malloc(V * 4, e)))
+            goto out;
+        for (uint64_t i = 0; i < V; i++) {
+            uint32_t u;
+            memcpy(&u, &r->logits[i], 4);
+            u = __builtin_bswap32(u);
+            memcpy(le + 4 * i, &u, 4);
+        }
+        bytes = le;
+#endif
+        tq_sha256_update(hs, bytes, V * 4);
+        if (have_file && tq_write_full(af.fd, bytes, V * 4, af.tmp_path, e) != 0)
+            goto out;
+        if (r->o.on_logits && r->o.on_logits(r->o.user, step, r->logits, V) != 0) {
+            tq_fail(e, TQ_EUSAGE, "decoding stopped by the caller at step %llu", (unsigned long long)step);
+            goto out;
+        }
+        tok = argmax(r->logits, V);
+        out_tokens[step++] = tok;
+        if (step == max_tokens)
+            break;
+    }
+    st->decode_s = tq_now() - t0;
+    if (have_file) {
+        have_file = 0;
+        if (tq_afile_commit(&af, e) != 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    tq_sha256_final(hs, st->logits_sha256);
+    free(le);
+    if (have_file)
+        tq_afile_abort(&af);
+    snprintf(st->arch, sizeof st->arch, "%s", r->c.arch_name);
+    snprintf(st->weights, sizeof st->weights, "%s", weights_name(r));
+    st->vocab = V;
+    st->prompt_tokens = n_prompt;
+    st->generated_tokens = step;
+    st->load_s = r->load_s;
+    st->tokens_per_s = st->decode_s > 0 ? (double)st->forward_passes / st->decode_s : 0;
+    st->resident_bytes = rt_store_bytes(r->store) + r->resident_extra;
+    st->cache_budget = r->o.cache_budget;
+    st->streamed = r->cache != NULL;
+    snprintf(st->io, sizeof st->io, "none");
+    if (r->cache) {
+        rt_cache_stats(r->cache, &st->expert_hits, &st->expert_misses, &st->bytes_read, &st->reads,
+                       &st->cache_bytes, &st->cache_peak_bytes);
+        for (uint64_t l = 0; l < r->c.layers; l++)
+            if (r->L[l].streamed) {
+                int m = r->L[l].src.mode;
+                snprintf(st->io, sizeof st->io, "%s", m == 0 ? "direct" : m == 1 ? "fadvise" : "buffered");
+                break;
+            }
+    }
+    uint64_t acc = st->expert_hits + st->expert_misses;
+    st->hit_rate = acc ? (double)st->expert_hits / (double)acc : 0;
+    st->bytes_per_token = st->forward_passes ? st->bytes_read / st->forward_passes : 0;
+    st->peak_rss = tq_peak_rss();
+    return rc;
+}
+
+int tq_run_validate(const char *model_dir, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
+                    const tq_run_opts *o, int32_t *out_tokens, unsigned char logits_sha256[32], tq_err *e)
+{
+    tq_runner *r;
+    if (tq_runner_open(&r, model_dir, o, e) != 0)
+        return -1;
+    tq_run_stats st;
+    int rc = tq_runner_generate(r, prompt, n_prompt, max_tokens, out_tokens, &st, e);
+    tq_runner_close(r);
+    if (rc == 0 && logits_sha256)
+        memcpy(logits_sha256, st.logits_sha256, 32);
+    return rc;
+}
+
+cJSON *tq_run_stats_json(const tq_run_stats *st, const int32_t *tokens, size_t n)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON *t = cJSON_AddArrayToObject(j, "tokens");
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(t, cJSON_CreateNumber(tokens[i]));
+    char hex[65];
+    tq_hex(st->logits_sha256, 32, hex);
+    cJSON_AddStringToObject(j, "logits_sha256", hex);
+    cJSON_AddStringToObject(j, "arch", st->arch);
+    cJSON_AddStringToObject(j, "weights", st->weights);
+    cJSON_AddStringToObject(j, "io", st->io);
+    cJSON_AddBoolToObject(j, "streamed", st->streamed);
+    struct {
+        const char *k;
+        double v;
+    } nums[] = {
+        {"vocab", (double)st->vocab},
+        {"prompt_tokens", (double)st->prompt_tokens},
+        {"generated_tokens", (double)st->generated_tokens},
+        {"forward_passes", (double)st->forward_passes},
+        {"load_s", st->load_s},
+        {"decode_s", st->decode_s},
+        {"tokens_per_s", st->tokens_per_s},
+        {"expert_hits", (double)st->expert_hits},
+        {"expert_misses", (double)st->expert_misses},
+        {"hit_rate", st->hit_rate},
+        {"bytes_read", (double)st->bytes_read},
+        {"reads", (double)st->reads},
+        {"bytes_per_token", (double)st->bytes_per_token},
+        {"resident_bytes", (double)st->resident_bytes},
+        {"cache_bytes", (double)st->cache_bytes},
+        {"cache_peak_bytes", (double)st->cache_peak_bytes},
+        {"cache_budget", (double)st->cache_budget},
+        {"peak_rss", (double)st->peak_rss},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
+        cJSON_AddNumberToObject(j, nums[i].k, nums[i].v);
+    return j;
+}
+
+/* ---------------------------------------------------------------- logits comparison */
+static int read_step(int fd, const char *path, uint64_t step, uint64_t V, float *buf, tq_err *e)
+{
+    return tq_pread_full(fd, buf, V * 4, step * V * 4, path, e);
+}
+
+int tq_logits_compare(const char *ref_path, const char *test_path, uint64_t V, tq_logits_cmp *out,
+                      tq_err *e)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t sa, sb;
+    if (V == 0 || V > (1ull << 26))
+        return tq_fail(e, TQ_EUSAGE, "vocabulary size %llu out of range", (unsigned long long)V);
+    if (tq_file_size(ref_path, &sa, e) || tq_file_size(test_path, &sb, e))
+        return -1;
+    if (sa % (V * 4) || sb != sa)
+        return tq_fail(e, TQ_EDATA, "%s (%llu bytes) and %s (%llu bytes) are not the same whole number of %llu-float steps",
+                       ref_path, (unsigned long long)sa, test_path, (unsigned long long)sb,
+                       (unsigned long long)V);
+    FILE *fa = fopen(ref_path, "rb"), *fb = fopen(test_path, "rb");
+    float *a = malloc(V * 4), *b = malloc(V * 4);
+    int rc = -1;
+    if (!fa || !fb || !a || !b) {
+        tq_fail(e, TQ_EIO, "cannot open %s or %s", ref_path, test_path);
+        goto out;
+    }
+    out->steps = sa / (V * 4);
+    double kl_sum = 0;
+    for (uint64_t s = 0; s < out->steps; s++) {
+        if (read_step(fileno(fa), ref_path, s, V, a, e) || read_step(fileno(fb), test_path, s, V, b, e))
+            goto out;
+        if (argmax(a, V) == argmax(b, V))
+            out->top1_agree++;
+        double ma = -INFINITY, mb = -INFINITY;
+        for (uint64_t i = 0; i < V; i++) {
+            if (!isfinite(a[i]) || !isfinite(b[i])) {
+                tq_fail(e, TQ_EDATA, "step %llu: non-finite logit at %llu", (unsigned long long)s,
+                        (unsigned long long)i);
+                goto out;
+            }
+            ma = fmax(ma, a[i]);
+            mb = fmax(mb, b[i]);
+        }
+        double za = 0, zb = 0;
+        for (uint64_t i = 0; i < V; i++) {
+            za += exp(a[i] - ma);
+            zb += exp(b[i] - mb);
+        }
+        double lza = log(za), lzb = log(zb), kl = 0;
+        for (uint64_t i = 0; i < V; i++) {
+            double lpa = a[i] - ma - lza, lpb = b[i] - mb - lzb;
+            kl += exp(lpa) * (lpa - lpb);
+        }
+        if (kl < 0)
+            kl = 0;
+        kl_sum += kl;
+        if (kl > out->max_kl)
+            out->max_kl = kl;
+    }
+    out->top1_rate = out->steps ? (double)out->top1_agree / (double)out->steps : 0;
+    out->mean_kl = out->steps ? kl_sum / (double)out->steps : 0;
+    rc = 0;
+out:
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    free(a);
+    free(b);
+    return rc;
+}

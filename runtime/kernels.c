@@ -1,0 +1,261 @@
+/* Matrix-vector kernels for every weight kind. One output row is always computed whole by
+ * one thread with a fixed summation order, so y is identical for any thread count and for
+ * resident and streamed weights (same bytes, same code). */
+#include "runtime/rt_internal.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float f16_table[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_init(void)
+{
+    for (uint32_t i = 0; i < 65536; i++)
+        f16_table[i] = tq_f16_to_f32((uint16_t)i);
+}
+
+void rt_kernels_init(void)
+{
+    pthread_once(&f16_once, f16_init);
+}
+
+float rt_f16(uint16_t h)
+{
+    return f16_table[h];
+}
+
+static inline float bf16f(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+float rt_load_f(tq_dtype dt, const void *p, uint64_t i)
+{
+    switch (dt) {
+    case TQ_DT_F32: {
+        float f;
+        memcpy(&f, (const char *)p + 4 * i, 4);
+        return f;
+    }
+    case TQ_DT_F16: {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return f16_table[h];
+    }
+    case TQ_DT_BF16: {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return bf16f(h);
+    }
+    default:
+        return 0.0f;
+    }
+}
+
+uint64_t rt_linear_wbytes(const rt_linear *l)
+{
+    if (l->kind == RT_DENSE)
+        return l->rows * l->cols * tq_dtype_size(l->wdt);
+    return l->rows * l->wpr * 4;
+}
+
+uint64_t rt_linear_sbytes(const rt_linear *l)
+{
+    return l->kind == RT_DENSE ? 0 : l->rows * l->ngroups * tq_dtype_size(l->sdt);
+}
+
+/* ---- dense rows: four lanes (j mod 4), combined as (l0 + l1) + (l2 + l3) */
+static float dot_f32(const float *w, const float *x, uint64_t n)
+{
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    uint64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        a0 += w[j] * x[j];
+        a1 += w[j + 1] * x[j + 1];
+        a2 += w[j + 2] * x[j + 2];
+        a3 += w[j + 3] * x[j + 3];
+    }
+    for (; j < n; j++)
+        a0 += w[j] * x[j];
+    return (a0 + a1) + (a2 + a3);
+}
+
+static float dot_bf16(const uint16_t *w, const float *x, uint64_t n)
+{
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    uint64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        a0 += bf16f(w[j]) * x[j];
+        a1 += bf16f(w[j + 1]) * x[j + 1];
+        a2 += bf16f(w[j + 2]) * x[j + 2];
+        a3 += bf16f(w[j + 3]) * x[j + 3];
+    }
+    for (; j < n; j++)
+        a0 += bf16f(w[j]) * x[j];
+    return (a0 + a1) + (a2 + a3);
+}
+
+static float dot_f16(const uint16_t *w, const float *x, uint64_t n)
+{
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    uint64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        a0 += f16_table[w[j]] * x[j];
+        a1 += f16_table[w[j + 1]] * x[j + 1];
+        a2 += f16_table[w[j + 2]] * x[j + 2];
+        a3 += f16_table[w[j + 3]] * x[j + 3];
+    }
+    for (; j < n; j++)
+        a0 += f16_table[w[j]] * x[j];
+    return (a0 + a1) + (a2 + a3);
+}
+
+/* ---- TurboQuant rows: per group Σ codebook[idx]·x_rot in index order, times the scale,
+ * accumulated over groups in order. x is the rotated activation. */
+static float row_tq(const rt_linear *l, uint64_t r, const float *xr, const float *cb)
+{
+    const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
+    const uint32_t bits = (uint32_t)l->bits, mask = (1u << bits) - 1, epw = 32 / bits;
+    float acc = 0;
+    uint64_t j = 0, wi = 0;
+    uint32_t word = 0, left = 0;
+    for (uint64_t g = 0; g < l->ngroups; g++) {
+        float s = 0;
+        for (uint64_t k = 0; k < l->group; k++, j++) {
+            if (left == 0) {
+                word = w[wi++];
+                left = epw;
+            }
+            s += cb[word & mask] * xr[j];
+            word >>= bits;
+            left--;
+        }
+        acc += s * rt_load_f(l->sdt, l->scales, r * l->ngroups + g);
+    }
+    return acc;
+}
+
+/* ---- MLX affine rows: w = scale·q + bias per group; Σ_g scale·Σq·x + bias·Σx. */
+static float row_affine(const rt_linear *l, uint64_t r, const float *x, const float *gsum)
+{
+    const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
+    const uint32_t bits = (uint32_t)l->bits, mask = (1u << bits) - 1, epw = 32 / bits;
+    float acc = 0;
+    uint64_t j = 0, wi = 0;
+    uint32_t word = 0, left = 0;
+    for (uint64_t g = 0; g < l->ngroups; g++) {
+        float s = 0;
+        for (uint64_t k = 0; k < l->group; k++, j++) {
+            if (left == 0) {
+                word = w[wi++];
+                left = epw;
+            }
+            s += (float)(word & mask) * x[j];
+            word >>= bits;
+            left--;
+        }
+        uint64_t gi = r * l->ngroups + g;
+        acc += rt_load_f(l->sdt, l->scales, gi) * s + rt_load_f(l->zdt, l->biases, gi) * gsum[g];
+    }
+    return acc;
+}
+
+struct mv_ctx {
+    const rt_linear *l;
+    const float *x;   /* activation (rotated for TQ) */
+    const float *aux; /* TQ: codebook as f32; affine: per-group sums of x */
+    float *y;
+};
+
+static void mv_task(void *vctx, uint64_t b, uint64_t en)
+{
+    struct mv_ctx *c = vctx;
+    const rt_linear *l = c->l;
+    for (uint64_t r = b; r < en; r++) {
+        float v;
+        if (l->kind == RT_TQ)
+            v = row_tq(l, r, c->x, c->aux);
+        else if (l->kind == RT_AFFINE)
+            v = row_affine(l, r, c->x, c->aux);
+        else if (l->wdt == TQ_DT_F32)
+            v = dot_f32((const float *)l->w + r * l->cols, c->x, l->cols);
+        else if (l->wdt == TQ_DT_BF16)
+            v = dot_bf16((const uint16_t *)l->w + r * l->cols, c->x, l->cols);
+        else
+            v = dot_f16((const uint16_t *)l->w + r * l->cols, c->x, l->cols);
+        if (l->bias)
+            v += rt_load_f(l->biasdt, l->bias, r);
+        c->y[r] = v;
+    }
+}
+
+int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scratch *s, tq_err *e)
+{
+    struct mv_ctx c = {.l = l, .x = x, .y = y};
+    float cb[256];
+    if (l->kind == RT_TQ || l->kind == RT_AFFINE) {
+        uint64_t need = l->kind == RT_TQ ? l->cols : l->ngroups;
+        if (s->cap < need) {
+            float *nx = realloc(s->xr, need * sizeof *nx);
+            if (!nx)
+                return tq_fail(e, TQ_ENOMEM, "out of memory (%llu activation floats)",
+                               (unsigned long long)need);
+            s->xr = nx;
+            s->cap = need;
+        }
+    }
+    if (l->kind == RT_TQ) {
+        /* The activation gets exactly the weights' rotation: signs, then block Hadamard. */
+        uint64_t n = (uint64_t)1 << l->bits;
+        for (uint64_t i = 0; i < n; i++)
+            cb[i] = rt_load_f(l->cdt, l->codebook, i);
+        for (uint64_t j = 0; j < l->cols; j++)
+            s->xr[j] = x[j] * rt_load_f(l->gdt, l->signs, j);
+        if (tq_rotate(s->xr, l->cols, NULL, tq_hadamard_block(l->cols)) != 0)
+            return tq_fail(e, TQ_EDATA, "no Hadamard block for an input axis of %llu",
+                           (unsigned long long)l->cols);
+        c.x = s->xr;
+        c.aux = cb;
+    } else if (l->kind == RT_AFFINE) {
+        for (uint64_t g = 0; g < l->ngroups; g++) {
+            float sum = 0;
+            for (uint64_t k = 0; k < l->group; k++)
+                sum += x[g * l->group + k];
+            s->xr[g] = sum;
+        }
+        c.aux = s->xr;
+    }
+    rt_pool_for(p, l->rows, mv_task, &c);
+    return 0;
+}
+
+int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e)
+{
+    if (r >= l->rows)
+        return tq_fail(e, TQ_EDATA, "token id %llu is outside the vocabulary (%llu rows)",
+                       (unsigned long long)r, (unsigned long long)l->rows);
+    if (l->kind == RT_DENSE) {
+        const char *base = (const char *)l->w + r * l->cols * tq_dtype_size(l->wdt);
+        for (uint64_t j = 0; j < l->cols; j++)
+            out[j] = rt_load_f(l->wdt, base, j);
+        return 0;
+    }
+    if (l->kind == RT_AFFINE) {
+        const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
+        const uint32_t bits = (uint32_t)l->bits, mask = (1u << bits) - 1, epw = 32 / bits;
+        for (uint64_t j = 0; j < l->cols; j++) {
+            uint32_t q = (w[j / epw] >> ((j % epw) * bits)) & mask;
+            uint64_t gi = r * l->ngroups + j / l->group;
+            out[j] = rt_load_f(l->sdt, l->scales, gi) * (float)q + rt_load_f(l->zdt, l->biases, gi);
+        }
+        return 0;
+    }
+    return tq_fail(e, TQ_EUNSUP, "TurboQuant-quantized embeddings are not supported");
+}

@@ -1,0 +1,211 @@
+/* Resident tensors: read on first use from a model directory, or from a split directory's
+ * pinned file and flash_aligned_v1 dense FFN files. */
+#include "runtime/rt_internal.h"
+#include "layout/layout.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct rt_store {
+    tq_model *m;
+    void **data;             /* per model tensor, loaded lazily */
+    char prefix[32];
+    uint64_t bytes;
+    /* dense split: per layer ffn_aligned header + fd */
+    uint64_t n_ffn;
+    tq_flash_header *ffn;
+    int *ffn_fd;
+    char **ffn_path;
+    void ***ffn_data;
+};
+
+static void *alloc64(uint64_t n, tq_err *e)
+{
+    void *p = NULL;
+    if (n > SIZE_MAX - 64 || posix_memalign(&p, 64, n ? (size_t)n : 1) != 0) {
+        tq_fail(e, TQ_ENOMEM, "out of memory (%llu bytes)", (unsigned long long)n);
+        return NULL;
+    }
+    return p;
+}
+
+int rt_store_open(rt_store **out, const char *dir, const rt_config *c, tq_err *e)
+{
+    rt_store *s = tq_calloc(1, sizeof *s, e);
+    if (!s)
+        return -1;
+    char *path = c->split ? tq_path_join(dir, c->pinned_file, e) : tq_strdup(dir, e);
+    if (!path || tq_model_open(&s->m, path, e) != 0) {
+        free(path);
+        free(s);
+        return -1;
+    }
+    free(path);
+    s->data = tq_calloc(s->m->n_tensors ? s->m->n_tensors : 1, sizeof *s->data, e);
+    if (!s->data) {
+        rt_store_close(s);
+        return -1;
+    }
+    if (!tq_model_find(s->m, "model.embed_tokens.weight") &&
+        tq_model_find(s->m, "language_model.model.embed_tokens.weight"))
+        strcpy(s->prefix, "language_model.");
+    if (c->split) {
+        /* Dense FFNs of a split dense model live in ffn_aligned/layer_LL.bin. */
+        s->n_ffn = c->layers;
+        s->ffn = tq_calloc(c->layers, sizeof *s->ffn, e);
+        s->ffn_fd = tq_calloc(c->layers, sizeof *s->ffn_fd, e);
+        s->ffn_path = tq_calloc(c->layers, sizeof *s->ffn_path, e);
+        s->ffn_data = tq_calloc(c->layers, sizeof *s->ffn_data, e);
+        if (!s->ffn || !s->ffn_fd || !s->ffn_path || !s->ffn_data) {
+            rt_store_close(s);
+            return -1;
+        }
+        for (uint64_t l = 0; l < c->layers; l++) {
+            s->ffn_fd[l] = -1;
+            char rel[64];
+            snprintf(rel, sizeof rel, "ffn_aligned/layer_%02llu.bin", (unsigned long long)l);
+            char *p = tq_path_join(dir, rel, e);
+            if (!p) {
+                rt_store_close(s);
+                return -1;
+            }
+            if (!tq_exists(p)) {
+                free(p);
+                continue;
+            }
+            s->ffn_path[l] = p;
+            if (tq_flash_read(&s->ffn[l], p, e) != 0 ||
+                !(s->ffn_data[l] = tq_calloc(s->ffn[l].n_tensors + 1, sizeof(void *), e))) {
+                rt_store_close(s);
+                return -1;
+            }
+            if (s->ffn[l].kind != TQ_FLASH_DENSE) {
+                tq_fail(e, TQ_EDATA, "%s: expected a flash_aligned_v1 file", p);
+                rt_store_close(s);
+                return -1;
+            }
+            s->ffn_fd[l] = open(p, O_RDONLY | O_CLOEXEC);
+            if (s->ffn_fd[l] < 0) {
+                tq_fail(e, TQ_EIO, "%s: cannot open", p);
+                rt_store_close(s);
+                return -1;
+            }
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+void rt_store_close(rt_store *s)
+{
+    if (!s)
+        return;
+    if (s->m) {
+        for (size_t i = 0; i < s->m->n_tensors; i++)
+            free(s->data ? s->data[i] : NULL);
+        tq_model_close(s->m);
+    }
+    free(s->data);
+    for (uint64_t l = 0; l < s->n_ffn; l++) {
+        if (s->ffn_data && s->ffn_data[l]) {
+            for (size_t i = 0; i < s->ffn[l].n_tensors; i++)
+                free(s->ffn_data[l][i]);
+            free(s->ffn_data[l]);
+        }
+        if (s->ffn && s->ffn_path && s->ffn_path[l])
+            tq_flash_header_free(&s->ffn[l]);
+        if (s->ffn_fd && s->ffn_fd[l] >= 0)
+            close(s->ffn_fd[l]);
+        if (s->ffn_path)
+            free(s->ffn_path[l]);
+    }
+    free(s->ffn);
+    free(s->ffn_fd);
+    free(s->ffn_path);
+    free(s->ffn_data);
+    free(s);
+}
+
+uint64_t rt_store_bytes(const rt_store *s)
+{
+    return s->bytes;
+}
+
+const char *rt_store_prefix(const rt_store *s)
+{
+    return s->prefix;
+}
+
+/* "model.layers.L.REST" → (L, REST) */
+static int layer_of(const char *name, uint64_t *l, const char **rest)
+{
+    const char *p = "model.layers.";
+    if (strncmp(name, p, strlen(p)))
+        return 0;
+    char *end;
+    unsigned long long v = strtoull(name + strlen(p), &end, 10);
+    if (end == name + strlen(p) || *end != '.')
+        return 0;
+    *l = v;
+    *rest = end + 1;
+    return 1;
+}
+
+static int get_ffn(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
+{
+    uint64_t l;
+    const char *rest;
+    if (!layer_of(name, &l, &rest) || l >= s->n_ffn || !s->ffn_path[l])
+        return 0;
+    const tq_flash_tensor *ft = tq_flash_find(&s->ffn[l], rest);
+    if (!ft)
+        return 0;
+    size_t i = (size_t)(ft - s->ffn[l].tensors);
+    if (!s->ffn_data[l][i]) {
+        void *buf = alloc64(ft->nbytes, e);
+        if (!buf)
+            return -1;
+        if (tq_pread_full(s->ffn_fd[l], buf, ft->nbytes, ft->offset, s->ffn_path[l], e) != 0) {
+            free(buf);
+            return -1;
+        }
+        s->ffn_data[l][i] = buf;
+        s->bytes += ft->nbytes;
+    }
+    t->dt = ft->dtype;
+    t->ndim = ft->ndim;
+    memcpy(t->shape, ft->shape, sizeof t->shape);
+    t->nbytes = ft->nbytes;
+    t->data = s->ffn_data[l][i];
+    return 1;
+}
+
+int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
+{
+    char full[512];
+    if ((size_t)snprintf(full, sizeof full, "%s%s", s->prefix, name) >= sizeof full)
+        return tq_fail(e, TQ_EDATA, "tensor name too long: %s", name);
+    const tq_model_tensor *mt = tq_model_find(s->m, full);
+    if (!mt)
+        return s->n_ffn ? get_ffn(s, name, t, e) : 0;
+    size_t i = (size_t)(mt - s->m->tensors);
+    if (!s->data[i]) {
+        void *buf = alloc64(mt->info.nbytes, e);
+        if (!buf)
+            return -1;
+        if (tq_model_read(mt, 0, buf, mt->info.nbytes, e) != 0) {
+            free(buf);
+            return -1;
+        }
+        s->data[i] = buf;
+        s->bytes += mt->info.nbytes;
+    }
+    t->dt = mt->info.dtype;
+    t->ndim = mt->info.ndim;
+    memcpy(t->shape, mt->info.shape, sizeof t->shape);
+    t->nbytes = mt->info.nbytes;
+    t->data = s->data[i];
+    return 1;
+}

@@ -1,0 +1,248 @@
+/* Reference decoder: logits against an independent naive f64 forward pass (fixtures in
+ * rt_fixture.h), determinism across thread counts, logits file and hash, errors. */
+#include "runtime/runtime.h"
+#include "tests/unit/check.h"
+#include "tests/unit/rt_fixture.h"
+
+#include <unistd.h>
+
+typedef struct logits_buf {
+    float *v;
+    uint64_t steps, vocab, cap;
+} logits_buf;
+
+static int collect(void *user, uint64_t step, const float *l, uint64_t vocab)
+{
+    logits_buf *b = user;
+    if (step != b->steps || step >= b->cap)
+        return -1;
+    b->vocab = vocab;
+    memcpy(b->v + step * vocab, l, vocab * sizeof(float));
+    b->steps++;
+    return 0;
+}
+
+static const int32_t prompt[] = {3, 17, 5};
+#define NP 3
+#define NGEN 5
+
+static fx_cfg base_cfg(int arch, int kind)
+{
+    fx_cfg c = {0};
+    c.arch = arch;
+    c.kind = kind;
+    c.hidden = 64;
+    c.inter = 96; /* down_proj input 96 = 12·8: an m = 12 Hadamard block */
+    c.layers = 2;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.head_dim = 16;
+    c.vocab = 80;
+    c.theta = 10000.0;
+    c.eps = 1e-6;
+    c.seed = 7;
+    c.tied = arch == FX_QWEN3;
+    if (arch == FX_QWEN3_MOE) {
+        c.experts = 8;
+        c.top_k = 2;
+        c.moe_inter = 32;
+        c.norm_topk = 1;
+    }
+    return c;
+}
+
+static void model_dir(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/rt-%s-%d", t_tmpdir(), name, (int)getpid());
+}
+
+/* Decode with the runtime; logits into b (NGEN x vocab). */
+static int run_model(const char *dir, int threads, logits_buf *b, int32_t *toks, unsigned char sha[32],
+                     const char *logits_path, tq_err *err)
+{
+    tq_run_opts o;
+    tq_run_opts_default(&o);
+    o.threads = threads;
+    o.on_logits = collect;
+    o.user = b;
+    o.logits_path = logits_path;
+    b->steps = 0;
+    return tq_run_validate(dir, prompt, NP, NGEN, &o, toks, sha, err);
+}
+
+/* Runtime vs naive: max |a - b| / max |b| per step ≤ 1e-4, greedy tokens equal. */
+static void check_against_naive(fx_cfg c, const char *name)
+{
+    char dir[512];
+    model_dir(dir, sizeof dir, name);
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    tq_err err = {0};
+    logits_buf b = {calloc((size_t)NGEN * (size_t)c.vocab, sizeof(float)), 0, 0, NGEN};
+    int32_t toks[NGEN];
+    unsigned char sha[32];
+    CHECK_OK(run_model(dir, 2, &b, toks, sha, NULL, &err));
+    CHECK(b.steps == NGEN);
+    fx_state s = {calloc((size_t)c.layers * 16 * (size_t)c.kv_heads * (size_t)c.head_dim, 8),
+                  calloc((size_t)c.layers * 16 * (size_t)c.kv_heads * (size_t)c.head_dim, 8), 16};
+    double *ref = malloc((size_t)c.vocab * sizeof *ref);
+    double worst = 0;
+    int pos = 0;
+    for (int i = 0; i < NP - 1; i++)
+        fx_forward(&m, &s, prompt[i], pos++, ref);
+    int tok = prompt[NP - 1];
+    for (int st = 0; st < NGEN && b.steps == NGEN; st++) {
+        fx_forward(&m, &s, tok, pos++, ref);
+        double mx = 0, diff = 0;
+        int am = 0;
+        for (int i = 0; i < c.vocab; i++) {
+            mx = fmax(mx, fabs(ref[i]));
+            diff = fmax(diff, fabs(ref[i] - b.v[(size_t)st * c.vocab + i]));
+            if (ref[i] > ref[am])
+                am = i;
+        }
+        worst = fmax(worst, diff / mx);
+        CHECKF(am == toks[st], "%s step %d: naive argmax %d, runtime %d", name, st, am, toks[st]);
+        tok = toks[st]; /* teacher-force the runtime's tokens */
+    }
+    CHECKF(worst <= 1e-4, "%s: relative logits error %.3g", name, worst);
+    CHECKF(worst > 0 || c.kind == FX_F32, "%s: suspiciously exact (%.3g)", name, worst);
+    printf("  %s: max relative logits error %.3g, tokens", name, worst);
+    for (int i = 0; i < NGEN; i++)
+        printf(" %d", toks[i]);
+    printf("\n");
+    free(ref);
+    free(s.kc);
+    free(s.vc);
+    free(b.v);
+    fx_free(&m);
+}
+
+static void naive_llama_f32(void) { check_against_naive(base_cfg(FX_LLAMA, FX_F32), "llama-f32"); }
+static void naive_llama_aff4(void) { check_against_naive(base_cfg(FX_LLAMA, FX_AFF4), "llama-aff4"); }
+static void naive_llama_tq4(void) { check_against_naive(base_cfg(FX_LLAMA, FX_TQ4), "llama-tq4"); }
+static void naive_qwen3_bf16(void) { check_against_naive(base_cfg(FX_QWEN3, FX_BF16), "qwen3-bf16"); }
+static void naive_qwen3_f16(void) { check_against_naive(base_cfg(FX_QWEN3, FX_F16), "qwen3-f16"); }
+static void naive_qwen3_aff8(void) { check_against_naive(base_cfg(FX_QWEN3, FX_AFF8), "qwen3-aff8"); }
+static void naive_qwen3_tq3(void) { check_against_naive(base_cfg(FX_QWEN3, FX_TQ3), "qwen3-tq3"); }
+
+static void naive_moe_bf16_hf_shared(void)
+{
+    fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_BF16);
+    c.hf_expert_names = 1;
+    c.shared_inter = 48;
+    check_against_naive(c, "moe-bf16-hf-shared");
+}
+
+static void naive_moe_tq3(void)
+{
+    fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_TQ3);
+    check_against_naive(c, "moe-tq3");
+}
+
+static void naive_moe_aff4_nonorm(void)
+{
+    fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_AFF4);
+    c.norm_topk = 0;
+    c.top_k = 3;
+    check_against_naive(c, "moe-aff4");
+}
+
+/* --threads 1/2/7: identical logits bytes; the logits file holds exactly the stream. */
+static void threads_identical(void)
+{
+    fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_TQ3);
+    c.shared_inter = 32;
+    char dir[512];
+    model_dir(dir, sizeof dir, "threads");
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    fx_free(&m);
+    tq_err err = {0};
+    size_t n = (size_t)NGEN * (size_t)c.vocab;
+    float *first = NULL;
+    unsigned char sha0[32];
+    int32_t t0[NGEN];
+    int threads[] = {1, 2, 7};
+    for (int i = 0; i < 3; i++) {
+        logits_buf b = {calloc(n, sizeof(float)), 0, 0, NGEN};
+        int32_t toks[NGEN];
+        unsigned char sha[32];
+        char lp[600];
+        snprintf(lp, sizeof lp, "%s/logits-%d.f32", dir, threads[i]);
+        CHECK_OK(run_model(dir, threads[i], &b, toks, sha, lp, &err));
+        /* file == collected stream, sha == SHA-256 of the file */
+        unsigned char fsha[32];
+        uint64_t fsize = 0;
+        CHECK_OK(tq_sha256_file(lp, fsha, &fsize, &err));
+        CHECK(fsize == n * 4);
+        CHECK(memcmp(fsha, sha, 32) == 0);
+        unsigned char bsha[32];
+        tq_sha256_buf(b.v, n * 4, bsha);
+        CHECK(memcmp(bsha, sha, 32) == 0);
+        if (!first) {
+            first = b.v;
+            memcpy(sha0, sha, 32);
+            memcpy(t0, toks, sizeof t0);
+        } else {
+            CHECKF(memcmp(first, b.v, n * 4) == 0, "threads %d: logits differ from threads 1", threads[i]);
+            CHECK(memcmp(sha0, sha, 32) == 0);
+            CHECK(memcmp(t0, toks, sizeof t0) == 0);
+            free(b.v);
+        }
+    }
+    free(first);
+}
+
+static void errors(void)
+{
+    fx_cfg c = base_cfg(FX_LLAMA, FX_F32);
+    char dir[512];
+    model_dir(dir, sizeof dir, "errors");
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    fx_free(&m);
+    tq_err err = {0};
+    tq_run_opts o;
+    tq_run_opts_default(&o);
+    int32_t toks[4];
+    int32_t bad[] = {1, 80};
+    CHECK(tq_run_validate(dir, bad, 2, 2, &o, toks, NULL, &err) == -1);
+    CHECKF(strstr(err.msg, "outside the vocabulary") != NULL, "%s", err.msg);
+    o.ctx = 2;
+    CHECK(tq_run_validate(dir, prompt, NP, 2, &o, toks, NULL, &err) == -1);
+    CHECKF(strstr(err.msg, "context") != NULL, "%s", err.msg);
+    /* a logits file is not left behind when decoding fails */
+    char lp[600];
+    snprintf(lp, sizeof lp, "%s/fail.f32", dir);
+    o.ctx = 0;
+    o.logits_path = lp;
+    CHECK(tq_run_validate(dir, bad, 2, 2, &o, toks, NULL, &err) == -1);
+    CHECK(access(lp, F_OK) != 0);
+    /* config with an unknown architecture */
+    char cp[600];
+    snprintf(cp, sizeof cp, "%s/config.json", dir);
+    FILE *f = fopen(cp, "w");
+    fputs("{\"model_type\": \"gpt2\", \"hidden_size\": 64}\n", f);
+    fclose(f);
+    o.logits_path = NULL;
+    CHECK(tq_run_validate(dir, prompt, NP, 2, &o, toks, NULL, &err) == -1);
+    CHECKF(strstr(err.msg, "gpt2") != NULL, "%s", err.msg);
+}
+
+int main(void)
+{
+    RUN(naive_llama_f32);
+    RUN(naive_llama_aff4);
+    RUN(naive_llama_tq4);
+    RUN(naive_qwen3_bf16);
+    RUN(naive_qwen3_f16);
+    RUN(naive_qwen3_aff8);
+    RUN(naive_qwen3_tq3);
+    RUN(naive_moe_bf16_hf_shared);
+    RUN(naive_moe_tq3);
+    RUN(naive_moe_aff4_nonorm);
+    RUN(threads_identical);
+    RUN(errors);
+    TEST_MAIN_END();
+}
