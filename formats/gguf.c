@@ -605,12 +605,9 @@ int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t fi
     uint64_t span = (first % be + n + be - 1) / be;
     size_t cap = span < CHUNK_BLOCKS ? (size_t)span : CHUNK_BLOCKS;
     unsigned char *qbuf = tq_malloc(cap * bb, e);
-    float *fbuf = tq_malloc(cap * be * sizeof(float), e);
-    if (!qbuf || !fbuf) {
-        free(qbuf);
-        free(fbuf);
+    float *fbuf = NULL; /* only for a first or last block that is partly wanted */
+    if (!qbuf)
         return -1;
-    }
     int rc = 0;
     uint64_t done = 0;
     while (done < n && !rc) {
@@ -630,6 +627,10 @@ int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t fi
         if (skip == 0 && cnt == nblk * be) {
             tq_ggml_dequant(t->type, qbuf, dst + done, nblk);
         } else {
+            if (!fbuf && !(fbuf = tq_malloc(cap * be * sizeof(float), e))) {
+                rc = -1;
+                break;
+            }
             tq_ggml_dequant(t->type, qbuf, fbuf, nblk);
             memcpy(dst + done, fbuf + skip, cnt * sizeof(float));
         }

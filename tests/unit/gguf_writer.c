@@ -129,8 +129,17 @@ void gw_tensor_add(gw *w, const char *name, uint32_t n_dims, const uint64_t *ne,
     t->data = malloc(nbytes ? nbytes : 1);
     if (!t->name || !t->data)
         abort();
-    if (nbytes)
+    if (nbytes && data)
         memcpy(t->data, data, nbytes);
+}
+
+void gw_tensor_add_lazy(gw *w, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type,
+                        uint64_t nbytes)
+{
+    gw_tensor_add(w, name, n_dims, ne, type, NULL, 0);
+    free(w->t[w->n_t - 1].data);
+    w->t[w->n_t - 1].data = NULL;
+    w->t[w->n_t - 1].nbytes = nbytes;
 }
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -168,7 +177,7 @@ void gw_build(const gw *w, gb *out)
     }
 }
 
-int gw_write(const gw *w, const char *path)
+int gw_write_fill(const gw *w, const char *path, gw_fill_fn fill, void *ctx)
 {
     FILE *f = fopen(path, "wb");
     if (!f)
@@ -179,12 +188,30 @@ int gw_write(const gw *w, const char *path)
     static const unsigned char zero[4096];
     uint64_t pos = h.len;
     gb_free(&h);
+    size_t cap = 1 << 20;
+    unsigned char *chunk = fill ? malloc(cap) : NULL;
     for (size_t i = 0; i < w->n_t && ok; i++) {
-        ok = fwrite(w->t[i].data, 1, w->t[i].nbytes, f) == w->t[i].nbytes;
-        pos += w->t[i].nbytes;
+        const gw_tensor *t = &w->t[i];
+        if (t->data) {
+            ok = fwrite(t->data, 1, t->nbytes, f) == t->nbytes;
+        } else {
+            for (uint64_t off = 0; off < t->nbytes && ok && chunk; off += cap) {
+                size_t len = t->nbytes - off < cap ? (size_t)(t->nbytes - off) : cap;
+                fill(i, off, chunk, len, ctx);
+                ok = fwrite(chunk, 1, len, f) == len;
+            }
+            ok = ok && (chunk || t->nbytes == 0);
+        }
+        pos += t->nbytes;
         uint64_t pad = i + 1 < w->n_t ? align_up(pos, w->alignment) - pos : 0;
         ok = ok && fwrite(zero, 1, pad, f) == pad;
         pos += pad;
     }
+    free(chunk);
     return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+int gw_write(const gw *w, const char *path)
+{
+    return gw_write_fill(w, path, NULL, NULL);
 }

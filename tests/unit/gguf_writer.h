@@ -51,6 +51,11 @@ void gw_kv_i32_array(gw *w, const char *key, const int32_t *v, size_t n);
 /* Adds a tensor (data copied; nbytes must match ne and type). ne[0] is fastest. */
 void gw_tensor_add(gw *w, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type,
                    const void *data, uint64_t nbytes);
+/* A tensor whose nbytes of data gw_write_fill produces in chunks (never all in memory). */
+void gw_tensor_add_lazy(gw *w, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type,
+                        uint64_t nbytes);
+typedef void (*gw_fill_fn)(size_t tensor, uint64_t off, unsigned char *buf, size_t len, void *ctx);
+int gw_write_fill(const gw *w, const char *path, gw_fill_fn fill, void *ctx);
 /* Whole file in memory / on disk. Tensors are laid out in order, each aligned. */
 void gw_build(const gw *w, gb *out);
 int gw_write(const gw *w, const char *path);
