@@ -1,0 +1,31 @@
+# tq-mkmodel: usage errors exit 2, a non-empty output directory exits 1 and is left alone.
+set -u
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect() { # expect STATUS MESSAGE-SUBSTRING ARGS...
+  want=$1 msg=$2; shift 2
+  tq-mkmodel "$@" >out 2>err; rc=$?
+  [ "$rc" = "$want" ] || fail "tq-mkmodel $*: exit $rc, want $want ($(cat err))"
+  grep -q -- "$msg" err || fail "tq-mkmodel $*: stderr lacks '$msg': $(cat err)"
+}
+expect 2 "missing OUTPUT_DIR"
+expect 2 "unknown --arch 'gpt2'" --arch gpt2 o
+expect 2 "unknown --size 'big'" --size big o
+expect 2 "invalid value 'x' for --layers" --layers x o
+expect 2 "unknown --dtype 'int8'" --dtype int8 o
+expect 2 "top-k" --experts 4 --top-k 5 o
+expect 2 "kv-heads" --heads 4 --kv-heads 3 o
+expect 2 "--naming mlx only applies" --arch llama --naming mlx o
+expect 2 "unknown --quant" --quant affine3 o
+expect 2 "not a multiple of --group-size" --arch ngram --width 100 o
+expect 2 "unknown option" --frobnicate o
+expect 2 "too many arguments" a b
+[ ! -e o ] || fail "a usage error created the output directory"
+mkdir full && echo keep > full/file
+expect 1 "not empty" full
+[ "$(cat full/file)" = keep ] && [ "$(ls full)" = file ] || fail "non-empty directory was modified"
+tq-mkmodel --help | grep -q "Usage: tq-mkmodel" || fail "--help"
+tq-mkmodel --version | grep -q "^tq-mkmodel (tq) " || fail "--version"
+tq-mkmodel --json --quiet --arch llama j > report.json 2>err || fail "--json run failed"
+[ ! -s err ] || fail "stderr not empty with --quiet: $(cat err)"
+grep -q '"tensors": 21' report.json || fail "json report: $(cat report.json)"
+echo ok
