@@ -187,6 +187,42 @@ static int write_index(tq_model_writer *w, tq_err *e)
     return rc;
 }
 
+/* model-DDDDD-of-DDDDD.safetensors */
+static int is_shard_name(const char *s)
+{
+    static const char pat[] = "model-#####-of-#####.safetensors";
+    if (strlen(s) != sizeof pat - 1)
+        return 0;
+    for (size_t i = 0; pat[i]; i++)
+        if (pat[i] == '#' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != pat[i])
+            return 0;
+    return 1;
+}
+
+/* Weights of an earlier write into the same directory with another shard count would make
+ * the directory inconsistent (a reader without the index sees duplicate tensors): remove
+ * files under tq's own weight names that this write did not produce. */
+static void remove_stale(tq_model_writer *w)
+{
+    char **names;
+    size_t n;
+    if (tq_list_dir(w->dir, &names, &n, NULL) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        int ours = 0;
+        for (size_t s = 0; s < w->n_shards && !ours; s++)
+            ours = !strcmp(names[i], w->shard_names[s]);
+        if (ours || !(is_shard_name(names[i]) || !strcmp(names[i], "model.safetensors") ||
+                      (w->n_shards == 1 && !strcmp(names[i], INDEX_NAME))))
+            continue;
+        char *p = tq_path_join(w->dir, names[i], NULL);
+        if (p)
+            unlink(p);
+        free(p);
+    }
+    tq_free_strv(names, n);
+}
+
 int tq_model_writer_finish(tq_model_writer *w, tq_err *e)
 {
     for (size_t s = 0; s < w->n_shards; s++) {
@@ -204,15 +240,11 @@ int tq_model_writer_finish(tq_model_writer *w, tq_err *e)
             return -1;
         }
     }
-    char *ipath = tq_path_join(w->dir, INDEX_NAME, e);
-    int rc = ipath ? 0 : -1;
-    if (rc == 0 && w->n_shards > 1)
-        rc = write_index(w, e);
-    else if (rc == 0)
-        unlink(ipath); /* a stale index from an earlier sharded write would hide model.safetensors */
-    free(ipath);
+    int rc = w->n_shards > 1 ? write_index(w, e) : 0;
     if (rc != 0)
         unlink_shards(w, w->n_shards);
+    else
+        remove_stale(w);
     mw_free(w);
     return rc;
 }

@@ -181,6 +181,44 @@ static int check_number_tokens(const tq_st_file *f, const char *json, size_t len
     return 0;
 }
 
+/* Before cJSON builds a tree (about 32 bytes per byte of "[0,0,0,...]"), refuse shapes no
+ * valid header has: nesting deeper than 4 or arrays longer than 64 elements. A valid header
+ * nests 3 deep (header, entry, shape) and its arrays have at most TQ_MAX_DIMS elements. */
+static int check_structure(const tq_st_file *f, const char *json, size_t len, tq_err *e)
+{
+    enum { MAX_DEPTH = 4, MAX_ARRAY = 64 };
+    int depth = 0, in_str = 0;
+    char kind[MAX_DEPTH + 1];
+    size_t count[MAX_DEPTH + 1], start[MAX_DEPTH + 1];
+    for (size_t i = 0; i < len; i++) {
+        char c = json[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+            continue;
+        }
+        if (c == '"') {
+            in_str = 1;
+        } else if (c == '[' || c == '{') {
+            if (depth == MAX_DEPTH)
+                return tq_fail(e, TQ_EDATA, "%s: header nests deeper than %d levels (byte offset %zu)", f->path, MAX_DEPTH, 8 + i);
+            kind[depth] = c;
+            count[depth] = 0;
+            start[depth] = i;
+            depth++;
+        } else if (c == ']' || c == '}') {
+            if (depth > 0)
+                depth--;
+        } else if (c == ',' && depth > 0 && kind[depth - 1] == '[' && ++count[depth - 1] >= MAX_ARRAY) {
+            return tq_fail(e, TQ_EDATA, "%s: header: array at byte offset %zu has more than %d elements", f->path,
+                           8 + start[depth - 1], MAX_ARRAY);
+        }
+    }
+    return 0;
+}
+
 void tq_st_free_header(tq_st_file *f)
 {
     for (size_t i = 0; i < f->n_tensors; i++)
@@ -213,6 +251,8 @@ static int parse_header(tq_st_file *f, const char *json, size_t len, uint64_t fi
                        8 + (size_t)((const char *)memchr(json, 0, len) - json));
     if (tq_utf8_check(json, len, &bad) != 0)
         return tq_fail(e, TQ_EDATA, "%s: header is not valid UTF-8 (byte offset %zu)", P, 8 + bad);
+    if (check_structure(f, json, len, e) != 0)
+        return -1;
     if (!(f->header_json = tq_malloc(len + 1, e)))
         return -1;
     memcpy(f->header_json, json, len);

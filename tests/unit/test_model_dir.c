@@ -93,7 +93,7 @@ static void test_sharded(void)
     /* name order: lm_head(640) | model.embed(256) model.layers.0.b(32) | model.layers.0.w(256)
      * model.layers.1.w(256) | model.norm(32) */
     CHECK(tq_exists(join(d, "model-00001-of-00004.safetensors")) && tq_exists(join(d, "model-00004-of-00004.safetensors")));
-    CHECK(!tq_exists(join(d, "model.safetensors")) && !tq_exists(join(d, "model-00005-of-00005.safetensors")));
+    CHECK(!tq_exists(join(d, "model.safetensors")) && !tq_exists(join(d, "model-00006-of-00006.safetensors")));
     cJSON *idx = NULL;
     CHECK_OK(tq_json_read_file(join(d, "model.safetensors.index.json"), 1 << 20, &idx, &err));
     if (t_failed_here)
@@ -173,10 +173,20 @@ static void test_single(void)
         CHECK(!strcmp(tq_model_tensor_file(m, &m->tensors[0]), "model.safetensors"));
         tq_model_close(m);
     }
-    /* a later sharded write replaced by a single-shard one leaves no stale index behind */
+    /* rewriting with another shard count leaves no stale index or shards behind */
+    put(join(d, "model-00001-of-00009.safetensorsX"), "keep");
     CHECK_OK(write_model(d, 512, &err));
+    CHECK(!tq_exists(join(d, "model.safetensors")));
+    CHECK_OK(write_model(d, 200, &err));
+    CHECK(!tq_exists(join(d, "model-00004-of-00004.safetensors")) && tq_exists(join(d, "model-00006-of-00006.safetensors")));
     CHECK_OK(write_model(d, 0, &err));
-    CHECK(!tq_exists(join(d, "model.safetensors.index.json")));
+    CHECK(!tq_exists(join(d, "model.safetensors.index.json")) && !tq_exists(join(d, "model-00001-of-00006.safetensors")));
+    CHECK(tq_exists(join(d, "model-00001-of-00009.safetensorsX")));
+    CHECK_OK(tq_model_open(&m, d, &err));
+    if (!t_failed_here) {
+        CHECK(m->n_files == 1 && m->n_tensors == NT && m->n_extra == 1);
+        tq_model_close(m);
+    }
 }
 
 static void test_no_index(void)

@@ -60,6 +60,8 @@ hdr("shape-too-many-dims", js({"a": ent(shape=[1] * 9)}), b"\x00" * 4)
 hdr("shape-overflow", js({"a": ent(shape=[1 << 32, 1 << 32, 1 << 32], off=(0, 4))}), b"\x00" * 4)
 hdr("bytes-overflow", js({"a": ent(shape=[1 << 31, 1 << 31, 2], off=(0, 4))}), b"\x00" * 4)
 hdr("dim-too-large", '{"a":{"dtype":"U8","shape":[18446744073709551617],"data_offsets":[0,1]}}', b"\x00")
+hdr("shape-array-huge", js({"a": ent(shape=[1] * 100)}), b"\x00" * 4)
+hdr("nesting-too-deep", '{"__metadata__":{"a":[[[[1]]]]}}')
 # data offsets
 hdr("offsets-not-array", '{"a":{"dtype":"F32","shape":[1],"data_offsets":"0-4"}}', b"\x00" * 4)
 hdr("offsets-three", js({"a": ent(off=(0, 4, 8))}), b"\x00" * 4)
