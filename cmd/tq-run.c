@@ -22,6 +22,7 @@ static void usage(void)
            "  --no-direct          plain buffered reads (no O_DIRECT/F_NOCACHE/fadvise)\n"
            "  --check-blocks       verify every expert block read against split.json\n"
            "  --logits FILE        write every step's logits (raw little-endian f32, steps x vocab)\n"
+           "  --force-tokens LIST  teacher forcing: feed these ids after each step instead of the argmax\n"
            "  --compare-logits REF TEST  top-1 agreement and mean KL(REF||TEST) per step\n"
            "  --vocab N            vocabulary size for --compare-logits\n"
            "  --json               machine-readable report (sorted keys)\n"
@@ -95,7 +96,7 @@ int main(int argc, char **argv)
     tq_cli_init("tq-run");
     tq_run_opts o;
     tq_run_opts_default(&o);
-    const char *model = NULL, *tokens = NULL, *cmp_a = NULL, *cmp_b = NULL;
+    const char *model = NULL, *tokens = NULL, *cmp_a = NULL, *cmp_b = NULL, *force = NULL;
     long max_tokens = 16, v;
     uint64_t vocab = 0;
     int json = 0, quiet = 0;
@@ -117,6 +118,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--tokens")) {
             NEED();
             tokens = val;
+        } else if (!strcmp(a, "--force-tokens")) {
+            NEED();
+            force = val;
         } else if (!strcmp(a, "--max-tokens")) {
             NEED();
             if (tq_cli_int(a, val, 1, 1 << 24, &max_tokens))
@@ -187,6 +191,14 @@ int main(int argc, char **argv)
     size_t n_prompt;
     if (parse_tokens(tokens, &prompt, &n_prompt) != 0)
         return tq_cli_usage_error("invalid --tokens '%s' (expected comma-separated ids)", tokens);
+    int32_t *forced = NULL;
+    size_t n_forced = 0;
+    if (force && parse_tokens(force, &forced, &n_forced) != 0) {
+        free(prompt);
+        return tq_cli_usage_error("invalid --force-tokens '%s' (expected comma-separated ids)", force);
+    }
+    o.force_tokens = forced;
+    o.n_force = n_forced;
     int32_t *out = malloc((size_t)max_tokens * sizeof *out);
     if (!out) {
         free(prompt);
@@ -235,6 +247,7 @@ int main(int argc, char **argv)
         }
     }
     free(prompt);
+    free(forced);
     free(out);
     return rc;
 }

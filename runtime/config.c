@@ -164,11 +164,13 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         c->split = 1;
         strcpy(c->pinned_file, "pinned.safetensors");
         strcpy(c->expert_dir, "experts/");
+        strcpy(c->ffn_dir, "ffn_aligned/");
         if (get_str(st, "pinned_file", c->pinned_file, sizeof c->pinned_file, path, e) ||
-            get_str(st, "expert_dir", c->expert_dir, sizeof c->expert_dir, path, e))
+            get_str(st, "expert_dir", c->expert_dir, sizeof c->expert_dir, path, e) ||
+            get_str(st, "ffn_dir", c->ffn_dir, sizeof c->ffn_dir, path, e))
             goto out;
-        if (strstr(c->pinned_file, "..") || c->pinned_file[0] == '/' ||
-            strstr(c->expert_dir, "..") || c->expert_dir[0] == '/') {
+        if (strstr(c->pinned_file, "..") || c->pinned_file[0] == '/' || strstr(c->expert_dir, "..") ||
+            c->expert_dir[0] == '/' || strstr(c->ffn_dir, "..") || c->ffn_dir[0] == '/') {
             tq_fail(e, TQ_EDATA, "%s: streaming paths must stay inside the model directory", path);
             goto out;
         }

@@ -200,7 +200,10 @@ int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, siz
             goto out;
         }
         tok = argmax(r->logits, V);
-        out_tokens[step++] = tok;
+        out_tokens[step] = tok;
+        if (step < r->o.n_force && r->o.force_tokens)
+            tok = r->o.force_tokens[step];
+        step++;
         if (step == max_tokens)
             break;
     }

@@ -28,6 +28,7 @@ typedef struct rt_config {
     int split;
     char pinned_file[256];
     char expert_dir[256];
+    char ffn_dir[256];
 } rt_config;
 
 int rt_config_load(rt_config *c, const char *dir, struct cJSON **json_out, tq_err *e);

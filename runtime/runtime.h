@@ -26,6 +26,10 @@ typedef struct tq_run_opts {
     uint64_t cache_budget;  /* expert cache bytes (default 1 GiB) */
     uint64_t ctx;           /* KV cache positions; 0 = prompt + max_tokens */
     const char *logits_path;/* raw little-endian f32 logits, steps x vocab (atomic); NULL = none */
+    /* Teacher forcing: feed force_tokens[s] after step s instead of the argmax (n_force of
+     * them; later steps go back to greedy). out_tokens still receive each step's argmax. */
+    const int32_t *force_tokens;
+    size_t n_force;
     /* Called with every step's logits (after the file write); non-zero return aborts. */
     int (*on_logits)(void *user, uint64_t step, const float *logits, uint64_t vocab);
     void *user;

@@ -64,8 +64,8 @@ int rt_store_open(rt_store **out, const char *dir, const rt_config *c, tq_err *e
         }
         for (uint64_t l = 0; l < c->layers; l++) {
             s->ffn_fd[l] = -1;
-            char rel[64];
-            snprintf(rel, sizeof rel, "ffn_aligned/layer_%02llu.bin", (unsigned long long)l);
+            char rel[600];
+            snprintf(rel, sizeof rel, "%slayer_%02llu.bin", c->ffn_dir, (unsigned long long)l);
             char *p = tq_path_join(dir, rel, e);
             if (!p) {
                 rt_store_close(s);

@@ -46,26 +46,26 @@ typedef struct fx_model {
 
 /* ---------------------------------------------------------------- numbers */
 static uint64_t fx_rng;
-static double fx_uniform(void)
+static inline double fx_uniform(void)
 {
     fx_rng ^= fx_rng << 13;
     fx_rng ^= fx_rng >> 7;
     fx_rng ^= fx_rng << 17;
     return (double)(fx_rng >> 11) * (1.0 / 9007199254740992.0);
 }
-static double fx_gauss(void)
+static inline double fx_gauss(void)
 {
     return (fx_uniform() + fx_uniform() + fx_uniform() + fx_uniform() - 2.0) * 1.7320508;
 }
 
-static uint16_t fx_bf16(float f)
+static inline uint16_t fx_bf16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
     u += 0x7fff + ((u >> 16) & 1);
     return (uint16_t)(u >> 16);
 }
-static double fx_bf16_d(uint16_t h)
+static inline double fx_bf16_d(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -73,7 +73,7 @@ static double fx_bf16_d(uint16_t h)
     return f;
 }
 /* f16 for moderate normal values (fixture values stay in [2^-14, 60000]) */
-static uint16_t fx_f16(float f)
+static inline uint16_t fx_f16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -90,7 +90,7 @@ static uint16_t fx_f16(float f)
         h++;
     return (uint16_t)(sign | h);
 }
-static double fx_f16_d(uint16_t h)
+static inline double fx_f16_d(uint16_t h)
 {
     int ex = (h >> 10) & 0x1f, man = h & 0x3ff;
     double v = ex == 0 ? ldexp(man, -24) : ldexp(1024 + man, ex - 25);
@@ -112,7 +112,7 @@ typedef struct fx_file {
     int n, cap;
 } fx_file;
 
-static void *fx_add(fx_file *f, const char *name, const char *dtype, int ndim, uint64_t d0, uint64_t d1,
+static inline void *fx_add(fx_file *f, const char *name, const char *dtype, int ndim, uint64_t d0, uint64_t d1,
                     uint64_t d2, uint64_t elsize)
 {
     if (f->n == f->cap) {
@@ -133,12 +133,12 @@ static void *fx_add(fx_file *f, const char *name, const char *dtype, int ndim, u
     return t->data;
 }
 
-static int fx_cmp(const void *a, const void *b)
+static inline int fx_cmp(const void *a, const void *b)
 {
     return strcmp(((const fx_tensor *)a)->name, ((const fx_tensor *)b)->name);
 }
 
-static int fx_write(fx_file *f, const char *path)
+static inline int fx_write(fx_file *f, const char *path)
 {
     qsort(f->t, (size_t)f->n, sizeof *f->t, fx_cmp);
     size_t cap = 256 + (size_t)f->n * 256, len = 0;
@@ -179,7 +179,7 @@ static int fx_write(fx_file *f, const char *path)
 }
 
 /* ---------------------------------------------------------------- matrices */
-static dmat fx_dmat(int rows, int cols)
+static inline dmat fx_dmat(int rows, int cols)
 {
     dmat m = {rows, cols, calloc((size_t)rows * (size_t)cols, sizeof(double))};
     return m;
@@ -191,7 +191,7 @@ static const char *fx_h12[12] = {
     "+-++++++++++", "--+-+-+-+-+-", "+++-++----++", "+---+--+-++-", "+++++-++----", "+-+---+--+-+",
     "++--+++-++--", "+--++---+--+", "++----+++-++", "+--+-++---+-", "++++----+++-", "+-+--+-++---"};
 
-static int fx_block(int n, int *m)
+static inline int fx_block(int n, int *m)
 {
     int best = 0;
     for (int mm = 1; mm <= 12; mm += 11)
@@ -204,7 +204,7 @@ static int fx_block(int n, int *m)
 }
 
 /* T[row][col] within one block of length b = m·N */
-static double fx_T(int b, int m, int row, int col)
+static inline double fx_T(int b, int m, int row, int col)
 {
     int N = b / m;
     int r = row / N, i = row % N, c = col / N, j = col % N;
@@ -223,7 +223,7 @@ typedef struct fx_slot {
 static const float fx_cb3[8] = {-2.1519453f, -1.3439091f, -0.7560052f, -0.2450941f,
                                 0.2450941f,  0.7560052f,  1.3439091f,  2.1519453f};
 
-static dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, int cols, int E, int ex, fx_slot *sl,
+static inline dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, int cols, int E, int ex, fx_slot *sl,
                       int force_float)
 {
     dmat m = fx_dmat(rows, cols);
@@ -339,7 +339,7 @@ static dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, int cols
     return m;
 }
 
-static double *fx_norm(fx_file *f, const char *name, int n)
+static inline double *fx_norm(fx_file *f, const char *name, int n)
 {
     double *v = malloc((size_t)n * sizeof *v);
     float *d = fx_add(f, name, "F32", 1, (uint64_t)n, 0, 0, 4);
@@ -350,7 +350,7 @@ static double *fx_norm(fx_file *f, const char *name, int n)
     return v;
 }
 
-static int fx_write_config(const fx_cfg *c, const char *dir)
+static inline int fx_write_config(const fx_cfg *c, const char *dir)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -380,7 +380,7 @@ static int fx_write_config(const fx_cfg *c, const char *dir)
 }
 
 /* Generate model directory `dir` and its dense twin m. */
-static int fx_generate(const fx_cfg *c, const char *dir, fx_model *m)
+static inline int fx_generate(const fx_cfg *c, const char *dir, fx_model *m)
 {
     memset(m, 0, sizeof *m);
     m->c = *c;
@@ -462,7 +462,7 @@ typedef struct fx_state {
     int ctx;
 } fx_state;
 
-static void fx_mv(const dmat *m, const double *x, double *y)
+static inline void fx_mv(const dmat *m, const double *x, double *y)
 {
     for (int r = 0; r < m->rows; r++) {
         double s = 0;
@@ -472,7 +472,7 @@ static void fx_mv(const dmat *m, const double *x, double *y)
     }
 }
 
-static void fx_rms(double *o, const double *x, const double *w, int n, double eps)
+static inline void fx_rms(double *o, const double *x, const double *w, int n, double eps)
 {
     double ss = 0;
     for (int i = 0; i < n; i++)
@@ -482,7 +482,7 @@ static void fx_rms(double *o, const double *x, const double *w, int n, double ep
         o[i] = w[i] * x[i] * inv;
 }
 
-static void fx_rope(double *v, int d, int pos, double theta)
+static inline void fx_rope(double *v, int d, int pos, double theta)
 {
     for (int i = 0; i < d / 2; i++) {
         double a = pos * pow(theta, -2.0 * i / d);
@@ -492,7 +492,7 @@ static void fx_rope(double *v, int d, int pos, double theta)
     }
 }
 
-static void fx_mlp(const dmat *g, const dmat *u, const dmat *d, const double *x, double *out)
+static inline void fx_mlp(const dmat *g, const dmat *u, const dmat *d, const double *x, double *out)
 {
     double *a = malloc((size_t)g->rows * sizeof *a), *b = malloc((size_t)g->rows * sizeof *b);
     fx_mv(g, x, a);
@@ -505,7 +505,7 @@ static void fx_mlp(const dmat *g, const dmat *u, const dmat *d, const double *x,
 }
 
 /* logits (vocab) for token at pos */
-static void fx_forward(const fx_model *m, fx_state *s, int token, int pos, double *logits)
+static inline void fx_forward(const fx_model *m, fx_state *s, int token, int pos, double *logits)
 {
     const fx_cfg *c = &m->c;
     int H = c->hidden, hd = c->head_dim, qd = c->heads * hd, kd = c->kv_heads * hd;
@@ -606,7 +606,7 @@ static void fx_forward(const fx_model *m, fx_state *s, int token, int pos, doubl
     free(x); free(h); free(q); free(k); free(v); free(ao); free(t); free(t2); free(sc);
 }
 
-static void fx_free(fx_model *m)
+static inline void fx_free(fx_model *m)
 {
     const fx_cfg *c = &m->c;
     if (m->lm.w != m->embed.w)

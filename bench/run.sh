@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# tq-run streaming the generated 8 GB MoE (split with tq-split) with --cache-budget 512M:
+# tokens/s, expert hit rate, bytes/token, effective read rate against the floor
+# `cat experts/* > /dev/null` measured in the same run, peak RSS (target ≤ pinned + budget +
+# 256 MiB) and page-cache growth (/proc/meminfo Cached, target ≤ 10% of the bytes read);
+# the same decode through plain buffered reads for comparison; and the quality figure of the
+# TurboQuant model: top-1 agreement and mean KL per step against the unquantized model.
+# TQ_BENCH_SIZE=tiny checks the script on a tiny model; TQ_BENCH_TOKENS (default 8) tokens.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
+TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
+mkdir -p "$TQ_BENCH_DIR"
+for t in tq-mkmodel tq-split tq-run; do
+  [ -x "$BIN/$t" ] || { echo "run: skipped (needs $BIN/$t)"; exit 0; }
+done
+NTOK=${TQ_BENCH_TOKENS:-8}
+PROMPT=1,2,3,4
+if [ "${TQ_BENCH_SIZE:-}" = tiny ]; then
+  M=$TQ_BENCH_DIR/run-moe-tiny BUDGET=${TQ_BENCH_BUDGET:-64K}
+  if [ ! -f "$M/.complete" ]; then
+    rm -rf "$M"
+    "$BIN/tq-mkmodel" --arch qwen3_moe --size tiny --seed 1 "$M" >&2
+    touch "$M/.complete"
+  fi
+else
+  M=$(big_moe) BUDGET=${TQ_BENCH_BUDGET:-512M}
+fi
+
+# derived models, made once per source
+made() { # made DIR CMD...: run CMD to create DIR unless DIR/.complete exists
+  local d=$1; shift
+  if [ ! -f "$d/.complete" ]; then
+    rm -rf "$d"
+    "$@" >&2
+    touch "$d/.complete"
+  fi
+}
+S=$M.split
+made "$S" "$BIN/tq-split" --quiet "$M" "$S"
+
+budget_bytes=$(numfmt --from=iec "${BUDGET%B}" 2>/dev/null || echo 536870912)
+cached_kib() { awk '/^Cached:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0; }
+jget() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
+expert_files=("$S"/experts/*.bin)
+expert_bytes=$(cat "${expert_files[@]}" | wc -c)
+drop_caches
+timed sh -c 'cat "$@" > /dev/null' cat "${expert_files[@]}"
+t_cat=$T
+floor_mibs=$(echo "$expert_bytes / 1048576 / $t_cat" | bc -l)
+
+# run MODE OUT [extra options]: one decode, cold cache; sets ROUT (json) and DCACHE (KiB)
+run_one() {
+  local out=$1; shift
+  drop_caches
+  local c0 c1
+  c0=$(cached_kib)
+  timed "$BIN/tq-run" "$S" --tokens "$PROMPT" --max-tokens "$NTOK" --cache-budget "$BUDGET" --json "$@" > "$out"
+  c1=$(cached_kib)
+  DCACHE=$((c1 - c0))
+}
+
+report() { # report LABEL JSON DCACHE
+  local j=$2 pinned rss br tps hr bpt dec
+  pinned=$(jget "$j" resident_bytes) rss=$(jget "$j" peak_rss) br=$(jget "$j" bytes_read)
+  tps=$(jget "$j" tokens_per_s) hr=$(jget "$j" hit_rate) bpt=$(jget "$j" bytes_per_token)
+  dec=$(jget "$j" decode_s)
+  local limit=$((pinned + budget_bytes + 268435456)) growth=$(( $3 * 1024 ))
+  local rate
+  rate=$(echo "$br / 1048576 / $dec" | bc -l)
+  printf 'run: %-9s %.2f tokens/s, hit rate %.4f, %s bytes/token, read %s bytes (%.1f MiB/s = %.3f x cat floor %.1f MiB/s), io %s\n' \
+    "$1" "$tps" "$hr" "$bpt" "$br" "$rate" "$(echo "$rate / $floor_mibs" | bc -l)" "$floor_mibs" "$(jget "$j" io)"
+  printf 'run: %-9s peak RSS %s bytes (limit pinned %s + budget %s + 256 MiB = %s: %s); page cache %+d KiB (%.2f%% of bytes read)\n' \
+    "$1" "$rss" "$pinned" "$budget_bytes" "$limit" "$([ "$rss" -le "$limit" ] && echo ok || echo EXCEEDED)" \
+    "$3" "$(echo "if ($br > 0) 100 * $growth / $br else 0" | bc -l)"
+}
+
+run_one "$TQ_BENCH_DIR/run-direct.json" --logits "$TQ_BENCH_DIR/run-ref.f32"
+report direct "$TQ_BENCH_DIR/run-direct.json" "$DCACHE"
+run_one "$TQ_BENCH_DIR/run-buffered.json" --no-direct
+report buffered "$TQ_BENCH_DIR/run-buffered.json" "$DCACHE"
+[ "$(jget "$TQ_BENCH_DIR/run-direct.json" logits_sha256)" = "$(jget "$TQ_BENCH_DIR/run-buffered.json" logits_sha256)" ] &&
+  echo "run: direct and buffered logits identical" || echo "run: direct and buffered logits DIFFER"
+
+# quality of the TurboQuant model against the unquantized one (same prompt, greedy)
+if [ -x "$BIN/tq-convert" ]; then
+  Q=$M.tq
+  made "$Q" "$BIN/tq-convert" --quiet "$M" "$Q"
+  made "$Q.split" "$BIN/tq-split" --quiet "$Q" "$Q.split"
+  REF_TOKENS=$(python3 -c 'import json,sys; print(",".join(map(str,json.load(open(sys.argv[1]))["tokens"])))' "$TQ_BENCH_DIR/run-direct.json")
+  # teacher-forced on the unquantized model's tokens, so every step sees the same context
+  "$BIN/tq-run" "$Q.split" --tokens "$PROMPT" --max-tokens "$NTOK" --cache-budget "$BUDGET" --quiet \
+    --force-tokens "$REF_TOKENS" --logits "$TQ_BENCH_DIR/run-tq.f32" > "$TQ_BENCH_DIR/run-tq.tokens"
+  V=$(jget "$TQ_BENCH_DIR/run-direct.json" vocab)
+  "$BIN/tq-run" --compare-logits "$TQ_BENCH_DIR/run-ref.f32" "$TQ_BENCH_DIR/run-tq.f32" --vocab "$V" --json \
+    > "$TQ_BENCH_DIR/run-quality.json"
+  printf 'run: TurboQuant vs unquantized over %s teacher-forced steps: top-1 agreement %.4f, mean KL %.5f nats/step (max %.5f)\n' \
+    "$(jget "$TQ_BENCH_DIR/run-quality.json" steps)" "$(jget "$TQ_BENCH_DIR/run-quality.json" top1_rate)" \
+    "$(jget "$TQ_BENCH_DIR/run-quality.json" mean_kl)" "$(jget "$TQ_BENCH_DIR/run-quality.json" max_kl)"
+  echo "run: greedy tokens unquantized $REF_TOKENS; TurboQuant argmax per step $(sed 's/^tokens: //' "$TQ_BENCH_DIR/run-tq.tokens")"
+else
+  echo "run: quality skipped (needs $BIN/tq-convert)"
+fi
