@@ -1,0 +1,23 @@
+# tq-run usage errors exit 2, data errors exit 1, with the tool's name in the message.
+set -u
+tq-mkmodel --arch llama --size tiny --seed 1 m >/dev/null || exit 1
+expect() { # expect STATUS ARGS...
+  local want=$1; shift
+  tq-run "$@" >/dev/null 2>err.txt; local rc=$?
+  [ "$rc" -eq "$want" ] || { echo "tq-run $*: exit $rc, expected $want"; cat err.txt; exit 1; }
+  grep -q '^tq-run: ' err.txt || { echo "tq-run $*: no 'tq-run:' message"; exit 1; }
+  cat err.txt
+}
+expect 2 m
+expect 2 --tokens 1,2
+expect 2 m --tokens 1,,2
+expect 2 m --tokens 1 --max-tokens 0
+expect 2 m --tokens 1 --bogus
+expect 2 m --tokens 1,999999
+expect 2 m --tokens 1,2,3 --max-tokens 4 --ctx 3
+expect 2 --compare-logits a b
+expect 1 nonexistent --tokens 1
+mkdir bad && echo '{"model_type": "llama"}' > bad/config.json
+expect 1 bad --tokens 1
+tq-run --version | grep -q '^tq-run (tq) ' || exit 1
+tq-run --help | grep -q -- '--cache-budget' || exit 1
