@@ -85,7 +85,7 @@ $(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
--include $(LIB_OBJ:.o=.d) $(TEST_BIN:%=$(BUILD)/tests/unit/%.d) $(CMD_SRC:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) $(TEST_COMMON_OBJ:.o=.d) $(CMD_SRC:%.c=$(BUILD)/%.d) $(CMD_COMMON_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d)
 
 # make check: every unit test binary and every CLI test; ends with "N passed, N failed".
 check: all tests
