@@ -30,8 +30,8 @@ int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
     if (!s->path)
         return -1;
     s->fd = -1;
-    if (io_mode == TQ_RUN_IO_BUFFERED) {
-        s->mode = 2;
+    if (io_mode == TQ_RUN_IO_BUFFERED || io_mode == TQ_RUN_IO_FADVISE) {
+        s->mode = io_mode == TQ_RUN_IO_BUFFERED ? 2 : 1;
         s->fd = open(path, O_RDONLY | O_CLOEXEC);
     } else {
 #if defined(__linux__) && defined(O_DIRECT)
@@ -65,6 +65,11 @@ int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
     }
     if (s->fd < 0)
         return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+#ifdef POSIX_FADV_DONTNEED
+    /* the header page was read through the page cache when the file was parsed */
+    if (s->mode != 2)
+        posix_fadvise(s->fd, 0, 0, POSIX_FADV_DONTNEED);
+#endif
     uint64_t size;
     if (tq_file_size(path, &size, e) != 0)
         return -1;

@@ -374,6 +374,8 @@ int rt_model_load(tq_runner *r, tq_err *e)
         for (uint64_t l = 0; l < c->layers; l++)
             if (r->L[l].streamed && load_blocks_resident(r, l, e) != 0)
                 return -1;
+    if (c->split && r->o.io_mode != TQ_RUN_IO_BUFFERED)
+        rt_store_drop_cache(r->store);
     return 0;
 }
 

@@ -132,6 +132,9 @@ void rt_store_close(rt_store *s);
 /* 1 and *t filled when present, 0 when absent, -1 on error. name is without the prefix. */
 int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e);
 uint64_t rt_store_bytes(const rt_store *s);
+/* Once everything resident is loaded: drop the files' pages from the OS page cache (the
+ * data now lives in our buffers; a streaming engine should not hold it twice). */
+void rt_store_drop_cache(rt_store *s);
 const char *rt_store_prefix(const rt_store *s);
 
 /* One matrix described by its parts (shapes without an expert axis). */

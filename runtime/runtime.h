@@ -15,6 +15,8 @@
 enum tq_run_io {
     TQ_RUN_IO_AUTO = 0,   /* O_DIRECT (Linux) / F_NOCACHE (macOS); fadvise fallback */
     TQ_RUN_IO_BUFFERED,   /* plain buffered preads, page cache left alone (comparison) */
+    TQ_RUN_IO_FADVISE,    /* buffered preads, each block's pages dropped after the read (the
+                             fallback AUTO takes where O_DIRECT is refused) */
 };
 
 typedef struct tq_run_opts {

@@ -128,6 +128,20 @@ void rt_store_close(rt_store *s)
     free(s);
 }
 
+void rt_store_drop_cache(rt_store *s)
+{
+#ifdef POSIX_FADV_DONTNEED
+    for (size_t i = 0; i < s->m->n_files; i++)
+        if (s->m->files[i] && s->m->files[i]->fd >= 0)
+            posix_fadvise(s->m->files[i]->fd, 0, 0, POSIX_FADV_DONTNEED);
+    for (uint64_t l = 0; l < s->n_ffn; l++)
+        if (s->ffn_fd[l] >= 0)
+            posix_fadvise(s->ffn_fd[l], 0, 0, POSIX_FADV_DONTNEED);
+#else
+    (void)s;
+#endif
+}
+
 uint64_t rt_store_bytes(const rt_store *s)
 {
     return s->bytes;

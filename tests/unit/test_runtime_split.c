@@ -152,6 +152,12 @@ static void bit_identical(fx_cfg c, const char *name)
     CHECK_OK(decode(dst, &o, &b, &st, &err));
     CHECK(strcmp(st.io, "buffered") == 0);
     CHECK(memcmp(ref.v, b.v, n * 4) == 0);
+    /* the fadvise fallback (taken where O_DIRECT is refused): same logits */
+    o.io_mode = TQ_RUN_IO_FADVISE;
+    o.cache_budget = blk;
+    CHECK_OK(decode(dst, &o, &b, &st, &err));
+    CHECK(strcmp(st.io, "fadvise") == 0);
+    CHECK(memcmp(ref.v, b.v, n * 4) == 0);
     free(ref.v);
     free(b.v);
 }
