@@ -298,6 +298,9 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
             mt->src_index = k;
             mt->src_type = t->type;
             mt->was_quantized = tq_ggml_type_is_quantized(t->type);
+            if (!tq_ggml_type_can_dequant(t->type))
+                warn(g, "%s: tensor '%s': ggml type %s cannot be dequantized; reading it fails", f->path, t->name,
+                     tq_ggml_type_name(t->type));
             n_quant += mt->was_quantized;
             if ((role == TQ_GGUF_ROLE_Q || role == TQ_GGUF_ROLE_K) && tq_gguf_arch_permutes_qk(ai)) {
                 if (t->n_dims == 1) {

@@ -488,6 +488,28 @@ static void test_unknown_arch(void)
     remove(path);
 }
 
+static void test_unsupported_type_warns_then_fails(void)
+{
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "qwen3");
+    uint64_t ne[2] = {256, 2};
+    unsigned char blocks[2 * 136] = {0};
+    gw_tensor_add(&w, "blk.0.ffn_up.weight", 2, ne, 23 /* IQ4_XS */, blocks, sizeof blocks);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/iq4.gguf", t_tmpdir());
+    CHECK(gw_write(&w, path) == 0);
+    gw_free(&w);
+    tq_model *m = open_gguf(path, 0);
+    CHECK(m && has_warning(m, "tensor 'blk.0.ffn_up.weight': ggml type IQ4_XS cannot be dequantized"));
+    const tq_model_tensor *t = m ? find(m, "model.layers.0.mlp.up_proj.weight") : NULL;
+    float v[4];
+    CHECK(t && t->was_quantized && tq_model_read(t, 0, v, sizeof v, &err) == -1 && err.code == TQ_EUNSUP &&
+          strstr(err.msg, "tensor 'blk.0.ffn_up.weight': ggml type IQ4_XS (23) is not supported"));
+    model_free(m);
+    remove(path);
+}
+
 int main(void)
 {
     RUN(test_vectors_keep_names);
@@ -497,5 +519,6 @@ int main(void)
     RUN(test_qwen3_moe_roundtrip);
     RUN(test_split_set_and_dirs);
     RUN(test_unknown_arch);
+    RUN(test_unsupported_type_warns_then_fails);
     TEST_MAIN_END();
 }
