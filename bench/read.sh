@@ -36,4 +36,4 @@ t_tq=$T rss_tq=$RSS
 mib() { printf '%.1f' "$(echo "$1 / 1048576 / $2" | bc -l)"; }
 echo "read: ${#shards[@]} shard(s), $bytes bytes"
 printf 'read: cat %.3f s (%s MiB/s); tq-verify ls --read %.3f s (%s MiB/s)\n' "$t_cat" "$(mib "$bytes" "$t_cat")" "$t_tq" "$(mib "$bytes" "$t_tq")"
-echo "read: speed ratio tq/cat = $(ratio "$t_cat" "$t_tq") (target >= 0.9); peak RSS ${rss_tq} KiB (target < 262144)"
+printf "read: speed ratio tq/cat = %.3f (target >= 0.9); peak RSS %s KiB (target < 262144)\n" "$(ratio "$t_cat" "$t_tq")" "$rss_tq"
