@@ -219,6 +219,12 @@ static int layer(builder *b, long L)
     return 0;
 }
 
+/* Items in file order (tensors are laid out by name) so generation writes mostly forward. */
+static int cmp_item(const void *a, const void *b)
+{
+    return strcmp(((const mk_item *)a)->names[0], ((const mk_item *)b)->names[0]);
+}
+
 static int cmp_decl(const void *a, const void *b)
 {
     return strcmp(((const tq_st_decl *)a)->name, ((const tq_st_decl *)b)->name);
@@ -252,6 +258,7 @@ int tq_mk_plan_build(tq_mk_plan *p, const tq_mk_opts *o, tq_err *e)
         return -1;
     }
     qsort(p->decls, p->n, sizeof *p->decls, cmp_decl);
+    qsort(pv->items, pv->n_items, sizeof *pv->items, cmp_item);
     return 0;
 }
 

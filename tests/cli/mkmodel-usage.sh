@@ -28,4 +28,9 @@ tq-mkmodel --version | grep -q "^tq-mkmodel (tq) " || fail "--version"
 tq-mkmodel --json --quiet --arch llama j > report.json 2>err || fail "--json run failed"
 [ ! -s err ] || fail "stderr not empty with --quiet: $(cat err)"
 grep -q '"tensors": 21' report.json || fail "json report: $(cat report.json)"
+# a write failure (file size limit, as on a full disk) exits 1 and leaves no weight file
+(ulimit -f 1000; tq-mkmodel --quiet small) 2>err; rc=$?
+[ "$rc" = 1 ] || fail "write failure: exit $rc"
+grep -q "File too large" err || fail "write failure message: $(cat err)"
+[ -z "$(ls small)" ] || fail "write failure left files: $(ls small)"
 echo ok
