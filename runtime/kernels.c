@@ -71,50 +71,48 @@ uint64_t rt_linear_sbytes(const rt_linear *l)
     return l->kind == RT_DENSE ? 0 : l->rows * l->ngroups * tq_dtype_size(l->sdt);
 }
 
-/* ---- dense rows: four lanes (j mod 4), combined as (l0 + l1) + (l2 + l3) */
+/* ---- dense rows: eight lanes (j mod 8) combined pairwise in a fixed tree, written so the
+ * compiler can keep the lanes in one vector register without reordering any sum. */
+#define LANES 8
+static inline float lanes_sum(const float *a)
+{
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
 static float dot_f32(const float *w, const float *x, uint64_t n)
 {
-    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    float a[LANES] = {0};
     uint64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        a0 += w[j] * x[j];
-        a1 += w[j + 1] * x[j + 1];
-        a2 += w[j + 2] * x[j + 2];
-        a3 += w[j + 3] * x[j + 3];
-    }
-    for (; j < n; j++)
-        a0 += w[j] * x[j];
-    return (a0 + a1) + (a2 + a3);
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++)
+            a[k] += w[j + k] * x[j + k];
+    for (int k = 0; j < n; j++, k++)
+        a[k] += w[j] * x[j];
+    return lanes_sum(a);
 }
 
 static float dot_bf16(const uint16_t *w, const float *x, uint64_t n)
 {
-    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    float a[LANES] = {0};
     uint64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        a0 += bf16f(w[j]) * x[j];
-        a1 += bf16f(w[j + 1]) * x[j + 1];
-        a2 += bf16f(w[j + 2]) * x[j + 2];
-        a3 += bf16f(w[j + 3]) * x[j + 3];
-    }
-    for (; j < n; j++)
-        a0 += bf16f(w[j]) * x[j];
-    return (a0 + a1) + (a2 + a3);
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++)
+            a[k] += bf16f(w[j + k]) * x[j + k];
+    for (int k = 0; j < n; j++, k++)
+        a[k] += bf16f(w[j]) * x[j];
+    return lanes_sum(a);
 }
 
 static float dot_f16(const uint16_t *w, const float *x, uint64_t n)
 {
-    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    float a[LANES] = {0};
     uint64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        a0 += f16_table[w[j]] * x[j];
-        a1 += f16_table[w[j + 1]] * x[j + 1];
-        a2 += f16_table[w[j + 2]] * x[j + 2];
-        a3 += f16_table[w[j + 3]] * x[j + 3];
-    }
-    for (; j < n; j++)
-        a0 += f16_table[w[j]] * x[j];
-    return (a0 + a1) + (a2 + a3);
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++)
+            a[k] += f16_table[w[j + k]] * x[j + k];
+    for (int k = 0; j < n; j++, k++)
+        a[k] += f16_table[w[j]] * x[j];
+    return lanes_sum(a);
 }
 
 /* ---- TurboQuant rows: per group Σ codebook[idx]·x_rot in index order, times the scale,
