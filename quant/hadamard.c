@@ -121,7 +121,10 @@ TQ_INLINE void stage2(float *x, size_t N, size_t h, int last, float s)
             if (last) {
                 a2 *= sv, b2 *= sv, c2 *= sv, d2 *= sv;
             }
-            tq_st8(x + j, a2), tq_st8(x + j + h, b2), tq_st8(x + j + 2 * h, c2), tq_st8(x + j + 3 * h, d2);
+            tq_st8(x + j, a2);
+            tq_st8(x + j + h, b2);
+            tq_st8(x + j + 2 * h, c2);
+            tq_st8(x + j + 3 * h, d2);
         }
 }
 
@@ -135,7 +138,8 @@ TQ_INLINE void stage_v(float *x, size_t N, size_t h, int last, float s)
             if (last) {
                 u *= sv, d *= sv;
             }
-            tq_st8(x + j, u), tq_st8(x + j + h, d);
+            tq_st8(x + j, u);
+            tq_st8(x + j + h, d);
         }
 }
 

@@ -64,13 +64,16 @@ TQ_INLINE tq_v8f tq_ld8(const float *p)
     return v;
 }
 
-TQ_INLINE void tq_st8(float *p, tq_v8f v) { memcpy(p, &v, sizeof v); }
+/* (macros: a 32-byte vector passed by value trips GCC's ABI notes without AVX) */
+#define tq_st8(p, v) \
+    do { \
+        tq_v8f tq_st8_v = (v); \
+        memcpy((p), &tq_st8_v, sizeof tq_st8_v); \
+    } while (0)
 
 /* Sum of 8 lanes in a fixed order, in double. */
-TQ_INLINE double tq_hsum8(tq_v8f v)
-{
-    return (((double)v[0] + v[1]) + ((double)v[2] + v[3])) + (((double)v[4] + v[5]) + ((double)v[6] + v[7]));
-}
+#define tq_hsum8(v) \
+    ((((double)(v)[0] + (v)[1]) + ((double)(v)[2] + (v)[3])) + (((double)(v)[4] + (v)[5]) + ((double)(v)[6] + (v)[7])))
 
 /* Hot loops get an AVX2 clone on x86-64 Linux (ifunc); results are identical to the
  * default clone because the operations are the same lane-wise IEEE operations. */
