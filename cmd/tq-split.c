@@ -215,6 +215,7 @@ int main(int argc, char **argv)
             cJSON_AddNumberToObject(j, "layer_file_bytes", (double)r.ffn_bytes);
             cJSON_AddNumberToObject(j, "bytes_written", (double)r.bytes_written);
             cJSON_AddNumberToObject(j, "elapsed_s", dt);
+            cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)tq_peak_rss());
         }
         return print_json(j);
     }

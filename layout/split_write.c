@@ -19,27 +19,34 @@
 /* ------------------------------------------------------------ hashed output */
 
 typedef struct out_file {
-    tq_afile af;
+    int fd;
+    char *path;
     tq_sha256 *sha;
     uint64_t size;
     char *rel;                     /* name relative to the split dir */
 } out_file;
 
+/* Files go straight into the private staging directory (the directory is what appears
+ * atomically); they are fsynced together just before it is renamed, so writeback of one file
+ * overlaps the work on the next instead of stalling it. */
 static int of_open(out_file *f, const char *dir, const char *rel, tq_err *e)
 {
     memset(f, 0, sizeof *f);
-    f->af.fd = -1;
-    char *p = tq_path_join(dir, rel, e);
-    if (!p)
+    f->fd = -1;
+    if (!(f->path = tq_path_join(dir, rel, e)))
         return -1;
-    int rc = tq_afile_open(&f->af, p, 0, e);
-    free(p);
-    if (rc != 0)
+    f->fd = open(f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (f->fd < 0) {
+        tq_fail(e, TQ_EIO, "%s: cannot create: %s", f->path, strerror(errno));
+        free(f->path);
         return -1;
+    }
     f->sha = tq_sha256_new();
     f->rel = tq_strdup(rel, e);
     if (!f->sha || !f->rel) {
-        tq_afile_abort(&f->af);
+        close(f->fd);
+        unlink(f->path);
+        free(f->path);
         if (f->sha) {
             unsigned char d[32];
             tq_sha256_final(f->sha, d);
@@ -52,7 +59,7 @@ static int of_open(out_file *f, const char *dir, const char *rel, tq_err *e)
 
 static int of_write(out_file *f, const void *buf, size_t len, tq_err *e)
 {
-    if (tq_pwrite_full(f->af.fd, buf, len, f->size, f->af.final_path, e) != 0)
+    if (tq_pwrite_full(f->fd, buf, len, f->size, f->path, e) != 0)
         return -1;
     tq_sha256_update(f->sha, buf, len);
     f->size += len;
@@ -66,12 +73,17 @@ static void of_abort(out_file *f)
         tq_sha256_final(f->sha, d);
         f->sha = NULL;
     }
-    tq_afile_abort(&f->af);
+    if (f->fd >= 0) {
+        close(f->fd);
+        unlink(f->path);
+    }
+    f->fd = -1;
+    free(f->path);
     free(f->rel);
-    f->rel = NULL;
+    f->path = f->rel = NULL;
 }
 
-/* Commit and record in files[]; takes ownership of f->rel. */
+/* Close and record in files[]; takes ownership of f->rel. */
 static int of_commit(out_file *f, tq_split_file *rec, tq_err *e)
 {
     tq_sha256_final(f->sha, rec->sha256);
@@ -79,7 +91,21 @@ static int of_commit(out_file *f, tq_split_file *rec, tq_err *e)
     rec->size = f->size;
     rec->name = f->rel;
     f->rel = NULL;
-    return tq_afile_commit(&f->af, e);
+    int rc = close(f->fd) == 0 ? 0 : tq_fail(e, TQ_EIO, "%s: close failed: %s", f->path, strerror(errno));
+    f->fd = -1;
+    free(f->path);
+    f->path = NULL;
+    return rc;
+}
+
+static int fsync_path(const char *path, int dir, tq_err *e)
+{
+    int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0)
+        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int rc = fsync(fd) == 0 ? 0 : tq_fail(e, TQ_EIO, "%s: fsync failed: %s", path, strerror(errno));
+    close(fd);
+    return rc;
 }
 
 /* ------------------------------------------------------------ state */
@@ -275,6 +301,23 @@ static int fill_block(const split_layer *L, uint64_t x, unsigned char *buf, tq_e
     return 0;
 }
 
+/* Ask the kernel to start reading expert x's source slices: the slices of one expert are
+ * spread over several tensors, which defeats plain readahead on a cold cache. */
+#define PREFETCH_DISTANCE 4
+static void prefetch_expert(const split_layer *L, uint64_t x)
+{
+    if (x >= L->hdr.num_experts)
+        return;
+    for (int s = 0; s < L->n_slots; s++) {
+        const split_slot *sl = &L->slots[s];
+        const tq_model_tensor *t = sl->stacked ? sl->stacked : sl->per_expert[x];
+        if (!t->file)
+            continue;
+        uint64_t off = t->info.offset + (sl->stacked ? x * sl->expert_bytes : 0);
+        posix_fadvise(t->file->fd, (off_t)off, (off_t)sl->expert_bytes, POSIX_FADV_WILLNEED);
+    }
+}
+
 static void *moe_worker(void *arg)
 {
     moe_job *j = arg;
@@ -298,11 +341,12 @@ static void *moe_worker(void *arg)
         }
         uint64_t x = j->next++;
         pthread_mutex_unlock(&j->mu);
+        prefetch_expert(L, x + PREFETCH_DISTANCE);
         uint64_t off = h->data_start + x * h->expert_block_size;
         int rc = fill_block(L, x, buf, &e);
         if (rc == 0) {
             tq_sha256_buf(buf, (size_t)h->expert_block_size, L->block_sha[x]);
-            rc = tq_pwrite_full(j->of->af.fd, buf, (size_t)h->expert_block_size, off, j->of->af.final_path, &e);
+            rc = tq_pwrite_full(j->of->fd, buf, (size_t)h->expert_block_size, off, j->of->path, &e);
         }
         pthread_mutex_lock(&j->mu);
         while (rc == 0 && !j->failed && j->turn != x)
@@ -375,6 +419,8 @@ static int write_moe_layer(split_run *r, split_layer *L, tq_err *e)
         of_abort(&of);
         return -1;
     }
+    for (uint64_t x = 0; x < PREFETCH_DISTANCE; x++)
+        prefetch_expert(L, x);
     moe_job j = {.r = r, .L = L, .of = &of};
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
@@ -646,6 +692,18 @@ static int finish(split_run *r, const char *out_dir, tq_err *e)
     free(path);
     cJSON_Delete(j);
     if (rc != 0)
+        return -1;
+    for (size_t i = 0; i < r->n_files; i++) {
+        char *p = tq_path_join(r->stage, r->files[i].name, e);
+        rc = p ? fsync_path(p, 0, e) : -1;
+        free(p);
+        if (rc != 0)
+            return -1;
+    }
+    char *sub = tq_path_join(r->stage, r->plan.kind == TQ_FLASH_MOE ? "experts" : "ffn_aligned", e);
+    rc = sub ? fsync_path(sub, 1, e) : -1;
+    free(sub);
+    if (rc != 0 || fsync_path(r->stage, 1, e) != 0)
         return -1;
     if (tq_stage_commit(r->stage, out_dir, e) != 0)
         return -1;

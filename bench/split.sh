@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# tq-split of the generated 8 GB MoE against the floor `cp -r` of the same directory followed
+# by `sync` (tq-split's output is fsynced, so the floor's must reach the disk too), measured in
+# the same run, each from a cold page cache when caches can be dropped (root) and otherwise
+# both from a warm one. Best of two rounds each. Targets: time ratio <= 1.3, peak RSS <= 256 MiB.
+# TQ_BENCH_SIZE=tiny uses the tiny preset (checks the script in seconds).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
+TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
+mkdir -p "$TQ_BENCH_DIR"
+for t in tq-split tq-mkmodel; do
+  [ -x "$BIN/$t" ] || { echo "split: skipped (needs $BIN/$t)"; exit 0; }
+done
+
+if [ "${TQ_BENCH_SIZE:-8g}" = tiny ]; then
+  src=$TQ_BENCH_DIR/moe-tiny
+  if [ ! -f "$src/.complete" ]; then
+    rm -rf "$src"
+    "$BIN/tq-mkmodel" --quiet --arch qwen3_moe --size tiny --seed 1 "$src"
+    touch "$src/.complete"
+  fi
+else
+  src=$(big_moe)
+fi
+S=$TQ_BENCH_DIR/split-out
+C=$TQ_BENCH_DIR/split-cp
+rm -rf "$S" "$C"
+cold=1
+(echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null || { cold=0; cat "$src"/* > /dev/null; }
+
+best() { if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc -l)" = 1 ]; then echo "$2"; else echo "$1"; fi; }
+t_cp="" t_split="" rss=0
+for round in 1 2; do
+  drop_caches
+  timed sh -c 'cp -r "$1" "$2" && sync' sh "$src" "$C"
+  t_cp=$(best "$t_cp" "$T")
+  rm -rf "$C"
+  drop_caches
+  timed "$BIN/tq-split" --quiet --json "$src" "$S" > "$TQ_BENCH_DIR/split-report.json"
+  t_split=$(best "$t_split" "$T")
+  r=$(sed -n 's/.*"peak_rss_bytes": \([0-9]*\).*/\1/p' "$TQ_BENCH_DIR/split-report.json")
+  [ -n "$r" ] && [ $((r / 1024)) -gt "$rss" ] && rss=$((r / 1024))
+  rm -rf "$S"
+done
+bytes=$(cat "$src"/*.safetensors | wc -c)
+echo "split: $src: $bytes bytes of safetensors, $(nproc) thread(s), $([ $cold = 1 ] && echo cold || echo warm) cache"
+printf 'split: tq-split %.3f s; cp -r + sync %.3f s\n' "$t_split" "$t_cp"
+echo "split: time ratio tq-split/cp = $(ratio "$t_split" "$t_cp") (target <= 1.3); peak RSS ${rss} KiB (target <= 262144)"

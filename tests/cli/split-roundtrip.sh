@@ -1,0 +1,44 @@
+# tq-split on generated models: --join gives back the source files byte for byte (HF and
+# MLX naming, bf16 and affine4, dense), the output does not depend on --threads, layer files
+# are multiples of the alignment, and --plan agrees with what the split writes.
+set -u
+fail() { echo "FAIL: $*" >&2; exit 1; }
+run() { "$@" || fail "$* exited $?"; }
+aligned() { # aligned DIR ALIGN: every layer file's size is a multiple of ALIGN
+  for f in "$1"/*.bin; do
+    [ -f "$f" ] || fail "no layer files in $1"
+    sz=$(wc -c < "$f"); [ $((sz % $2)) -eq 0 ] || fail "$f: $sz bytes, not a multiple of $2"
+  done
+}
+run tq-mkmodel --quiet --arch qwen3_moe --naming hf m-hf
+run tq-split --quiet m-hf s-hf
+aligned s-hf/experts 16384
+[ -f s-hf/pinned.safetensors ] && [ -f s-hf/split.json ] && [ -f s-hf/tokenizer.json ] || fail "split output incomplete: $(ls s-hf)"
+grep -q '"streaming"' s-hf/config.json || fail "config.json has no streaming block"
+run tq-split --join --quiet s-hf j-hf
+diff -r m-hf j-hf >/dev/null || fail "join of an HF-named split differs from its source"
+
+run tq-mkmodel --quiet --arch qwen3_moe --naming mlx --quant affine4 m-mlx
+run tq-split --quiet --threads 1 m-mlx s1
+run tq-split --quiet --threads 3 m-mlx s3
+diff -r s1 s3 >/dev/null || fail "output depends on --threads"
+run tq-split --join --quiet s1 j-mlx
+diff -r m-mlx j-mlx >/dev/null || fail "join of an MLX affine4 split differs from its source"
+run tq-split --quiet --align 4096 m-mlx s4k
+aligned s4k/experts 4096
+head -c 4096 s4k/experts/layer_00.bin | tr -d '\000' | grep -q '"page_size":4096' || fail "4096 header"
+
+# the plan's numbers are the split's
+block=$(tq-split --plan --ram 16G --json m-mlx | sed -n 's/.*"expert_block_bytes": \([0-9]*\).*/\1/p')
+[ -n "$block" ] || fail "--plan --json has no expert_block_bytes"
+grep -q "\"expert_block_size\":$block," s1/experts/layer_00.bin || fail "plan block $block != layer header"
+tq-split --plan --ram 16G m-mlx | grep -q "^cache holds: " || fail "--plan text"
+[ ! -e plan-out ] || fail "--plan wrote something"
+
+run tq-mkmodel --quiet --arch qwen3 m-dense
+run tq-split --quiet m-dense s-dense
+aligned s-dense/ffn_aligned 16384
+[ ! -e s-dense/experts ] || fail "dense split has an experts dir"
+run tq-split --join --quiet s-dense j-dense
+diff -r m-dense j-dense >/dev/null || fail "join of a dense split differs from its source"
+exit 0
