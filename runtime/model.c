@@ -245,10 +245,21 @@ static int load_experts_split(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *
         }
         /* parts' sizes as the kernel will read them must fit in what the header declares */
         uint64_t need[2] = {rt_linear_wbytes(&em[k]->t), rt_linear_sbytes(&em[k]->t)};
-        if (need[0] != mp.t[0].nbytes || (mp.have[1] && need[1] != mp.t[1].nbytes)) {
+        if (need[0] != mp.t[0].nbytes || (mp.have[1] && need[1] != mp.t[1].nbytes) ||
+            (mp.have[2] && need[1] != mp.t[2].nbytes)) {
             tq_fail(e, TQ_EDATA, "%s: %s sizes do not match their shapes", path, full);
             goto out;
         }
+        /* kernels load elements in place: each part must start on its element size */
+        const rt_emat *em_k = em[k];
+        int parts[4] = {0, 1, 2, 5};
+        for (int i = 0; i < 4; i++)
+            if (mp.have[parts[i]] && em_k->off[i] % tq_dtype_size(mp.t[parts[i]].dt)) {
+                tq_fail(e, TQ_EUNSUP, "%s: %s.%s at block offset %llu is not aligned to its %s elements", path,
+                        full, part_suffix[parts[i]], (unsigned long long)em_k->off[i],
+                        tq_dtype_name(mp.t[parts[i]].dt));
+                goto out;
+            }
         note_kind(r, &em[k]->t);
     }
     L->src.data_start = h.data_start;

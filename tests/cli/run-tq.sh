@@ -1,0 +1,33 @@
+# tq-run on tq-convert output: streamed split == resident == unsplit, identical for any
+# --threads; and the TurboQuant kernels (rotated activations) agree with the model that
+# tq-convert --dequantize writes (rotation undone, f32) to 1e-4 relative, same greedy tokens.
+set -eu
+tq-mkmodel --arch qwen3_moe --size tiny --seed 5 --shared-expert m >/dev/null
+tq-convert --quiet --bits 3 --group-size 64 m q
+tq-split --quiet q qs
+tq-run q --tokens 1,2,3 --max-tokens 6 --threads 1 --quiet --logits q1.f32 > q.txt
+for t in 2 7; do
+  tq-run q --tokens 1,2,3 --max-tokens 6 --threads $t --quiet --logits q$t.f32 >/dev/null
+  cmp q1.f32 q$t.f32
+done
+for budget in 1 100K 1G; do
+  tq-run qs --tokens 1,2,3 --max-tokens 6 --cache-budget $budget --io-threads 2 --check-blocks --quiet --logits s.f32 > s.txt
+  cmp q1.f32 s.f32
+  cmp q.txt s.txt
+done
+tq-run qs --tokens 1,2,3 --max-tokens 6 --resident --quiet --logits r.f32 >/dev/null
+cmp q1.f32 r.f32
+tq-convert --quiet --dequantize --dtype f32 q dq
+tq-run dq --tokens 1,2,3 --max-tokens 6 --quiet --logits dq.f32 > dq.txt
+cmp q.txt dq.txt
+python3 - <<'PY'
+import array
+q = array.array("f", open("q1.f32", "rb").read())
+d = array.array("f", open("dq.f32", "rb").read())
+V = 512
+assert len(q) == len(d) == 6 * V
+for s in range(6):
+    a, b = q[s * V:(s + 1) * V], d[s * V:(s + 1) * V]
+    rel = max(abs(x - y) for x, y in zip(a, b)) / max(abs(y) for y in b)
+    assert 0 < rel <= 1e-4, (s, rel)
+PY
