@@ -34,7 +34,8 @@ static void usage(void)
            "  --quiet               no progress output\n"
            "  --help, --version\n"
            "\n"
-           "Exit status: 0 success, 1 I/O error or non-empty OUTPUT_DIR, 2 bad usage.\n"
+           "OUTPUT_DIR must be new, empty or an earlier tq-mkmodel output (replaced).\n"
+           "Exit status: 0 success, 1 I/O error or foreign files in OUTPUT_DIR, 2 bad usage.\n"
            "See tq-mkmodel(1) for the weight recipe.\n");
 }
 

@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define BLOCK_FLOATS (64u * 1024u) /* values per work item: bounded memory per thread */
 #define MAX_THREADS 64
@@ -282,7 +284,31 @@ static int generate(const char *dir, const tq_mk_opts *o, tq_mk_plan *p, tq_err 
     return tq_model_writer_finish(j.w, e);
 }
 
-static int check_outdir(const char *dir, tq_err *e)
+/* 1 for a name tq-mkmodel writes, 2 for a partial file of one (left by an interrupted run),
+ * 0 otherwise. */
+static int own_name(const char *s)
+{
+    static const char *const fixed[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                        "model.safetensors", "model.safetensors.index.json"};
+    static const char shard[] = "model-#####-of-#####.safetensors";
+    const char *partial = strstr(s, ".partial-");
+    size_t n = partial ? (size_t)(partial - s) : strlen(s);
+    int kind = partial ? 2 : 1;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (strlen(fixed[i]) == n && !strncmp(s, fixed[i], n))
+            return kind;
+    if (n != sizeof shard - 1)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (shard[i] == '#' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shard[i])
+            return 0;
+    return kind;
+}
+
+/* OUTPUT_DIR may be new, empty, or hold an earlier tq-mkmodel output, which is replaced
+ * (stale partial files removed; the model writer removes shards it does not rewrite).
+ * Anything else in it is left alone and refused. */
+static int prepare_outdir(const char *dir, tq_err *e)
 {
     DIR *d = opendir(dir);
     if (!d) {
@@ -291,14 +317,42 @@ static int check_outdir(const char *dir, tq_err *e)
         return tq_fail(e, TQ_EIO, "%s: %s", dir, strerror(errno));
     }
     struct dirent *de;
-    int empty = 1;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-            empty = 0;
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char *p = tq_path_join(dir, de->d_name, e);
+        struct stat st;
+        if (!p)
+            rc = -1;
+        else if (!own_name(de->d_name) || lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            rc = tq_fail(e, TQ_EEXIST, "%s: output directory holds '%s', which tq-mkmodel does not write; "
+                         "use a new or empty directory", dir, de->d_name);
+        free(p);
+    }
     closedir(d);
-    if (!empty)
-        return tq_fail(e, TQ_EEXIST, "%s: output directory exists and is not empty", dir);
-    return 0;
+    if (rc)
+        return -1;
+    char **names;
+    size_t n;
+    if (tq_list_dir(dir, &names, &n, e))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        char *p = own_name(names[i]) == 2 ? tq_path_join(dir, names[i], NULL) : NULL;
+        if (p && unlink(p) != 0 && errno != ENOENT)
+            rc = tq_fail(e, TQ_EIO, "%s: cannot remove stale partial file: %s", p, strerror(errno));
+        free(p);
+    }
+    tq_free_strv(names, n);
+    return rc;
+}
+
+static int remove_if_present(const char *dir, const char *name, tq_err *e)
+{
+    char *p = tq_path_join(dir, name, e);
+    int rc = !p ? -1 : unlink(p) != 0 && errno != ENOENT ? tq_fail(e, TQ_EIO, "%s: %s", p, strerror(errno)) : 0;
+    free(p);
+    return rc;
 }
 
 static int write_json(const char *dir, const char *name, cJSON *j, tq_err *e)
@@ -366,8 +420,10 @@ int tq_mkmodel(const char *dir, const tq_mk_opts *o, tq_err *e)
     if (tq_mk_plan_build(&p, o, e))
         return -1;
     cJSON *cfg = NULL;
-    int rc = check_outdir(dir, e) || generate(dir, o, &p, e) || tq_mk_config(o, &cfg, e) ||
+    int rc = prepare_outdir(dir, e) || generate(dir, o, &p, e) || tq_mk_config(o, &cfg, e) ||
              write_json(dir, "config.json", cfg, e);
+    if (!rc && o->arch == TQ_MK_NGRAM) /* an earlier model output's tokenizer is not ours now */
+        rc = remove_if_present(dir, "tokenizer.json", e) || remove_if_present(dir, "tokenizer_config.json", e);
     if (!rc && o->arch != TQ_MK_NGRAM) {
         cJSON *t = NULL;
         rc = tokenizer_config(o, &t, e) || write_json(dir, "tokenizer_config.json", t, e) ||

@@ -108,9 +108,11 @@ void tq_mk_plan_free(tq_mk_plan *p);
 /* config.json of the model (caller frees with cJSON_Delete). */
 int tq_mk_config(const tq_mk_opts *o, struct cJSON **out, tq_err *e);
 
-/* Write the model directory DIR (created; must not exist or be empty): weights (sharded
- * per shard_size), config.json, tokenizer_config.json. For ngram: DIR/model.safetensors
- * and config.json. On failure nothing is left under a final weight-file name. */
+/* Write the model directory DIR: weights (sharded per shard_size), config.json,
+ * tokenizer_config.json, tokenizer.json; for ngram DIR/model.safetensors and config.json.
+ * DIR is created, or must be empty or hold only an earlier tq-mkmodel output (replaced in
+ * place, partial files of an interrupted run removed); anything else: TQ_EEXIST.
+ * On failure nothing is left under a final weight-file name. */
 int tq_mkmodel(const char *dir, const tq_mk_opts *o, tq_err *e);
 
 #endif

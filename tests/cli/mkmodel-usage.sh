@@ -21,7 +21,7 @@ expect 2 "unknown option" --frobnicate o
 expect 2 "too many arguments" a b
 [ ! -e o ] || fail "a usage error created the output directory"
 mkdir full && echo keep > full/file
-expect 1 "not empty" full
+expect 1 "holds 'file', which tq-mkmodel does not write" full
 [ "$(cat full/file)" = keep ] && [ "$(ls full)" = file ] || fail "non-empty directory was modified"
 tq-mkmodel --help | grep -q "Usage: tq-mkmodel" || fail "--help"
 tq-mkmodel --version | grep -q "^tq-mkmodel (tq) " || fail "--version"

@@ -88,9 +88,23 @@ static void test_determinism(void)
     CHECK(!file_equal(tdir("det-a"), tdir("det-d"), "model-00001-of-00007.safetensors"));
     CHECK(!file_equal(tdir("det-a"), tdir("det-d"), "model-00007-of-00007.safetensors"));
     CHECK(file_equal(tdir("det-a"), tdir("det-d"), "tokenizer.json"));
-    /* refuses a non-empty output directory, leaves it alone */
-    CHECK(tq_mkmodel(tdir("det-a"), &o, &err) != 0 && err.code == TQ_EEXIST);
+    /* an earlier output is replaced in place: stale partial files go, other shard counts go */
+    tq_write_file_atomic(tdir("det-a/model-00002-of-00007.safetensors.partial-Xy12ab"), "x", 1, &err);
+    CHECK_OK(tq_mkmodel(tdir("det-a"), &o, &err)); /* seed 12 now */
+    CHECK(dirs_equal(tdir("det-a"), tdir("det-d")));
+    o.seed = 11;
+    o.shard_size = 5000000000ull;
+    CHECK_OK(tq_mkmodel(tdir("det-a"), &o, &err));
+    CHECK(tq_exists(tdir("det-a/model.safetensors")) && !tq_exists(tdir("det-a/model-00001-of-00007.safetensors")));
+    o.shard_size = 300000;
+    CHECK_OK(tq_mkmodel(tdir("det-a"), &o, &err));
     CHECK(dirs_equal(tdir("det-a"), tdir("det-b")));
+    /* a directory holding anything else is refused and left alone */
+    tq_write_file_atomic(tdir("det-b/notes.txt"), "mine", 4, &err);
+    o.seed = 12;
+    CHECK(tq_mkmodel(tdir("det-b"), &o, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, "notes.txt"));
+    CHECK(tq_exists(tdir("det-b/notes.txt")));
+    CHECK(file_equal(tdir("det-a"), tdir("det-b"), "model-00001-of-00007.safetensors"));
 }
 
 static const tq_model_tensor *expect(const tq_model *m, const char *name, tq_dtype dt, int ndim,
