@@ -28,6 +28,16 @@ tq-mkmodel --version | grep -q "^tq-mkmodel (tq) " || fail "--version"
 tq-mkmodel --json --quiet --arch llama j > report.json 2>err || fail "--json run failed"
 [ ! -s err ] || fail "stderr not empty with --quiet: $(cat err)"
 grep -q '"tensors": 21' report.json || fail "json report: $(cat report.json)"
+# explicit dimensions override the preset wherever --size stands
+tq-mkmodel --layers 1 --hidden 64 --intermediate 96 --moe-intermediate 32 --experts 3 --top-k 1 \
+  --heads 2 --kv-heads 1 --head-dim 16 --vocab 100 --size 8g --quiet ov || fail "override run"
+sed 's/,$//' ov/config.json > cfg
+for kv in '"num_hidden_layers": 1' '"hidden_size": 64' '"intermediate_size": 96' \
+          '"moe_intermediate_size": 32' '"num_experts": 3' '"num_experts_per_tok": 1' \
+          '"num_attention_heads": 2' '"num_key_value_heads": 1' '"head_dim": 16' '"vocab_size": 100'; do
+  grep -qxF "  $kv" cfg || fail "config.json lacks $kv"
+done
+[ "$(wc -c < ov/model.safetensors)" -lt 200000 ] || fail "the 8g preset was not overridden"
 # a write failure (file size limit, as on a full disk) exits 1 and leaves no weight file
 (ulimit -f 1000; tq-mkmodel --quiet small) 2>err; rc=$?
 [ "$rc" = 1 ] || fail "write failure: exit $rc"

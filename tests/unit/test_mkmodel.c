@@ -176,6 +176,16 @@ static void test_shapes_llama_qwen3(void)
         CHECK(c && !strcmp(cJSON_GetObjectItem(c, "model_type")->valuestring, a ? "qwen3" : "llama"));
         CHECK(c && cJSON_GetObjectItem(c, "intermediate_size")->valuedouble == 192);
         CHECK(c && cJSON_GetObjectItem(c, "head_dim")->valuedouble == 48);
+        CHECK(c && cJSON_GetObjectItem(c, "hidden_size")->valuedouble == 128);
+        CHECK(c && cJSON_GetObjectItem(c, "num_hidden_layers")->valuedouble == 2);
+        CHECK(c && cJSON_GetObjectItem(c, "num_attention_heads")->valuedouble == 4);
+        CHECK(c && cJSON_GetObjectItem(c, "num_key_value_heads")->valuedouble == 2);
+        CHECK(c && cJSON_GetObjectItem(c, "vocab_size")->valuedouble == 320);
+        CHECK(c && cJSON_GetObjectItem(c, "rope_theta")->valuedouble == (a ? 1e6 : 5e5));
+        CHECK(c && cJSON_GetObjectItem(c, "rms_norm_eps")->valuedouble == (a ? 1e-6 : 1e-5));
+        CHECK(c && cJSON_GetObjectItem(c, "max_position_embeddings")->valuedouble > 0);
+        CHECK(c && !strcmp(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "architectures"), 0)->valuestring,
+                           a ? "Qwen3ForCausalLM" : "LlamaForCausalLM"));
         CHECK(c && !strcmp(cJSON_GetObjectItem(c, "torch_dtype")->valuestring, a ? "float16" : "float32"));
         CHECK(c && cJSON_IsFalse(cJSON_GetObjectItem(c, "tie_word_embeddings")));
         CHECK(tq_exists(tdir(a ? "shape-qwen3/tokenizer_config.json" : "shape-llama/tokenizer_config.json")));
