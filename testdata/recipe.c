@@ -2,6 +2,7 @@
  * property draws from its own stream of the tensor's key so that, e.g., the tail mask
  * does not correlate with the Gaussian bulk. */
 #include "testdata/testdata.h"
+#include "testdata/mk_rng_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -63,26 +64,30 @@ double tq_mk_matrix_row_scale(const tq_mk_matrix *m, uint64_t row)
     return tq_mk_exp(TQ_MK_ROW_SIGMA * tq_mk_gauss(m->key ^ STREAM_ROW, row));
 }
 
-int tq_mk_matrix_is_tail(const tq_mk_matrix *m, uint64_t row, uint64_t col)
+static inline int is_tail(uint64_t tail_stream, uint64_t i)
 {
-    uint64_t i = row * m->cols + col;
-    return tq_mk_mix64((m->key ^ STREAM_TAIL) + i * 0xD6E8FEB86659FD93ull) < TQ_MK_TAIL_THRESHOLD;
+    return mk_mix64(tail_stream + i * 0xD6E8FEB86659FD93ull) < TQ_MK_TAIL_THRESHOLD;
 }
 
-static inline float recipe_value(const tq_mk_matrix *m, double rs, uint64_t row, uint64_t c,
-                                 double z)
+int tq_mk_matrix_is_tail(const tq_mk_matrix *m, uint64_t row, uint64_t col)
+{
+    return is_tail(m->key ^ STREAM_TAIL, row * m->cols + col);
+}
+
+static inline float recipe_value(const tq_mk_matrix *m, double rs, uint64_t tail_stream,
+                                 uint64_t i, uint64_t c, double z)
 {
     double w = rs * z;
     if (m->is_outlier[c])
         w *= TQ_MK_OUTLIER_MUL;
-    if (tq_mk_matrix_is_tail(m, row, c))
+    if (is_tail(tail_stream, i))
         w *= TQ_MK_TAIL_MUL;
     return (float)w;
 }
 
 void tq_mk_matrix_rows(const tq_mk_matrix *m, uint64_t row0, uint64_t n, float *out)
 {
-    uint64_t bulk = m->key ^ STREAM_BULK;
+    uint64_t bulk = m->key ^ STREAM_BULK, tail = m->key ^ STREAM_TAIL;
     for (uint64_t r = 0; r < n; r++) {
         uint64_t row = row0 + r;
         double rs = tq_mk_matrix_row_scale(m, row) * m->inv_sqrt_cols;
@@ -91,16 +96,16 @@ void tq_mk_matrix_rows(const tq_mk_matrix *m, uint64_t row0, uint64_t n, float *
         for (uint64_t c = 0; c < m->cols;) {
             uint64_t i = i0 + c;
             double z0, z1;
-            tq_mk_gauss_pair(bulk, i >> 1, &z0, &z1);
+            mk_gauss_pair(bulk, i >> 1, &z0, &z1);
             if (i & 1) { /* second half of a pair that straddles the row start */
-                o[c] = recipe_value(m, rs, row, c, z1);
+                o[c] = recipe_value(m, rs, tail, i, c, z1);
                 c++;
                 continue;
             }
-            o[c] = recipe_value(m, rs, row, c, z0);
+            o[c] = recipe_value(m, rs, tail, i, c, z0);
             c++;
             if (c < m->cols) {
-                o[c] = recipe_value(m, rs, row, c, z1);
+                o[c] = recipe_value(m, rs, tail, i + 1, c, z1);
                 c++;
             }
         }
