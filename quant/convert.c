@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -281,9 +282,16 @@ static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
     return 0;
 }
 
+static double cpu_now(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+}
+
 int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e)
 {
-    double t0 = tq_now();
+    double t0 = tq_now(), c0 = cpu_now();
     memset(r, 0, sizeof *r);
     r->threads = o->threads;
     if (check_opts(o, e))
@@ -336,6 +344,7 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
     if (fill_report(&plan, r, e))
         goto done;
     r->seconds = tq_now() - t0;
+    r->cpu_seconds = cpu_now() - c0;
     rc = 0;
 done:
     if (w)
@@ -382,6 +391,8 @@ struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_conver
     }
     cJSON_AddNumberToObject(j, "threads", r->threads);
     cJSON_AddNumberToObject(j, "seconds", r->seconds);
+    cJSON_AddNumberToObject(j, "cpu_seconds", r->cpu_seconds);
+    cJSON_AddNumberToObject(j, "quantized_mweights_per_cpu_s", r->cpu_seconds > 0 ? (double)r->q_params / r->cpu_seconds / 1e6 : 0);
     cJSON_AddNumberToObject(j, "params", (double)r->params);
     cJSON_AddNumberToObject(j, "bytes", (double)r->bytes);
     cJSON_AddNumberToObject(j, "input_bytes", (double)r->in_bytes);

@@ -2,6 +2,7 @@
  * in any order. Each job reads its rows with pread, computes, and writes a disjoint byte
  * range of the output; its error sums go to its own slot and are added up in job order. */
 #include "quant/convert_internal.h"
+#include "quant/quant_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -77,19 +78,22 @@ static int job_quant(cv_worker *wk, cv_job *j, tq_err *e)
     size_t words = tq_packed_words(in, it->bits), ng = in / it->group;
     void *src = grow(&wk->in, rows * in * isz, e);
     float *f = src ? grow(&wk->f32, in * sizeof(float), e) : NULL;
-    void *scr = f ? grow(&wk->scratch, tq_row_scratch_bytes(in), e) : NULL;
+    void *scr = f ? grow(&wk->scratch, in, e) : NULL;
     uint32_t *pk = scr ? grow(&wk->words, rows * words * 4, e) : NULL;
     uint16_t *sc = pk ? grow(&wk->scales, rows * ng * 2, e) : NULL;
     if (!sc || tq_model_read(pt->src, (pt->src_off + j->first * in) * isz, src, rows * in * isz, e))
         return -1;
-    tq_qspec q = {it->cb, it->scale_method, it->group, it->block, it->signs};
     double e2 = 0, s2 = 0;
+    uint8_t *idx = (uint8_t *)scr;
     for (size_t r = 0; r < rows; r++) {
         double a, b;
-        if (tq_to_f32(it->src_dtype, (const char *)src + r * in * isz, f, in, e))
-            return -1;
-        if (tq_quantize_row(&q, f, in, scr, pk + r * words, sc + r * ng, &a, &b, e))
+        /* tq_quantize_row, with the dtype conversion fused into the sign multiplication */
+        tq_q_load_signed(it->src_dtype, (const char *)src + r * in * isz, it->signs, in, f);
+        if (tq_hadamard(f, in, it->block, 0))
+            return tq_fail(e, TQ_EUSAGE, "tensor '%s': bad Hadamard block", it->source);
+        if (tq_quantize_groups(it->cb, it->scale_method, it->group, f, in, idx, sc + r * ng, &a, &b, e))
             return tq_err_prefix(e, "tensor '%s' row %llu", it->source, (unsigned long long)(j->first + r));
+        tq_pack(idx, in, it->bits, pk + r * words);
         e2 += a;
         s2 += b;
     }

@@ -226,6 +226,15 @@ int tq_hadamard(float *x, size_t n, size_t b, int inverse)
     return 0;
 }
 
+static void mul_signs(float *x, const float *signs, size_t n)
+{
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        tq_st8(x + j, tq_ld8(x + j) * tq_ld8(signs + j));
+    for (; j < n; j++)
+        x[j] *= signs[j];
+}
+
 int tq_rotate(float *x, size_t n, const float *signs, size_t b)
 {
     int m;
@@ -233,8 +242,7 @@ int tq_rotate(float *x, size_t n, const float *signs, size_t b)
     if (b == 0 || n % b || tq_hadamard_split(b, &m, &N))
         return -1;
     if (signs)
-        for (size_t j = 0; j < n; j++)
-            x[j] *= signs[j];
+        mul_signs(x, signs, n);
     return tq_hadamard(x, n, b, 0);
 }
 
@@ -243,7 +251,6 @@ int tq_unrotate(float *x, size_t n, const float *signs, size_t b)
     if (tq_hadamard(x, n, b, 1))
         return -1;
     if (signs)
-        for (size_t j = 0; j < n; j++)
-            x[j] *= signs[j];
+        mul_signs(x, signs, n);
     return 0;
 }

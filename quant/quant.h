@@ -141,7 +141,8 @@ typedef struct tq_convert_report {
     uint64_t in_bytes;               /* input tensor bytes */
     double bpw_quantized, bpw_total; /* bits per weight */
     double rel_mse;                  /* over all quantized modules together */
-    double seconds;
+    double seconds;                  /* wall */
+    double cpu_seconds;              /* user + system, all threads */
     int threads;
 } tq_convert_report;
 

@@ -83,4 +83,8 @@ TQ_INLINE tq_v8f tq_ld8(const float *p)
 #define TQ_CLONES
 #endif
 
+/* dst[i] = f32(src[i]) * signs[i] for src of tq_dtype BF16, F16, F32 or F64 (the first
+ * step of rotating a weight row, fused with the dtype conversion). */
+void tq_q_load_signed(int dtype, const void *src, const float *signs, size_t n, float *dst);
+
 #endif

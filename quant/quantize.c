@@ -6,6 +6,7 @@
  * the file will store. */
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
+#include "formats/formats.h"
 
 #include <math.h>
 #include <string.h>
@@ -185,15 +186,31 @@ int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const fl
     return 0;
 }
 
+TQ_INLINE void pack_k(const uint8_t *idx, size_t n, const int bits, const size_t epw, uint32_t *out)
+{
+    size_t full = n / epw, wi = 0;
+    for (; wi < full; wi++) {
+        const uint8_t *q = idx + wi * epw;
+        uint32_t v = 0;
+        for (size_t j = 0; j < epw; j++)
+            v |= (uint32_t)q[j] << (j * (size_t)bits);
+        out[wi] = v;
+    }
+    if (full * epw < n) {
+        uint32_t v = 0;
+        for (size_t j = 0; full * epw + j < n; j++)
+            v |= (uint32_t)idx[full * epw + j] << (j * (size_t)bits);
+        out[wi] = v;
+    }
+}
+
 void tq_pack(const uint8_t *idx, size_t n, int bits, uint32_t *out)
 {
-    size_t epw = tq_epw(bits), words = tq_packed_words(n, bits);
-    for (size_t wi = 0; wi < words; wi++) {
-        uint32_t v = 0;
-        size_t base = wi * epw;
-        for (size_t j = 0; j < epw && base + j < n; j++)
-            v |= (uint32_t)idx[base + j] << (j * (size_t)bits);
-        out[wi] = v;
+    switch (bits) { /* constant epw per case: the inner loop unrolls */
+    case 1: pack_k(idx, n, 1, 32, out); break;
+    case 2: pack_k(idx, n, 2, 16, out); break;
+    case 3: pack_k(idx, n, 3, 10, out); break;
+    default: pack_k(idx, n, 4, 8, out); break;
     }
 }
 
@@ -216,13 +233,50 @@ void tq_dequantize_row(const uint32_t *packed, const uint16_t *scales, const flo
     }
 }
 
+TQ_CLONES
+void tq_q_load_signed(int dtype, const void *src, const float *signs, size_t n, float *dst)
+{
+    const unsigned char *p = src;
+    if (dtype == TQ_DT_BF16) { /* bf16 is the top half of an f32 */
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            uint32_t x = (uint32_t)h << 16;
+            float f;
+            memcpy(&f, &x, 4);
+            dst[i] = f * signs[i];
+        }
+    } else if (dtype == TQ_DT_F16) {
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            dst[i] = tq_q_f32(h) * signs[i];
+        }
+    } else if (dtype == TQ_DT_F64) {
+        for (size_t i = 0; i < n; i++) {
+            double d;
+            memcpy(&d, p + 8 * i, 8);
+            dst[i] = (float)d * signs[i];
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, p + 4 * i, 4);
+            dst[i] = f * signs[i];
+        }
+    }
+}
+
 int tq_quantize_row(const tq_qspec *q, const float *w, size_t n, void *scratch, uint32_t *packed,
                     uint16_t *scales, double *err2, double *sum2, tq_err *e)
 {
     float *x = scratch;
     uint8_t *idx = (uint8_t *)(x + n);
-    memcpy(x, w, n * sizeof *x);
-    if (tq_rotate(x, n, q->signs, q->block))
+    if (q->signs)
+        tq_q_load_signed(TQ_DT_F32, w, q->signs, n, x);
+    else
+        memcpy(x, w, n * sizeof *x);
+    if (tq_hadamard(x, n, q->block, 0))
         return tq_fail(e, TQ_EUSAGE, "quantize: Hadamard block %zu is not valid for a row of %zu", q->block, n);
     if (tq_quantize_groups(q->cb, q->method, q->group, x, n, idx, scales, err2, sum2, e))
         return -1;
