@@ -93,6 +93,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tq-convert: out of memory\n");
         return 1;
     }
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case O_BITS:
@@ -174,7 +175,7 @@ int main(int argc, char **argv)
         case O_QUIET: o.quiet = 1; break;
         case O_HELP: usage(stdout); rc = 0; goto out;
         case O_VERSION: tq_cli_version(); rc = 0; goto out;
-        default: tq_cli_usage_error("unknown option"); goto out;
+        default: tq_cli_usage_error("unknown option or missing value: '%s'", argv[optind - 1]); goto out;
         }
     }
     if (deq && noq) {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tq-convert: (1) quantization rate per thread at 3 bits (--threads 1 on a mid-size dense
+# model held in the page cache; both per wall second and per CPU second, lsq and rms);
+# (2) end to end on the 8 GB generated bf16 MoE with 2 threads, as a ratio to `cat` of the
+# input read cold in the same run (target <= 2x), and peak RSS (target <= 512 MiB).
+# TQ_BENCH_SIZE=tiny runs both parts on tiny models in a few seconds.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
+TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
+mkdir -p "$TQ_BENCH_DIR"
+[ -x "$BIN/tq-convert" ] && [ -x "$BIN/tq-mkmodel" ] || { echo "convert: skipped (needs tq-convert, tq-mkmodel)"; exit 0; }
+tiny=0; [ "${TQ_BENCH_SIZE:-}" = tiny ] && tiny=1
+jget() { sed -n "s/^  \"$1\": \\([0-9.e+-]*\\),*$/\\1/p" "$2"; }
+
+# (1) per-thread rate
+R=$TQ_BENCH_DIR/convert-rate-in
+if [ $tiny = 1 ]; then rate_args=(--arch llama --size tiny); else
+  rate_args=(--arch llama --layers 2 --hidden 2048 --intermediate 5632 --heads 16 --kv-heads 4 --vocab 4096); fi
+rm -rf "$R"
+"$BIN/tq-mkmodel" --quiet --seed 2 "${rate_args[@]}" "$R"
+cat "$R"/*.safetensors > /dev/null # warm: this part measures compute
+for s in lsq rms; do
+  O=$TQ_BENCH_DIR/convert-rate-out
+  rm -rf "$O"
+  "$BIN/tq-convert" --json --threads 1 --bits 3 --scale $s "$R" "$O" > "$TQ_BENCH_DIR/convert-rate.json"
+  J=$TQ_BENCH_DIR/convert-rate.json
+  printf 'convert: 3-bit g64 --scale %s, 1 thread: %.1f M weights/s wall, %.1f M weights/s per CPU second (%s weights, rel MSE %.5f)\n' \
+    $s "$(jget quantized_mweights_per_s "$J")" "$(jget quantized_mweights_per_cpu_s "$J")" \
+    "$(jget quantized_params "$J")" "$(jget rel_mse "$J")"
+  rm -rf "$O"
+done
+rm -rf "$R" "$TQ_BENCH_DIR/convert-rate.json"
+
+# (2) end to end against cat
+if [ $tiny = 1 ]; then
+  M=$TQ_BENCH_DIR/convert-tiny-moe; rm -rf "$M"; "$BIN/tq-mkmodel" --quiet --arch qwen3_moe --size tiny --seed 1 "$M"
+else
+  M=$(big_moe)
+fi
+O=$TQ_BENCH_DIR/convert-e2e-out
+rm -rf "$O"
+drop_caches
+timed sh -c 'cat "$@" > /dev/null' cat "$M"/*.safetensors
+t_cat=$T
+drop_caches
+timed "$BIN/tq-convert" --quiet --threads 2 "$M" "$O"
+t_cv=$T rss=$RSS
+bytes=$(cat "$M"/*.safetensors | wc -c)
+out=$(cat "$O"/*.safetensors | wc -c)
+rm -rf "$O"
+[ $tiny = 1 ] && rm -rf "$M"
+echo "convert: $M: $bytes bytes -> $out bytes; tq-convert --threads 2 $(printf '%.3f' "$t_cv") s, cat $(printf '%.3f' "$t_cat") s"
+echo "convert: time ratio tq-convert/cat = $(ratio "$t_cv" "$t_cat") (target <= 2); peak RSS ${rss} KiB (target <= 524288)"
