@@ -115,51 +115,89 @@ static float dot_f16(const uint16_t *w, const float *x, uint64_t n)
     return lanes_sum(a);
 }
 
-/* ---- TurboQuant rows: per group Σ codebook[idx]·x_rot in index order, times the scale,
- * accumulated over groups in order. x is the rotated activation. */
-static float row_tq(const rt_linear *l, uint64_t r, const float *xr, const float *cb)
+/* ---- quantized rows: unpack the row's indices (LSB first, epw per u32) into floats —
+ * codebook values for TurboQuant, the integers q for affine — then per group an 8-lane dot
+ * product with the activation, and the groups accumulated in order. */
+/* Unpacking goes through a table of index pairs (or quadruples): chunks of PER indices
+ * (PER·BITS bits) map to PER ready floats, so whole words cost a few loads and stores. */
+typedef struct rt_lut {
+    uint32_t bits, per;
+    float v[1024];
+} rt_lut;
+
+static void lut_build(rt_lut *t, uint32_t bits, const float *cb)
 {
-    const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
-    const uint32_t bits = (uint32_t)l->bits, mask = (1u << bits) - 1, epw = 32 / bits;
-    float acc = 0;
-    uint64_t j = 0, wi = 0;
-    uint32_t word = 0, left = 0;
-    for (uint64_t g = 0; g < l->ngroups; g++) {
-        float s = 0;
-        for (uint64_t k = 0; k < l->group; k++, j++) {
-            if (left == 0) {
-                word = w[wi++];
-                left = epw;
-            }
-            s += cb[word & mask] * xr[j];
-            word >>= bits;
-            left--;
-        }
-        acc += s * rt_load_f(l->sdt, l->scales, r * l->ngroups + g);
+    t->bits = bits;
+    t->per = bits == 2 ? 4 : bits <= 4 ? 2 : 1;
+    uint32_t cbits = bits * t->per, n = 1u << cbits, mask = (1u << bits) - 1;
+    if (cbits > 8 || (bits != 2 && bits != 3 && bits != 4 && bits != 8)) {
+        t->per = 0; /* generic path */
+        return;
     }
+    for (uint32_t c = 0; c < n; c++)
+        for (uint32_t k = 0; k < t->per; k++) {
+            uint32_t q = (c >> (k * bits)) & mask;
+            t->v[c * t->per + k] = cb ? cb[q] : (float)q;
+        }
+}
+
+#define UNPACK_WORDS(BITS, PER)                                                   \
+    do {                                                                          \
+        enum { EPW = 32 / (BITS), CH = EPW / (PER), CB = (BITS) * (PER) };        \
+        const uint32_t M = (1u << CB) - 1;                                        \
+        for (; j + EPW <= cols; j += EPW) {                                       \
+            uint32_t word = *w++;                                                 \
+            _Pragma("GCC unroll 16")                                              \
+            for (int q = 0; q < CH; q++)                                          \
+                memcpy(out + j + q * (PER), t->v + ((word >> (q * CB)) & M) * (PER), \
+                       (PER) * sizeof(float));                                    \
+        }                                                                         \
+    } while (0)
+
+static void unpack_row(const uint32_t *w, uint64_t cols, const rt_lut *t, const float *cb, float *out)
+{
+    uint64_t j = 0;
+    const uint32_t bits = t->bits;
+    if (t->per) {
+        switch (bits) {
+        case 2: UNPACK_WORDS(2, 4); break;
+        case 3: UNPACK_WORDS(3, 2); break;
+        case 4: UNPACK_WORDS(4, 2); break;
+        case 8: UNPACK_WORDS(8, 1); break;
+        default: break;
+        }
+    }
+    const uint32_t epw = 32 / bits, mask = (1u << bits) - 1;
+    while (j < cols) {
+        uint32_t word = *w++;
+        uint32_t n = cols - j < epw ? (uint32_t)(cols - j) : epw;
+        for (uint32_t k = 0; k < n; k++)
+            out[j + k] = cb ? cb[(word >> (k * bits)) & mask] : (float)((word >> (k * bits)) & mask);
+        j += n;
+    }
+}
+
+/* TurboQuant: Σ_g scale_g · Σ_{j in g} codebook[idx_j] · x_rot[j] */
+static float row_tq(const rt_linear *l, uint64_t r, const float *xr, const float *cb, const rt_lut *t,
+                    float *wv)
+{
+    unpack_row((const uint32_t *)l->w + r * l->wpr, l->cols, t, cb, wv);
+    float acc = 0;
+    for (uint64_t g = 0; g < l->ngroups; g++)
+        acc += dot_f32(wv + g * l->group, xr + g * l->group, l->group) *
+               rt_load_f(l->sdt, l->scales, r * l->ngroups + g);
     return acc;
 }
 
-/* ---- MLX affine rows: w = scale·q + bias per group; Σ_g scale·Σq·x + bias·Σx. */
-static float row_affine(const rt_linear *l, uint64_t r, const float *x, const float *gsum)
+/* MLX affine: w = scale·q + bias per group, so Σ_g scale_g·Σ q·x + bias_g·Σ x. */
+static float row_affine(const rt_linear *l, uint64_t r, const float *x, const float *gsum, const rt_lut *t,
+                        float *wv)
 {
-    const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
-    const uint32_t bits = (uint32_t)l->bits, mask = (1u << bits) - 1, epw = 32 / bits;
+    unpack_row((const uint32_t *)l->w + r * l->wpr, l->cols, t, NULL, wv);
     float acc = 0;
-    uint64_t j = 0, wi = 0;
-    uint32_t word = 0, left = 0;
     for (uint64_t g = 0; g < l->ngroups; g++) {
-        float s = 0;
-        for (uint64_t k = 0; k < l->group; k++, j++) {
-            if (left == 0) {
-                word = w[wi++];
-                left = epw;
-            }
-            s += (float)(word & mask) * x[j];
-            word >>= bits;
-            left--;
-        }
         uint64_t gi = r * l->ngroups + g;
+        float s = dot_f32(wv + g * l->group, x + g * l->group, l->group);
         acc += rt_load_f(l->sdt, l->scales, gi) * s + rt_load_f(l->zdt, l->biases, gi) * gsum[g];
     }
     return acc;
@@ -169,19 +207,26 @@ struct mv_ctx {
     const rt_linear *l;
     const float *x;   /* activation (rotated for TQ) */
     const float *aux; /* TQ: codebook as f32; affine: per-group sums of x */
+    const rt_lut *lut;
     float *y;
+    int nomem;
 };
 
 static void mv_task(void *vctx, uint64_t b, uint64_t en)
 {
     struct mv_ctx *c = vctx;
     const rt_linear *l = c->l;
+    float *wv = NULL;
+    if (l->kind != RT_DENSE && !(wv = malloc(l->cols * sizeof *wv))) {
+        c->nomem = 1; /* benign race: every writer stores 1 */
+        return;
+    }
     for (uint64_t r = b; r < en; r++) {
         float v;
         if (l->kind == RT_TQ)
-            v = row_tq(l, r, c->x, c->aux);
+            v = row_tq(l, r, c->x, c->aux, c->lut, wv);
         else if (l->kind == RT_AFFINE)
-            v = row_affine(l, r, c->x, c->aux);
+            v = row_affine(l, r, c->x, c->aux, c->lut, wv);
         else if (l->wdt == TQ_DT_F32)
             v = dot_f32((const float *)l->w + r * l->cols, c->x, l->cols);
         else if (l->wdt == TQ_DT_BF16)
@@ -192,12 +237,15 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
             v += rt_load_f(l->biasdt, l->bias, r);
         c->y[r] = v;
     }
+    free(wv);
 }
 
 int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scratch *s, tq_err *e)
 {
     struct mv_ctx c = {.l = l, .x = x, .y = y};
     float cb[256];
+    rt_lut lut;
+    c.lut = &lut;
     if (l->kind == RT_TQ || l->kind == RT_AFFINE) {
         uint64_t need = l->kind == RT_TQ ? l->cols : l->ngroups;
         if (s->cap < need) {
@@ -221,6 +269,7 @@ int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scrat
                            (unsigned long long)l->cols);
         c.x = s->xr;
         c.aux = cb;
+        lut_build(&lut, (uint32_t)l->bits, cb);
     } else if (l->kind == RT_AFFINE) {
         for (uint64_t g = 0; g < l->ngroups; g++) {
             float sum = 0;
@@ -229,8 +278,11 @@ int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scrat
             s->xr[g] = sum;
         }
         c.aux = s->xr;
+        lut_build(&lut, (uint32_t)l->bits, NULL);
     }
     rt_pool_for(p, l->rows, mv_task, &c);
+    if (c.nomem)
+        return tq_fail(e, TQ_ENOMEM, "out of memory (a row of %llu weights)", (unsigned long long)l->cols);
     return 0;
 }
 

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-enum fx_kind { FX_F32, FX_BF16, FX_F16, FX_AFF4, FX_AFF8, FX_TQ3, FX_TQ4 };
+enum fx_kind { FX_F32, FX_BF16, FX_F16, FX_AFF4, FX_AFF8, FX_TQ3, FX_TQ4, FX_TQ2 };
 enum fx_arch { FX_LLAMA, FX_QWEN3, FX_QWEN3_MOE };
 
 typedef struct fx_cfg {
@@ -294,7 +294,7 @@ static inline dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, i
         return m;
     }
     /* TurboQuant */
-    int bits = k == FX_TQ3 ? 3 : 4, group = 32, epw = 32 / bits, wpr = (cols + epw - 1) / epw, ng = cols / group;
+    int bits = k == FX_TQ3 ? 3 : k == FX_TQ4 ? 4 : 2, group = 32, epw = 32 / bits, wpr = (cols + epw - 1) / epw, ng = cols / group;
     int ncb = 1 << bits;
     if (ex == 0 || !E) {
         snprintf(nm, sizeof nm, "%s.weight", name);
@@ -306,7 +306,7 @@ static inline dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, i
         snprintf(nm, sizeof nm, "%s.codebook", name);
         sl->cb = fx_add(f, nm, "F16", 1, (uint64_t)ncb, 0, 0, 2);
         for (int i = 0; i < ncb; i++)
-            ((uint16_t *)sl->cb)[i] = fx_f16(bits == 3 ? fx_cb3[i] : (float)((i - 7.5) * 0.33));
+            ((uint16_t *)sl->cb)[i] = fx_f16(bits == 3 ? fx_cb3[i] : bits == 4 ? (float)((i - 7.5) * 0.33) : (float)((i - 1.5) * 0.9));
         snprintf(nm, sizeof nm, "%s.signs", name);
         sl->sg = fx_add(f, nm, "F16", 1, (uint64_t)cols, 0, 0, 2);
         for (int j = 0; j < cols; j++)
@@ -372,9 +372,9 @@ static inline int fx_write_config(const fx_cfg *c, const char *dir)
         fprintf(fp, ", \"shared_expert_intermediate_size\": %d", c->shared_inter);
     if (c->kind == FX_AFF4 || c->kind == FX_AFF8)
         fprintf(fp, ", \"quantization\": {\"group_size\": 32, \"bits\": %d}", c->kind == FX_AFF4 ? 4 : 8);
-    if (c->kind == FX_TQ3 || c->kind == FX_TQ4)
+    if (c->kind == FX_TQ3 || c->kind == FX_TQ4 || c->kind == FX_TQ2)
         fprintf(fp, ", \"quantization\": {\"mode\": \"turboquant\", \"group_size\": 32, \"bits\": %d}",
-                c->kind == FX_TQ3 ? 3 : 4);
+                c->kind == FX_TQ3 ? 3 : c->kind == FX_TQ4 ? 4 : 2);
     fprintf(fp, "}\n");
     return fclose(fp);
 }
@@ -391,7 +391,7 @@ static inline int fx_generate(const fx_cfg *c, const char *dir, fx_model *m)
     fx_file f = {0};
     fx_slot sl;
     int K = c->kind;
-    int aff = K == FX_AFF4 || K == FX_AFF8, tq = K == FX_TQ3 || K == FX_TQ4;
+    int aff = K == FX_AFF4 || K == FX_AFF8, tq = K == FX_TQ3 || K == FX_TQ4 || K == FX_TQ2;
     /* embeddings: affine models quantize them too (MLX), TQ keeps them float */
     memset(&sl, 0, sizeof sl);
     m->embed = fx_matrix(&f, "model.embed_tokens", aff ? K : K == FX_BF16 ? FX_BF16 : FX_F32, c->vocab, c->hidden,

@@ -125,6 +125,7 @@ static void naive_qwen3_bf16(void) { check_against_naive(base_cfg(FX_QWEN3, FX_B
 static void naive_qwen3_f16(void) { check_against_naive(base_cfg(FX_QWEN3, FX_F16), "qwen3-f16"); }
 static void naive_qwen3_aff8(void) { check_against_naive(base_cfg(FX_QWEN3, FX_AFF8), "qwen3-aff8"); }
 static void naive_qwen3_tq3(void) { check_against_naive(base_cfg(FX_QWEN3, FX_TQ3), "qwen3-tq3"); }
+static void naive_llama_tq2(void) { check_against_naive(base_cfg(FX_LLAMA, FX_TQ2), "llama-tq2"); }
 
 static void naive_moe_bf16_hf_shared(void)
 {
@@ -239,6 +240,7 @@ int main(void)
     RUN(naive_qwen3_f16);
     RUN(naive_qwen3_aff8);
     RUN(naive_qwen3_tq3);
+    RUN(naive_llama_tq2);
     RUN(naive_moe_bf16_hf_shared);
     RUN(naive_moe_tq3);
     RUN(naive_moe_aff4_nonorm);
