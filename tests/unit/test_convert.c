@@ -5,6 +5,7 @@
 #include "formats/formats.h"
 #include "quant/quant.h"
 #include "tests/unit/check.h"
+#include "tests/unit/gguf_writer.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -571,6 +572,65 @@ static void test_bad_inputs(void)
     CHECK(convert(in, out, &o, NULL, &err) == -1 && strstr(err.msg, "no TurboQuant modules"));
 }
 
+/* GGUF input (tensors presented as F32, experts already stacked 3-D): quantizing it gives
+ * the same module bytes as quantizing its plain safetensors conversion. */
+static void test_gguf_input(void)
+{
+    tq_err err;
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "qwen3moe");
+    gw_kv_u32(&w, "qwen3moe.block_count", 1);
+    gw_kv_u32(&w, "qwen3moe.embedding_length", 64);
+    gw_kv_u32(&w, "qwen3moe.attention.head_count", 4);
+    gw_kv_u32(&w, "qwen3moe.attention.head_count_kv", 2);
+    gw_kv_u32(&w, "qwen3moe.expert_count", 2);
+    gw_kv_u32(&w, "qwen3moe.expert_used_count", 1);
+    float *q = malloc(64 * 64 * 4);
+    uint16_t *ex = malloc(2 * 96 * 64 * 2);
+    for (int i = 0; i < 64 * 64; i++)
+        q[i] = value_of(100, (uint64_t)i);
+    for (int i = 0; i < 2 * 96 * 64; i++)
+        ex[i] = tq_f32_to_f16(value_of(101, (uint64_t)i));
+    uint64_t neq[2] = {64, 64}, nee[3] = {64, 96, 2};
+    gw_tensor_add(&w, "blk.0.attn_q.weight", 2, neq, 0 /* F32 */, q, 64 * 64 * 4);
+    gw_tensor_add(&w, "blk.0.ffn_gate_exps.weight", 3, nee, 1 /* F16 */, ex, 2 * 96 * 64 * 2);
+    char path[600];
+    snprintf(path, sizeof path, "%s/conv-model.gguf", t_tmpdir());
+    CHECK(gw_write(&w, path) == 0);
+    gw_free(&w);
+    free(q), free(ex);
+    const char *plain = tmp(1, "gplain"), *qa = tmp(2, "gqa"), *qb = tmp(3, "gqb");
+    rm_rf(plain), rm_rf(qa), rm_rf(qb);
+    tq_convert_opts o;
+    default_opts(&o, 2);
+    CHECK_OK(convert(path, qa, &o, NULL, &err));
+    tq_convert_opts p;
+    default_opts(&p, 1);
+    p.mode = TQ_CONVERT_PLAIN;
+    CHECK_OK(convert(path, plain, &p, NULL, &err));
+    CHECK_OK(convert(plain, qb, &o, NULL, &err));
+    tq_model *a, *b;
+    CHECK_OK(tq_model_open(&a, qa, &err));
+    CHECK_OK(tq_model_open(&b, qb, &err));
+    if (t_failed_here)
+        return;
+    static const char *names[] = {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.q_proj.scales",
+                                  "model.layers.0.mlp.switch_mlp.gate_proj.weight",
+                                  "model.layers.0.mlp.switch_mlp.gate_proj.scales",
+                                  "model.layers.0.mlp.switch_mlp.gate_proj.signs"};
+    for (int k = 0; k < 5; k++) {
+        void *x = NULL, *y = NULL;
+        const tq_tensor_info *xi, *yi;
+        CHECKF(read_tensor(a, names[k], &x, &xi) == 0 && read_tensor(b, names[k], &y, &yi) == 0, "%s", names[k]);
+        CHECKF(x && y && xi->nbytes == yi->nbytes && !memcmp(x, y, xi->nbytes), "%s", names[k]);
+        free(x), free(y);
+    }
+    const tq_model_tensor *t = tq_model_find(a, "model.layers.0.mlp.switch_mlp.gate_proj.weight");
+    CHECK(t && t->info.ndim == 3 && t->info.shape[0] == 2 && t->info.shape[1] == 96 && t->info.shape[2] == 7);
+    tq_model_close(a), tq_model_close(b);
+}
+
 int main(void)
 {
     RUN(test_layout_and_bytes);
@@ -578,5 +638,6 @@ int main(void)
     RUN(test_roundtrip_and_identity);
     RUN(test_overrides);
     RUN(test_bad_inputs);
+    RUN(test_gguf_input);
     TEST_MAIN_END();
 }

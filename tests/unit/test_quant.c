@@ -2,7 +2,9 @@
  * The reference side of every comparison is written here from REFERENCE §2-3 with plain
  * loops in double (O(n²) Hadamard from the Sylvester formula and the H_m tables), not by
  * calling the library. */
+#include "formats/formats.h"
 #include "quant/quant.h"
+#include "quant/quant_internal.h"
 #include "tests/unit/check.h"
 
 #include <stdint.h>
@@ -507,8 +509,29 @@ static void test_bad_values(void)
     CHECK(tq_quantize_groups(&cb, TQ_SCALE_LSQ, 48, w, 64, idx, sc, NULL, NULL, &err) == -1);
 }
 
+/* quant's inlined f16 conversions agree with formats' on every f16 and on a sweep of f32
+ * bit patterns (normals, subnormals, ties, overflow, NaN). */
+static void test_f16_conversions(void)
+{
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float a = tq_q_f32((uint16_t)h), b = tq_f16_to_f32((uint16_t)h);
+        CHECKF(memcmp(&a, &b, 4) == 0 || (isnan(a) && isnan(b)), "%04x", h);
+    }
+    size_t bad = 0;
+    for (uint64_t x = 0; x < 0x100000000ull; x += 4093) {
+        uint32_t u = (uint32_t)x;
+        float f;
+        memcpy(&f, &u, 4);
+        uint16_t a = tq_q_f16(f), b = tq_f32_to_f16(f);
+        if (a != b && !(isnan(f) && (a & 0x7C00) == 0x7C00 && (a & 0x3FF) && (b & 0x7C00) == 0x7C00 && (b & 0x3FF)))
+            bad++;
+    }
+    CHECKF(bad == 0, "%zu conversions differ", bad);
+}
+
 int main(void)
 {
+    RUN(test_f16_conversions);
     RUN(test_block_rule);
     RUN(test_tables_orthogonal);
     RUN(test_hadamard_vs_definition);
