@@ -2,9 +2,12 @@
  * work is in the library. Add a command: one function and one line in `commands`. */
 #include "cmd/cli.h"
 #include "formats/formats.h"
+#include "verify/verify.h"
 
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int usage_ls(FILE *out)
@@ -69,12 +72,325 @@ static int cmd_ls(int argc, char **argv)
     return rc;
 }
 
+/* Print a JSON report on stdout (sorted keys). */
+static int print_json(cJSON *j)
+{
+    tq_err err = {0};
+    char *s = tq_json_print(j, &err);
+    cJSON_Delete(j);
+    if (!s)
+        return tq_cli_fail(&err);
+    fputs(s, stdout);
+    free(s);
+    return 0;
+}
+
+static int parse_threads(const char *v, int *threads)
+{
+    long t;
+    if (tq_cli_int("--threads", v, 1, 256, &t) != 0)
+        return -1;
+    *threads = (int)t;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ manifest */
+static int usage_manifest(FILE *out)
+{
+    fprintf(out,
+            "Usage: tq-verify manifest [--threads N] [--json] [--quiet] DIR\n"
+            "Hash every file under DIR and write DIR/SHA256SUMS (the format 'sha256sum -c'\n"
+            "checks) and DIR/tq-manifest.json (sizes, SHA-256 of every file, and dtype, shape,\n"
+            "offsets and SHA-256 of every safetensors tensor and split expert block).\n"
+            "  --threads N  hashing threads (default: the number of CPUs)\n"
+            "  --json       print a JSON summary\n"
+            "  --quiet      print nothing on success\n");
+    return 0;
+}
+
+static int cmd_manifest(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"threads", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    int json = 0, quiet = 0, threads = tq_default_threads(), c;
+    while ((c = getopt_long(argc, argv, "t:jqh", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': if (parse_threads(optarg, &threads)) return 2; break;
+        case 'j': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': return usage_manifest(stdout);
+        default: return tq_cli_usage_error("manifest: bad option");
+        }
+    }
+    if (optind != argc - 1)
+        return tq_cli_usage_error("manifest: expected one DIR");
+    const char *dir = argv[optind];
+    tq_err err = {0};
+    tq_manifest *m;
+    double t0 = tq_now();
+    if (tq_manifest_build(dir, threads, &m, &err) != 0)
+        return tq_cli_fail(&err);
+    if (tq_manifest_write(dir, m, &err) != 0) {
+        tq_manifest_free(m);
+        return tq_cli_fail(&err);
+    }
+    uint64_t bytes = 0;
+    size_t tensors = 0;
+    for (size_t i = 0; i < m->n_files; i++) {
+        bytes += m->files[i].size;
+        tensors += m->files[i].n_ranges;
+    }
+    double dt = tq_now() - t0;
+    int rc = 0;
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "dir", dir);
+        cJSON_AddNumberToObject(j, "files", (double)m->n_files);
+        cJSON_AddNumberToObject(j, "bytes", (double)bytes);
+        cJSON_AddNumberToObject(j, "ranges", (double)tensors);
+        cJSON_AddNumberToObject(j, "threads", threads);
+        cJSON_AddNumberToObject(j, "elapsed_s", dt);
+        rc = print_json(j);
+    } else if (!quiet) {
+        char hb[32];
+        tq_format_size(bytes, hb, sizeof hb);
+        printf("%s: %zu files, %s, %zu tensors/blocks hashed; wrote %s and %s\n", dir, m->n_files, hb, tensors,
+               TQ_SUMS_NAME, TQ_MANIFEST_NAME);
+    }
+    tq_manifest_free(m);
+    return rc;
+}
+
+/* --------------------------------------------------------------------- check */
+static int usage_check(FILE *out)
+{
+    fprintf(out,
+            "Usage: tq-verify check [--threads N] [--json] [--quiet] DIR|BUNDLE\n"
+            "Verify a directory against its tq-manifest.json (or SHA256SUMS), or a .tar.zst\n"
+            "bundle in one streaming pass without extracting it. Every problem is printed on\n"
+            "stdout as 'FILE: [TENSOR|BLOCK: ]what is wrong': a differing file names the\n"
+            "tensors or expert blocks (layer, expert) that differ; missing and extra files\n"
+            "and refused bundle entries are listed too.\n"
+            "  --threads N  hashing threads for a directory (default: the number of CPUs)\n"
+            "  --json       print a JSON report\n"
+            "  --quiet      print nothing; only the exit status\n"
+            "Exit status: 0 all good, 1 any problem or unreadable input, 2 bad usage.\n");
+    return 0;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"threads", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    int json = 0, quiet = 0, threads = tq_default_threads(), c;
+    while ((c = getopt_long(argc, argv, "t:jqh", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': if (parse_threads(optarg, &threads)) return 2; break;
+        case 'j': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': return usage_check(stdout);
+        default: return tq_cli_usage_error("check: bad option");
+        }
+    }
+    if (optind != argc - 1)
+        return tq_cli_usage_error("check: expected one DIR or BUNDLE");
+    const char *path = argv[optind];
+    tq_err err = {0};
+    tq_check_report r;
+    int rc = tq_is_dir(path) ? tq_check_dir(path, threads, &r, &err) : tq_check_bundle(path, &r, &err);
+    int status = rc != 0 || r.n ? 1 : 0;
+    if (json) {
+        cJSON *j = tq_check_report_json(&r);
+        cJSON_AddStringToObject(j, "path", path);
+        if (rc != 0) {
+            cJSON_ReplaceItemInObject(j, "ok", cJSON_CreateFalse());
+            cJSON_AddStringToObject(j, "error", err.msg);
+        }
+        print_json(j);
+    } else if (!quiet) {
+        tq_check_report_print(&r, stdout);
+        if (rc == 0)
+            printf("%s: %s (%zu of %zu files verified, %zu problem%s)\n", path, r.n ? "FAILED" : "OK", r.files_ok,
+                   r.files_listed, r.n, r.n == 1 ? "" : "s");
+    }
+    if (rc != 0 && !json)
+        tq_cli_fail(&err);
+    tq_check_report_free(&r);
+    return status;
+}
+
+/* ------------------------------------------------------------------- compare */
+static int usage_compare(FILE *out)
+{
+    fprintf(out,
+            "Usage: tq-verify compare [--json] [--quiet] A B\n"
+            "Compare two models tensor by tensor, bit for bit, whatever their sharding: model\n"
+            "directories or .safetensors files. Prints the first differing byte of every\n"
+            "differing tensor, and tensors only in A or only in B.\n"
+            "  --json    print a JSON report\n"
+            "  --quiet   print nothing; only the exit status\n"
+            "Exit status: 0 identical, 1 any difference or unreadable input, 2 bad usage.\n");
+    return 0;
+}
+
+static int cmd_compare(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, 0, 'j'}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    int json = 0, quiet = 0, c;
+    while ((c = getopt_long(argc, argv, "jqh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': return usage_compare(stdout);
+        default: return tq_cli_usage_error("compare: bad option");
+        }
+    }
+    if (optind != argc - 2)
+        return tq_cli_usage_error("compare: expected A and B");
+    tq_err err = {0};
+    tq_cmp_report r;
+    if (tq_compare_models(argv[optind], argv[optind + 1], &r, &err) != 0) {
+        tq_cmp_report_free(&r);
+        return tq_cli_fail(&err);
+    }
+    int status = r.n ? 1 : 0;
+    if (json) {
+        print_json(tq_cmp_report_json(&r));
+    } else if (!quiet) {
+        for (size_t i = 0; i < r.n; i++)
+            printf("tensor '%s': %s\n", r.v[i].tensor, r.v[i].detail);
+        printf("%s: %zu of %zu tensors identical%s\n", r.n ? "DIFFERENT" : "IDENTICAL", r.tensors_equal,
+               r.tensors_compared, r.n ? "" : " (bit-exact)");
+    }
+    tq_cmp_report_free(&r);
+    return status;
+}
+
+/* ---------------------------------------------------------------------- pack */
+static int usage_pack(FILE *out)
+{
+    fprintf(out,
+            "Usage: tq-verify pack [--threads N] [--level L] [--quiet] DIR -o NAME.tar.zst\n"
+            "Write a deterministic bundle of DIR: tq-manifest.json and SHA256SUMS first\n"
+            "(generated fresh; when DIR has them they must match its content, or pack\n"
+            "refuses), then every file in path order, pax tar with fixed mtime 0, uid/gid 0,\n"
+            "mode 0644, compressed with zstd. The same directory always gives the same bytes.\n"
+            "  -o, --output FILE  the bundle (written atomically; replaced if it exists)\n"
+            "  --threads N        hashing threads (default: the number of CPUs)\n"
+            "  --level L          zstd level 1..19 (default 3)\n"
+            "  --quiet            print nothing on success\n");
+    return 0;
+}
+
+static int cmd_pack(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, 0, 'o'}, {"threads", required_argument, 0, 't'},
+        {"level", required_argument, 0, 'l'}, {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    int quiet = 0, threads = tq_default_threads(), c;
+    long level = 3;
+    const char *out = NULL;
+    while ((c = getopt_long(argc, argv, "o:t:l:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 't': if (parse_threads(optarg, &threads)) return 2; break;
+        case 'l': if (tq_cli_int("--level", optarg, 1, 19, &level)) return 2; break;
+        case 'q': quiet = 1; break;
+        case 'h': return usage_pack(stdout);
+        default: return tq_cli_usage_error("pack: bad option");
+        }
+    }
+    if (optind != argc - 1 || !out)
+        return tq_cli_usage_error("pack: expected DIR and -o NAME.tar.zst");
+    tq_err err = {0};
+    if (tq_bundle_pack(argv[optind], out, threads, (int)level, &err) != 0)
+        return tq_cli_fail(&err);
+    if (!quiet) {
+        unsigned char d[32];
+        char hex[65];
+        uint64_t size;
+        if (tq_sha256_file(out, d, &size, &err) != 0)
+            return tq_cli_fail(&err);
+        tq_hex(d, 32, hex);
+        printf("%s  %s (%llu bytes)\n", hex, out, (unsigned long long)size);
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------------- unpack */
+static int usage_unpack(FILE *out)
+{
+    fprintf(out,
+            "Usage: tq-verify unpack [--json] [--quiet] BUNDLE -o DIR\n"
+            "Verify and extract a bundle into DIR (which must not exist), through\n"
+            "DIR.partial-XXXXXX renamed at the end: a bundle with any problem (hash mismatch,\n"
+            "missing or extra file, unsafe path, link, device, duplicate) leaves nothing.\n"
+            "  -o, --output DIR  the directory to create\n"
+            "  --json            print a JSON report\n"
+            "  --quiet           print nothing on success\n");
+    return 0;
+}
+
+static int cmd_unpack(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, 0, 'o'}, {"json", no_argument, 0, 'j'},
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    int json = 0, quiet = 0, c;
+    const char *out = NULL;
+    while ((c = getopt_long(argc, argv, "o:jqh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'j': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': return usage_unpack(stdout);
+        default: return tq_cli_usage_error("unpack: bad option");
+        }
+    }
+    if (optind != argc - 1 || !out)
+        return tq_cli_usage_error("unpack: expected BUNDLE and -o DIR");
+    tq_err err = {0};
+    tq_check_report r;
+    int rc = tq_bundle_unpack(argv[optind], out, &r, &err);
+    if (json) {
+        cJSON *j = tq_check_report_json(&r);
+        if (rc != 0) {
+            cJSON_ReplaceItemInObject(j, "ok", cJSON_CreateFalse());
+            cJSON_AddStringToObject(j, "error", err.msg);
+        }
+        print_json(j);
+    } else {
+        if (!quiet || rc != 0)
+            tq_check_report_print(&r, stdout);
+        if (rc == 0 && !quiet)
+            printf("%s: %zu files verified and unpacked\n", out, r.files_ok);
+    }
+    tq_check_report_free(&r);
+    if (rc != 0)
+        return json ? tq_exit_code(&err) : tq_cli_fail(&err);
+    return 0;
+}
+
 static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
     {"ls", cmd_ls, "list the tensors of a safetensors file or model directory"},
+    {"manifest", cmd_manifest, "write SHA256SUMS and tq-manifest.json for a directory"},
+    {"check", cmd_check, "verify a directory or bundle against its manifest"},
+    {"compare", cmd_compare, "compare two models tensor by tensor, bit for bit"},
+    {"pack", cmd_pack, "write a deterministic .tar.zst bundle of a directory"},
+    {"unpack", cmd_unpack, "verify and extract a bundle"},
 };
 
 static void usage(FILE *out)

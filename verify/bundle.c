@@ -157,7 +157,7 @@ static int put_file(struct archive *a, struct archive_entry *en, const char *dir
     return rc;
 }
 
-int tq_pack(const char *dir, const char *out, int threads, int level, tq_err *e)
+int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_err *e)
 {
     tq_manifest *m = NULL;
     if (tq_manifest_build(dir, threads, &m, e) != 0)
@@ -540,7 +540,7 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return 0;
 }
 
-int tq_unpack(const char *bundle, const char *out, tq_check_report *r, tq_err *e)
+int tq_bundle_unpack(const char *bundle, const char *out, tq_check_report *r, tq_err *e)
 {
     memset(r, 0, sizeof *r);
     if (tq_exists(out))

@@ -252,7 +252,9 @@ int tq_check_dir(const char *dir, int threads, tq_check_report *r, tq_err *e)
         tq_fail(e, TQ_EIO, "%s: not a directory", dir);
         goto out;
     }
-    int have_m = tq_exists(mp), have_s = tq_exists(sp);
+    int have_m = tq_exists(mp), have_s = tq_exists(sp), from_split = 0;
+    char split_json[4096];
+    snprintf(split_json, sizeof split_json, "%s/split.json", dir);
     if (have_s && load_sums(sp, &sums, &nsums, e) != 0)
         goto out;
     if (have_m) {
@@ -269,11 +271,17 @@ int tq_check_dir(const char *dir, int threads, tq_check_report *r, tq_err *e)
     } else if (have_s) {
         if (manifest_from_sums(sums, nsums, &m, e) != 0)
             goto out;
+    } else if (tq_exists(split_json)) {
+        if (tq_verify_manifest_from_split(dir, &m, e) != 0)
+            goto out;
+        from_split = 1;
     } else {
-        tq_fail(e, TQ_EDATA, "%s: no %s or %s to check against (run tq-verify manifest)", dir,
+        tq_fail(e, TQ_EDATA, "%s: no %s, %s or split.json to check against (run tq-verify manifest)", dir,
                 TQ_MANIFEST_NAME, TQ_SUMS_NAME);
         goto out;
     }
+    if (!from_split && tq_verify_split_merge(dir, m, r, e) != 0)
+        goto out;
     if (tq_verify_walk(dir, &actual, &nact, e) != 0)
         goto out;
     r->files_listed = m->n_files;
@@ -288,7 +296,8 @@ int tq_check_dir(const char *dir, int threads, tq_check_report *r, tq_err *e)
     while (i < nact || k < m->n_files) {
         int c = i >= nact ? 1 : k >= m->n_files ? -1 : strcmp(actual[i], m->files[k].path);
         if (c < 0) {
-            tq_report_add(r, TQ_PROB_EXTRA, actual[i], NULL, "present but not listed in the manifest");
+            if (!from_split || strcmp(actual[i], "split.json"))
+                tq_report_add(r, TQ_PROB_EXTRA, actual[i], NULL, "present but not listed in the manifest");
             i++;
         } else if (c > 0) {
             tq_report_add(r, TQ_PROB_MISSING, m->files[k].path, NULL, "listed in the manifest but missing");

@@ -104,8 +104,6 @@ int tq_mf_ranges_for(const tq_mf_file *f, tq_vh_range **out, tq_err *e)
     return 0;
 }
 
-/* Defined in split_blocks.c: expert-block ranges for layer files named by dir/split.json. */
-int tq_verify_split_blocks(const char *dir, tq_manifest *m, tq_err *e);
 
 int tq_manifest_build(const char *dir, int threads, tq_manifest **out, tq_err *e)
 {

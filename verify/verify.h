@@ -105,7 +105,7 @@ typedef struct tq_check_report {
  * split.json for a split directory without either). Returns 0 when the check ran (the
  * report may hold problems), -1 when it could not run (no manifest at all, unreadable). */
 int tq_check_dir(const char *dir, int threads, tq_check_report *r, tq_err *e);
-/* Verify a bundle written by tq_pack in one streaming pass, writing nothing. A corrupt or
+/* Verify a bundle written by tq_bundle_pack in one streaming pass, writing nothing. A corrupt or
  * truncated archive is an error (-1). */
 int tq_check_bundle(const char *path, tq_check_report *r, tq_err *e);
 void tq_check_report_free(tq_check_report *r);
@@ -119,10 +119,10 @@ void tq_check_report_print(const tq_check_report *r, FILE *f);
  * sums are generated fresh; when dir already has them they must agree with its content.
  * Files are hashed again while packed, so a file that changes during pack fails it.
  * Output is atomic. */
-int tq_pack(const char *dir, const char *out, int threads, int level, tq_err *e);
+int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_err *e);
 /* Verify and extract a bundle into a new directory (which must not exist), through
  * OUT.partial-XXXXXX; any problem leaves nothing under OUT. */
-int tq_unpack(const char *bundle, const char *out, tq_check_report *r, tq_err *e);
+int tq_bundle_unpack(const char *bundle, const char *out, tq_check_report *r, tq_err *e);
 
 /* ------------------------------------------------------------- compare */
 typedef struct tq_cmp_diff {

@@ -64,4 +64,9 @@ void tq_report_sums_vs_manifest(tq_check_report *r, const tq_sum_entry *s, size_
 struct tq_model;
 int tq_compare_model_objs(const struct tq_model *a, const struct tq_model *b, tq_cmp_report *r, tq_err *e);
 
+/* split.json (split_blocks.c): expert blocks of layer files as named ranges. */
+int tq_verify_split_blocks(const char *dir, tq_manifest *m, tq_err *e);
+int tq_verify_split_merge(const char *dir, tq_manifest *m, tq_check_report *r, tq_err *e);
+int tq_verify_manifest_from_split(const char *dir, tq_manifest **out, tq_err *e);
+
 #endif
