@@ -237,7 +237,9 @@ void tq_st_free_header(tq_st_file *f)
     f->n_tensors = f->n_meta = 0;
 }
 
-static int parse_header(tq_st_file *f, const char *json, size_t len, uint64_t file_size, tq_err *e)
+/* owned: json is a malloc'd buffer of len + 1 bytes that f takes over (saves copying a
+ * header of up to 100 MB); else it is copied. */
+static int parse_header(tq_st_file *f, char *json, int owned, size_t len, uint64_t file_size, tq_err *e)
 {
     const char *P = f->path;
     f->header_len = len;
@@ -253,9 +255,13 @@ static int parse_header(tq_st_file *f, const char *json, size_t len, uint64_t fi
         return tq_fail(e, TQ_EDATA, "%s: header is not valid UTF-8 (byte offset %zu)", P, 8 + bad);
     if (check_structure(f, json, len, e) != 0)
         return -1;
-    if (!(f->header_json = tq_malloc(len + 1, e)))
-        return -1;
-    memcpy(f->header_json, json, len);
+    if (owned) {
+        f->header_json = json;
+    } else {
+        if (!(f->header_json = tq_malloc(len + 1, e)))
+            return -1;
+        memcpy(f->header_json, json, len);
+    }
     f->header_json[len] = 0;
 
     const char *end = NULL;
@@ -366,18 +372,25 @@ out:
     return rc;
 }
 
-int tq_st_parse_header(tq_st_file *f, const char *json, size_t len, uint64_t file_size, tq_err *e)
+static int parse_header_any(tq_st_file *f, char *json, int owned, size_t len, uint64_t file_size, tq_err *e)
 {
     tq_st_free_header(f);
     const char *saved = f->path;
     if (!saved)
         f->path = (char *)"<safetensors>";
-    int rc = parse_header(f, json, len, file_size, e);
+    int rc = parse_header(f, json, owned, len, file_size, e);
+    if (owned && !f->header_json)
+        free(json); /* refused before f took it over */
     if (rc != 0)
         tq_st_free_header(f);
     if (!saved)
         f->path = NULL;
     return rc;
+}
+
+int tq_st_parse_header(tq_st_file *f, const char *json, size_t len, uint64_t file_size, tq_err *e)
+{
+    return parse_header_any(f, (char *)json, 0, len, file_size, e);
 }
 
 int tq_st_open(tq_st_file **out, const char *path, tq_err *e)
@@ -427,11 +440,12 @@ int tq_st_open(tq_st_file **out, const char *path, tq_err *e)
     char *hdr = tq_malloc(n + 1, e);
     if (!hdr)
         goto fail;
-    if (tq_pread_full(f->fd, hdr, n, 8, path, e) != 0 || tq_st_parse_header(f, hdr, n, size, e) != 0) {
+    if (tq_pread_full(f->fd, hdr, n, 8, path, e) != 0) {
         free(hdr);
         goto fail;
     }
-    free(hdr);
+    if (parse_header_any(f, hdr, 1, n, size, e) != 0)
+        goto fail;
     *out = f;
     return 0;
 fail:
