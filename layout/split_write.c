@@ -108,6 +108,41 @@ static int fsync_path(const char *path, int dir, tq_err *e)
     return rc;
 }
 
+/* Expert blocks and header pages are whole multiples of the alignment (>= 4096) at aligned
+ * offsets, so MoE layer files are written with O_DIRECT where the filesystem allows it: no
+ * copy into the page cache and no dirty-page throttling, which is most of the system time
+ * of a buffered write. Filesystems that refuse it (tmpfs) get ordinary writes. */
+static void *aligned_zeroed(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, TQ_FLASH_MIN_ALIGN, n ? n : 1) != 0)
+        return NULL;
+    memset(p, 0, n);
+    return p;
+}
+
+static void of_try_direct(out_file *f)
+{
+#ifdef O_DIRECT
+    int fl = fcntl(f->fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(f->fd, F_SETFL, fl | O_DIRECT);
+#endif
+}
+
+static int write_direct(out_file *f, const void *buf, size_t len, uint64_t off, tq_err *e)
+{
+    if (tq_pwrite_full(f->fd, buf, len, off, f->path, e) == 0)
+        return 0;
+#ifdef O_DIRECT
+    /* accepted at open, refused on write (EINVAL): once more through the page cache */
+    int fl = fcntl(f->fd, F_GETFL);
+    if (fl >= 0 && (fl & O_DIRECT) && fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) == 0)
+        return tq_pwrite_full(f->fd, buf, len, off, f->path, e);
+#endif
+    return -1;
+}
+
 /* ------------------------------------------------------------ state */
 
 typedef struct split_run {
@@ -179,6 +214,74 @@ static int hash_partial_header(split_run *r, tq_sha256 *sha, uint64_t data_start
     return rc;
 }
 
+typedef struct pin_chunk {
+    size_t idx;                    /* writer index */
+    const tq_model_tensor *src;
+    uint64_t off;
+    size_t len;
+} pin_chunk;
+
+typedef struct pin_job {
+    split_run *r;
+    tq_st_writer *w;
+    tq_sha256 *sha;
+    pin_chunk *chunks;
+    size_t n_chunks;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t next, turn;
+    int failed;
+    tq_err err;
+} pin_job;
+
+static void *pin_worker(void *arg)
+{
+    pin_job *j = arg;
+    tq_err e = {0};
+    unsigned char *buf = malloc(CHUNK);
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        if (!buf && !j->failed) {
+            j->failed = 1;
+            tq_fail(&j->err, TQ_ENOMEM, "out of memory");
+            pthread_cond_broadcast(&j->cv);
+        }
+        if (j->failed || j->next >= j->n_chunks) {
+            pthread_mutex_unlock(&j->mu);
+            break;
+        }
+        size_t c = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        const pin_chunk *ch = &j->chunks[c];
+        int rc = tq_model_read(ch->src, ch->off, buf, ch->len, &e);
+        if (rc == 0)
+            rc = tq_st_writer_write(j->w, ch->idx, ch->off, buf, ch->len, &e);
+        pthread_mutex_lock(&j->mu);
+        while (rc == 0 && !j->failed && j->turn != c)
+            pthread_cond_wait(&j->cv, &j->mu);
+        if (rc != 0 || j->failed) {
+            if (rc != 0 && !j->failed) {
+                j->failed = 1;
+                j->err = e;
+            }
+            pthread_cond_broadcast(&j->cv);
+            pthread_mutex_unlock(&j->mu);
+            break;
+        }
+        pthread_mutex_unlock(&j->mu);
+        tq_sha256_update(j->sha, buf, ch->len); /* in file order: only the turn holder hashes */
+        progress(j->r, ch->len);
+        pthread_mutex_lock(&j->mu);
+        j->turn++;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+    }
+    free(buf);
+    return NULL;
+}
+
+static int run_threads(void *(*fn)(void *), void *arg, int n, tq_err *e);
+
 static int write_pinned(split_run *r, tq_err *e)
 {
     split_plan *p = &r->plan;
@@ -198,7 +301,6 @@ static int write_pinned(split_run *r, tq_err *e)
     char *path = tq_path_join(r->stage, "pinned.safetensors", e);
     tq_st_writer *w = NULL;
     int rc = -1;
-    char *buf = NULL;
     size_t *order = NULL;
     tq_sha256 *sha = tq_sha256_new();
     if (!path || !sha ||
@@ -216,7 +318,7 @@ static int write_pinned(split_run *r, tq_err *e)
         tq_fail(e, TQ_EUNSUP, "%s: nothing to pin (no embeddings, attention or norms?)", m->path);
         goto out;
     }
-    if (hash_partial_header(r, sha, data_start, e) != 0 || !(buf = tq_malloc(CHUNK, e)))
+    if (hash_partial_header(r, sha, data_start, e) != 0)
         goto out;
     order = tq_calloc(n, sizeof *order, e);
     if (!order)
@@ -230,24 +332,40 @@ static int write_pinned(split_run *r, tq_err *e)
             order[k] = order[k - 1];
             order[k - 1] = t;
         }
+    /* chunk list in file order; workers copy chunks in parallel, the hash takes them in order */
+    size_t n_chunks = 0;
     pos = data_start;
     for (size_t k = 0; k < n; k++) {
-        size_t idx = order[k];
-        const tq_tensor_info *ti = tq_st_writer_tensor(w, idx);
-        const tq_model_tensor *src = tq_model_find(m, ti->name);
-        if (ti->offset != pos || !src) {
+        const tq_tensor_info *ti = tq_st_writer_tensor(w, order[k]);
+        if (ti->offset != pos || !tq_model_find(m, ti->name)) {
             tq_fail(e, TQ_EIO, "%s: unexpected pinned layout at offset %llu", path, (unsigned long long)pos);
             goto out;
         }
-        for (uint64_t off = 0; off < ti->nbytes;) {
-            size_t len = ti->nbytes - off < CHUNK ? (size_t)(ti->nbytes - off) : CHUNK;
-            if (tq_model_read(src, off, buf, len, e) != 0 || tq_st_writer_write(w, idx, off, buf, len, e) != 0)
-                goto out;
-            tq_sha256_update(sha, buf, len);
-            off += len;
-            progress(r, len);
-        }
+        n_chunks += (size_t)((ti->nbytes + CHUNK - 1) / CHUNK);
         pos += ti->nbytes;
+    }
+    pin_job j = {.r = r, .w = w, .sha = sha};
+    if (!(j.chunks = tq_calloc(n_chunks ? n_chunks : 1, sizeof *j.chunks, e)))
+        goto out;
+    for (size_t k = 0; k < n; k++) {
+        const tq_tensor_info *ti = tq_st_writer_tensor(w, order[k]);
+        const tq_model_tensor *src = tq_model_find(m, ti->name);
+        for (uint64_t off = 0; off < ti->nbytes; off += CHUNK)
+            j.chunks[j.n_chunks++] = (pin_chunk){order[k], src, off,
+                                                 ti->nbytes - off < CHUNK ? (size_t)(ti->nbytes - off) : CHUNK};
+    }
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    int nt = r->o->threads > 0 ? r->o->threads : tq_default_threads();
+    if ((size_t)nt > j.n_chunks)
+        nt = j.n_chunks ? (int)j.n_chunks : 1;
+    run_threads(pin_worker, &j, nt, e);
+    pthread_mutex_destroy(&j.mu);
+    pthread_cond_destroy(&j.cv);
+    free(j.chunks);
+    if (j.failed) {
+        *e = j.err;
+        goto out;
     }
     rc = tq_st_writer_finish(w, e);
     w = NULL;
@@ -269,7 +387,6 @@ out:
         tq_sha256_final(sha, d);
     }
     free(order);
-    free(buf);
     free(path);
     free(decls);
     return rc;
@@ -325,7 +442,7 @@ static void *moe_worker(void *arg)
     const tq_flash_header *h = &L->hdr;
     tq_err e = {0};
     /* zero once: the padding after the tensors is the same in every block */
-    unsigned char *buf = calloc(1, (size_t)h->expert_block_size);
+    unsigned char *buf = aligned_zeroed((size_t)h->expert_block_size);
     if (!buf)
         tq_fail(&e, TQ_ENOMEM, "out of memory for a %llu-byte expert block", (unsigned long long)h->expert_block_size);
     for (;;) {
@@ -346,7 +463,7 @@ static void *moe_worker(void *arg)
         int rc = fill_block(L, x, buf, &e);
         if (rc == 0) {
             tq_sha256_buf(buf, (size_t)h->expert_block_size, L->block_sha[x]);
-            rc = tq_pwrite_full(j->of->fd, buf, (size_t)h->expert_block_size, off, j->of->path, &e);
+            rc = write_direct(j->of, buf, (size_t)h->expert_block_size, off, &e);
         }
         pthread_mutex_lock(&j->mu);
         while (rc == 0 && !j->failed && j->turn != x)
@@ -394,13 +511,17 @@ static int write_header_page(out_file *of, const tq_flash_header *h, tq_err *e)
     char *json = tq_flash_header_json(h, of->rel, e);
     if (!json)
         return -1;
-    unsigned char *page = calloc(1, (size_t)h->page_size);
+    unsigned char *page = aligned_zeroed((size_t)h->page_size);
     int rc = -1;
     if (!page)
         tq_fail(e, TQ_ENOMEM, "out of memory");
     else {
         memcpy(page, json, strlen(json));
-        rc = of_write(of, page, (size_t)h->page_size, e);
+        rc = write_direct(of, page, (size_t)h->page_size, of->size, e);
+        if (rc == 0) {
+            tq_sha256_update(of->sha, page, (size_t)h->page_size);
+            of->size += h->page_size;
+        }
     }
     free(page);
     free(json);
@@ -415,6 +536,7 @@ static int write_moe_layer(split_run *r, split_layer *L, tq_err *e)
         return -1;
     if (of_open(&of, r->stage, L->file, e) != 0)
         return -1;
+    of_try_direct(&of);
     if (write_header_page(&of, h, e) != 0) {
         of_abort(&of);
         return -1;
