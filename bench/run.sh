@@ -5,7 +5,9 @@
 # 256 MiB) and page-cache growth (/proc/meminfo Cached, target ≤ 10% of the bytes read);
 # the same decode through plain buffered reads for comparison; and the quality figure of the
 # TurboQuant model: top-1 agreement and mean KL per step against the unquantized model.
-# TQ_BENCH_SIZE=tiny checks the script on a tiny model; TQ_BENCH_TOKENS (default 8) tokens.
+# TQ_BENCH_SIZE=tiny checks the script on a tiny model, TQ_BENCH_MODEL=DIR uses an existing
+# model (derived DIR.split, DIR.tq are made next to it); TQ_BENCH_TOKENS (default 8) tokens,
+# TQ_BENCH_BUDGET the cache budget.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
@@ -16,7 +18,9 @@ for t in tq-mkmodel tq-split tq-run; do
 done
 NTOK=${TQ_BENCH_TOKENS:-8}
 PROMPT=1,2,3,4
-if [ "${TQ_BENCH_SIZE:-}" = tiny ]; then
+if [ -n "${TQ_BENCH_MODEL:-}" ]; then
+  M=$TQ_BENCH_MODEL BUDGET=${TQ_BENCH_BUDGET:-512M}
+elif [ "${TQ_BENCH_SIZE:-}" = tiny ]; then
   M=$TQ_BENCH_DIR/run-moe-tiny BUDGET=${TQ_BENCH_BUDGET:-64K}
   if [ ! -f "$M/.complete" ]; then
     rm -rf "$M"
@@ -73,11 +77,11 @@ report() { # report LABEL JSON DCACHE
   local j=$2 pinned rss br tps hr bpt dec
   pinned=$(jget "$j" resident_bytes) rss=$(jget "$j" peak_rss) br=$(jget "$j" bytes_read)
   tps=$(jget "$j" tokens_per_s) hr=$(jget "$j" hit_rate) bpt=$(jget "$j" bytes_per_token)
-  dec=$(jget "$j" decode_s)
+  dec=$(jget "$j" io_s)
   local limit=$((pinned + budget_bytes + 268435456)) growth=$(( $3 * 1024 ))
   local rate
-  rate=$(echo "$br / 1048576 / $dec" | bc -l)
-  printf 'run: %-9s %.2f tokens/s, hit rate %.4f, %s bytes/token, read %s bytes (%.1f MiB/s = %.3f x cat floor %.1f MiB/s), io %s\n' \
+  rate=$(echo "if ($dec > 0) $br / 1048576 / $dec else 0" | bc -l)
+  printf 'run: %-9s %.2f tokens/s, hit rate %.4f, %s bytes/token, read %s bytes (%.1f MiB/s while reading = %.3f x cat floor %.1f MiB/s), io %s\n' \
     "$1" "$tps" "$hr" "$bpt" "$br" "$rate" "$(echo "$rate / $floor_mibs" | bc -l)" "$floor_mibs" "$(jget "$j" io)"
   local pct
   pct=$(echo "if ($br > 0) 100 * $growth / $br else 0" | bc -l)

@@ -238,9 +238,9 @@ int main(int argc, char **argv)
                 printf("speed: %.2f tokens/s (%llu forward passes in %.3f s; load %.3f s)\n", st.tokens_per_s,
                        (unsigned long long)st.forward_passes, st.decode_s, st.load_s);
                 if (st.streamed)
-                    printf("experts: hit rate %.4f (%llu hits, %llu misses); read %s in %llu reads (%s io), %s/token; cache %s in use\n",
+                    printf("experts: hit rate %.4f (%llu hits, %llu misses); read %s in %llu reads (%s io, %.3f s), %s/token; cache %s in use\n",
                            st.hit_rate, (unsigned long long)st.expert_hits, (unsigned long long)st.expert_misses,
-                           b1, (unsigned long long)st.reads, st.io, b2, b4);
+                           b1, (unsigned long long)st.reads, st.io, st.io_s, b2, b4);
                 printf("memory: resident weights %s, peak RSS %s\n", b5, b3);
                 printf("logits sha256: %s\n", hex);
             }

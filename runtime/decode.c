@@ -232,7 +232,7 @@ out:
     snprintf(st->io, sizeof st->io, "none");
     if (r->cache) {
         rt_cache_stats(r->cache, &st->expert_hits, &st->expert_misses, &st->bytes_read, &st->reads,
-                       &st->cache_bytes, &st->cache_peak_bytes);
+                       &st->cache_bytes, &st->cache_peak_bytes, &st->io_s);
         for (uint64_t l = 0; l < r->c.layers; l++)
             if (r->L[l].streamed) {
                 int m = r->L[l].src.mode;
@@ -286,6 +286,7 @@ cJSON *tq_run_stats_json(const tq_run_stats *st, const int32_t *tokens, size_t n
         {"forward_passes", (double)st->forward_passes},
         {"load_s", st->load_s},
         {"decode_s", st->decode_s},
+        {"io_s", st->io_s},
         {"tokens_per_s", st->tokens_per_s},
         {"expert_hits", (double)st->expert_hits},
         {"expert_misses", (double)st->expert_misses},

@@ -193,6 +193,7 @@ struct rt_cache {
     ent *mru, *lru;
     uint64_t bytes, peak;
     uint64_t hits, misses, bytes_read, reads;
+    double io_s;
     io_pool io;
 };
 
@@ -371,7 +372,9 @@ int rt_cache_acquire(rt_cache *c, rt_block_src *src, uint64_t layer, const uint6
         c->peak = c->bytes;
     if (nj == 0)
         return 0;
+    double t0 = tq_now();
     io_run(&c->io, jobs, nj);
+    c->io_s += tq_now() - t0;
     int bad = -1;
     for (size_t k = 0; k < nj; k++) {
         c->reads++;
@@ -400,8 +403,9 @@ void rt_cache_release(rt_cache *c, uint64_t layer, const uint64_t *ids, size_t n
 }
 
 void rt_cache_stats(const rt_cache *c, uint64_t *hits, uint64_t *misses, uint64_t *bytes_read,
-                    uint64_t *reads, uint64_t *bytes_now, uint64_t *bytes_peak)
+                    uint64_t *reads, uint64_t *bytes_now, uint64_t *bytes_peak, double *io_s)
 {
+    *io_s = c->io_s;
     *hits = c->hits;
     *misses = c->misses;
     *bytes_read = c->bytes_read;

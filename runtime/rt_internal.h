@@ -109,7 +109,7 @@ int rt_cache_acquire(rt_cache *c, rt_block_src *src, uint64_t layer, const uint6
                      int check, const uint8_t **bufs, tq_err *e);
 void rt_cache_release(rt_cache *c, uint64_t layer, const uint64_t *ids, size_t n);
 void rt_cache_stats(const rt_cache *c, uint64_t *hits, uint64_t *misses, uint64_t *bytes_read,
-                    uint64_t *reads, uint64_t *bytes_now, uint64_t *bytes_peak);
+                    uint64_t *reads, uint64_t *bytes_now, uint64_t *bytes_peak, double *io_s);
 int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e);
 void rt_block_src_close(rt_block_src *s);
 /* Aligned allocation for O_DIRECT buffers. */

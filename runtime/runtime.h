@@ -50,6 +50,7 @@ typedef struct tq_run_stats {
     uint64_t expert_hits, expert_misses;
     double hit_rate;                       /* hits / (hits + misses); 0 when none */
     uint64_t bytes_read, reads;            /* expert blocks read from disk while decoding */
+    double io_s;                           /* wall time spent waiting for those reads */
     uint64_t bytes_per_token;              /* bytes_read / forward passes */
     uint64_t resident_bytes;               /* pinned (or all) weights held in memory */
     uint64_t cache_bytes, cache_budget;    /* expert cache in use at the end / its budget */
