@@ -190,6 +190,7 @@ int main(int argc, char **argv)
     o.bits_for_re = bf_re;
     o.bits_for_bits = bf_bits;
     o.keep_re = keep;
+    int quiet = o.quiet;
     if (json)
         o.quiet = 1; /* no progress bar mixed into a JSON consumer's terminal */
     tq_err err = {0};
@@ -199,6 +200,8 @@ int main(int argc, char **argv)
         goto out;
     }
     rc = 0;
+    for (size_t i = 0; i < r.n_warnings && !quiet; i++)
+        fprintf(stderr, "%s: warning: %s\n", tq_prog, r.warnings[i]);
     if (json) {
         cJSON *j = tq_convert_report_json(&r, &o);
         char *s = j ? tq_json_print(j, &err) : NULL;

@@ -289,6 +289,23 @@ static double cpu_now(void)
     return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
 }
 
+/* GGUF input's warnings go into the report; the front-end prints them. */
+static int copy_warnings(const tq_model *m, tq_convert_report *r, tq_err *e)
+{
+    const char *const *w;
+    size_t n = tq_gguf_model_warnings(m, &w);
+    if (!n)
+        return 0;
+    if (!(r->warnings = tq_calloc(n, sizeof *r->warnings, e)))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!(r->warnings[i] = tq_strdup(w[i], e)))
+            return -1;
+        r->n_warnings = i + 1;
+    }
+    return 0;
+}
+
 int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e)
 {
     double t0 = tq_now(), c0 = cpu_now();
@@ -311,7 +328,9 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
     tq_model_writer *w = NULL;
     char *tmp = NULL;
     int rc = -1;
-    if (check_output(input, out, o->force, e) || tq_model_open(&m, input, e) || cv_plan_build(&plan, m, o, e))
+    if (check_output(input, out, o->force, e) ||
+        tq_model_open_ex(&m, input, o->keep_names ? TQ_MODEL_KEEP_NAMES : 0, e) || copy_warnings(m, r, e) ||
+        cv_plan_build(&plan, m, o, e))
         goto done;
     if (!plan.n_decls) {
         tq_fail(e, TQ_EDATA, "%s: no tensors", input);
@@ -369,6 +388,7 @@ void tq_convert_report_free(tq_convert_report *r)
         free(r->t[i].source);
     }
     free(r->t);
+    tq_free_strv(r->warnings, r->n_warnings);
     int th = r->threads;
     memset(r, 0, sizeof *r);
     r->threads = th;
@@ -401,6 +421,9 @@ struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_conver
     cJSON_AddNumberToObject(j, "bits_per_weight_quantized", r->bpw_quantized);
     cJSON_AddNumberToObject(j, "bits_per_weight_total", r->bpw_total);
     cJSON_AddNumberToObject(j, "rel_mse", r->rel_mse);
+    cJSON *wa = cJSON_AddArrayToObject(j, "warnings");
+    for (size_t i = 0; wa && i < r->n_warnings; i++)
+        cJSON_AddItemToArray(wa, cJSON_CreateString(r->warnings[i]));
     double rate = r->seconds > 0 ? (double)r->q_params / r->seconds / 1e6 : 0;
     cJSON_AddNumberToObject(j, "quantized_mweights_per_s", rate);
     cJSON_AddNumberToObject(j, "quantized_mweights_per_s_per_thread", r->threads > 0 ? rate / r->threads : 0);

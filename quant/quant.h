@@ -144,6 +144,9 @@ typedef struct tq_convert_report {
     double seconds;                  /* wall */
     double cpu_seconds;              /* user + system, all threads */
     int threads;
+    size_t n_warnings;
+    char **warnings;                 /* about the input (GGUF: unmapped names, tensors stored
+                                        quantized, whose error compounds when requantized) */
 } tq_convert_report;
 
 int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e);

@@ -3,6 +3,7 @@
  * it out (GGUF names, ne reversed, ARCH.* metadata, the token list), then opened through
  * tq_model: every tensor, name, shape and config value must come back unchanged. */
 #include "formats/formats.h"
+#include "quant/quant.h"
 #include "check.h"
 #include "gguf_writer.h"
 
@@ -53,6 +54,34 @@ static double num(const cJSON *c, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, k);
     return cJSON_IsNumber(v) ? v->valuedouble : -12345;
+}
+
+/* Two model directories hold the same tensors, byte for byte. */
+static void same_tensors(const char *a_dir, const char *b_dir)
+{
+    tq_model *a = NULL, *b = NULL;
+    CHECK_OK(tq_model_open(&a, a_dir, &err));
+    CHECK_OK(tq_model_open(&b, b_dir, &err));
+    if (a && b) {
+        CHECK(a->n_tensors == b->n_tensors && a->n_tensors > 0);
+        size_t quantized = 0;
+        for (size_t i = 0; i < a->n_tensors; i++) {
+            const tq_model_tensor *x = &a->tensors[i], *y = tq_model_find(b, x->info.name);
+            CHECKF(y && y->info.dtype == x->info.dtype && y->info.nbytes == x->info.nbytes, "%s", x->info.name);
+            if (!y || y->info.nbytes != x->info.nbytes)
+                continue;
+            unsigned char *p = malloc(x->info.nbytes + 1), *q = malloc(x->info.nbytes + 1);
+            CHECK_OK(tq_model_read(x, 0, p, x->info.nbytes, &err));
+            CHECK_OK(tq_model_read(y, 0, q, y->info.nbytes, &err));
+            CHECKF(memcmp(p, q, x->info.nbytes) == 0, "%s differs", x->info.name);
+            quantized += strstr(x->info.name, ".codebook") != NULL;
+            free(p);
+            free(q);
+        }
+        CHECK(quantized > 0); /* TurboQuant did quantize something */
+    }
+    tq_model_close(a);
+    tq_model_close(b);
 }
 
 static void roundtrip(const char *tag, const char *mk_args)
@@ -151,6 +180,23 @@ static void roundtrip(const char *tag, const char *mk_args)
         CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gc, "tie_word_embeddings")) ==
               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "tie_word_embeddings")));
         tq_model_close(g);
+        /* TurboQuant from the GGUF equals TurboQuant from the safetensors original. */
+        tq_convert_opts o;
+        tq_convert_opts_default(&o);
+        o.dtype = TQ_DT_F16;
+        o.threads = 2;
+        o.quiet = 1;
+        char qa[4300], qb[4300];
+        snprintf(qa, sizeof qa, "%s/rt-%s-tq-st", t_tmpdir(), tag);
+        snprintf(qb, sizeof qb, "%s/rt-%s-tq-gguf", t_tmpdir(), tag);
+        tq_convert_report ra, rb;
+        CHECK_OK(tq_convert(dir, qa, &o, &ra, &err));
+        tq_convert_report_free(&ra);
+        CHECK_OK(tq_convert(gguf, qb, &o, &rb, &err));
+        tq_convert_report_free(&rb);
+        same_tensors(qa, qb);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", qa, qb);
+        CHECK(system(cmd) == 0);
     }
     tq_model_close(src);
     remove(gguf);
