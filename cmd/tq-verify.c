@@ -272,6 +272,140 @@ static int cmd_compare(int argc, char **argv)
     return status;
 }
 
+/* -------------------------------------------------------------------- golden */
+static int usage_golden(FILE *out)
+{
+    fprintf(out,
+            "Usage: tq-verify golden [--update [--prompt IDS] [--max-tokens N]] [--threads N]\n"
+            "                        [--json] [--quiet] MODEL --golden FILE.json\n"
+            "Run the reference runtime's validation decode (greedy, the prompt token ids stored\n"
+            "in FILE.json) on MODEL (plain, quantized or split) and compare the generated\n"
+            "tokens and the SHA-256 of all logits with FILE.json.\n"
+            "  --golden FILE     the golden file (tq_golden_v1, see tq-formats(5))\n"
+            "  --update          rewrite FILE atomically with this run's tokens and hash (creates it)\n"
+            "  --prompt IDS      with --update: comma-separated prompt token ids (default: keep)\n"
+            "  --max-tokens N    with --update: tokens to generate (default: keep, or 8)\n"
+            "  --threads N       runtime threads (results do not depend on it)\n"
+            "  --json            print a JSON report\n"
+            "  --quiet           print nothing; only the exit status\n"
+            "Exit status: 0 match (or updated), 1 mismatch or error, 2 bad usage.\n");
+    return 0;
+}
+
+static int parse_ids(const char *s, int32_t **out, size_t *n)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    int32_t *v = malloc(cap * sizeof *v);
+    size_t cnt = 0;
+    const char *p = s;
+    while (v && *p) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 0 || x > 2147483647L || (*end && *end != ',')) {
+            free(v);
+            return -1;
+        }
+        v[cnt++] = (int32_t)x;
+        p = *end ? end + 1 : end;
+    }
+    if (!v || !cnt) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+static cJSON *ids_json(const int32_t *v, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; v && i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    return a;
+}
+
+static int cmd_golden(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"golden", required_argument, 0, 'g'}, {"update", no_argument, 0, 'u'},
+        {"prompt", required_argument, 0, 'p'}, {"max-tokens", required_argument, 0, 'm'},
+        {"threads", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    int json = 0, quiet = 0, c;
+    const char *gpath = NULL;
+    tq_golden_opts o = {0};
+    int32_t *prompt = NULL;
+    long v;
+    while ((c = getopt_long(argc, argv, "g:up:m:t:jqh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'g': gpath = optarg; break;
+        case 'u': o.update = 1; break;
+        case 'p':
+            free(prompt);
+            if (parse_ids(optarg, &prompt, &o.n_prompt))
+                return tq_cli_usage_error("invalid --prompt '%s' (expected comma-separated token ids)", optarg);
+            break;
+        case 'm':
+            if (tq_cli_int("--max-tokens", optarg, 1, 65536, &v))
+                return 2;
+            o.max_tokens = (size_t)v;
+            break;
+        case 't': if (parse_threads(optarg, &o.threads)) return 2; break;
+        case 'j': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': return usage_golden(stdout);
+        default: return tq_cli_usage_error("golden: bad option");
+        }
+    }
+    if (optind != argc - 1 || !gpath) {
+        free(prompt);
+        return tq_cli_usage_error("golden: expected MODEL and --golden FILE.json");
+    }
+    if ((prompt || o.max_tokens) && !o.update) {
+        free(prompt);
+        return tq_cli_usage_error("golden: --prompt and --max-tokens only go with --update");
+    }
+    o.prompt = prompt;
+    tq_err err = {0};
+    tq_golden_result r;
+    int rc = tq_golden_run(argv[optind], gpath, &o, &r, &err);
+    free(prompt);
+    if (rc != 0)
+        return tq_cli_fail(&err);
+    int status = r.match || r.updated ? 0 : 1;
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddBoolToObject(j, "match", r.match);
+        cJSON_AddBoolToObject(j, "updated", r.updated);
+        cJSON_AddItemToObject(j, "tokens", ids_json(r.tokens, r.n_tokens));
+        cJSON_AddStringToObject(j, "logits_sha256", r.logits_sha256);
+        if (r.expected) {
+            cJSON_AddItemToObject(j, "expected_tokens", ids_json(r.expected, r.n_tokens));
+            cJSON_AddStringToObject(j, "expected_logits_sha256", r.expected_sha256);
+        }
+        cJSON_AddNumberToObject(j, "first_token_diff", (double)r.first_token_diff);
+        print_json(j);
+    } else if (!quiet) {
+        if (r.expected && !r.match) {
+            if (r.first_token_diff >= 0 && (size_t)r.first_token_diff < r.n_tokens)
+                printf("%s: token %ld differs: got %d, expected %d\n", gpath, r.first_token_diff,
+                       r.tokens[r.first_token_diff], r.expected[r.first_token_diff]);
+            else if (r.first_token_diff >= 0)
+                printf("%s: token count differs\n", gpath);
+            if (strcmp(r.logits_sha256, r.expected_sha256))
+                printf("%s: logits sha256 %s, expected %s\n", gpath, r.logits_sha256, r.expected_sha256);
+        }
+        printf("%s: %s (%zu tokens, logits sha256 %s)\n", gpath,
+               r.updated ? "updated" : r.match ? "OK" : "MISMATCH", r.n_tokens, r.logits_sha256);
+    }
+    tq_golden_result_free(&r);
+    return status;
+}
+
 /* ---------------------------------------------------------------------- pack */
 static int usage_pack(FILE *out)
 {
@@ -389,6 +523,7 @@ static const struct command {
     {"manifest", cmd_manifest, "write SHA256SUMS and tq-manifest.json for a directory"},
     {"check", cmd_check, "verify a directory or bundle against its manifest"},
     {"compare", cmd_compare, "compare two models tensor by tensor, bit for bit"},
+    {"golden", cmd_golden, "compare a validation decode with a golden file"},
     {"pack", cmd_pack, "write a deterministic .tar.zst bundle of a directory"},
     {"unpack", cmd_unpack, "verify and extract a bundle"},
 };

@@ -143,17 +143,31 @@ void tq_cmp_report_free(tq_cmp_report *r);
 struct cJSON *tq_cmp_report_json(const tq_cmp_report *r);
 
 /* ---------------------------------------------------------------- golden */
-/* Golden file: {"format": "tq_golden_v1", "prompt": [ids], "max_tokens": N,
- * "tokens": [ids], "logits_sha256": hex}. */
+/* Golden file (tq_golden_v1): {"format": "tq_golden_v1", "prompt": [ids], "max_tokens": N,
+ * "tokens": [N ids], "logits_sha256": hex of the SHA-256 of all N x vocab f32 logits}. */
+#define TQ_GOLDEN_FORMAT "tq_golden_v1"
+
+typedef struct tq_golden_opts {
+    int update;               /* rewrite the golden file (atomically) with this run's result */
+    int threads;              /* runtime compute threads; 0 = default */
+    const int32_t *prompt;    /* with update: new prompt (NULL = keep the file's) */
+    size_t n_prompt;
+    size_t max_tokens;        /* with update: new length (0 = keep the file's, or 8) */
+} tq_golden_opts;
+
 typedef struct tq_golden_result {
-    int match;            /* tokens and logits hash equal */
+    int match;                /* tokens and logits hash equal to the golden file */
+    int updated;
     size_t n_tokens;
-    int32_t *tokens, *expected;
+    int32_t *tokens;          /* this run */
+    int32_t *expected;        /* the golden file's (NULL when it did not exist) */
     char logits_sha256[65], expected_sha256[65];
-    long first_token_diff;  /* -1 when tokens agree */
+    long first_token_diff;    /* -1 when tokens agree */
 } tq_golden_result;
 
-int tq_golden_run(const char *model, const char *golden, int update, int threads,
+/* Run the runtime's validation decode (greedy) on model with the golden file's prompt and
+ * compare generated tokens and the logits hash. */
+int tq_golden_run(const char *model, const char *golden, const tq_golden_opts *o,
                   tq_golden_result *res, tq_err *e);
 void tq_golden_result_free(tq_golden_result *res);
 

@@ -1,0 +1,157 @@
+/* tq-verify golden: the runtime's greedy validation decode against a committed golden file. */
+#include "verify/verify_internal.h"
+#include "runtime/runtime.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_GOLDEN_BYTES (16u << 20)
+#define MAX_TOKENS (1u << 16)
+
+void tq_golden_result_free(tq_golden_result *res)
+{
+    free(res->tokens);
+    free(res->expected);
+    memset(res, 0, sizeof *res);
+}
+
+typedef struct golden {
+    int32_t *prompt, *tokens;
+    size_t n_prompt, max_tokens;
+    char sha[65];
+} golden;
+
+static int int_array(const cJSON *a, size_t max, int32_t **out, size_t *n)
+{
+    if (!cJSON_IsArray(a) || (size_t)cJSON_GetArraySize(a) > max)
+        return -1;
+    size_t cnt = (size_t)cJSON_GetArraySize(a), i = 0;
+    int32_t *v = malloc((cnt ? cnt : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a)
+    {
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 2147483647.0 ||
+            it->valuedouble != (double)(int32_t)it->valuedouble) {
+            free(v);
+            return -1;
+        }
+        v[i++] = (int32_t)it->valuedouble;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+static int load_golden(const char *path, golden *g, tq_err *e)
+{
+    cJSON *j;
+    if (tq_json_read_file(path, MAX_GOLDEN_BYTES, &j, e) != 0)
+        return -1;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "max_tokens");
+    const cJSON *sha = cJSON_GetObjectItemCaseSensitive(j, "logits_sha256");
+    size_t nt = 0;
+    unsigned char d[32];
+    int rc = -1;
+    if (!cJSON_IsObject(j) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, TQ_GOLDEN_FORMAT)) {
+        tq_fail(e, TQ_EDATA, "%s: not a %s file", path, TQ_GOLDEN_FORMAT);
+    } else if (int_array(cJSON_GetObjectItemCaseSensitive(j, "prompt"), MAX_TOKENS, &g->prompt, &g->n_prompt) ||
+               !g->n_prompt) {
+        tq_fail(e, TQ_EDATA, "%s: \"prompt\" must be a non-empty array of token ids", path);
+    } else if (!cJSON_IsNumber(mt) || mt->valuedouble < 1 || mt->valuedouble > MAX_TOKENS ||
+               mt->valuedouble != (double)(size_t)mt->valuedouble) {
+        tq_fail(e, TQ_EDATA, "%s: \"max_tokens\" must be an integer in [1, %u]", path, MAX_TOKENS);
+    } else if (int_array(cJSON_GetObjectItemCaseSensitive(j, "tokens"), MAX_TOKENS, &g->tokens, &nt) ||
+               nt != (size_t)mt->valuedouble) {
+        tq_fail(e, TQ_EDATA, "%s: \"tokens\" must be max_tokens token ids", path);
+    } else if (!cJSON_IsString(sha) || strlen(sha->valuestring) != 64 || tq_verify_parse_hex32(sha->valuestring, d)) {
+        tq_fail(e, TQ_EDATA, "%s: \"logits_sha256\" must be 64 hex digits", path);
+    } else {
+        g->max_tokens = nt;
+        tq_hex(d, 32, g->sha);
+        rc = 0;
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+static int write_golden(const char *path, const int32_t *prompt, size_t np, const int32_t *tokens, size_t nt,
+                        const char *sha, tq_err *e)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", TQ_GOLDEN_FORMAT);
+    cJSON *p = cJSON_AddArrayToObject(j, "prompt"), *t = cJSON_AddArrayToObject(j, "tokens");
+    for (size_t i = 0; p && i < np; i++)
+        cJSON_AddItemToArray(p, cJSON_CreateNumber(prompt[i]));
+    for (size_t i = 0; t && i < nt; i++)
+        cJSON_AddItemToArray(t, cJSON_CreateNumber(tokens[i]));
+    cJSON_AddNumberToObject(j, "max_tokens", (double)nt);
+    cJSON_AddStringToObject(j, "logits_sha256", sha);
+    int rc = tq_json_write_file(path, j, e);
+    cJSON_Delete(j);
+    return rc;
+}
+
+int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, tq_golden_result *res, tq_err *e)
+{
+    memset(res, 0, sizeof *res);
+    res->first_token_diff = -1;
+    golden g = {0};
+    int have = tq_exists(path);
+    if (have && load_golden(path, &g, e) != 0)
+        goto fail;
+    if (!have && !o->update) {
+        tq_fail(e, TQ_EIO, "%s: no such golden file (create it with --update --prompt IDS)", path);
+        goto fail;
+    }
+    const int32_t *prompt = o->update && o->prompt ? o->prompt : g.prompt;
+    size_t np = o->update && o->prompt ? o->n_prompt : g.n_prompt;
+    size_t nt = o->update && o->max_tokens ? o->max_tokens : have ? g.max_tokens : 8;
+    if (!prompt || !np) {
+        tq_fail(e, TQ_EUSAGE, "%s: a new golden file needs a prompt (--prompt IDS)", path);
+        goto fail;
+    }
+    if (nt > MAX_TOKENS) {
+        tq_fail(e, TQ_EUSAGE, "max tokens %zu is more than %u", nt, MAX_TOKENS);
+        goto fail;
+    }
+    if (!(res->tokens = tq_calloc(nt, sizeof *res->tokens, e)))
+        goto fail;
+    res->n_tokens = nt;
+    tq_run_opts ro;
+    tq_run_opts_default(&ro);
+    ro.threads = o->threads;
+    unsigned char d[32];
+    if (tq_run_validate(model, prompt, np, nt, &ro, res->tokens, d, e) != 0)
+        goto fail;
+    tq_hex(d, 32, res->logits_sha256);
+    if (have) {
+        res->expected = g.tokens;
+        g.tokens = NULL;
+        memcpy(res->expected_sha256, g.sha, 65);
+        int same_run = g.max_tokens == nt && g.n_prompt == np && !memcmp(g.prompt, prompt, np * sizeof *prompt);
+        size_t cmp = nt < g.max_tokens ? nt : g.max_tokens;
+        for (size_t i = 0; i < cmp && res->first_token_diff < 0; i++)
+            if (res->tokens[i] != res->expected[i])
+                res->first_token_diff = (long)i;
+        if (res->first_token_diff < 0 && nt != g.max_tokens)
+            res->first_token_diff = (long)cmp;
+        res->match = same_run && res->first_token_diff < 0 && !strcmp(res->logits_sha256, g.sha);
+    }
+    if (o->update) {
+        if (write_golden(path, prompt, np, res->tokens, nt, res->logits_sha256, e) != 0)
+            goto fail;
+        res->updated = 1;
+    }
+    free(g.prompt);
+    free(g.tokens);
+    return 0;
+fail:
+    free(g.prompt);
+    free(g.tokens);
+    tq_golden_result_free(res);
+    return -1;
+}
