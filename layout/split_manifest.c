@@ -2,7 +2,9 @@
  * where it came from, and what tq_join needs to rebuild the source names. */
 #include "layout/split_internal.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #define SPLIT_JSON_MAX (256u << 20)
@@ -45,6 +47,29 @@ static int source_json(cJSON *src, const split_plan *p, const char *label)
             !tq_json_add_u64(o, "data_bytes", f->file_size - f->data_start) || !add_hex(o, "header_sha256", d))
             return -1;
         total += f->file_size;
+    }
+    if (m->n_files == 0) {
+        /* a non-safetensors source (GGUF): its own file, identified by size and first MiB */
+        tq_err e;
+        uint64_t size = 0;
+        if (!tq_is_dir(m->path) && tq_file_size(m->path, &size, &e) == 0) {
+            unsigned char d[32];
+            int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+            size_t n = size < (1u << 20) ? (size_t)size : (1u << 20);
+            unsigned char *buf = fd >= 0 ? malloc(n ? n : 1) : NULL;
+            int ok = buf && tq_pread_full(fd, buf, n, 0, m->path, &e) == 0;
+            if (ok)
+                tq_sha256_buf(buf, n, d);
+            free(buf);
+            if (fd >= 0)
+                close(fd);
+            const char *base = strrchr(m->path, '/');
+            cJSON *o = cJSON_CreateObject();
+            if (!o || !cJSON_AddItemToArray(files, o) || !cJSON_AddStringToObject(o, "name", base ? base + 1 : m->path) ||
+                !tq_json_add_u64(o, "size", size) || (ok && !add_hex(o, "first_mib_sha256", d)))
+                return -1;
+            total = size;
+        }
     }
     return tq_json_add_u64(src, "total_bytes", total) ? 0 : -1;
 }

@@ -35,6 +35,18 @@ grep -q "\"expert_block_size\":$block," s1/experts/layer_00.bin || fail "plan bl
 tq-split --plan --ram 16G m-mlx | grep -q "^cache holds: " || fail "--plan text"
 [ ! -e plan-out ] || fail "--plan wrote something"
 
+# a shared expert (qwen2_moe style) stays pinned
+run tq-mkmodel --quiet --arch qwen3_moe --shared-expert --tie-embeddings m-shared
+run tq-split --quiet m-shared s-shared
+tq-verify ls s-shared/pinned.safetensors | grep -q "^model.layers.1.mlp.shared_expert.down_proj.weight	" || fail "shared expert not pinned"
+run tq-split --join --quiet s-shared j-shared
+diff -r m-shared j-shared >/dev/null || fail "join of a shared-expert split differs"
+
+# GGUF input (tensors dequantized to F32 under HF names)
+run tq-split --quiet --top-k 2 "$ROOT/testdata/vectors/ggml-vectors.gguf" s-gguf
+run tq-split --join --quiet s-gguf j-gguf
+tq-verify compare "$ROOT/testdata/vectors/ggml-vectors.gguf" j-gguf >cmp 2>&1 || fail "GGUF split round trip: $(cat cmp)"
+
 run tq-mkmodel --quiet --arch qwen3 m-dense
 run tq-split --quiet m-dense s-dense
 aligned s-dense/ffn_aligned 16384
