@@ -32,10 +32,14 @@ static int cmp_mt(const void *a, const void *b)
 
 static int push_str(char ***v, size_t *n, const char *s, tq_err *e)
 {
-    char **nv = realloc(*v, (*n + 1) * sizeof **v);
-    if (!nv)
-        return tq_fail(e, TQ_ENOMEM, "out of memory");
-    *v = nv;
+    /* grow at powers of two */
+    if ((*n & (*n - 1)) == 0) {
+        char **nv = realloc(*v, (*n ? 2 * *n : 1) * sizeof **v);
+        if (!nv)
+            return tq_fail(e, TQ_ENOMEM, "out of memory");
+        *v = nv;
+    }
+    char **nv = *v;
     if (!(nv[*n] = tq_strdup(s, e)))
         return -1;
     (*n)++;
@@ -152,18 +156,26 @@ static int open_indexed(tq_model *m, tq_err *e)
         ent[n++] = (ientry){c->string, s};
     }
     qsort(ent, n, sizeof *ent, cmp_ientry);
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0 && !strcmp(ent[i - 1].name, ent[i].name)) {
+    for (size_t i = 1; i < n; i++) {
+        if (!strcmp(ent[i - 1].name, ent[i].name)) {
             tq_fail(e, TQ_EDATA, "%s: weight_map: tensor '%s' is listed twice", ipath, ent[i].name);
             goto out;
         }
-        int seen = 0;
-        for (size_t k = 0; k < n_shards && !seen; k++)
-            seen = !strcmp(shards[k], ent[i].shard);
-        if (!seen && push_str(&shards, &n_shards, ent[i].shard, e) != 0)
-            goto out;
     }
-    qsort(shards, n_shards, sizeof *shards, cmp_strp);
+    /* distinct shard names, sorted (sort then unique: an index may name many shards) */
+    const char **all = tq_calloc(n ? n : 1, sizeof *all, e);
+    if (!all)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        all[i] = ent[i].shard;
+    qsort(all, n, sizeof *all, cmp_strp);
+    for (size_t i = 0; i < n; i++) {
+        if ((i == 0 || strcmp(all[i - 1], all[i])) && push_str(&shards, &n_shards, all[i], e) != 0) {
+            free(all);
+            goto out;
+        }
+    }
+    free(all);
     for (size_t i = 0; i < n_shards; i++) {
         char *p = tq_path_join(m->path, shards[i], e);
         if (!p)
