@@ -153,6 +153,7 @@ typedef struct split_run {
     size_t n_files, cap_files;
     tq_progress prog;
     pthread_mutex_t prog_mu;
+    tq_st_writer *pinned_w;        /* written, finished last */
 } split_run;
 
 static tq_split_file *add_file(split_run *r, tq_err *e)
@@ -367,18 +368,19 @@ static int write_pinned(split_run *r, tq_err *e)
         *e = j.err;
         goto out;
     }
-    rc = tq_st_writer_finish(w, e);
+    /* finished (fsync + rename inside the stage) at the end, so its writeback overlaps the
+     * layer files instead of stalling before them */
+    if (tq_st_writer_complete(w, e) != 0)
+        goto out;
+    tq_split_file *rec = add_file(r, e);
+    if (!rec || !(rec->name = tq_strdup("pinned.safetensors", e)))
+        goto out;
+    rec->size = pos;
+    tq_sha256_final(sha, rec->sha256);
+    sha = NULL;
+    r->pinned_w = w;
     w = NULL;
-    if (rc == 0) {
-        tq_split_file *rec = add_file(r, e);
-        if (!rec || !(rec->name = tq_strdup("pinned.safetensors", e)))
-            rc = -1;
-        else {
-            rec->size = pos;
-            tq_sha256_final(sha, rec->sha256);
-            sha = NULL;
-        }
-    }
+    rc = 0;
 out:
     if (w)
         tq_st_writer_abort(w);
@@ -804,6 +806,10 @@ static int make_stage(split_run *r, const char *out_dir, tq_err *e)
 
 static int finish(split_run *r, const char *out_dir, tq_err *e)
 {
+    tq_st_writer *w = r->pinned_w;
+    r->pinned_w = NULL;
+    if (w && tq_st_writer_finish(w, e) != 0)
+        return -1;
     qsort(r->files, r->n_files, sizeof *r->files, cmp_file);
     const char *label = r->o->source_label ? r->o->source_label : r->plan.m->path;
     cJSON *j = split_manifest_json(&r->plan, label, r->files, r->n_files, e);
@@ -877,6 +883,8 @@ int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_
     }
     rc = 0;
 out:
+    if (r.pinned_w)
+        tq_st_writer_abort(r.pinned_w);
     if (r.stage) {
         tq_rm_tree(r.stage);
         free(r.stage);
