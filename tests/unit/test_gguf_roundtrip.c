@@ -30,6 +30,9 @@ static int gguf_name(const char *hf, char *out, size_t cap)
         {"self_attn.q_norm.weight", "attn_q_norm.weight"},
         {"self_attn.k_norm.weight", "attn_k_norm.weight"},
         {"mlp.gate.weight", "ffn_gate_inp.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
         {"mlp.switch_mlp.gate_proj.weight", "ffn_gate_exps.weight"},
         {"mlp.switch_mlp.up_proj.weight", "ffn_up_exps.weight"},
         {"mlp.switch_mlp.down_proj.weight", "ffn_down_exps.weight"},
@@ -84,7 +87,33 @@ static void same_tensors(const char *a_dir, const char *b_dir)
     tq_model_close(b);
 }
 
-static void roundtrip(const char *tag, const char *mk_args)
+/* llama.cpp's converter: w.reshape(n_head, 2, D/2, ...).swapaxes(1, 2).reshape(w.shape), on
+ * rows of `row_bytes` bytes. */
+static void llama_permute(const unsigned char *hf, unsigned char *gguf, uint64_t rows, size_t row_bytes,
+                          uint64_t n_head)
+{
+    uint64_t D = rows / n_head;
+    for (uint64_t h = 0; h < n_head; h++)
+        for (uint64_t i = 0; i < D / 2; i++)
+            for (uint64_t j = 0; j < 2; j++)
+                memcpy(gguf + (h * D + i * 2 + j) * row_bytes, hf + (h * D + j * (D / 2) + i) * row_bytes, row_bytes);
+}
+
+static void kv_u32(gw *w, const char *arch, const char *key, double v)
+{
+    char k[256];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    gw_kv_u32(w, k, (uint32_t)v);
+}
+
+static void kv_f32(gw *w, const char *arch, const char *key, double v)
+{
+    char k[256];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    gw_kv_f32(w, k, (float)v);
+}
+
+static void roundtrip_arch(const char *tag, const char *mk_args, const char *arch, const char *model_type)
 {
     const char *bin = getenv("BIN");
     char dir[4096], gguf[4200], cmd[9000];
@@ -99,19 +128,22 @@ static void roundtrip(const char *tag, const char *mk_args)
     const cJSON *c = src->config;
     gw w;
     gw_init(&w);
-    gw_kv_str(&w, "general.architecture", "qwen3moe");
-    gw_kv_u32(&w, "qwen3moe.block_count", (uint32_t)num(c, "num_hidden_layers"));
-    gw_kv_u32(&w, "qwen3moe.context_length", (uint32_t)num(c, "max_position_embeddings"));
-    gw_kv_u32(&w, "qwen3moe.embedding_length", (uint32_t)num(c, "hidden_size"));
-    gw_kv_u32(&w, "qwen3moe.feed_forward_length", (uint32_t)num(c, "intermediate_size"));
-    gw_kv_u32(&w, "qwen3moe.expert_feed_forward_length", (uint32_t)num(c, "moe_intermediate_size"));
-    gw_kv_u32(&w, "qwen3moe.attention.head_count", (uint32_t)num(c, "num_attention_heads"));
-    gw_kv_u32(&w, "qwen3moe.attention.head_count_kv", (uint32_t)num(c, "num_key_value_heads"));
-    gw_kv_u32(&w, "qwen3moe.attention.key_length", (uint32_t)num(c, "head_dim"));
-    gw_kv_f32(&w, "qwen3moe.rope.freq_base", (float)num(c, "rope_theta"));
-    gw_kv_f32(&w, "qwen3moe.attention.layer_norm_rms_epsilon", (float)num(c, "rms_norm_eps"));
-    gw_kv_u32(&w, "qwen3moe.expert_count", (uint32_t)num(c, "num_experts"));
-    gw_kv_u32(&w, "qwen3moe.expert_used_count", (uint32_t)num(c, "num_experts_per_tok"));
+    gw_kv_str(&w, "general.architecture", arch);
+    kv_u32(&w, arch, "block_count", num(c, "num_hidden_layers"));
+    kv_u32(&w, arch, "context_length", num(c, "max_position_embeddings"));
+    kv_u32(&w, arch, "embedding_length", num(c, "hidden_size"));
+    kv_u32(&w, arch, "feed_forward_length", num(c, "intermediate_size"));
+    if (num(c, "moe_intermediate_size") > 0) {
+        kv_u32(&w, arch, "expert_feed_forward_length", num(c, "moe_intermediate_size"));
+        kv_u32(&w, arch, "expert_count", num(c, "num_experts"));
+        kv_u32(&w, arch, "expert_used_count", num(c, "num_experts_per_tok"));
+    }
+    kv_u32(&w, arch, "attention.head_count", num(c, "num_attention_heads"));
+    kv_u32(&w, arch, "attention.head_count_kv", num(c, "num_key_value_heads"));
+    if (num(c, "head_dim") > 0)
+        kv_u32(&w, arch, "attention.key_length", num(c, "head_dim"));
+    kv_f32(&w, arch, "rope.freq_base", num(c, "rope_theta"));
+    kv_f32(&w, arch, "attention.layer_norm_rms_epsilon", num(c, "rms_norm_eps"));
     size_t vocab = (size_t)num(c, "vocab_size");
     char **toks = calloc(vocab, sizeof *toks);
     for (size_t i = 0; i < vocab; i++) {
@@ -136,6 +168,15 @@ static void roundtrip(const char *tag, const char *mk_args)
             nd = 1; /* llama.cpp stores the shared-expert gate as a vector */
         void *buf = malloc(t->info.nbytes);
         CHECK_OK(tq_model_read(t, 0, buf, t->info.nbytes, &err));
+        int is_q = strstr(name, ".attn_q.") != NULL, is_k = strstr(name, ".attn_k.") != NULL;
+        if (strcmp(arch, "llama") == 0 && (is_q || is_k)) {
+            void *perm = malloc(t->info.nbytes);
+            uint64_t heads = (uint64_t)num(c, is_q ? "num_attention_heads" : "num_key_value_heads");
+            llama_permute(buf, perm, t->info.shape[0], t->info.nbytes / t->info.shape[0], heads);
+            CHECK(memcmp(buf, perm, t->info.nbytes) != 0);
+            free(buf);
+            buf = perm;
+        }
         gw_tensor_add(&w, name, nd, ne, type, buf, t->info.nbytes);
         free(buf);
     }
@@ -176,7 +217,7 @@ static void roundtrip(const char *tag, const char *mk_args)
         /* GGUF stores the epsilon as f32. */
         CHECK(num(gc, "rms_norm_eps") == (double)(float)num(c, "rms_norm_eps"));
         const cJSON *mt = cJSON_GetObjectItemCaseSensitive(gc, "model_type");
-        CHECK(cJSON_IsString(mt) && strcmp(mt->valuestring, "qwen3_moe") == 0);
+        CHECK(cJSON_IsString(mt) && strcmp(mt->valuestring, model_type) == 0);
         CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gc, "tie_word_embeddings")) ==
               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "tie_word_embeddings")));
         tq_model_close(g);
@@ -204,6 +245,22 @@ static void roundtrip(const char *tag, const char *mk_args)
     CHECK(system(cmd) == 0);
 }
 
+static void roundtrip(const char *tag, const char *mk_args)
+{
+    roundtrip_arch(tag, mk_args, "qwen3moe", "qwen3_moe");
+}
+
+/* llama.cpp permutes llama's Q/K rows; reading the GGUF must give the HF rows back. */
+static void test_roundtrip_llama_permuted(void)
+{
+    roundtrip_arch("llama", "--arch llama --dtype f16 --seed 5", "llama", "llama");
+}
+
+static void test_roundtrip_qwen3_f32(void)
+{
+    roundtrip_arch("qwen3", "--arch qwen3 --dtype f32 --seed 6", "qwen3", "qwen3");
+}
+
 static void test_roundtrip_qwen3_moe_f16(void)
 {
     roundtrip("f16", "--arch qwen3_moe --naming mlx --dtype f16");
@@ -218,5 +275,7 @@ int main(void)
 {
     RUN(test_roundtrip_qwen3_moe_f16);
     RUN(test_roundtrip_qwen3_moe_bf16_shared_tied);
+    RUN(test_roundtrip_llama_permuted);
+    RUN(test_roundtrip_qwen3_f32);
     TEST_MAIN_END();
 }
