@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tq-verify manifest on the generated 8 GB MoE against the floor `sha256sum` of the same files,
+# measured in the same run: 1 thread (target >= 0.9x sha256sum's throughput) and 2 threads
+# (target: faster than sha256sum). The manifest does more work than sha256sum (it also hashes
+# every tensor on its own), so 1 thread relies on large reads and libcrypto's SHA-256.
+# Each run from a cold page cache when caches can be dropped (root), otherwise all warm.
+# Best of two rounds. Also checks that SHA256SUMS equals sha256sum's own output.
+# TQ_BENCH_SIZE=tiny uses the tiny preset (checks the script in seconds).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
+TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
+mkdir -p "$TQ_BENCH_DIR"
+for t in tq-verify tq-mkmodel; do
+  [ -x "$BIN/$t" ] || { echo "verify: skipped (needs $BIN/$t)"; exit 0; }
+done
+
+if [ "${TQ_BENCH_SIZE:-8g}" = tiny ]; then
+  src=$TQ_BENCH_DIR/moe-tiny
+  if [ ! -f "$src/.complete" ]; then
+    rm -rf "$src"
+    "$BIN/tq-mkmodel" --quiet --arch qwen3_moe --size tiny --seed 1 "$src"
+    touch "$src/.complete"
+  fi
+else
+  src=$(big_moe)
+fi
+# The manifest is written next to a copy-free view of the model: a directory of symlinks
+# (manifests follow links to regular files), so the shared 8 GB model is never modified.
+view=$TQ_BENCH_DIR/verify-view
+rm -rf "$view"; mkdir -p "$view"
+(cd "$src" && find . -type f ! -name .complete ! -name SHA256SUMS ! -name tq-manifest.json | sed 's|^\./||' | LC_ALL=C sort) > "$TQ_BENCH_DIR/verify-files"
+while IFS= read -r f; do mkdir -p "$view/$(dirname "$f")"; ln -s "$src/$f" "$view/$f"; done < "$TQ_BENCH_DIR/verify-files"
+bytes=$(cd "$src" && xargs -d '\n' cat < "$TQ_BENCH_DIR/verify-files" | wc -c)
+
+cold=1
+(echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null || { cold=0; (cd "$src" && xargs -d '\n' cat < "$TQ_BENCH_DIR/verify-files" > /dev/null); }
+best() { if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc -l)" = 1 ]; then echo "$2"; else echo "$1"; fi; }
+t_sum="" t1="" t2="" rss1=0 rss2=0
+for round in 1 2; do
+  drop_caches
+  timed sh -c 'cd "$1" && xargs -d "\n" sha256sum < "$2" > "$3"' sh "$src" "$TQ_BENCH_DIR/verify-files" "$TQ_BENCH_DIR/verify-sha256sum.out"
+  t_sum=$(best "$t_sum" "$T")
+  drop_caches
+  timed "$BIN/tq-verify" manifest --quiet --threads 1 "$view"
+  t1=$(best "$t1" "$T"); [ "${RSS:-0}" -gt "$rss1" ] && rss1=$RSS
+  drop_caches
+  timed "$BIN/tq-verify" manifest --quiet --threads 2 "$view"
+  t2=$(best "$t2" "$T"); [ "${RSS:-0}" -gt "$rss2" ] && rss2=$RSS
+done
+cmp -s "$view/SHA256SUMS" "$TQ_BENCH_DIR/verify-sha256sum.out" || { echo "verify: SHA256SUMS differs from sha256sum's output"; exit 1; }
+echo "verify: $src: $bytes bytes in $(wc -l < "$TQ_BENCH_DIR/verify-files") files, $([ $cold = 1 ] && echo cold || echo warm) cache"
+mbs() { echo "scale=1; $bytes / $1 / 1048576" | bc -l; }
+printf 'verify: sha256sum %.3f s (%s MiB/s); manifest 1 thread %.3f s (%s MiB/s); 2 threads %.3f s (%s MiB/s)\n' \
+  "$t_sum" "$(mbs "$t_sum")" "$t1" "$(mbs "$t1")" "$t2" "$(mbs "$t2")"
+echo "verify: throughput ratio manifest/sha256sum: 1 thread $(ratio "$t_sum" "$t1") (target >= 0.9), 2 threads $(ratio "$t_sum" "$t2") (target > 1); peak RSS ${rss1} / ${rss2} KiB"
+rm -rf "$view"
