@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# GGUF input: single-thread dequantization speed of Q4_K and Q6_K through tq_model (what
-# tq-convert reads), as G weights/s and as a time ratio to `cat` of the same file, plus
-# peak RSS. The synthetic files (random quants, finite scales) come from the tests' GGUF
-# writer. Size: TQ_BENCH_SIZE=tiny (16 MiB per type) or a size such as 512M (default 384M).
+# GGUF input: single-thread dequantization speed of Q4_K and Q6_K, (1) the kernel alone with
+# its data in cache and (2) end to end through tq_model (what tq-convert reads: pread of the
+# blocks + dequantization into 8 MiB F32 requests, `tq-verify ls --read`), as G weights/s per
+# thread and as a time ratio to `cat` of the same file, plus peak RSS. Rates are given per
+# wall second and per CPU second (user+sys; robust when the machine is shared). The synthetic
+# files (random quants, finite scales) come from the tests' GGUF writer.
+# Size: TQ_BENCH_SIZE=tiny (16 MiB per type), small (64 MiB), or a size such as 1G
+# (default 384M).
 set -euo pipefail
 ROOT=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${BIN:-$ROOT/bin}
@@ -14,25 +18,36 @@ size=${TQ_BENCH_SIZE:-384M}
 dir=${TQ_BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$dir"
 make -s -C "$ROOT" "$BUILD/tests/test_gguf_bench" BUILD="$BUILD" >&2
+# cpu_timed CMD...: sets T (wall s), CPU (user+sys s) and RSS (KiB).
+cpu_timed() {
+  local tf t0 t1
+  tf=$(mktemp)
+  t0=$(date +%s.%N)
+  /usr/bin/time -f '%U %S %M' -o "$tf" "$@"
+  t1=$(date +%s.%N)
+  T=$(echo "$t1 - $t0" | bc -l)
+  read -r u s RSS <"$tf"
+  CPU=$(echo "$u + $s" | bc -l)
+  rm -f "$tf"
+}
 for type in Q4_K Q6_K; do
   f="$dir/gguf-bench-$type-$size.gguf"
   weights=$("$BUILD/tests/test_gguf_bench" --make "$f" "$type" "$size")
   bytes=$(stat -c %s "$f")
+  read -r k_wall k_cpu < <("$BUILD/tests/test_gguf_bench" --kernel "$type")
   drop_caches
   timed cat "$f" >/dev/null
   t_cat=$T
   drop_caches
-  timed "$BIN/tq-verify" ls --read --quiet "$f"
-  t_deq=$T
-  rss_deq=$RSS
-  # Warm cache: dequantization alone, file already in memory.
-  timed "$BIN/tq-verify" ls --read --quiet "$f"
-  t_warm=$T
-  kernel=$("$BUILD/tests/test_gguf_bench" --kernel "$type")
-  gws=$(echo "scale=3; $weights / $t_deq / 1000000000" | bc -l)
-  gws_warm=$(echo "scale=3; $weights / $t_warm / 1000000000" | bc -l)
-  printf 'gguf %s: kernel %.3f G weights/s/thread (in cache); file %d MiB, %s weights: tq-verify ls --read %.3f s = %.3f G weights/s/thread (warm %.3f), cat %.3f s, time ratio to cat %s, peak RSS %s KiB\n' \
-    "$type" "$kernel" $((bytes >> 20)) "$weights" "$t_deq" "$gws" "$gws_warm" "$t_cat" "$(ratio "$t_deq" "$t_cat")" "$rss_deq"
+  cpu_timed "$BIN/tq-verify" ls --read --quiet "$f"
+  t_deq=$T; c_deq=$CPU; rss=$RSS
+  cpu_timed "$BIN/tq-verify" ls --read --quiet "$f" # warm page cache
+  t_warm=$T; c_warm=$CPU
+  rate() { echo "scale=6; $weights / $1 / 1000000000" | bc -l; }
+  printf 'gguf %s kernel: %.3f G weights/s/thread (%.3f per CPU s)\n' "$type" "$k_wall" "$k_cpu"
+  printf 'gguf %s read+dequant %d MiB (%s weights): %.3f s = %.3f G weights/s/thread (%.3f per CPU s); warm %.3f (%.3f per CPU s); cat %.3f s; time ratio to cat %s; peak RSS %s KiB\n' \
+    "$type" $((bytes >> 20)) "$weights" "$t_deq" "$(rate "$t_deq")" "$(rate "$c_deq")" "$(rate "$t_warm")" \
+    "$(rate "$c_warm")" "$t_cat" "$(ratio "$t_deq" "$t_cat")" "$rss"
   rm -f "$f"
 done
 [ -z "${TQ_BENCH_DIR:-}" ] && rmdir "$dir" 2>/dev/null || true
