@@ -100,8 +100,11 @@ report buffered "$TQ_BENCH_DIR/run-buffered.json" "$DCACHE"
 # quality of the TurboQuant model against the unquantized one (same prompt, greedy)
 if [ -x "$BIN/tq-convert" ]; then
   Q=$M.tq
-  made "$Q" "$BIN/tq-convert" --quiet "$M" "$Q"
-  made "$Q.split" "$BIN/tq-split" --quiet "$Q" "$Q.split"
+  if [ ! -f "$Q.split/.complete" ]; then # the unsplit TQ model is only a step: not kept
+    made "$Q" "$BIN/tq-convert" --quiet "$M" "$Q"
+    made "$Q.split" "$BIN/tq-split" --quiet "$Q" "$Q.split"
+    rm -rf "$Q"
+  fi
   REF_TOKENS=$(python3 -c 'import json,sys; print(",".join(map(str,json.load(open(sys.argv[1]))["tokens"])))' "$TQ_BENCH_DIR/run-direct.json")
   # teacher-forced on the unquantized model's tokens, so every step sees the same context
   "$BIN/tq-run" "$Q.split" --tokens "$PROMPT" --max-tokens "$NTOK" --cache-budget "$BUDGET" --quiet \

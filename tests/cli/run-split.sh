@@ -13,6 +13,10 @@ tq-run s --tokens 1,2,3 --max-tokens 6 --resident --threads 3 --io-threads 2 --q
 cmp ref.f32 r.f32
 tq-run s --tokens 1,2,3 --max-tokens 6 --no-direct --quiet --logits b.f32 >/dev/null
 cmp ref.f32 b.f32
+# 4 KiB alignment still satisfies O_DIRECT
+tq-split --quiet --align 4096 m s4
+tq-run s4 --tokens 1,2,3 --max-tokens 6 --cache-budget 1 --check-blocks --quiet --logits a4.f32 >/dev/null
+cmp ref.f32 a4.f32
 # 6 steps x 512 vocab x 4 bytes
 [ "$(wc -c < ref.f32)" -eq 12288 ]
 # --json: sorted keys, the hash is the hash of the logits file
