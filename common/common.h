@@ -76,6 +76,21 @@ int tq_afile_commit(tq_afile *f, tq_err *e);
 void tq_afile_abort(tq_afile *f);
 int tq_write_file_atomic(const char *path, const void *data, size_t len, tq_err *e);
 
+/* Atomic output directory: built as "FINAL.partial-XXXXXX" and renamed to FINAL by commit
+ * (after moving an earlier FINAL aside when TQ_ADIR_REPLACE allows replacing it); abort, or
+ * any failure, removes the partial tree. Without TQ_ADIR_REPLACE a non-empty FINAL is refused
+ * at open. */
+typedef struct tq_adir {
+    char *final_path;
+    char *tmp_path;
+} tq_adir;
+#define TQ_ADIR_REPLACE 1
+int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e);
+int tq_adir_commit(tq_adir *d, tq_err *e);
+void tq_adir_abort(tq_adir *d);
+void tq_rm_tree(const char *path); /* rm -rf, not following symlinks */
+int tq_dir_is_empty(const char *path);
+
 /* ---- hashing (libcrypto EVP) ---- */
 typedef struct tq_sha256 tq_sha256;
 tq_sha256 *tq_sha256_new(void);

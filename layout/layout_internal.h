@@ -20,8 +20,6 @@ int tq_ffn_slot_rank(const char *proj, const char *suffix);
 extern const char *const tq_ffn_projs[3];
 extern const char *const tq_ffn_suffixes[4];
 
-/* Remove a directory tree this process created (no symlink following). */
-void tq_rm_tree(const char *path);
 /* OUT must be absent or an empty directory; creates OUT.partial-XXXXXX next to it. */
 int tq_stage_create(const char *out_dir, char **stage, tq_err *e);
 /* Rename the finished stage to OUT (and fsync the parent). */

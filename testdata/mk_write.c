@@ -284,7 +284,7 @@ static int generate(const char *dir, const tq_mk_opts *o, tq_mk_plan *p, tq_err 
     return tq_model_writer_finish(j.w, e);
 }
 
-/* 1 for a name tq-mkmodel writes, 2 for a partial file of one (left by an interrupted run),
+/* 1 for a name tq-mkmodel writes, 2 for a partial file of one (left by an older version),
  * 0 otherwise. */
 static int own_name(const char *s)
 {
@@ -306,16 +306,12 @@ static int own_name(const char *s)
 }
 
 /* OUTPUT_DIR may be new, empty, or hold an earlier tq-mkmodel output, which is replaced
- * (stale partial files removed; the model writer removes shards it does not rewrite).
- * Anything else in it is left alone and refused. */
-static int prepare_outdir(const char *dir, tq_err *e)
+ * whole at the end; anything else in it is left alone and refused. */
+static int check_outdir(const char *dir, tq_err *e)
 {
     DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return tq_mkdir_p(dir, e);
-        return tq_fail(e, TQ_EIO, "%s: %s", dir, strerror(errno));
-    }
+    if (!d)
+        return errno == ENOENT ? 0 : tq_fail(e, TQ_EIO, "%s: %s", dir, strerror(errno));
     struct dirent *de;
     int rc = 0;
     while (!rc && (de = readdir(d))) {
@@ -331,27 +327,6 @@ static int prepare_outdir(const char *dir, tq_err *e)
         free(p);
     }
     closedir(d);
-    if (rc)
-        return -1;
-    char **names;
-    size_t n;
-    if (tq_list_dir(dir, &names, &n, e))
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        char *p = own_name(names[i]) == 2 ? tq_path_join(dir, names[i], NULL) : NULL;
-        if (p && unlink(p) != 0 && errno != ENOENT)
-            rc = tq_fail(e, TQ_EIO, "%s: cannot remove stale partial file: %s", p, strerror(errno));
-        free(p);
-    }
-    tq_free_strv(names, n);
-    return rc;
-}
-
-static int remove_if_present(const char *dir, const char *name, tq_err *e)
-{
-    char *p = tq_path_join(dir, name, e);
-    int rc = !p ? -1 : unlink(p) != 0 && errno != ENOENT ? tq_fail(e, TQ_EIO, "%s: %s", p, strerror(errno)) : 0;
-    free(p);
     return rc;
 }
 
@@ -417,18 +392,25 @@ static int tokenizer_json(const tq_mk_opts *o, cJSON **out, tq_err *e)
 int tq_mkmodel(const char *dir, const tq_mk_opts *o, tq_err *e)
 {
     tq_mk_plan p;
-    if (tq_mk_plan_build(&p, o, e))
+    if (check_outdir(dir, e) || tq_mk_plan_build(&p, o, e))
         return -1;
+    tq_adir out;
+    if (tq_adir_open(&out, dir, TQ_ADIR_REPLACE, e)) {
+        tq_mk_plan_free(&p);
+        return -1;
+    }
+    const char *stage = out.tmp_path;
     cJSON *cfg = NULL;
-    int rc = prepare_outdir(dir, e) || generate(dir, o, &p, e) || tq_mk_config(o, &cfg, e) ||
-             write_json(dir, "config.json", cfg, e);
-    if (!rc && o->arch == TQ_MK_NGRAM) /* an earlier model output's tokenizer is not ours now */
-        rc = remove_if_present(dir, "tokenizer.json", e) || remove_if_present(dir, "tokenizer_config.json", e);
+    int rc = generate(stage, o, &p, e) || tq_mk_config(o, &cfg, e) || write_json(stage, "config.json", cfg, e);
     if (!rc && o->arch != TQ_MK_NGRAM) {
         cJSON *t = NULL;
-        rc = tokenizer_config(o, &t, e) || write_json(dir, "tokenizer_config.json", t, e) ||
-             tokenizer_json(o, &t, e) || write_json(dir, "tokenizer.json", t, e);
+        rc = tokenizer_config(o, &t, e) || write_json(stage, "tokenizer_config.json", t, e) ||
+             tokenizer_json(o, &t, e) || write_json(stage, "tokenizer.json", t, e);
     }
     tq_mk_plan_free(&p);
-    return rc ? -1 : 0;
+    if (rc) {
+        tq_adir_abort(&out);
+        return -1;
+    }
+    return tq_adir_commit(&out, e);
 }
