@@ -4,6 +4,8 @@
 
 #include "layout/layout_internal.h"
 
+#include <pthread.h>
+
 /* One tensor of an expert block (or of a dense FFN layer file): where its bytes come from. */
 typedef struct split_slot {
     int rank;                             /* block order: gate/up/down × weight/scales/biases/bias */
@@ -42,5 +44,46 @@ void split_plan_free(split_plan *p);
 /* The split.json document for a finished split. files: n output files (name, size, sha). */
 struct cJSON *split_manifest_json(const split_plan *p, const char *source_label,
                                   const tq_split_file *files, size_t n_files, tq_err *e);
+
+/* ---- tq_split internals (split_write.c, split_outfile.c, split_pinned.c, split_layers.c) */
+#define SPLIT_CHUNK (4u << 20)
+
+/* An output file in the staging directory, hashed as it is written. */
+typedef struct out_file {
+    int fd;
+    char *path;
+    tq_sha256 *sha;
+    uint64_t size;
+    char *rel;                     /* name relative to the split dir */
+} out_file;
+int split_of_open(out_file *f, const char *dir, const char *rel, tq_err *e);
+int split_of_write(out_file *f, const void *buf, size_t len, tq_err *e);
+void split_of_abort(out_file *f);
+/* Close and record name/size/sha in rec (takes f->rel). */
+int split_of_commit(out_file *f, tq_split_file *rec, tq_err *e);
+/* Switch to O_DIRECT where the filesystem allows; write_direct falls back to buffered. */
+void split_of_try_direct(out_file *f);
+int split_write_direct(out_file *f, const void *buf, size_t len, uint64_t off, tq_err *e);
+void *split_aligned_zeroed(size_t n);
+int split_fsync_path(const char *path, int dir, tq_err *e);
+
+typedef struct split_run {
+    split_plan plan;
+    const tq_split_opts *o;
+    char *stage;                   /* OUT.partial-XXXXXX */
+    tq_split_file *files;
+    size_t n_files, cap_files;
+    tq_progress prog;
+    pthread_mutex_t prog_mu;
+    tq_st_writer *pinned_w;        /* written, finished last */
+} split_run;
+tq_split_file *split_add_file(split_run *r, tq_err *e);
+void split_progress(split_run *r, uint64_t n);
+/* Run fn(arg) on n threads (the caller is one of them) and join them. */
+int split_run_threads(void *(*fn)(void *), void *arg, int n, tq_err *e);
+int split_write_pinned(split_run *r, tq_err *e);
+int split_write_header_page(out_file *of, const tq_flash_header *h, tq_err *e);
+int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e);
+int split_write_dense_layers(split_run *r, tq_err *e);
 
 #endif
