@@ -231,7 +231,7 @@ static uint64_t perm_heads(const tq_gguf_file *f, tq_gguf_role role, uint64_t ro
     }
     if (role == TQ_GGUF_ROLE_K && tq_gguf_get_u64(f, "llama.attention.head_count_kv", &hkv) == 0 && hkv > 0)
         h = hkv;
-    if (rows % (2 * h) != 0) {
+    if (h > rows || rows % h != 0 || (rows / h) % 2 != 0) {
         tq_fail(e, TQ_EDATA, "%s: tensor '%s': %llu rows do not split into %llu heads of an even size", f->path, name,
                 (unsigned long long)rows, (unsigned long long)h);
         return 0;

@@ -510,12 +510,34 @@ static void test_unsupported_type_warns_then_fails(void)
     remove(path);
 }
 
+/* A head count near 2^64 (2 * h would wrap to 0) is an error, not a division by zero. */
+static void test_llama_huge_heads(void)
+{
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "llama");
+    gw_kv_u64(&w, "llama.attention.head_count", 1ull << 63);
+    float q[64] = {0};
+    uint64_t ne[2] = {8, 8};
+    gw_tensor_add(&w, "blk.0.attn_q.weight", 2, ne, 0, q, sizeof q);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/llama-huge.gguf", t_tmpdir());
+    CHECK(gw_write(&w, path) == 0);
+    gw_free(&w);
+    tq_model *m = NULL;
+    CHECK(tq_model_open_ex(&m, path, 0, &err) == -1 && m == NULL);
+    CHECKF(strstr(err.msg, "8 rows do not split into 9223372036854775808 heads of an even size") != NULL, "%s",
+           err.msg);
+    remove(path);
+}
+
 int main(void)
 {
     RUN(test_vectors_keep_names);
     RUN(test_vectors_hf_names_and_config);
     RUN(test_llama_unpermute);
     RUN(test_llama_bad_heads);
+    RUN(test_llama_huge_heads);
     RUN(test_qwen3_moe_roundtrip);
     RUN(test_split_set_and_dirs);
     RUN(test_unknown_arch);
