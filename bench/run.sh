@@ -43,7 +43,6 @@ made() { # made DIR CMD...: run CMD to create DIR unless DIR/.complete exists
 S=$M.split
 made "$S" "$BIN/tq-split" --quiet "$M" "$S"
 
-budget_bytes=$(numfmt --from=iec "${BUDGET%B}" 2>/dev/null || echo 536870912)
 # Page cache held for the split's files: fincore (mincore) on exactly those files when
 # available, else the system-wide /proc/meminfo Cached (noisy on a busy machine).
 cached_kib() {
@@ -53,7 +52,8 @@ cached_kib() {
     awk '/^Cached:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0
   fi
 }
-jget() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+# one key per line as tq_json_print writes it: no JSON tool needed
+jget() { sed -n "s/^  \"$2\": \(.*\)$/\1/p" "$1" | sed 's/,$//; s/^"//; s/"$//'; }
 
 expert_files=("$S"/experts/*.bin)
 expert_bytes=$(cat "${expert_files[@]}" | wc -c)
@@ -74,10 +74,10 @@ run_one() {
 }
 
 report() { # report LABEL JSON DCACHE
-  local j=$2 pinned rss br tps hr bpt dec
+  local j=$2 pinned rss br tps hr bpt dec budget_bytes
   pinned=$(jget "$j" resident_bytes) rss=$(jget "$j" peak_rss) br=$(jget "$j" bytes_read)
   tps=$(jget "$j" tokens_per_s) hr=$(jget "$j" hit_rate) bpt=$(jget "$j" bytes_per_token)
-  dec=$(jget "$j" io_s)
+  dec=$(jget "$j" io_s) budget_bytes=$(jget "$j" cache_budget)
   local limit=$((pinned + budget_bytes + 268435456)) growth=$(( $3 * 1024 ))
   local rate
   rate=$(echo "if ($dec > 0) $br / 1048576 / $dec else 0" | bc -l)
@@ -105,7 +105,7 @@ if [ -x "$BIN/tq-convert" ]; then
     made "$Q.split" "$BIN/tq-split" --quiet "$Q" "$Q.split"
     rm -rf "$Q"
   fi
-  REF_TOKENS=$(python3 -c 'import json,sys; print(",".join(map(str,json.load(open(sys.argv[1]))["tokens"])))' "$TQ_BENCH_DIR/run-direct.json")
+  REF_TOKENS=$(jget "$TQ_BENCH_DIR/run-direct.json" tokens | tr -d '[] ')
   # teacher-forced on the unquantized model's tokens, so every step sees the same context
   "$BIN/tq-run" "$Q.split" --tokens "$PROMPT" --max-tokens "$NTOK" --cache-budget "$BUDGET" --quiet \
     --force-tokens "$REF_TOKENS" --logits "$TQ_BENCH_DIR/run-tq.f32" > "$TQ_BENCH_DIR/run-tq.tokens"

@@ -83,11 +83,13 @@ static int compare(const char *a, const char *b, uint64_t vocab, int json)
         cJSON_AddNumberToObject(j, "top1_rate", c.top1_rate);
         cJSON_AddNumberToObject(j, "mean_kl", c.mean_kl);
         cJSON_AddNumberToObject(j, "max_kl", c.max_kl);
+        cJSON_AddNumberToObject(j, "max_rel_diff", c.max_rel_diff);
         return print_json(j);
     }
-    printf("steps: %llu\ntop-1 agreement: %llu/%llu (%.4f)\nmean KL: %.6g nats/step (max %.6g)\n",
+    printf("steps: %llu\ntop-1 agreement: %llu/%llu (%.4f)\nmean KL: %.6g nats/step (max %.6g)\n"
+           "max relative difference: %.6g\n",
            (unsigned long long)c.steps, (unsigned long long)c.top1_agree, (unsigned long long)c.steps,
-           c.top1_rate, c.mean_kl, c.max_kl);
+           c.top1_rate, c.mean_kl, c.max_kl, c.max_rel_diff);
     return 0;
 }
 

@@ -338,7 +338,7 @@ int tq_logits_compare(const char *ref_path, const char *test_path, uint64_t V, t
             goto out;
         if (argmax(a, V) == argmax(b, V))
             out->top1_agree++;
-        double ma = -INFINITY, mb = -INFINITY;
+        double ma = -INFINITY, mb = -INFINITY, amax = 0, dmax = 0;
         for (uint64_t i = 0; i < V; i++) {
             if (!isfinite(a[i]) || !isfinite(b[i])) {
                 tq_fail(e, TQ_EDATA, "step %llu: non-finite logit at %llu", (unsigned long long)s,
@@ -347,7 +347,12 @@ int tq_logits_compare(const char *ref_path, const char *test_path, uint64_t V, t
             }
             ma = fmax(ma, a[i]);
             mb = fmax(mb, b[i]);
+            amax = fmax(amax, fabs((double)a[i]));
+            dmax = fmax(dmax, fabs((double)a[i] - (double)b[i]));
         }
+        double rel = amax > 0 ? dmax / amax : dmax;
+        if (rel > out->max_rel_diff)
+            out->max_rel_diff = rel;
         double za = 0, zb = 0;
         for (uint64_t i = 0; i < V; i++) {
             za += exp(a[i] - ma);
