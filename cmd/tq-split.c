@@ -193,7 +193,17 @@ int main(int argc, char **argv)
     if (join) {
         if (tq_join(argv[optind], argv[optind + 1], &jo, &err) != 0)
             return tq_cli_fail(&err);
-        if (!so.quiet && !json)
+        if (json) {
+            cJSON *j = cJSON_CreateObject();
+            if (j && (!cJSON_AddStringToObject(j, "joined", argv[optind]) ||
+                      !cJSON_AddStringToObject(j, "output", argv[optind + 1]) ||
+                      !cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)tq_peak_rss()))) {
+                cJSON_Delete(j);
+                j = NULL;
+            }
+            return print_json(j);
+        }
+        if (!so.quiet)
             printf("joined %s into %s\n", argv[optind], argv[optind + 1]);
         return 0;
     }
