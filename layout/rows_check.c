@@ -27,9 +27,19 @@ int tq_rows_check(const char *rows, const char *source, const tq_rows_opts *o, t
         tq_fail(e, TQ_EUSAGE, "%s: holds table '%s', not '%s'", rows, f.prefix, o->prefix);
         goto done;
     }
+    /* Identity before anything else: a changed source is reported as changed, not as
+     * whatever the new bytes fail to parse as. */
+    char diff[512];
+    tq_rows_identity now;
+    if (tq_rows_identity_read(source, &now, e) != 0)
+        goto done;
+    tq_rows_identity_diff(&f.id, &now, diff, sizeof diff);
+    if (diff[0]) {
+        tq_fail(e, TQ_EDATA, "%s: source changed since %s was made (%s)", source, rows, diff);
+        goto done;
+    }
     if (rows_table_open(&t, source, f.prefix, e) != 0)
         goto done;
-    char diff[512];
     tq_rows_identity_diff(&f.id, &t.id, diff, sizeof diff);
     if (diff[0]) {
         tq_fail(e, TQ_EDATA, "%s: source changed since %s was made (%s)", source, rows, diff);
@@ -60,7 +70,6 @@ int tq_rows_check(const char *rows, const char *source, const tq_rows_opts *o, t
         tq_progress_add(&pg, o1 - o0);
     }
     tq_progress_end(&pg);
-    tq_rows_identity now;
     if (tq_rows_identity_read(source, &now, e) != 0)
         goto done;
     tq_rows_identity_diff(&t.id, &now, diff, sizeof diff);

@@ -28,6 +28,20 @@ static char *abs_path_of_new(const char *out, tq_err *e)
     return res;
 }
 
+/* The kept partial file, by absolute path so the message says exactly where it is. */
+static char *keep_partial(tq_afile *af)
+{
+    char *kept = rows_out_keep(af), rp[PATH_MAX];
+    if (kept && realpath(kept, rp)) {
+        char *a = strdup(rp);
+        if (a) {
+            free(kept);
+            kept = a;
+        }
+    }
+    return kept;
+}
+
 int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, tq_rows_report *r, tq_err *e)
 {
     memset(r, 0, sizeof *r);
@@ -105,14 +119,14 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
     tq_rows_identity now;
     char diff[512];
     if (tq_rows_identity_read(source, &now, e) != 0) {
-        r->kept_partial = rows_out_keep(&af);
+        r->kept_partial = keep_partial(&af);
         tq_err_prefix(e, "source vanished or became unreadable during the conversion; partial output kept at %s",
                       r->kept_partial);
         goto done;
     }
     tq_rows_identity_diff(&t.id, &now, diff, sizeof diff);
     if (diff[0]) {
-        r->kept_partial = rows_out_keep(&af);
+        r->kept_partial = keep_partial(&af);
         tq_fail(e, TQ_EDATA, "%s: changed during the conversion (%s); incomplete output kept at %s", source, diff,
                 r->kept_partial);
         goto done;

@@ -160,8 +160,9 @@ static int put_value(rows_sb *b, const cJSON *j, int depth, tq_err *e)
         rows_sb_put(b, "{", 1);
         for (i = 0; i < n; i++) {
             if (i && !strcmp(v[i - 1]->string, v[i]->string)) {
+                tq_fail(e, TQ_EUNSUP, "JSON object has the key '%.100s' twice", v[i]->string);
                 free(v);
-                return tq_fail(e, TQ_EUNSUP, "JSON object has the key '%s' twice", v[i]->string);
+                return -1;
             }
             if (i)
                 rows_sb_put(b, ", ", 2);
