@@ -32,6 +32,30 @@ static void crash_hook(size_t n)
         kill(getpid(), SIGKILL);
 }
 
+/* The same with TQ_PAUSE_AFTER_BYTES=N: the process stops itself (SIGSTOP) once, before the
+ * write that crosses N bytes, so a test can change an input under it and then SIGCONT it. */
+static _Atomic long long pause_budget = -2;
+
+static void pause_hook(size_t n)
+{
+    long long b = atomic_load(&pause_budget);
+    if (b == -1)
+        return;
+    if (b == -2) {
+        const char *v = getenv("TQ_PAUSE_AFTER_BYTES");
+        long long want = v && *v ? atoll(v) : -1;
+        long long expect = -2;
+        atomic_compare_exchange_strong(&pause_budget, &expect, want < 0 ? -1 : want);
+        if (want < 0)
+            return;
+    }
+    long long before = atomic_fetch_sub(&pause_budget, (long long)n);
+    if (before >= 0 && before - (long long)n < 0) {
+        atomic_store(&pause_budget, -1);
+        kill(getpid(), SIGSTOP);
+    }
+}
+
 int tq_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path, tq_err *e)
 {
     char *p = buf;
@@ -57,6 +81,7 @@ int tq_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char
     const char *p = buf;
     size_t done = 0;
     crash_hook(len);
+    pause_hook(len);
     while (done < len) {
         ssize_t n = pwrite(fd, p + done, len - done, (off_t)(off + done));
         if (n < 0) {
@@ -75,6 +100,7 @@ int tq_write_full(int fd, const void *buf, size_t len, const char *path, tq_err 
     const char *p = buf;
     size_t done = 0;
     crash_hook(len);
+    pause_hook(len);
     while (done < len) {
         ssize_t n = write(fd, p + done, len - done);
         if (n < 0) {
