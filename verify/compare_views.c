@@ -1,10 +1,65 @@
-/* What tq-verify compare can open: model directories and safetensors files (formats), and
- * split directories seen as the model they came from (the layout code's join view). */
+/* What tq-verify compare can open: model directories and safetensors files (formats), split
+ * directories seen as the model they came from (the layout code's join view), and row files
+ * rebuilt into their source tables by the row-layout extract code (in a temporary
+ * directory under $TMPDIR, removed as soon as the rebuilt file is open). */
 #include "verify/verify_internal.h"
 #include "formats/formats.h"
 #include "layout/layout.h"
 
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int is_rows_file(const char *path)
+{
+    size_t n = strlen(path);
+    if (n < 12 || strcmp(path + n - 12, ".safetensors") || tq_is_dir(path))
+        return 0;
+    tq_st_file *f;
+    tq_err e;
+    if (tq_st_open(&f, path, &e) != 0)
+        return 0;
+    const char *fmt = tq_st_meta(f, "format");
+    int rows = fmt && (!strcmp(fmt, TQ_ROWS_FORMAT_V1) || !strcmp(fmt, TQ_ROWS_FORMAT_PAGED));
+    tq_st_close(f);
+    return rows;
+}
+
+static void remove_tree_flat(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)))
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                unlinkat(dirfd(d), de->d_name, 0);
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static int open_rows(const char *path, tq_model **out, tq_err *e)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tq-verify-rows-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir))
+        return tq_fail(e, TQ_EIO, "%s: cannot create a temporary directory", dir);
+    tq_rows_opts o = {0};
+    o.quiet = 1;
+    tq_rows_report rep;
+    memset(&rep, 0, sizeof rep);
+    int rc = tq_rows_extract(path, dir, &o, &rep, e);
+    tq_rows_report_free(&rep);
+    if (rc == 0)
+        rc = tq_model_open(out, dir, e);
+    if (rc != 0)
+        tq_err_prefix(e, "%s: rebuilding the source table from the row file", path);
+    remove_tree_flat(dir); /* the open model keeps its file descriptors */
+    return rc;
+}
 
 int tq_verify_open_view(const char *path, const char *other, tq_model **out, tq_err *e)
 {
@@ -13,5 +68,7 @@ int tq_verify_open_view(const char *path, const char *other, tq_model **out, tq_
     snprintf(p, sizeof p, "%s/split.json", path);
     if (tq_is_dir(path) && tq_exists(p))
         return tq_split_open_model(out, path, TQ_NAMING_SOURCE, e);
+    if (is_rows_file(path))
+        return open_rows(path, out, e);
     return tq_model_open(out, path, e);
 }

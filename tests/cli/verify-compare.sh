@@ -38,3 +38,14 @@ set +e; tq-verify golden b --golden missing.json 2>err; rc=$?; set -e
 echo '{"format":"tq_golden_v1","prompt":[],"max_tokens":1,"tokens":[1],"logits_sha256":"x"}' > bad.json
 set +e; tq-verify golden b --golden bad.json 2>err; rc=$?; set -e
 [ "$rc" = 1 ] && grep -q "prompt" err
+# Row files against their source table (rebuilt by the row-layout extract code).
+tq-mkmodel --arch ngram --seed 3 --quiet t
+tq-rowlayout --quiet t/model.safetensors --out rows.safetensors >/dev/null
+tq-rowlayout --quiet t/model.safetensors --out paged.safetensors --page-align 4096 >/dev/null
+tq-verify compare rows.safetensors t/model.safetensors | grep -qx "IDENTICAL: 3 of 3 tensors identical (bit-exact)"
+tq-verify compare --quiet t paged.safetensors
+sz=$(stat -c %s rows.safetensors)
+b=$(od -An -tu1 -j $((sz - 1000)) -N1 rows.safetensors | tr -d ' ')
+printf "$(printf '\\%03o' $((b ^ 1)))" | dd of=rows.safetensors bs=1 seek=$((sz - 1000)) conv=notrunc status=none
+set +e; tq-verify compare rows.safetensors t >out; rc=$?; set -e
+[ "$rc" = 1 ] && grep -q "^tensor 'ngram\.[a-z]*': first difference at byte" out
