@@ -23,6 +23,7 @@ static void usage(void)
            "  --align N         block and header page alignment, a power of two >= 4096 (default 16384)\n"
            "  --threads N       worker threads (default: number of CPUs); output is identical for any N\n"
            "  --top-k K         experts per token when config.json has no num_experts_per_tok\n"
+           "  --source-label S  record S instead of MODEL as the source path in split.json\n"
            "  --join            rebuild a model directory from SPLIT_DIR\n"
            "  --naming MODE     with --join: source (default; as split.json records), hf (per-expert\n"
            "                    mlp.experts.E.* names) or mlx (stacked mlp.switch_mlp.* names)\n"
@@ -93,10 +94,11 @@ static int print_json(cJSON *j)
 int main(int argc, char **argv)
 {
     tq_cli_init("tq-split");
-    enum { O_ALIGN = 256, O_THREADS, O_TOPK, O_JOIN, O_NAMING, O_SHARD, O_PLAN, O_RAM, O_JSON, O_QUIET, O_HELP, O_VERSION };
+    enum { O_ALIGN = 256, O_THREADS, O_TOPK, O_LABEL, O_JOIN, O_NAMING, O_SHARD, O_PLAN, O_RAM, O_JSON, O_QUIET, O_HELP, O_VERSION };
     static const struct option opts[] = {
         {"align", required_argument, 0, O_ALIGN},   {"threads", required_argument, 0, O_THREADS},
         {"top-k", required_argument, 0, O_TOPK},    {"join", no_argument, 0, O_JOIN},
+        {"source-label", required_argument, 0, O_LABEL},
         {"naming", required_argument, 0, O_NAMING}, {"shard-size", required_argument, 0, O_SHARD},
         {"plan", no_argument, 0, O_PLAN},           {"ram", required_argument, 0, O_RAM},
         {"json", no_argument, 0, O_JSON},           {"quiet", no_argument, 0, O_QUIET},
@@ -127,6 +129,9 @@ int main(int argc, char **argv)
             if (tq_cli_int("--top-k", optarg, 1, TQ_FLASH_MAX_EXPERTS, &v) != 0)
                 return 2;
             so.top_k = (uint64_t)v;
+            break;
+        case O_LABEL:
+            so.source_label = optarg;
             break;
         case O_JOIN:
             join = 1;

@@ -24,6 +24,11 @@ run tq-split --quiet --threads 3 m-mlx s3
 diff -r s1 s3 >/dev/null || fail "output depends on --threads"
 run tq-split --join --quiet s1 j-mlx
 diff -r m-mlx j-mlx >/dev/null || fail "join of an MLX affine4 split differs from its source"
+# the same model from another directory, with the same --source-label: the same bytes
+cp -r m-mlx m-copy
+run tq-split --quiet --source-label m-mlx m-copy s-copy
+run tq-split --quiet --source-label m-mlx m-mlx s-label
+diff -r s-label s-copy >/dev/null || fail "--source-label: splits of identical copies differ"
 run tq-split --quiet --align 4096 m-mlx s4k
 aligned s4k/experts 4096
 head -c 4096 s4k/experts/layer_00.bin | tr -d '\000' | grep -q '"page_size":4096' || fail "4096 header"
