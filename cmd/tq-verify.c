@@ -127,6 +127,7 @@ static int cmd_manifest(int argc, char **argv)
     if (optind != argc - 1)
         return tq_cli_usage_error("manifest: expected one DIR");
     const char *dir = argv[optind];
+    tq_verify_progress(!quiet && !json);
     tq_err err = {0};
     tq_manifest *m;
     double t0 = tq_now();
@@ -199,6 +200,7 @@ static int cmd_check(int argc, char **argv)
     if (optind != argc - 1)
         return tq_cli_usage_error("check: expected one DIR or BUNDLE");
     const char *path = argv[optind];
+    tq_verify_progress(!quiet && !json);
     tq_err err = {0};
     tq_check_report r;
     int rc = tq_is_dir(path) ? tq_check_dir(path, threads, &r, &err) : tq_check_bundle(path, &r, &err);
@@ -444,6 +446,7 @@ static int cmd_pack(int argc, char **argv)
     }
     if (optind != argc - 1 || !out)
         return tq_cli_usage_error("pack: expected DIR and -o NAME.tar.zst");
+    tq_verify_progress(!quiet);
     tq_err err = {0};
     if (tq_bundle_pack(argv[optind], out, threads, (int)level, &err) != 0)
         return tq_cli_fail(&err);

@@ -82,6 +82,25 @@ typedef struct job {
     uint64_t size;
 } job;
 
+/* Progress over all jobs of a run (stderr, TTY only, when enabled with tq_verify_progress). */
+static int progress_on;
+static tq_progress *cur_progress;
+static pthread_mutex_t progress_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void tq_verify_progress(int enabled)
+{
+    progress_on = enabled;
+}
+
+static void progress_add(uint64_t n)
+{
+    if (!cur_progress)
+        return;
+    pthread_mutex_lock(&progress_mu);
+    tq_progress_add(cur_progress, n);
+    pthread_mutex_unlock(&progress_mu);
+}
+
 static int read_span(int fd, const char *path, uint64_t from, uint64_t to, int until_eof,
                      tq_vhasher *vh, char *buf, uint64_t *total, tq_err *e)
 {
@@ -103,6 +122,7 @@ static int read_span(int fd, const char *path, uint64_t from, uint64_t to, int u
         if (n == 0)
             break;
         tq_vh_feed(vh, buf, (size_t)n);
+        progress_add((uint64_t)n);
         off += (uint64_t)n;
     }
     *total = off - from;
@@ -213,6 +233,12 @@ int tq_vh_run(tq_vh_task *t, size_t n, int threads, tq_err *e)
     }
     /* Largest first: the long whole-file hashes start at once. */
     qsort(jobs, nj, sizeof *jobs, cmp_job);
+    tq_progress prog;
+    uint64_t total_bytes = 0;
+    for (size_t k = 0; k < nj; k++)
+        total_bytes += jobs[k].bytes;
+    tq_progress_init(&prog, "tq-verify: hashing", total_bytes, !progress_on);
+    cur_progress = prog.enabled ? &prog : NULL;
     pool p = {.jobs = jobs, .n = nj};
     pthread_mutex_init(&p.mu, NULL);
     int nt = threads < (int)nj ? threads : (int)nj;
@@ -228,6 +254,9 @@ int tq_vh_run(tq_vh_task *t, size_t n, int threads, tq_err *e)
         pthread_join(tid[k], NULL);
     free(tid);
     pthread_mutex_destroy(&p.mu);
+    if (cur_progress)
+        tq_progress_end(&prog);
+    cur_progress = NULL;
     int rc = 0;
     if (p.nomem)
         rc = tq_fail(e, TQ_ENOMEM, "out of memory for read buffers");

@@ -10,6 +10,10 @@ struct cJSON;
 #define TQ_MANIFEST_NAME "tq-manifest.json"
 #define TQ_MANIFEST_FORMAT "tq_manifest_v1"
 
+/* Progress of hashing on stderr when it is a TTY (off by default; tools turn it on unless
+ * --quiet). */
+void tq_verify_progress(int enabled);
+
 /* ------------------------------------------------------------ SHA256SUMS */
 /* One line of a SHA256SUMS file: "<64 hex>  <path>\n" (what sha256sum -c accepts). */
 typedef struct tq_sum_entry {
