@@ -4,6 +4,7 @@
 #include "quant/convert_internal.h"
 #include "quant/quant_internal.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ typedef struct cv_shared {
     tq_err err;
     tq_model_writer *w;
     tq_progress prog;
+    int threads;
 } cv_shared;
 
 typedef struct cv_worker {
@@ -138,6 +140,35 @@ static uint64_t job_in_bytes(const cv_job *j)
     return j->count * (tq_packed_words(it->cols, it->bits) * 4 + it->cols / it->group * 2);
 }
 
+/* Input byte range of a job within its safetensors shard (0 length for other sources). */
+static void job_src_range(const cv_job *j, int *fd, uint64_t *off, uint64_t *len)
+{
+    const cv_item *it = j->it;
+    const cv_part *pt = &it->parts[j->part];
+    *len = 0;
+    if (!pt->src || !pt->src->file)
+        return;
+    uint64_t esz = tq_dtype_size(pt->src->info.dtype), per = it->kind == CV_COPY ? 1 : it->cols;
+    if (it->kind == CV_DEQUANT) /* packed words; its scales are a tenth of that */
+        per = tq_packed_words(it->cols, it->bits);
+    *fd = pt->src->file->fd;
+    *off = pt->src->info.offset + (pt->src_off + j->first * per) * esz;
+    *len = j->count * per * esz;
+}
+
+/* Ask the kernel for the input of the job this thread will likely take next, so reading
+ * overlaps with computing. */
+static void prefetch(const cv_shared *sh, size_t k)
+{
+    if (k >= sh->n_jobs)
+        return;
+    int fd;
+    uint64_t off, len;
+    job_src_range(&sh->jobs[k], &fd, &off, &len);
+    if (len)
+        posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
 static void *worker_main(void *arg)
 {
     cv_worker *wk = arg;
@@ -150,6 +181,7 @@ static void *worker_main(void *arg)
         if (k >= sh->n_jobs)
             break;
         cv_job *j = &sh->jobs[k];
+        prefetch(sh, k + (size_t)sh->threads);
         int rc = j->it->kind == CV_COPY ? job_copy(wk, j, &e) : j->it->kind == CV_QUANT ? job_quant(wk, j, &e) : job_dequant(wk, j, &e);
         pthread_mutex_lock(&sh->lock);
         if (rc && !atomic_load(&sh->failed)) {
@@ -220,6 +252,9 @@ int cv_run(cv_plan *p, tq_model_writer *w, tq_err *e)
     pthread_mutex_init(&sh.lock, NULL);
     tq_progress_init(&sh.prog, "tq-convert", total, p->o->quiet);
     int nt = p->o->threads > 0 ? p->o->threads : 1;
+    sh.threads = nt;
+    for (int i = 0; i < nt; i++) /* the first job of every thread */
+        prefetch(&sh, (size_t)i);
     cv_worker *wk = tq_calloc((size_t)nt, sizeof *wk, e);
     pthread_t *th = wk ? tq_calloc((size_t)nt, sizeof *th, e) : NULL;
     int rc = -1, started = 0;

@@ -94,17 +94,23 @@ TQ_INLINE void stage1(float *x, size_t N, size_t h, int last, float s)
         }
 }
 
-/* Stages h = 1, 2, 4 on every 8-element piece of a chunk (never the last stage here). */
+/* Stages h = 1, 2, 4 on every 8-element piece of a chunk (never the last stage here), in
+ * registers: lane j gets lo + hi·(±1), which is a + b or a - b exactly (x·-1 is exact and
+ * a + (-b) is IEEE's definition of a - b). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SHUF8(v, ...) __builtin_shuffle((v), (tq_v8i){__VA_ARGS__})
+#else
+#define SHUF8(v, ...) __builtin_shufflevector((v), (v), __VA_ARGS__)
+#endif
 TQ_INLINE void wht8_all(float *x, size_t N)
 {
+    const tq_v8f m1 = {1, -1, 1, -1, 1, -1, 1, -1}, m2 = {1, 1, -1, -1, 1, 1, -1, -1}, m4 = {1, 1, 1, 1, -1, -1, -1, -1};
     for (size_t o = 0; o < N; o += 8) {
-        float *p = x + o;
-        float b0 = p[0] + p[1], b1 = p[0] - p[1], b2 = p[2] + p[3], b3 = p[2] - p[3];
-        float b4 = p[4] + p[5], b5 = p[4] - p[5], b6 = p[6] + p[7], b7 = p[6] - p[7];
-        float c0 = b0 + b2, c2 = b0 - b2, c1 = b1 + b3, c3 = b1 - b3;
-        float c4 = b4 + b6, c6 = b4 - b6, c5 = b5 + b7, c7 = b5 - b7;
-        p[0] = c0 + c4, p[4] = c0 - c4, p[1] = c1 + c5, p[5] = c1 - c5;
-        p[2] = c2 + c6, p[6] = c2 - c6, p[3] = c3 + c7, p[7] = c3 - c7;
+        tq_v8f v = tq_ld8(x + o);
+        v = SHUF8(v, 0, 0, 2, 2, 4, 4, 6, 6) + SHUF8(v, 1, 1, 3, 3, 5, 5, 7, 7) * m1;
+        v = SHUF8(v, 0, 1, 0, 1, 4, 5, 4, 5) + SHUF8(v, 2, 3, 2, 3, 6, 7, 6, 7) * m2;
+        v = SHUF8(v, 0, 1, 2, 3, 0, 1, 2, 3) + SHUF8(v, 4, 5, 6, 7, 4, 5, 6, 7) * m4;
+        tq_st8(x + o, v);
     }
 }
 

@@ -55,6 +55,8 @@ static inline float tq_q_f32(uint16_t h)
 #endif
 typedef float tq_v8f __attribute__((vector_size(32)));
 typedef int32_t tq_v8i __attribute__((vector_size(32)));
+typedef uint16_t tq_v8u16 __attribute__((vector_size(16)));
+typedef uint8_t tq_v32u8 __attribute__((vector_size(32)));
 #define TQ_INLINE static inline __attribute__((always_inline))
 
 TQ_INLINE tq_v8f tq_ld8(const float *p)

@@ -30,10 +30,11 @@ TQ_INLINE double sumsq(const float *w, size_t g)
 }
 
 /* idx = #{k : w/s >= bnd[k]}, and the moments Σ w·c[idx], Σ c[idx]² for those indices. */
-TQ_INLINE void assign_moments(const tq_codebook *cb, const float *w, size_t g, float s, uint8_t *idx,
+/* idx may be NULL: candidate passes only need the moments (the winner's indices are
+ * recomputed once from its scale, which gives the same indices bit for bit). */
+TQ_INLINE void assign_moments(const tq_codebook *cb, const int nb, const float *w, size_t g, float s, uint8_t *idx,
                               double *num, double *den)
 {
-    const int nb = cb->n - 1;
     size_t i = 0;
     double sn = 0, sd = 0;
     if (g >= 8) {
@@ -50,6 +51,7 @@ TQ_INLINE void assign_moments(const tq_codebook *cb, const float *w, size_t g, f
         for (; i + 8 <= g; i += 8) {
             tq_v8f x = tq_ld8(w + i), v = x / sv;
             tq_v8i cnt = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma GCC unroll 16
             for (int k = 0; k < nb; k++)
                 cnt -= (tq_v8i)(v >= cb->bnd[k]);
 #if defined(__GNUC__) && !defined(__clang__)
@@ -62,8 +64,16 @@ TQ_INLINE void assign_moments(const tq_codebook *cb, const float *w, size_t g, f
             tq_v8f q = (tq_v8f)val;
             an += x * q;
             ad += q * q;
-            for (int l = 0; l < 8; l++)
-                idx[i + l] = (uint8_t)cnt[l];
+            if (idx) { /* the lanes' low bytes (counts are < 16) */
+#if defined(__GNUC__) && !defined(__clang__)
+                const tq_v32u8 pick = {0, 4, 8, 12, 16, 20, 24, 28};
+                tq_v32u8 by = __builtin_shuffle((tq_v32u8)cnt, pick);
+#else
+                tq_v32u8 by = __builtin_shufflevector((tq_v32u8)cnt, (tq_v32u8)cnt, 0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0,
+                                                      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+#endif
+                memcpy(idx + i, &by, 8);
+            }
         }
         sn = tq_hsum8(an);
         sd = tq_hsum8(ad);
@@ -73,7 +83,8 @@ TQ_INLINE void assign_moments(const tq_codebook *cb, const float *w, size_t g, f
         int c = 0;
         for (int k = 0; k < nb; k++)
             c += v >= cb->bnd[k];
-        idx[i] = (uint8_t)c;
+        if (idx)
+            idx[i] = (uint8_t)c;
         sn += (double)w[i] * cb->c[c];
         sd += (double)cb->c[c] * cb->c[c];
     }
@@ -98,14 +109,17 @@ TQ_INLINE double sq_err(double ss, double num, double den, double s)
 }
 
 /* The best (indices, f16 scale) pair seen so far for one group, with the indices' moments. */
+/* The best candidate so far for one group: its indices are those of assign_moments at
+ * scale `assign` (so they need not be kept), its stored scale is `scale`. */
 typedef struct best_pair {
-    double err, num, den;
+    double err;
+    float assign;
     uint16_t scale;
-    uint8_t *idx;
 } best_pair;
 
-/* Offer indices `cand` (moments num/den) at scale h and at their least-squares scale. */
-TQ_INLINE int offer(best_pair *b, double ss, const uint8_t *cand, size_t g, double num, double den, uint16_t h)
+/* Offer the indices assigned at scale a (moments num/den) with stored scale h, and with
+ * their least-squares scale. */
+TQ_INLINE int offer(best_pair *b, double ss, float a, double num, double den, uint16_t h)
 {
     double e0 = sq_err(ss, num, den, tq_q_f32(h));
     uint16_t h1 = den > 0 ? tq_q_f16((float)(num / den)) : 0;
@@ -118,11 +132,8 @@ TQ_INLINE int offer(best_pair *b, double ss, const uint8_t *cand, size_t g, doub
     if (!(e0 < b->err))
         return 0;
     b->err = e0;
+    b->assign = a;
     b->scale = h;
-    b->num = num;
-    b->den = den;
-    if (cand != b->idx)
-        memcpy(b->idx, cand, g);
     return 1;
 }
 
@@ -134,16 +145,14 @@ TQ_INLINE int offer(best_pair *b, double ss, const uint8_t *cand, size_t g, doub
 static const float lsq_grid[] = {0.9f, 1.1f};
 #define LSQ_ROUNDS 1
 
-TQ_CLONES
-int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const float *w, size_t n,
-                       uint8_t *idx, uint16_t *scales, double *err2, double *sum2, tq_err *e)
+/* nb = number of boundaries, a constant in each instantiation below so the compare chain
+ * unrolls and its broadcasts stay in registers. */
+TQ_INLINE int quantize_groups_k(const tq_codebook *cb, const int nb, int method, size_t group, const float *w,
+                                size_t n, uint8_t *idx, uint16_t *scales, double *err2, double *sum2, tq_err *e)
 {
     if (group == 0 || n % group)
         return tq_fail(e, TQ_EUSAGE, "quantize: %zu values are not a multiple of group size %zu", n, group);
-    if (method == TQ_SCALE_LSQ && group > 1024)
-        return tq_fail(e, TQ_EUSAGE, "quantize: least-squares scales support groups up to 1024, not %zu", group);
     double tot_err = 0, tot_ss = 0;
-    uint8_t cand[1024];
     for (size_t g0 = 0, gi = 0; g0 < n; g0 += group, gi++) {
         const float *x = w + g0;
         uint8_t *q = idx + g0;
@@ -157,24 +166,31 @@ int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const fl
         if ((hs & 0x7C00u) == 0x7C00u)
             return tq_fail(e, TQ_EDATA, "quantize: group %zu has RMS %g, beyond the f16 scale range", gi, (double)rms);
         double num, den;
-        assign_moments(cb, x, group, rms, q, &num, &den);
-        best_pair b = {sq_err(ss, num, den, tq_q_f32(hs)), num, den, hs, q};
-        if (method == TQ_SCALE_LSQ) {
-            offer(&b, ss, q, group, num, den, hs);
-            /* a coarse grid of scales around the RMS, each with its own refit */
-            for (size_t k = 0; k < sizeof lsq_grid / sizeof *lsq_grid; k++) {
-                uint16_t h = tq_q_f16(rms * lsq_grid[k]);
-                assign_moments(cb, x, group, tq_q_f32(h), cand, &num, &den);
-                offer(&b, ss, cand, group, num, den, h);
-            }
-            /* then alternate from the best: nearest indices for its scale, refit */
-            for (int r = 0; r < LSQ_ROUNDS; r++) {
-                uint16_t h = b.scale;
-                assign_moments(cb, x, group, tq_q_f32(h), cand, &num, &den);
-                if (!offer(&b, ss, cand, group, num, den, h))
-                    break;
-            }
+        if (method != TQ_SCALE_LSQ) {
+            assign_moments(cb, nb, x, group, rms, q, &num, &den);
+            scales[gi] = hs;
+            tot_err += sq_err(ss, num, den, tq_q_f32(hs));
+            tot_ss += ss;
+            continue;
         }
+        assign_moments(cb, nb, x, group, rms, NULL, &num, &den);
+        best_pair b = {sq_err(ss, num, den, tq_q_f32(hs)), rms, hs};
+        offer(&b, ss, rms, num, den, hs);
+        /* a coarse grid of scales around the RMS, each with its own refit */
+        for (size_t k = 0; k < sizeof lsq_grid / sizeof *lsq_grid; k++) {
+            uint16_t h = tq_q_f16(rms * lsq_grid[k]);
+            float a = tq_q_f32(h);
+            assign_moments(cb, nb, x, group, a, NULL, &num, &den);
+            offer(&b, ss, a, num, den, h);
+        }
+        /* then alternate from the best: nearest indices for its scale, refit */
+        for (int r = 0; r < LSQ_ROUNDS; r++) {
+            float a = tq_q_f32(b.scale);
+            assign_moments(cb, nb, x, group, a, NULL, &num, &den);
+            if (!offer(&b, ss, a, num, den, b.scale))
+                break;
+        }
+        assign_moments(cb, nb, x, group, b.assign, q, &num, &den);
         scales[gi] = b.scale;
         tot_err += b.err;
         tot_ss += ss;
@@ -192,6 +208,7 @@ TQ_INLINE void pack_k(const uint8_t *idx, size_t n, const int bits, const size_t
     for (; wi < full; wi++) {
         const uint8_t *q = idx + wi * epw;
         uint32_t v = 0;
+#pragma GCC unroll 32
         for (size_t j = 0; j < epw; j++)
             v |= (uint32_t)q[j] << (j * (size_t)bits);
         out[wi] = v;
@@ -201,6 +218,18 @@ TQ_INLINE void pack_k(const uint8_t *idx, size_t n, const int bits, const size_t
         for (size_t j = 0; full * epw + j < n; j++)
             v |= (uint32_t)idx[full * epw + j] << (j * (size_t)bits);
         out[wi] = v;
+    }
+}
+
+TQ_CLONES
+int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const float *w, size_t n,
+                       uint8_t *idx, uint16_t *scales, double *err2, double *sum2, tq_err *e)
+{
+    switch (cb->n) {
+    case 2: return quantize_groups_k(cb, 1, method, group, w, n, idx, scales, err2, sum2, e);
+    case 4: return quantize_groups_k(cb, 3, method, group, w, n, idx, scales, err2, sum2, e);
+    case 8: return quantize_groups_k(cb, 7, method, group, w, n, idx, scales, err2, sum2, e);
+    default: return quantize_groups_k(cb, 15, method, group, w, n, idx, scales, err2, sum2, e);
     }
 }
 
@@ -237,8 +266,15 @@ TQ_CLONES
 void tq_q_load_signed(int dtype, const void *src, const float *signs, size_t n, float *dst)
 {
     const unsigned char *p = src;
+    size_t i = 0;
     if (dtype == TQ_DT_BF16) { /* bf16 is the top half of an f32 */
-        for (size_t i = 0; i < n; i++) {
+        for (; i + 8 <= n; i += 8) {
+            tq_v8u16 h;
+            memcpy(&h, p + 2 * i, sizeof h);
+            tq_v8i x = __builtin_convertvector(h, tq_v8i) << 16;
+            tq_st8(dst + i, (tq_v8f)x * tq_ld8(signs + i));
+        }
+        for (; i < n; i++) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
             uint32_t x = (uint32_t)h << 16;
@@ -247,19 +283,21 @@ void tq_q_load_signed(int dtype, const void *src, const float *signs, size_t n, 
             dst[i] = f * signs[i];
         }
     } else if (dtype == TQ_DT_F16) {
-        for (size_t i = 0; i < n; i++) {
+        for (; i < n; i++) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
             dst[i] = tq_q_f32(h) * signs[i];
         }
     } else if (dtype == TQ_DT_F64) {
-        for (size_t i = 0; i < n; i++) {
+        for (; i < n; i++) {
             double d;
             memcpy(&d, p + 8 * i, 8);
             dst[i] = (float)d * signs[i];
         }
     } else {
-        for (size_t i = 0; i < n; i++) {
+        for (; i + 8 <= n; i += 8)
+            tq_st8(dst + i, tq_ld8((const float *)(const void *)(p + 4 * i)) * tq_ld8(signs + i));
+        for (; i < n; i++) {
             float f;
             memcpy(&f, p + 4 * i, 4);
             dst[i] = f * signs[i];

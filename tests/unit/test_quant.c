@@ -172,6 +172,65 @@ static void test_hadamard_vs_definition(void)
     }
 }
 
+/* Bit-exact with MLX's CPU order, written as MLX writes it: butterflies with h = 1, 2, 4, ...
+ * over each N chunk (scale multiplied in at the last stage when m = 1), then per fast
+ * index i: out[r] = 0; out[r] += or -= x[i + c·N] in c order; x = out[r]·scale. */
+static void mlx_order(float *x, size_t b)
+{
+    int m;
+    size_t N;
+    ref_split(b, &m, &N);
+    float scale = (float)(1.0 / sqrt((double)b));
+    for (int c = 0; c < m; c++) {
+        float *d = x + (size_t)c * N;
+        for (size_t h = 1; h < N; h <<= 1)
+            for (size_t i = 0; i < N / 2; i++) {
+                size_t k = i & (h - 1), j = ((i - k) << 1) + k;
+                float a = d[j], bb = d[j + h];
+                d[j] = a + bb;
+                d[j + h] = a - bb;
+                if (m == 1 && h == N / 2) {
+                    d[j] *= scale;
+                    d[j + h] *= scale;
+                }
+            }
+    }
+    if (m == 1)
+        return;
+    float out[28];
+    for (size_t i = 0; i < N; i++) {
+        for (int r = 0; r < m; r++) {
+            out[r] = 0;
+            for (int c = 0; c < m; c++) {
+                float v = x[i + (size_t)c * N];
+                if (ref_hm(m, r, c) > 0)
+                    out[r] += v;
+                else
+                    out[r] -= v;
+            }
+        }
+        for (int r = 0; r < m; r++)
+            x[i + (size_t)r * N] = out[r] * scale;
+    }
+}
+
+static void test_hadamard_bit_exact(void)
+{
+    static const size_t sizes[] = {2, 8, 16, 32, 64, 128, 256, 1024, 4096, 12, 96, 768, 1536, 20, 160, 5120, 28, 224, 1792, 14336};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t b = sizes[k];
+        float *x = malloc(b * sizeof *x), *y = malloc(b * sizeof *y);
+        fill_normal(x, b);
+        x[b / 2] = 0.0f;
+        x[b - 1] = -0.0f;
+        memcpy(y, x, b * sizeof *x);
+        mlx_order(x, b);
+        CHECK(tq_hadamard(y, b, b, 0) == 0);
+        CHECKF(memcmp(x, y, b * sizeof *x) == 0, "block %zu differs from MLX's operation order", b);
+        free(x), free(y);
+    }
+}
+
 /* e_0 through the transform: y[r·N + i] = H_m[r][0]/sqrt(b) — checks that row r of the table
  * produces output r (H20 and H28 are not symmetric). */
 static void test_hadamard_orientation(void)
@@ -536,6 +595,7 @@ int main(void)
     RUN(test_tables_orthogonal);
     RUN(test_hadamard_vs_definition);
     RUN(test_hadamard_orientation);
+    RUN(test_hadamard_bit_exact);
     RUN(test_signs_check_values);
     RUN(test_codebooks);
     RUN(test_naive_agrees);
