@@ -86,7 +86,8 @@ int tq_join(const char *split_dir, const char *out_dir, const tq_join_opts *o, t
     tq_split_manifest *man = NULL;
     tq_model_writer *w = NULL;
     tq_st_decl *decls = NULL;
-    char *stage = NULL, *cfg = NULL;
+    tq_adir out = {0};
+    char *cfg = NULL;
     int rc = -1;
     if (tq_split_open_model(&m, split_dir, o->naming, e) != 0 || tq_split_manifest_load(&man, split_dir, e) != 0)
         goto out;
@@ -99,8 +100,9 @@ int tq_join(const char *split_dir, const char *out_dir, const tq_join_opts *o, t
         decls[i].ndim = t->ndim;
         memcpy(decls[i].shape, t->shape, sizeof t->shape);
     }
-    if (tq_stage_create(out_dir, &stage, e) != 0)
+    if (tq_adir_open(&out, out_dir, 0, e) != 0)
         goto out;
+    const char *stage = out.tmp_path;
     const tq_st_file *pin = m->files[0];
     uint64_t shard = o->shard_size ? o->shard_size : source_shard_size(man);
     if (tq_model_writer_open(&w, stage, decls, m->n_tensors, shard, (const char *const *)pin->meta_keys,
@@ -134,18 +136,14 @@ int tq_join(const char *split_dir, const char *out_dir, const tq_join_opts *o, t
     tq_progress_end(&j.prog);
     if (m->config && (!(cfg = tq_path_join(stage, "config.json", e)) || tq_json_write_file(cfg, m->config, e) != 0))
         goto out;
-    if (tq_model_copy_extras(m, stage, e) != 0 || tq_stage_commit(stage, out_dir, e) != 0)
+    if (tq_model_copy_extras(m, stage, e) != 0 || tq_adir_commit(&out, e) != 0)
         goto out;
-    free(stage);
-    stage = NULL;
     rc = 0;
 out:
     if (w)
         tq_model_writer_abort(w);
-    if (stage) {
-        tq_rm_tree(stage);
-        free(stage);
-    }
+    if (out.tmp_path)
+        tq_adir_abort(&out);
     free(cfg);
     free(decls);
     tq_split_manifest_free(man);

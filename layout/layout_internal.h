@@ -20,9 +20,5 @@ int tq_ffn_slot_rank(const char *proj, const char *suffix);
 extern const char *const tq_ffn_projs[3];
 extern const char *const tq_ffn_suffixes[4];
 
-/* OUT must be absent or an empty directory; creates OUT.partial-XXXXXX next to it. */
-int tq_stage_create(const char *out_dir, char **stage, tq_err *e);
-/* Rename the finished stage to OUT (and fsync the parent). */
-int tq_stage_commit(const char *stage, const char *out_dir, tq_err *e);
 
 #endif

@@ -70,7 +70,8 @@ int split_fsync_path(const char *path, int dir, tq_err *e);
 typedef struct split_run {
     split_plan plan;
     const tq_split_opts *o;
-    char *stage;                   /* OUT.partial-XXXXXX */
+    tq_adir out;                   /* OUT.partial-XXXXXX while it is built */
+    const char *stage;             /* out.tmp_path */
     tq_split_file *files;
     size_t n_files, cap_files;
     tq_progress prog;

@@ -154,8 +154,9 @@ static int cmp_file(const void *a, const void *b)
 
 static int make_stage(split_run *r, const char *out_dir, tq_err *e)
 {
-    if (tq_stage_create(out_dir, &r->stage, e) != 0)
+    if (tq_adir_open(&r->out, out_dir, 0, e) != 0)
         return -1;
+    r->stage = r->out.tmp_path;
     char *sub = tq_path_join(r->stage, r->plan.kind == TQ_FLASH_MOE ? "experts" : "ffn_aligned", e);
     int rc = sub && mkdir(sub, 0755) == 0 ? 0 : -1;
     if (sub && rc != 0)
@@ -193,11 +194,8 @@ static int finish(split_run *r, const char *out_dir, tq_err *e)
     free(sub);
     if (rc != 0 || split_fsync_path(r->stage, 1, e) != 0)
         return -1;
-    if (tq_stage_commit(r->stage, out_dir, e) != 0)
-        return -1;
-    free(r->stage);
     r->stage = NULL;
-    return 0;
+    return tq_adir_commit(&r->out, e);
 }
 
 int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_split_result *res, tq_err *e)
@@ -245,10 +243,8 @@ int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_
 out:
     if (r.pinned_w)
         tq_st_writer_abort(r.pinned_w);
-    if (r.stage) {
-        tq_rm_tree(r.stage);
-        free(r.stage);
-    }
+    if (r.out.tmp_path)
+        tq_adir_abort(&r.out);
     for (size_t i = 0; i < r.n_files; i++)
         free(r.files[i].name);
     free(r.files);
