@@ -4,10 +4,8 @@
 #include "quant/convert_internal.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,73 +49,6 @@ static int check_opts(const tq_convert_opts *o, tq_err *e)
 }
 
 /* ------------------------------------------------------------ output directory */
-static int dir_is_empty(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d)
-        return 0;
-    struct dirent *de;
-    int empty = 1;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            empty = 0;
-            break;
-        }
-    closedir(d);
-    return empty;
-}
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    remove(p);
-    return 0;
-}
-
-static void remove_tree(const char *p)
-{
-    if (p)
-        nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void fsync_parent(const char *path)
-{
-    char *d = strdup(path);
-    if (!d)
-        return;
-    char *s = strrchr(d, '/');
-    if (s == d)
-        s[1] = 0;
-    else if (s)
-        *s = 0;
-    else
-        strcpy(d, ".");
-    int fd = open(d, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(d);
-}
-
-static char *sibling_temp(const char *out, const char *tag, tq_err *e)
-{
-    size_t n = strlen(out) + strlen(tag) + 8;
-    char *t = tq_malloc(n, e);
-    if (!t)
-        return NULL;
-    snprintf(t, n, "%s%sXXXXXX", out, tag);
-    if (!mkdtemp(t)) {
-        tq_fail(e, TQ_EIO, "%s: cannot create a directory next to it: %s", out, strerror(errno));
-        free(t);
-        return NULL;
-    }
-    mode_t um = umask(0); /* mkdtemp makes 0700; the output gets the usual permissions */
-    umask(um);
-    chmod(t, 0777 & ~um);
-    return t;
-}
-
 /* Refuse what must not be replaced; OUTPUT_DIR may not be or contain the input. */
 static int check_output(const char *in, const char *out, int force, tq_err *e)
 {
@@ -131,41 +62,9 @@ static int check_output(const char *in, const char *out, int force, tq_err *e)
             if (!strcmp(rin, rout) || (!strncmp(rin, rout, k) && rin[k] == '/'))
                 return tq_fail(e, TQ_EUSAGE, "%s: the output directory holds the input %s", out, in);
         }
-        if (!force && !dir_is_empty(out))
+        if (!force && !tq_dir_is_empty(out))
             return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty (use --force to replace it)", out);
     }
-    return 0;
-}
-
-static int publish(const char *tmp, const char *out, tq_err *e)
-{
-    struct stat st;
-    char *old = NULL;
-    if (stat(out, &st) == 0) {
-        if (dir_is_empty(out)) {
-            if (rmdir(out) != 0)
-                return tq_fail(e, TQ_EIO, "%s: cannot replace: %s", out, strerror(errno));
-        } else {
-            if (!(old = sibling_temp(out, ".old-", e)))
-                return -1;
-            if (rename(out, old) != 0) { /* onto the empty placeholder */
-                int er = errno;
-                rmdir(old);
-                free(old);
-                return tq_fail(e, TQ_EIO, "%s: cannot move aside: %s", out, strerror(er));
-            }
-        }
-    }
-    if (rename(tmp, out) != 0) {
-        int er = errno;
-        if (old)
-            rename(old, out);
-        free(old);
-        return tq_fail(e, TQ_EIO, "%s: cannot rename %s into place: %s", out, tmp, strerror(er));
-    }
-    fsync_parent(out);
-    remove_tree(old);
-    free(old);
     return 0;
 }
 
@@ -326,7 +225,8 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
     memset(&plan, 0, sizeof plan);
     tq_st_decl *decls = NULL;
     tq_model_writer *w = NULL;
-    char *tmp = NULL;
+    tq_adir od = {0};
+    const char *tmp = NULL;
     int rc = -1;
     if (check_output(input, out, o->force, e) ||
         tq_model_open_ex(&m, input, o->keep_names ? TQ_MODEL_KEEP_NAMES : 0, e) || copy_warnings(m, r, e) ||
@@ -345,8 +245,9 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
         memcpy(decls[i].shape, plan.decls[i].shape, sizeof decls[i].shape);
     }
     static const char *const kq[] = {"format"}, *const vq[] = {"mlx"}, *const vp[] = {"pt"};
-    if (!(tmp = sibling_temp(out, ".partial-", e)))
+    if (tq_adir_open(&od, out, o->force ? TQ_ADIR_REPLACE : 0, e))
         goto done;
+    tmp = od.tmp_path;
     if (tq_model_writer_open(&w, tmp, decls, plan.n_decls, o->shard_size, kq,
                              o->mode == TQ_CONVERT_QUANTIZE ? vq : vp, 1, e) ||
         cv_plan_resolve(&plan, w, e) || write_small(&plan, w, e) || cv_run(&plan, w, e))
@@ -356,10 +257,8 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
     if (tq_model_writer_finish(wf, e) || write_config(&plan, m, o, tmp, e) || tq_model_copy_extras(m, tmp, e))
         goto done;
     /* the input may have changed under us only if someone wrote it; the output is complete */
-    if (publish(tmp, out, e))
+    if (tq_adir_commit(&od, e))
         goto done;
-    free(tmp);
-    tmp = NULL;
     if (fill_report(&plan, r, e))
         goto done;
     r->seconds = tq_now() - t0;
@@ -368,10 +267,8 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
 done:
     if (w)
         tq_model_writer_abort(w);
-    if (tmp) {
-        remove_tree(tmp);
-        free(tmp);
-    }
+    if (od.tmp_path)
+        tq_adir_abort(&od);
     if (rc)
         tq_convert_report_free(r);
     free(decls);
