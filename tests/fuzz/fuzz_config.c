@@ -1,0 +1,82 @@
+/* Fuzz target: config.json handling, each input as the config.json of a tiny generated MoE
+ * model directory (made once): the runtime's reader (rt_config_load and the per-layer and
+ * per-module lookups it feeds), tq_model_open's check of the document, and the split
+ * planner's reading of expert counts (tq_split_plan). */
+#include "formats/formats.h"
+#include "layout/layout.h"
+#include "runtime/rt_internal.h"
+#include "testdata/testdata.h"
+#include "tests/fuzz/fuzz_file.h"
+
+#include <cjson/cJSON.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char *model_dir(void)
+{
+    static char dir[512];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "%s", fz_path("model"));
+        tq_err e;
+        tq_mk_opts o;
+        if (tq_mk_preset(&o, TQ_MK_QWEN3_MOE, "tiny", &e) != 0)
+            abort();
+        o.layers = 2;
+        o.hidden = 64;
+        o.moe_intermediate = 64;
+        o.experts = 4;
+        o.heads = 2;
+        o.kv_heads = 1;
+        o.vocab = 64;
+        o.quiet = 1;
+        o.threads = 1;
+        if (tq_mkmodel(dir, &o, &e) != 0) {
+            fprintf(stderr, "fuzz: %s\n", e.msg);
+            abort();
+        }
+    }
+    return dir;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *dir = model_dir();
+    fz_write("model/config.json", data, size);
+    tq_err e;
+    rt_config c;
+    cJSON *j = NULL;
+    if (rt_config_load(&c, dir, &j, &e) == 0) {
+        if (!j || c.heads == 0 || c.kv_heads == 0 || c.heads % c.kv_heads || c.head_dim == 0 || c.head_dim % 2)
+            abort();
+        if (c.arch == RT_QWEN3_MOE && (c.top_k == 0 || c.top_k > c.experts || c.sparse_step == 0 || !c.mlp_only))
+            abort();
+        for (uint64_t l = 0; l < c.layers; l++)
+            (void)rt_layer_is_moe(&c, l);
+        static const char *mods[] = {"model.layers.0.mlp.gate", "lm_head", "model.embed_tokens", ""};
+        for (size_t i = 0; i < sizeof mods / sizeof *mods; i++) {
+            uint64_t bits, group;
+            rt_config_affine(j, mods[i], &bits, &group, &c);
+            if (bits > 32 || group > (1u << 20))
+                abort();
+        }
+        free(c.mlp_only);
+        cJSON_Delete(j);
+    } else if (j || !e.msg[0]) {
+        abort();
+    } else {
+        fz_note(e.msg);
+    }
+    tq_model *m = NULL;
+    if (tq_model_open(&m, dir, &e) == 0) {
+        if (!cJSON_IsObject(m->config))
+            abort();
+        tq_model_close(m);
+    }
+    tq_split_opts so = {0};
+    so.threads = 1;
+    so.quiet = 1;
+    tq_plan p;
+    if (tq_split_plan(dir, &so, 64ull << 30, &p, &e) != 0)
+        fz_note(e.msg);
+    return 0;
+}
