@@ -58,3 +58,38 @@ disk_full() {
   [ "$(tree_hash "$input")" = "$in_hash" ] || fail "input changed"
   echo "disk full handled (limit ${kib} KiB): $err"
 }
+
+# input_truncated OUT INPUT_DIR AFTER_BYTES -- CMD...  (CMD writes OUT from the model in INPUT_DIR)
+# Stops CMD (SIGSTOP, via TQ_PAUSE_AFTER_BYTES) once it has written AFTER_BYTES, cuts every
+# *.safetensors shard of INPUT_DIR down to its header, and lets CMD continue: it must notice
+# the shorter input (exit 1, a message naming a shard and the truncation), and leave neither
+# OUT nor OUT.partial-*. Deterministic: CMD cannot finish before the truncation, because it
+# stops itself in the middle of writing.
+input_truncated() {
+  local out=$1 input=$2 after=$3; shift 4
+  local pid st rc f hl
+  rm -rf "$out" "$out".partial-*
+  TQ_PAUSE_AFTER_BYTES=$after "$@" >/dev/null 2>err.txt &
+  pid=$!
+  for _ in $(seq 1 3000); do # up to 60 s
+    st=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || st=gone
+    [ "$st" = T ] || [ "$st" = gone ] || [ "$st" = Z ] && break
+    sleep 0.02
+  done
+  if [ "$st" != T ]; then
+    wait "$pid"; rc=$?
+    fail "$* did not stop after writing $after bytes (state $st, exit $rc): the test needs a larger input"
+  fi
+  for f in "$input"/*.safetensors; do
+    hl=$(od -An -tu8 -N8 "$f" | tr -d ' ')
+    truncate -s $((8 + hl)) "$f"
+  done
+  kill -CONT "$pid"
+  wait "$pid"; rc=$?
+  [ "$rc" -eq 1 ] || fail "input truncated under $*: expected exit 1, got $rc ($(cat err.txt))"
+  grep -Eq "$(basename "$input")/[^ :]*\.safetensors" err.txt || fail "error does not name the shard: $(cat err.txt)"
+  grep -Eqi "unexpected end of file|truncated" err.txt || fail "error does not say the file is short: $(cat err.txt)"
+  [ ! -e "$out" ] || fail "$out exists after the input was truncated"
+  ! compgen -G "$out.partial-*" >/dev/null || fail "partial output left behind: $(echo "$out".partial-*)"
+  echo "input truncation detected after $after bytes written: $(cat err.txt)"
+}
