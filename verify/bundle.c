@@ -157,6 +157,25 @@ static int put_file(struct archive *a, struct archive_entry *en, const char *dir
     return rc;
 }
 
+/* The archive's bytes go through tq_write_full like every other tq output, so write errors
+ * name the file and the crash-safety hook (TQ_CRASH_AFTER_BYTES) sees them. */
+typedef struct pack_sink {
+    tq_afile *af;
+    int failed;
+    tq_err err;
+} pack_sink;
+
+static la_ssize_t sink_write(struct archive *a, void *cd, const void *buf, size_t len)
+{
+    pack_sink *s = cd;
+    if (tq_write_full(s->af->fd, buf, len, s->af->tmp_path, &s->err) != 0) {
+        s->failed = 1;
+        archive_set_error(a, EIO, "%s", s->err.msg);
+        return -1;
+    }
+    return (la_ssize_t)len;
+}
+
 int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_err *e)
 {
     tq_manifest *m = NULL;
@@ -173,6 +192,7 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
     cJSON_Delete(j);
     char *buf = tq_malloc(CHUNK, e);
     tq_afile af;
+    pack_sink sink = {.af = &af};
     int rc = -1, opened = 0;
     struct archive *a = NULL;
     struct archive_entry *en = archive_entry_new();
@@ -186,7 +206,8 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
     snprintf(opt, sizeof opt, "zstd:compression-level=%d", level);
     if (!a || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
         archive_write_add_filter_zstd(a) != ARCHIVE_OK || archive_write_set_options(a, opt) != ARCHIVE_OK ||
-        archive_write_open_fd(a, af.fd) != ARCHIVE_OK) {
+        archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK || /* no padding after the zstd frame */
+        archive_write_open(a, &sink, NULL, sink_write, NULL) != ARCHIVE_OK) {
         if (a)
             ar_fail(a, e, out, "cannot set up a pax + zstd writer");
         else
@@ -212,6 +233,8 @@ out:
         archive_write_free(a);
     if (opened)
         tq_afile_abort(&af);
+    if (rc != 0 && sink.failed)
+        *e = sink.err; /* the write error itself, not libarchive's retelling of it */
     archive_entry_free(en);
     free(buf);
     free(mtext);
@@ -224,6 +247,7 @@ out:
 typedef struct scan {
     const char *bundle;
     int outfd;                  /* unpack target directory, or -1 */
+    const char *outdir;         /* its path, for messages */
     tq_check_report *r;
     tq_manifest *m;
     unsigned char *seen;        /* per manifest file */
@@ -297,11 +321,12 @@ static int create_under(int dirfd, const char *rel, const char *bundle, tq_err *
 
 static int write_out(scan *s, const char *rel, const void *data, size_t len, tq_err *e)
 {
-    int fd = create_under(s->outfd, rel, s->bundle, e);
-    if (fd < 0)
-        return -1;
-    int rc = tq_write_full(fd, data, len, rel, e);
-    close(fd);
+    char *path = tq_path_join(s->outdir, rel, e);
+    int fd = path ? create_under(s->outfd, rel, s->bundle, e) : -1;
+    int rc = fd < 0 ? -1 : tq_write_full(fd, data, len, path, e);
+    if (fd >= 0)
+        close(fd);
+    free(path);
     return rc;
 }
 
@@ -325,12 +350,16 @@ static int take_file(scan *s, struct archive *a, const tq_mf_file *f, tq_err *e)
         return -1;
     t.n = f->n_ranges;
     int fd = -1;
-    if (s->outfd >= 0 && (fd = create_under(s->outfd, f->path, s->bundle, e)) < 0) {
+    char *wpath = NULL; /* the file written, for messages */
+    if (s->outfd >= 0 && (!(wpath = tq_path_join(s->outdir, f->path, e)) ||
+                          (fd = create_under(s->outfd, f->path, s->bundle, e)) < 0)) {
+        free(wpath);
         free(t.r);
         return -1;
     }
     tq_vhasher vh;
     if (tq_vh_init(&vh, 1, 0, t.r, t.n, e) != 0) {
+        free(wpath);
         free(t.r);
         if (fd >= 0)
             close(fd);
@@ -348,7 +377,7 @@ static int take_file(scan *s, struct archive *a, const tq_mf_file *f, tq_err *e)
             break;
         tq_vh_feed(&vh, s->buf, (size_t)n);
         total += (uint64_t)n;
-        if (fd >= 0 && tq_write_full(fd, s->buf, (size_t)n, f->path, e) != 0) {
+        if (fd >= 0 && tq_write_full(fd, s->buf, (size_t)n, wpath, e) != 0) {
             rc = -1;
             break;
         }
@@ -356,9 +385,10 @@ static int take_file(scan *s, struct archive *a, const tq_mf_file *f, tq_err *e)
     tq_vh_finish(&vh, t.whole);
     t.size = total;
     if (fd >= 0 && rc == 0 && fsync(fd) != 0)
-        rc = tq_fail(e, TQ_EIO, "%s: fsync failed: %s", f->path, strerror(errno));
+        rc = tq_fail(e, TQ_EIO, "%s: fsync failed: %s", wpath, strerror(errno));
     if (fd >= 0 && close(fd) != 0 && rc == 0)
-        rc = tq_fail(e, TQ_EIO, "%s: write error", f->path);
+        rc = tq_fail(e, TQ_EIO, "%s: write error", wpath);
+    free(wpath);
     if (rc == 0)
         tq_report_compare_file(s->r, f, &t);
     free(t.r);
@@ -558,7 +588,7 @@ int tq_bundle_unpack(const char *bundle, const char *out, tq_check_report *r, tq
         free(tmp);
         return -1;
     }
-    scan s = {.bundle = bundle, .outfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .r = r};
+    scan s = {.bundle = bundle, .outfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .outdir = tmp, .r = r};
     int rc = -1;
     if (s.outfd < 0)
         tq_fail(e, TQ_EIO, "%s: cannot open: %s", tmp, strerror(errno));
