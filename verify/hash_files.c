@@ -150,7 +150,9 @@ static void run_job(job *j, char *buf)
             if (t->r[i].off + t->r[i].len > to)
                 to = t->r[i].off + t->r[i].len;
     }
-    if (tq_vh_init(&vh, j->whole, from, t->r + j->r0, j->r1 - j->r0, &j->err) != 0) {
+    /* t->r is NULL for a file without ranges: no arithmetic on it */
+    tq_vh_range *r = j->r1 > j->r0 ? t->r + j->r0 : NULL;
+    if (tq_vh_init(&vh, j->whole, from, r, j->r1 - j->r0, &j->err) != 0) {
         j->failed = 1;
         close(fd);
         return;
