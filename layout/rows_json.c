@@ -156,7 +156,8 @@ static int put_value(rows_sb *b, const cJSON *j, int depth, tq_err *e)
         size_t i = 0;
         for (const cJSON *c = j->child; c; c = c->next)
             v[i++] = c;
-        qsort(v, n, sizeof *v, cmp_key);
+        if (n) /* v is NULL for an empty object */
+            qsort(v, n, sizeof *v, cmp_key);
         rows_sb_put(b, "{", 1);
         for (i = 0; i < n; i++) {
             if (i && !strcmp(v[i - 1]->string, v[i]->string)) {
