@@ -20,10 +20,12 @@ static void rmsnorm(float *out, const float *x, const float *w, uint64_t n, doub
 static void rope(float *v, uint64_t d, uint64_t pos, double theta)
 {
     uint64_t h = d / 2;
+    double lt = rt_log(theta);
     for (uint64_t i = 0; i < h; i++) {
-        double inv = pow(theta, -(double)(2 * i) / (double)d);
-        double a = (double)pos * inv;
-        float c = (float)cos(a), s = (float)sin(a);
+        double inv = rt_exp(-(double)(2 * i) / (double)d * lt);
+        double a = (double)pos * inv, sd, cd;
+        rt_sincos(a, &sd, &cd);
+        float c = (float)cd, s = (float)sd;
         float x1 = v[i], x2 = v[i + h];
         v[i] = x1 * c - x2 * s;
         v[i + h] = x2 * c + x1 * s;
@@ -32,7 +34,7 @@ static void rope(float *v, uint64_t d, uint64_t pos, double theta)
 
 static float silu(float x)
 {
-    return x / (1.0f + expf(-x));
+    return x / (1.0f + rt_expf(-x));
 }
 
 struct att_ctx {
@@ -64,7 +66,7 @@ static void att_task(void *vctx, uint64_t b, uint64_t en)
         }
         float sum = 0;
         for (uint64_t t = 0; t <= a->pos; t++) {
-            sc[t] = expf(sc[t] - mx);
+            sc[t] = rt_expf(sc[t] - mx);
             sum += sc[t];
         }
         float *o = r->ao + h * hd;
@@ -127,7 +129,7 @@ static int moe(tq_runner *r, uint64_t l, tq_err *e)
             mx = r->rl[i];
     float sum = 0;
     for (uint64_t i = 0; i < E; i++) {
-        r->rl[i] = expf(r->rl[i] - mx);
+        r->rl[i] = rt_expf(r->rl[i] - mx);
         sum += r->rl[i];
     }
     for (uint64_t i = 0; i < E; i++)
@@ -179,7 +181,7 @@ static int moe(tq_runner *r, uint64_t l, tq_err *e)
         if (swiglu(r, &L->sg, &L->su, &L->sd, r->h, r->eo, e) ||
             rt_matvec(r->pool, &L->sgate, r->h, &gl, &r->scr, e))
             return -1;
-        float gate = 1.0f / (1.0f + expf(-gl));
+        float gate = 1.0f / (1.0f + rt_expf(-gl));
         for (uint64_t i = 0; i < H; i++)
             r->mo[i] += gate * r->eo[i];
     }

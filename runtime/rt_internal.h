@@ -89,6 +89,13 @@ int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scrat
 /* Dequantize row r of a dense or affine matrix (embedding lookup). */
 int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e);
 
+/* ------------------------------------------------------------ math (rt_math.c) */
+/* Platform-independent exp/log/sin/cos: same bits on every IEEE-754 system. */
+double rt_exp(double x);
+float rt_expf(float x);
+double rt_log(double x);
+void rt_sincos(double a, double *s, double *c);
+
 /* ------------------------------------------------------------ expert cache / IO */
 typedef struct rt_block_src {
     char *path;

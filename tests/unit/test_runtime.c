@@ -1,5 +1,6 @@
 /* Reference decoder: logits against an independent naive f64 forward pass (fixtures in
  * rt_fixture.h), determinism across thread counts, logits file and hash, errors. */
+#include "runtime/rt_internal.h"
 #include "runtime/runtime.h"
 #include "tests/unit/check.h"
 #include "tests/unit/rt_fixture.h"
@@ -231,8 +232,31 @@ static void errors(void)
     CHECKF(strstr(err.msg, "gpt2") != NULL, "%s", err.msg);
 }
 
+/* The platform-independent exp/log/sincos agree with the C library to about an ulp. */
+static void math_accuracy(void)
+{
+    fx_rng = 12345;
+    double we = 0, wl = 0, ws = 0;
+    for (int i = 0; i < 200000; i++) {
+        double x = (fx_uniform() - 0.5) * 160.0;
+        we = fmax(we, fabs(rt_exp(x) - exp(x)) / exp(x));
+        double y = ldexp(fx_uniform() + 0.01, (int)(fx_uniform() * 200) - 100);
+        wl = fmax(wl, fabs(rt_log(y) - log(y)) / fmax(fabs(log(y)), 1e-300));
+        double a = (fx_uniform() - 0.2) * (i % 2 ? 1e6 : 10.0), sv, cv;
+        rt_sincos(a, &sv, &cv);
+        ws = fmax(ws, fmax(fabs(sv - sin(a)), fabs(cv - cos(a))));
+    }
+    CHECKF(we < 1e-15, "exp rel err %.3g", we);
+    CHECKF(wl < 1e-15, "log rel err %.3g", wl);
+    CHECKF(ws < 1e-14, "sincos abs err %.3g", ws);
+    CHECK(rt_exp(-1000) == 0 && isinf(rt_exp(1000)) && rt_exp(0) == 1.0);
+    CHECK(rt_expf(0.0f) == 1.0f && rt_log(1.0) == 0.0);
+    printf("  exp %.3g, log %.3g, sincos %.3g\n", we, wl, ws);
+}
+
 int main(void)
 {
+    RUN(math_accuracy);
     RUN(naive_llama_f32);
     RUN(naive_llama_aff4);
     RUN(naive_llama_tq4);
