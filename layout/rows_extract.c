@@ -144,11 +144,11 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
     const tq_rows_geom *g = &f.g;
     char name[300];
     const char *bn = f.source_path ? base_name(f.source_path) : "";
-    if (!*bn || !strcmp(bn, ".") || !strcmp(bn, ".."))
-        snprintf(name, sizeof name, "%s.safetensors", f.prefix);
-    else
+    if (*bn && bn[0] != '.' && strlen(bn) < sizeof name)
         snprintf(name, sizeof name, "%s", bn);
-    if (strchr(name, '/') || name[0] == '.') {
+    else
+        snprintf(name, sizeof name, "%s.safetensors", f.prefix);
+    if (strchr(name, '/') || name[0] == '.' || strlen(name) >= sizeof name - 1) {
         tq_fail(e, TQ_EDATA, "%s: cannot derive a safe output file name", rows);
         goto done;
     }

@@ -223,23 +223,41 @@ int rows_file_open(rows_file *f, const char *path, tq_err *e)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
-    cJSON *hdr = NULL, *lay = NULL;
     char *json = NULL;
+    uint64_t len, size;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return tq_fail(e, TQ_EIO, "%s: not a readable regular file", path);
+    }
+    size = (uint64_t)st.st_size;
+    if (rows_read_header(fd, size, path, &json, &len, e) != 0) {
+        close(fd);
+        return -1;
+    }
+    int rc = rows_file_parse(f, json, len, size, path, e);
+    free(json);
+    if (rc != 0) {
+        close(fd);
+        return -1;
+    }
+    f->fd = fd;
+    return 0;
+}
+
+int rows_file_parse(rows_file *f, const char *json, uint64_t header_len, uint64_t file_size, const char *path,
+                    tq_err *e)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    cJSON *hdr = NULL, *lay = NULL;
     if (!(f->path = tq_strdup(path, e)))
         return -1;
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) {
-        tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
-    struct stat st;
-    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        tq_fail(e, TQ_EIO, "%s: not a readable regular file", path);
-        goto fail;
-    }
-    f->size = (uint64_t)st.st_size;
-    if (rows_read_header(f->fd, f->size, path, &json, &f->header_len, e) != 0)
-        goto fail;
+    f->size = file_size;
+    f->header_len = header_len;
     f->data_start = 8 + f->header_len;
     if (tq_json_canonical_text_ok(json, (size_t)f->header_len, e) != 0) {
         tq_err_prefix(e, "%s: header", path);
@@ -307,12 +325,12 @@ int rows_file_open(rows_file *f, const char *path, tq_err *e)
         tq_fail(e, TQ_EDATA, "%s: size overflows", path);
         goto fail;
     }
-    if (f->size < want) {
+    if (f->size != UINT64_MAX && f->size < want) {
         tq_fail(e, TQ_EDATA, "%s: truncated: %" PRIu64 " bytes, the header promises %" PRIu64
                 " (%" PRIu64 " missing)", path, f->size, want, want - f->size);
         goto fail;
     }
-    if (f->size > want) {
+    if (f->size != UINT64_MAX && f->size > want) {
         tq_fail(e, TQ_EDATA, "%s: %" PRIu64 " bytes after the end of the records", path, f->size - want);
         goto fail;
     }
@@ -392,12 +410,10 @@ int rows_file_open(rows_file *f, const char *path, tq_err *e)
     }
     cJSON_Delete(lay);
     cJSON_Delete(hdr);
-    free(json);
     return 0;
 fail:
     cJSON_Delete(lay);
     cJSON_Delete(hdr);
-    free(json);
     rows_file_close(f);
     return -1;
 }

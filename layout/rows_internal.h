@@ -55,6 +55,9 @@ typedef struct rows_file {
     size_t source_header_len;
 } rows_file;
 int rows_file_open(rows_file *f, const char *path, tq_err *e);
+/* The same from header bytes (fuzzing); file_size UINT64_MAX skips the file size check. */
+int rows_file_parse(rows_file *f, const char *json, uint64_t header_len, uint64_t file_size, const char *path,
+                    tq_err *e);
 void rows_file_close(rows_file *f);
 
 /* Header (8-byte length + padded JSON) of a row file; data starts at *data_start. */

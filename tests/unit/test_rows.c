@@ -664,6 +664,32 @@ static void test_deterministic(void)
     CHECK(same_file(a, b));
 }
 
+/* Fuzz seeds (tests/fuzz/corpus/rows/hdr-*) double as parser cases: tq's own headers and an
+ * MTPLX-style one (unsorted keys, identity in MTPLX's key order, no tq metadata) open; the
+ * damaged ones do not. */
+static void test_header_seeds(void)
+{
+    const char *root = getenv("TQ_ROOT");
+    const char *good[] = {"v1", "paged", "pads", "bigp", "mtplx_style"};
+    const char *bad[] = {"parts_rows_mismatch", "wrong_format", "truncated_json", "empty", "paged_bad_layout"};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 5; i++) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/tests/fuzz/corpus/rows/hdr-%s.safetensors", root ? root : ".",
+                     k ? bad[i] : good[i]);
+            tq_err err = {0};
+            rows_file f;
+            int rc = rows_file_open(&f, path, &err);
+            CHECKF(k ? rc != 0 : rc == 0, "%s: %s", path, err.msg);
+            if (rc == 0) {
+                CHECK(!strcmp(f.prefix, strcmp(good[i], "bigp") ? "ngram" : "emb"));
+                CHECK(f.g.rows > 0 && f.g.stride > 0 && (f.g.page != 0) == (f.paged != 0));
+                CHECK(f.data_start + f.g.data_bytes == f.size);
+                rows_file_close(&f);
+            }
+        }
+}
+
 int main(void)
 {
     RUN(test_canonical_matches_python);
@@ -678,5 +704,6 @@ int main(void)
     RUN(test_bad_inputs);
     RUN(test_refuses_existing_and_source);
     RUN(test_deterministic);
+    RUN(test_header_seeds);
     TEST_MAIN_END();
 }
