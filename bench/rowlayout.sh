@@ -6,7 +6,8 @@
 # best of two rounds each. Also reported: plain `cp` without sync, --check against
 # `cat SOURCE OUT`, and peak RSS (bounded by the chunk size, ~3 x 8 MiB, not the table).
 # Target: throughput >= 0.7 x cp + sync.
-# TQ_BENCH_SIZE=tiny uses 100,000 rows (10 MB; checks the script in seconds).
+# TQ_BENCH_SIZE=tiny uses 100,000 rows (10 MB; checks the script in seconds);
+# TQ_BENCH_ROWS=N any other row count.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
@@ -16,7 +17,9 @@ for t in tq-rowlayout tq-mkmodel; do
   [ -x "$BIN/$t" ] || { echo "rowlayout: skipped (needs $BIN/$t)"; exit 0; }
 done
 
-if [ "${TQ_BENCH_SIZE:-}" = tiny ]; then rows=100000 name=ngram-tiny; else rows=42949673 name=ngram-4g; fi
+if [ -n "${TQ_BENCH_ROWS:-}" ]; then rows=$TQ_BENCH_ROWS name=ngram-$rows
+elif [ "${TQ_BENCH_SIZE:-}" = tiny ]; then rows=100000 name=ngram-tiny
+else rows=42949673 name=ngram-4g; fi
 d=$TQ_BENCH_DIR/$name
 if [ ! -f "$d/.complete" ]; then
   rm -rf "$d"
