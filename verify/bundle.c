@@ -6,7 +6,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -561,33 +560,13 @@ int tq_check_bundle(const char *path, tq_check_report *r, tq_err *e)
     return rc;
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(p);
-    return 0;
-}
-
 int tq_bundle_unpack(const char *bundle, const char *out, tq_check_report *r, tq_err *e)
 {
     memset(r, 0, sizeof *r);
-    if (tq_exists(out))
-        return tq_fail(e, TQ_EEXIST, "%s: already exists; refusing to overwrite", out);
-    size_t n = strlen(out);
-    char *tmp = tq_malloc(n + sizeof ".partial-XXXXXX", e);
-    if (!tmp)
+    tq_adir od;
+    if (tq_adir_open(&od, out, 0, e) != 0)
         return -1;
-    memcpy(tmp, out, n);
-    memcpy(tmp + n, ".partial-XXXXXX", sizeof ".partial-XXXXXX");
-    while (n > 1 && tmp[n - 1] == '/') /* "dir/" -> "dir.partial-..." */
-        memmove(tmp + n - 1, tmp + n, strlen(tmp + n) + 1), n--;
-    if (!mkdtemp(tmp)) {
-        tq_fail(e, TQ_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return -1;
-    }
+    const char *tmp = od.tmp_path;
     scan s = {.bundle = bundle, .outfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .outdir = tmp, .r = r};
     int rc = -1;
     if (s.outfd < 0)
@@ -599,12 +578,9 @@ int tq_bundle_unpack(const char *bundle, const char *out, tq_check_report *r, tq
     scan_free(&s);
     if (rc == 0 && r->n)
         rc = tq_fail(e, TQ_EDATA, "%s: %zu problem(s); nothing unpacked", bundle, r->n);
-    if (rc == 0)
-        chmod(tmp, 0755);
-    if (rc == 0 && rename(tmp, out) != 0)
-        rc = tq_fail(e, TQ_EIO, "%s: cannot rename into place: %s", out, strerror(errno));
-    if (rc != 0)
-        nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(tmp);
-    return rc;
+    if (rc != 0) {
+        tq_adir_abort(&od);
+        return -1;
+    }
+    return tq_adir_commit(&od, e);
 }

@@ -27,19 +27,6 @@ static int is_rows_file(const char *path)
     return rows;
 }
 
-static void remove_tree_flat(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)))
-            if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                unlinkat(dirfd(d), de->d_name, 0);
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
 static int open_rows(const char *path, tq_model **out, tq_err *e)
 {
     const char *tmp = getenv("TMPDIR");
@@ -57,7 +44,7 @@ static int open_rows(const char *path, tq_model **out, tq_err *e)
         rc = tq_model_open(out, dir, e);
     if (rc != 0)
         tq_err_prefix(e, "%s: rebuilding the source table from the row file", path);
-    remove_tree_flat(dir); /* the open model keeps its file descriptors */
+    tq_rm_tree(dir); /* the open model keeps its file descriptors */
     return rc;
 }
 
