@@ -6,7 +6,6 @@
 #include "formats/formats.h"
 #include "layout/layout.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
