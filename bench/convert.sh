@@ -40,15 +40,16 @@ else
 fi
 O=$TQ_BENCH_DIR/convert-e2e-out
 rm -rf "$O"
+cache=$(cache_mode "$M"/*.safetensors)
 drop_caches
 timed sh -c 'cat "$@" > /dev/null' cat "$M"/*.safetensors
-t_cat=$T
+t_cat=$T cpu_cat="user $UT s, sys $ST s"
 drop_caches
 timed "$BIN/tq-convert" --quiet --threads 2 "$M" "$O"
-t_cv=$T rss=$RSS
-bytes=$(cat "$M"/*.safetensors | wc -c)
-out=$(cat "$O"/*.safetensors | wc -c)
+t_cv=$T rss=$RSS cpu_cv="user $UT s, sys $ST s"
+bytes=$(total_bytes "$M"/*.safetensors)
+out=$(total_bytes "$O"/*.safetensors)
 rm -rf "$O"
 [ $tiny = 1 ] && rm -rf "$M"
-echo "convert: $M: $bytes bytes -> $out bytes; tq-convert --threads 2 $(printf '%.3f' "$t_cv") s, cat $(printf '%.3f' "$t_cat") s"
+echo "convert: $M: $bytes bytes -> $out bytes; tq-convert --threads 2 $(printf '%.3f' "$t_cv") s ($cpu_cv), cat $(printf '%.3f' "$t_cat") s ($cpu_cat); $cache cache, load $(load)"
 echo "convert: time ratio tq-convert/cat = $(ratio "$t_cv" "$t_cat") (target <= 2); peak RSS ${rss} KiB (target <= 524288)"

@@ -22,7 +22,7 @@ rm -rf "$M" "$C"
 timed "$BIN/tq-mkmodel" --quiet --seed 1 "${args[@]}" "$M"
 t_gen=$T rss=$RSS
 shards=("$M"/*.safetensors)
-bytes=$(cat "${shards[@]}" | wc -c)
+bytes=$(total_bytes "${shards[@]}")
 mkdir -p "$C"
 timed sh -c 'cp "$@" "'"$C"'/" && sync' cp "${shards[@]}"
 t_cp=$T

@@ -56,7 +56,7 @@ cached_kib() {
 jget() { sed -n "s/^  \"$2\": \(.*\)$/\1/p" "$1" | sed 's/,$//; s/^"//; s/"$//'; }
 
 expert_files=("$S"/experts/*.bin)
-expert_bytes=$(cat "${expert_files[@]}" | wc -c)
+expert_bytes=$(total_bytes "${expert_files[@]}")
 drop_caches
 timed sh -c 'cat "$@" > /dev/null' cat "${expert_files[@]}"
 t_cat=$T

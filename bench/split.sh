@@ -36,15 +36,18 @@ for round in 1 2; do
   drop_caches
   timed sh -c 'cp -r "$1" "$2" && sync' sh "$src" "$C"
   t_cp=$(best "$t_cp" "$T")
+  t_cp_round=$T
+  printf 'split: round %d: cp -r + sync %.3f s (user %s s, sys %s s; load %s)\n' $round "$T" "$UT" "$ST" "$(load)"
   rm -rf "$C"
   drop_caches
   timed "$BIN/tq-split" --quiet --json "$src" "$S" > "$TQ_BENCH_DIR/split-report.json"
   t_split=$(best "$t_split" "$T")
+  printf 'split: round %d: tq-split %.3f s (user %s s, sys %s s; load %s); ratio this round %s\n' $round "$T" "$UT" "$ST" "$(load)" "$(ratio "$T" "$t_cp_round")"
   r=$(sed -n 's/.*"peak_rss_bytes": \([0-9]*\).*/\1/p' "$TQ_BENCH_DIR/split-report.json")
   [ -n "$r" ] && [ $((r / 1024)) -gt "$rss" ] && rss=$((r / 1024))
   rm -rf "$S"
 done
-bytes=$(cat "$src"/*.safetensors | wc -c)
+bytes=$(total_bytes "$src"/*.safetensors)
 echo "split: $src: $bytes bytes of safetensors, $(nproc) thread(s), $([ $cold = 1 ] && echo cold || echo warm) cache"
 printf 'split: tq-split %.3f s; cp -r + sync %.3f s\n' "$t_split" "$t_cp"
 echo "split: time ratio tq-split/cp = $(ratio "$t_split" "$t_cp") (target <= 1.3); peak RSS ${rss} KiB (target <= 262144)"

@@ -31,7 +31,7 @@ view=$TQ_BENCH_DIR/verify-view
 rm -rf "$view"; mkdir -p "$view"
 (cd "$src" && find . -type f ! -name .complete ! -name SHA256SUMS ! -name tq-manifest.json | sed 's|^\./||' | LC_ALL=C sort) > "$TQ_BENCH_DIR/verify-files"
 while IFS= read -r f; do mkdir -p "$view/$(dirname "$f")"; ln -s "$src/$f" "$view/$f"; done < "$TQ_BENCH_DIR/verify-files"
-bytes=$(cd "$src" && xargs -d '\n' cat < "$TQ_BENCH_DIR/verify-files" | wc -c)
+bytes=$(cd "$src" && xargs -d '\n' stat -L -c %s < "$TQ_BENCH_DIR/verify-files" | awk '{s += $1} END {print s + 0}')
 
 cold=1
 (echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null || { cold=0; (cd "$src" && xargs -d '\n' cat < "$TQ_BENCH_DIR/verify-files" > /dev/null); }
@@ -41,12 +41,15 @@ for round in 1 2; do
   drop_caches
   timed sh -c 'cd "$1" && xargs -d "\n" sha256sum < "$2" > "$3"' sh "$src" "$TQ_BENCH_DIR/verify-files" "$TQ_BENCH_DIR/verify-sha256sum.out"
   t_sum=$(best "$t_sum" "$T")
+  printf 'verify: round %d: sha256sum %.3f s (user %s s, sys %s s; load %s)\n' $round "$T" "$UT" "$ST" "$(load)"
   drop_caches
   timed "$BIN/tq-verify" manifest --quiet --threads 1 "$view"
   t1=$(best "$t1" "$T"); [ "${RSS:-0}" -gt "$rss1" ] && rss1=$RSS
+  printf 'verify: round %d: manifest 1 thread %.3f s (user %s s, sys %s s; load %s)\n' $round "$T" "$UT" "$ST" "$(load)"
   drop_caches
   timed "$BIN/tq-verify" manifest --quiet --threads 2 "$view"
   t2=$(best "$t2" "$T"); [ "${RSS:-0}" -gt "$rss2" ] && rss2=$RSS
+  printf 'verify: round %d: manifest 2 threads %.3f s (user %s s, sys %s s; load %s)\n' $round "$T" "$UT" "$ST" "$(load)"
 done
 cmp -s "$view/SHA256SUMS" "$TQ_BENCH_DIR/verify-sha256sum.out" || { echo "verify: SHA256SUMS differs from sha256sum's output"; exit 1; }
 echo "verify: $src: $bytes bytes in $(wc -l < "$TQ_BENCH_DIR/verify-files") files, $([ $cold = 1 ] && echo cold || echo warm) cache"
