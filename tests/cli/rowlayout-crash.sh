@@ -1,9 +1,9 @@
-# tq-rowlayout crash and disk-full safety (issue 9), with tests/cli/lib/crash.sh:
+# tq-rowlayout crash and disk-full safety (issue 9), with tests/lib/safety.sh:
 # kill -9 at several points -> no OUT, an identifiable partial, a re-run gives the same bytes;
 # a source changed or truncated under the tool is detected; ulimit -f -> exit 1, message
 # naming the file, partial removed, inputs untouched.
 set -u
-. "$ROOT/tests/cli/lib/crash.sh"
+. "$ROOT/tests/lib/safety.sh"
 
 tq-mkmodel --arch ngram --rows 3000 --quiet t || fail mkmodel
 src=t/model.safetensors
@@ -49,7 +49,7 @@ grep -q "victim2.safetensors: unexpected end of file" perr2 || fail "message: $(
 
 # disk full (file-size limit): exit 1, the message names the file, no partial left
 for args in "$src --out full.rows" "$src --out full.rows --page-align 4096" "--extract ref-plain.rows --to fullx"; do
-  disk_full 64 tq-rowlayout $args --quiet
+  file_limit_run 64 tq-rowlayout $args --quiet
   [ "$RC" = 1 ] || fail "ulimit -f ($args): exit $RC: $ERR"
   echo "$ERR" | grep -q "File too large" || fail "ulimit -f ($args): $ERR"
   echo "$ERR" | grep -q "full.rows\|fullx/model.safetensors" || fail "message does not name the file: $ERR"

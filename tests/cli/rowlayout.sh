@@ -1,7 +1,7 @@
 # tq-rowlayout: generated tables of several widths -> rows -> check -> extract byte-identical;
 # paged layout; any prefix; receipts; usage and data errors with their exit codes.
 set -u
-. "$ROOT/tests/cli/lib/crash.sh"
+. "$ROOT/tests/lib/safety.sh"
 expect() { # expect STATUS MESSAGE-SUBSTRING ARGS...
   local want=$1 msg=$2; shift 2
   tq-rowlayout "$@" >out 2>err; local rc=$?
