@@ -1,5 +1,6 @@
 #include "cmd/cli.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -56,5 +57,19 @@ int tq_cli_size(const char *opt, const char *val, uint64_t *out)
         tq_cli_usage_error("invalid size '%s' for %s (examples: 4096, 512M, 16G)", val, opt);
         return -1;
     }
+    return 0;
+}
+
+int tq_cli_print_json(cJSON *j)
+{
+    tq_err err = {0};
+    char *s = j ? tq_json_print(j, &err) : NULL;
+    if (!j)
+        tq_fail(&err, TQ_ENOMEM, "out of memory building the JSON report");
+    cJSON_Delete(j);
+    if (!s)
+        return tq_cli_fail(&err);
+    fputs(s, stdout);
+    free(s);
     return 0;
 }

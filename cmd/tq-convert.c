@@ -203,14 +203,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < r.n_warnings && !quiet; i++)
         fprintf(stderr, "%s: warning: %s\n", tq_prog, r.warnings[i]);
     if (json) {
-        cJSON *j = tq_convert_report_json(&r, &o);
-        char *s = j ? tq_json_print(j, &err) : NULL;
-        if (s)
-            fputs(s, stdout);
-        else
-            rc = tq_cli_fail(&err);
-        free(s);
-        cJSON_Delete(j);
+        rc = tq_cli_print_json(tq_convert_report_json(&r, &o));
     } else if (!o.quiet) {
         print_summary(&r, &o, argv[optind + 1]);
     }

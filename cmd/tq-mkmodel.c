@@ -189,13 +189,8 @@ int main(int argc, char **argv)
         cJSON_AddNumberToObject(r, "tensors", (double)plan.n);
         cJSON_AddNumberToObject(r, "bytes", (double)plan.total_bytes);
         cJSON_AddNumberToObject(r, "elapsed_s", tq_now() - t0);
-        char *s = tq_json_print(r, &err);
-        cJSON_Delete(r);
         tq_mk_plan_free(&plan);
-        if (!s)
-            return tq_cli_fail(&err);
-        fputs(s, stdout);
-        free(s);
+        return tq_cli_print_json(r);
     }
     return 0;
 }

@@ -118,15 +118,11 @@ int main(int argc, char **argv)
         return tq_cli_fail(&e);
     int status = 0;
     if (json || (out && !o.quiet)) {
-        cJSON *j = tq_rows_report_json(&r, mode);
-        char *s = j ? tq_json_print(j, &e) : NULL;
-        cJSON_Delete(j);
-        if (!s) {
+        int jrc = tq_cli_print_json(tq_rows_report_json(&r, mode));
+        if (jrc) {
             tq_rows_report_free(&r);
-            return tq_cli_fail(&e);
+            return jrc;
         }
-        fputs(s, stdout);
-        free(s);
     } else if (!o.quiet && check) {
         printf("%s: OK: %" PRIu64 " rows of %" PRIu64 " bytes bit-exact against %s\n", check, r.rows, r.row_bytes,
                r.source_path);

@@ -58,18 +58,6 @@ static int parse_tokens(const char *s, int32_t **out, size_t *n)
     return 0;
 }
 
-static int print_json(cJSON *j)
-{
-    tq_err err = {0};
-    char *s = tq_json_print(j, &err);
-    cJSON_Delete(j);
-    if (!s)
-        return tq_cli_fail(&err);
-    fputs(s, stdout);
-    free(s);
-    return 0;
-}
-
 static int compare(const char *a, const char *b, uint64_t vocab, int json)
 {
     tq_err err = {0};
@@ -84,7 +72,7 @@ static int compare(const char *a, const char *b, uint64_t vocab, int json)
         cJSON_AddNumberToObject(j, "mean_kl", c.mean_kl);
         cJSON_AddNumberToObject(j, "max_kl", c.max_kl);
         cJSON_AddNumberToObject(j, "max_rel_diff", c.max_rel_diff);
-        return print_json(j);
+        return tq_cli_print_json(j);
     }
     printf("steps: %llu\ntop-1 agreement: %llu/%llu (%.4f)\nmean KL: %.6g nats/step (max %.6g)\n"
            "max relative difference: %.6g\n",
@@ -220,7 +208,7 @@ int main(int argc, char **argv)
     }
     if (rc == 0) {
         if (json) {
-            rc = print_json(tq_run_stats_json(&st, out, st.generated_tokens));
+            rc = tq_cli_print_json(tq_run_stats_json(&st, out, st.generated_tokens));
         } else {
             printf("tokens:");
             for (uint64_t i = 0; i < st.generated_tokens; i++)

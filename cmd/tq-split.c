@@ -75,22 +75,6 @@ static void print_plan(const tq_plan *p)
            100.0 * p->cached_share);
 }
 
-static int print_json(cJSON *j)
-{
-    tq_err err = {0};
-    if (!j) {
-        fprintf(stderr, "%s: out of memory\n", tq_prog);
-        return 1;
-    }
-    char *s = tq_json_print(j, &err);
-    cJSON_Delete(j);
-    if (!s)
-        return tq_cli_fail(&err);
-    fputs(s, stdout);
-    free(s);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     tq_cli_init("tq-split");
@@ -187,7 +171,7 @@ int main(int argc, char **argv)
         if (tq_split_plan(argv[optind], &so, ram, &p, &err) != 0)
             return tq_cli_fail(&err);
         if (json)
-            return print_json(tq_plan_json(&p));
+            return tq_cli_print_json(tq_plan_json(&p));
         print_plan(&p);
         return 0;
     }
@@ -206,7 +190,7 @@ int main(int argc, char **argv)
                 cJSON_Delete(j);
                 j = NULL;
             }
-            return print_json(j);
+            return tq_cli_print_json(j);
         }
         if (!so.quiet)
             printf("joined %s into %s\n", argv[optind], argv[optind + 1]);
@@ -232,7 +216,7 @@ int main(int argc, char **argv)
             cJSON_AddNumberToObject(j, "elapsed_s", dt);
             cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)tq_peak_rss());
         }
-        return print_json(j);
+        return tq_cli_print_json(j);
     }
     if (!so.quiet) {
         char a[32], b[32];

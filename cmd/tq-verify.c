@@ -72,19 +72,6 @@ static int cmd_ls(int argc, char **argv)
     return rc;
 }
 
-/* Print a JSON report on stdout (sorted keys). */
-static int print_json(cJSON *j)
-{
-    tq_err err = {0};
-    char *s = tq_json_print(j, &err);
-    cJSON_Delete(j);
-    if (!s)
-        return tq_cli_fail(&err);
-    fputs(s, stdout);
-    free(s);
-    return 0;
-}
-
 static int parse_threads(const char *v, int *threads)
 {
     long t;
@@ -153,7 +140,7 @@ static int cmd_manifest(int argc, char **argv)
         cJSON_AddNumberToObject(j, "ranges", (double)tensors);
         cJSON_AddNumberToObject(j, "threads", threads);
         cJSON_AddNumberToObject(j, "elapsed_s", dt);
-        rc = print_json(j);
+        rc = tq_cli_print_json(j);
     } else if (!quiet) {
         char hb[32];
         tq_format_size(bytes, hb, sizeof hb);
@@ -212,7 +199,7 @@ static int cmd_check(int argc, char **argv)
             cJSON_ReplaceItemInObject(j, "ok", cJSON_CreateFalse());
             cJSON_AddStringToObject(j, "error", err.msg);
         }
-        print_json(j);
+        tq_cli_print_json(j);
     } else if (!quiet) {
         tq_check_report_print(&r, stdout);
         if (rc == 0)
@@ -263,7 +250,7 @@ static int cmd_compare(int argc, char **argv)
     }
     int status = r.n ? 1 : 0;
     if (json) {
-        print_json(tq_cmp_report_json(&r));
+        tq_cli_print_json(tq_cmp_report_json(&r));
     } else if (!quiet) {
         for (size_t i = 0; i < r.n; i++)
             printf("tensor '%s': %s\n", r.v[i].tensor, r.v[i].detail);
@@ -390,7 +377,7 @@ static int cmd_golden(int argc, char **argv)
             cJSON_AddStringToObject(j, "expected_logits_sha256", r.expected_sha256);
         }
         cJSON_AddNumberToObject(j, "first_token_diff", (double)r.first_token_diff);
-        print_json(j);
+        tq_cli_print_json(j);
     } else if (!quiet) {
         if (r.expected && !r.match) {
             if (r.first_token_diff >= 0 && (size_t)r.first_token_diff < r.n_tokens)
@@ -504,7 +491,7 @@ static int cmd_unpack(int argc, char **argv)
             cJSON_ReplaceItemInObject(j, "ok", cJSON_CreateFalse());
             cJSON_AddStringToObject(j, "error", err.msg);
         }
-        print_json(j);
+        tq_cli_print_json(j);
     } else {
         if (!quiet || rc != 0)
             tq_check_report_print(&r, stdout);
