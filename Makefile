@@ -116,6 +116,9 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	# public headers; compile against them with -I$(PREFIX)/include/tq
+	for d in $(LIBDIRS); do install -d $(DESTDIR)$(PREFIX)/include/tq/$$d && \
+	  install -m 644 $$d/$$d.h $(DESTDIR)$(PREFIX)/include/tq/$$d/ ; done
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
 	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
 
