@@ -38,4 +38,4 @@ big_moe() {
   echo "$d"
 }
 # total_bytes FILE...: the sum of the files' sizes (without reading them, unlike cat | wc -c).
-total_bytes() { stat -L -c %s "$@" | awk '{s += $1} END {print s + 0}'; }
+total_bytes() { stat -L -c %s "$@" | awk '{s += $1} END {printf "%.0f\n", s}'; }

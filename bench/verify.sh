@@ -31,7 +31,7 @@ view=$TQ_BENCH_DIR/verify-view
 rm -rf "$view"; mkdir -p "$view"
 (cd "$src" && find . -type f ! -name .complete ! -name SHA256SUMS ! -name tq-manifest.json | sed 's|^\./||' | LC_ALL=C sort) > "$TQ_BENCH_DIR/verify-files"
 while IFS= read -r f; do mkdir -p "$view/$(dirname "$f")"; ln -s "$src/$f" "$view/$f"; done < "$TQ_BENCH_DIR/verify-files"
-bytes=$(cd "$src" && xargs -d '\n' stat -L -c %s < "$TQ_BENCH_DIR/verify-files" | awk '{s += $1} END {print s + 0}')
+bytes=$(cd "$src" && xargs -d '\n' stat -L -c %s < "$TQ_BENCH_DIR/verify-files" | awk '{s += $1} END {printf "%.0f\n", s}')
 
 cold=1
 (echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null || { cold=0; (cd "$src" && xargs -d '\n' cat < "$TQ_BENCH_DIR/verify-files" > /dev/null); }
