@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,13 +43,43 @@ static char *keep_partial(tq_afile *af)
     return kept;
 }
 
+/* Chunk k+1 is read from the source and interleaved on a second thread while chunk k is
+ * written, read back and compared, so the three kernel copies of every byte use two cores. */
+typedef struct fill_job {
+    rows_io *io;
+    const rows_table *t;
+    const char *source;
+    uint64_t o0, o1;
+    int rc;
+    tq_err err;
+} fill_job;
+
+static void *fill_chunk(void *arg)
+{
+    fill_job *j = arg;
+    rows_io_plan(j->io, j->o0, j->o1);
+    j->rc = rows_io_read_source(j->io, j->t->st->fd, j->t->src_off, j->source, &j->err);
+    if (j->rc == 0)
+        rows_io_scatter(j->io, j->o0, j->o1);
+    return NULL;
+}
+
+/* Start filling io for [o0, o1) in the background (inline when no thread can be made). */
+static int fill_start(fill_job *j, pthread_t *th)
+{
+    if (pthread_create(th, NULL, fill_chunk, j) == 0)
+        return 1;
+    fill_chunk(j);
+    return 0;
+}
+
 int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, tq_rows_report *r, tq_err *e)
 {
     memset(r, 0, sizeof *r);
     double t0 = tq_now();
     rows_table t;
-    rows_io io;
-    memset(&io, 0, sizeof io);
+    rows_io io[2];
+    memset(io, 0, sizeof io);
     tq_afile af = {.fd = -1};
     char *hdr = NULL, *hdr_v1 = NULL;
     int rc = -1, opened = 0;
@@ -81,30 +112,44 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
     opened = 1;
     if (rows_out_reserve(&af, total, e) != 0 || tq_pwrite_full(af.fd, hdr, (size_t)hlen, 0, af.tmp_path, e) != 0)
         goto done;
-    if (rows_io_init(&io, &g, o->chunk_bytes, e) != 0)
+    if (rows_io_init(&io[0], &g, o->chunk_bytes, e) != 0 || rows_io_init(&io[1], &g, o->chunk_bytes, e) != 0)
         goto done;
     posix_fadvise(t.st->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     tq_progress pg;
     tq_progress_init(&pg, "tq-rowlayout", g.data_bytes, o->quiet);
-    for (uint64_t o0 = 0, o1; o0 < g.data_bytes; o0 = o1) {
-        o1 = rows_io_next(&io, o0);
+    fill_job job[2] = {{.io = &io[0], .t = &t, .source = source}, {.io = &io[1], .t = &t, .source = source}};
+    job[0].o1 = g.data_bytes ? rows_io_next(&io[0], 0) : 0;
+    if (g.data_bytes)
+        fill_chunk(&job[0]);
+    for (int k = 0; job[k].o0 < job[k].o1; k ^= 1) {
+        fill_job *cur = &job[k], *nxt = &job[k ^ 1];
+        if (cur->rc != 0) {
+            *e = cur->err;
+            goto done;
+        }
+        pthread_t th;
+        int threaded = 0;
+        nxt->o0 = nxt->o1 = cur->o1;
+        if (cur->o1 < g.data_bytes) {
+            nxt->o1 = rows_io_next(nxt->io, cur->o1);
+            threaded = fill_start(nxt, &th);
+        }
+        uint64_t o0 = cur->o0, o1 = cur->o1;
         size_t n = (size_t)(o1 - o0);
-        rows_io_plan(&io, o0, o1);
-        if (rows_io_read_source(&io, t.st->fd, t.src_off, source, e) != 0)
-            goto done;
-        rows_io_scatter(&io, o0, o1);
-        if (tq_pwrite_full(af.fd, io.out, n, data_start + o0, af.tmp_path, e) != 0)
-            goto done;
-        /* Read back from the file, not the buffer just written. */
-        if (tq_pread_full(af.fd, io.rb, n, data_start + o0, af.tmp_path, e) != 0)
-            goto done;
         rows_mismatch m;
-        if (rows_io_compare(&io, o0, o1, &m)) {
+        int bad = tq_pwrite_full(af.fd, cur->io->out, n, data_start + o0, af.tmp_path, e) != 0 ||
+                  /* Read back from the file, not the buffer just written. */
+                  tq_pread_full(af.fd, cur->io->rb, n, data_start + o0, af.tmp_path, e) != 0;
+        if (!bad && rows_io_compare(cur->io, o0, o1, &m)) {
             char d[512];
             rows_mismatch_describe(&m, &g, data_start, d, sizeof d);
             tq_fail(e, TQ_EIO, "%s: read-back check failed: %s", af.tmp_path, d);
-            goto done;
+            bad = 1;
         }
+        if (threaded)
+            pthread_join(th, NULL);
+        if (bad)
+            goto done;
 #ifdef __linux__
         /* Start writeback now so the final fsync does not find the whole file dirty. */
         sync_file_range(af.fd, (off_t)(data_start + o0), (off_t)n, SYNC_FILE_RANGE_WRITE);
@@ -156,7 +201,8 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
 done:
     if (opened && af.tmp_path)
         tq_afile_abort(&af);
-    rows_io_free(&io);
+    rows_io_free(&io[0]);
+    rows_io_free(&io[1]);
     free(hdr);
     free(hdr_v1);
     rows_table_close(&t);

@@ -1,7 +1,8 @@
 /* The chunk engine shared by convert, check and extract: a chunk is a byte range [o0, o1)
  * of the records tensor; a part's bytes for the rows it touches are one contiguous range of
  * that part's source tensor (only the first and last row can be cut), so a chunk costs one
- * read per part whatever the record size, and memory stays at 3 x chunk bytes. */
+ * read per part whatever the record size, and one engine holds 3 x chunk bytes (convert
+ * keeps two engines in flight). */
 #include "layout/layout.h"
 #include "layout/rows_internal.h"
 
