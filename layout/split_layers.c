@@ -13,11 +13,7 @@ typedef struct moe_job {
     split_run *r;
     split_layer *L;
     out_file *of;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    uint64_t next, turn;
-    int failed;
-    tq_err err;
+    split_turns turns; /* one per expert; the file hash takes blocks in turn */
 } moe_job;
 
 static int fill_block(const split_layer *L, uint64_t x, unsigned char *buf, tq_err *e)
@@ -60,19 +56,10 @@ static void *moe_worker(void *arg)
     unsigned char *buf = split_aligned_zeroed((size_t)h->expert_block_size);
     if (!buf)
         tq_fail(&e, TQ_ENOMEM, "out of memory for a %llu-byte expert block", (unsigned long long)h->expert_block_size);
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        if (!buf && !j->failed) {
-            j->failed = 1;
-            j->err = e;
-            pthread_cond_broadcast(&j->cv);
-        }
-        if (j->failed || j->next >= h->num_experts) {
-            pthread_mutex_unlock(&j->mu);
-            break;
-        }
-        uint64_t x = j->next++;
-        pthread_mutex_unlock(&j->mu);
+    if (!buf)
+        split_turns_fail(&j->turns, &e);
+    uint64_t x;
+    while (buf && split_turns_claim(&j->turns, &x) == 0) {
         prefetch_expert(L, x + PREFETCH_DISTANCE);
         uint64_t off = h->data_start + x * h->expert_block_size;
         int rc = fill_block(L, x, buf, &e);
@@ -80,26 +67,16 @@ static void *moe_worker(void *arg)
             tq_sha256_buf(buf, (size_t)h->expert_block_size, L->block_sha[x]);
             rc = split_write_direct(j->of, buf, (size_t)h->expert_block_size, off, &e);
         }
-        pthread_mutex_lock(&j->mu);
-        while (rc == 0 && !j->failed && j->turn != x)
-            pthread_cond_wait(&j->cv, &j->mu);
-        if (rc != 0 || j->failed) {
-            if (rc != 0 && !j->failed) {
-                j->failed = 1;
-                j->err = e;
-            }
-            pthread_cond_broadcast(&j->cv);
-            pthread_mutex_unlock(&j->mu);
+        if (rc != 0) {
+            split_turns_fail(&j->turns, &e);
             break;
         }
-        pthread_mutex_unlock(&j->mu);
+        if (split_turns_wait(&j->turns, x) != 0)
+            break;
         /* our turn: the file hash sees blocks in file order whatever the thread count */
         tq_sha256_update(j->of->sha, buf, (size_t)h->expert_block_size);
         split_progress(j->r, h->expert_block_size);
-        pthread_mutex_lock(&j->mu);
-        j->turn++;
-        pthread_cond_broadcast(&j->cv);
-        pthread_mutex_unlock(&j->mu);
+        split_turns_done(&j->turns);
     }
     free(buf);
     return NULL;
@@ -159,16 +136,12 @@ int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e)
     for (uint64_t x = 0; x < PREFETCH_DISTANCE; x++)
         prefetch_expert(L, x);
     moe_job j = {.r = r, .L = L, .of = &of};
-    pthread_mutex_init(&j.mu, NULL);
-    pthread_cond_init(&j.cv, NULL);
+    split_turns_init(&j.turns, h->num_experts);
     int n = r->o->threads > 0 ? r->o->threads : tq_default_threads();
     if ((uint64_t)n > h->num_experts)
         n = (int)h->num_experts;
     split_run_threads(moe_worker, &j, n, e);
-    pthread_mutex_destroy(&j.mu);
-    pthread_cond_destroy(&j.cv);
-    if (j.failed) {
-        *e = j.err;
+    if (split_turns_finish(&j.turns, e) != 0) {
         split_of_abort(&of);
         return -1;
     }
@@ -185,10 +158,7 @@ int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e)
 
 typedef struct dense_job {
     split_run *r;
-    pthread_mutex_t mu;
-    size_t next;
-    int failed;
-    tq_err err;
+    split_turns turns; /* one per layer; no ordered part */
     tq_split_file *recs;           /* [n_layers], moved into r->files in order afterwards */
 } dense_job;
 
@@ -234,25 +204,14 @@ static void *dense_worker(void *arg)
     dense_job *j = arg;
     tq_err e = {0};
     unsigned char *buf = malloc(SPLIT_CHUNK);
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        if (!buf && !j->failed) {
-            j->failed = 1;
-            tq_fail(&j->err, TQ_ENOMEM, "out of memory");
-        }
-        if (j->failed || j->next >= j->r->plan.n_layers) {
-            pthread_mutex_unlock(&j->mu);
-            break;
-        }
-        size_t i = j->next++;
-        pthread_mutex_unlock(&j->mu);
+    if (!buf) {
+        tq_fail(&e, TQ_ENOMEM, "out of memory");
+        split_turns_fail(&j->turns, &e);
+    }
+    uint64_t i;
+    while (buf && split_turns_claim(&j->turns, &i) == 0) {
         if (write_dense_layer(j->r, &j->r->plan.layers[i], &j->recs[i], buf, &e) != 0) {
-            pthread_mutex_lock(&j->mu);
-            if (!j->failed) {
-                j->failed = 1;
-                j->err = e;
-            }
-            pthread_mutex_unlock(&j->mu);
+            split_turns_fail(&j->turns, &e);
             break;
         }
     }
@@ -266,12 +225,13 @@ int split_write_dense_layers(split_run *r, tq_err *e)
     dense_job j = {.r = r};
     if (!(j.recs = tq_calloc(p->n_layers, sizeof *j.recs, e)))
         return -1;
-    pthread_mutex_init(&j.mu, NULL);
+    split_turns_init(&j.turns, p->n_layers);
     int n = r->o->threads > 0 ? r->o->threads : tq_default_threads();
     if ((size_t)n > p->n_layers)
         n = (int)p->n_layers;
     split_run_threads(dense_worker, &j, n, e);
-    pthread_mutex_destroy(&j.mu);
+    tq_err werr;
+    int failed = split_turns_finish(&j.turns, &werr) != 0;
     int rc = 0;
     for (size_t i = 0; i < p->n_layers; i++) {
         if (!j.recs[i].name)
@@ -285,8 +245,8 @@ int split_write_dense_layers(split_run *r, tq_err *e)
         *rec = j.recs[i];
     }
     free(j.recs);
-    if (j.failed) {
-        *e = j.err;
+    if (failed) {
+        *e = werr;
         return -1;
     }
     return rc;

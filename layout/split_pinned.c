@@ -55,11 +55,7 @@ typedef struct pin_job {
     tq_sha256 *sha;
     pin_chunk *chunks;
     size_t n_chunks;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t next, turn;
-    int failed;
-    tq_err err;
+    split_turns turns; /* one per chunk; the file hash takes chunks in turn */
 } pin_job;
 
 static void *pin_worker(void *arg)
@@ -67,42 +63,25 @@ static void *pin_worker(void *arg)
     pin_job *j = arg;
     tq_err e = {0};
     unsigned char *buf = malloc(SPLIT_CHUNK);
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        if (!buf && !j->failed) {
-            j->failed = 1;
-            tq_fail(&j->err, TQ_ENOMEM, "out of memory");
-            pthread_cond_broadcast(&j->cv);
-        }
-        if (j->failed || j->next >= j->n_chunks) {
-            pthread_mutex_unlock(&j->mu);
-            break;
-        }
-        size_t c = j->next++;
-        pthread_mutex_unlock(&j->mu);
+    if (!buf) {
+        tq_fail(&e, TQ_ENOMEM, "out of memory");
+        split_turns_fail(&j->turns, &e);
+    }
+    uint64_t c;
+    while (buf && split_turns_claim(&j->turns, &c) == 0) {
         const pin_chunk *ch = &j->chunks[c];
         int rc = tq_model_read(ch->src, ch->off, buf, ch->len, &e);
         if (rc == 0)
             rc = tq_st_writer_write(j->w, ch->idx, ch->off, buf, ch->len, &e);
-        pthread_mutex_lock(&j->mu);
-        while (rc == 0 && !j->failed && j->turn != c)
-            pthread_cond_wait(&j->cv, &j->mu);
-        if (rc != 0 || j->failed) {
-            if (rc != 0 && !j->failed) {
-                j->failed = 1;
-                j->err = e;
-            }
-            pthread_cond_broadcast(&j->cv);
-            pthread_mutex_unlock(&j->mu);
+        if (rc != 0) {
+            split_turns_fail(&j->turns, &e);
             break;
         }
-        pthread_mutex_unlock(&j->mu);
+        if (split_turns_wait(&j->turns, c) != 0)
+            break;
         tq_sha256_update(j->sha, buf, ch->len); /* in file order: only the turn holder hashes */
         split_progress(j->r, ch->len);
-        pthread_mutex_lock(&j->mu);
-        j->turn++;
-        pthread_cond_broadcast(&j->cv);
-        pthread_mutex_unlock(&j->mu);
+        split_turns_done(&j->turns);
     }
     free(buf);
     return NULL;
@@ -180,19 +159,14 @@ int split_write_pinned(split_run *r, tq_err *e)
             j.chunks[j.n_chunks++] = (pin_chunk){order[k], src, off,
                                                  ti->nbytes - off < SPLIT_CHUNK ? (size_t)(ti->nbytes - off) : SPLIT_CHUNK};
     }
-    pthread_mutex_init(&j.mu, NULL);
-    pthread_cond_init(&j.cv, NULL);
+    split_turns_init(&j.turns, j.n_chunks);
     int nt = r->o->threads > 0 ? r->o->threads : tq_default_threads();
     if ((size_t)nt > j.n_chunks)
         nt = j.n_chunks ? (int)j.n_chunks : 1;
     split_run_threads(pin_worker, &j, nt, e);
-    pthread_mutex_destroy(&j.mu);
-    pthread_cond_destroy(&j.cv);
     free(j.chunks);
-    if (j.failed) {
-        *e = j.err;
+    if (split_turns_finish(&j.turns, e) != 0)
         goto out;
-    }
     /* finished (fsync + rename inside the stage) at the end, so its writeback overlaps the
      * layer files instead of stalling before them */
     if (tq_st_writer_complete(w, e) != 0)
