@@ -63,6 +63,25 @@ static const char *t_current;
         return t_fail ? 1 : 0;                               \
     } while (0)
 
+/* 1 when both files can be read and hold the same bytes (streamed, any size). */
+static inline int t_files_equal(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int eq = fa && fb;
+    static unsigned char ba[1 << 16], bb[1 << 16];
+    while (eq) {
+        size_t na = fread(ba, 1, sizeof ba, fa), nb = fread(bb, 1, sizeof bb, fb);
+        eq = na == nb && !memcmp(ba, bb, na) && !ferror(fa) && !ferror(fb);
+        if (na < sizeof ba)
+            break;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return eq;
+}
+
 /* Scratch directory for a test binary: $TQ_TMP or /tmp. */
 static inline const char *t_tmpdir(void)
 {

@@ -303,17 +303,6 @@ static void test_layout_and_bytes(void)
     tq_model_close(q);
 }
 
-static int files_equal(const char *a, const char *b)
-{
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    tq_err err;
-    int ok = !tq_read_small_file(a, 64u << 20, &x, &nx, &err) && !tq_read_small_file(b, 64u << 20, &y, &ny, &err) &&
-             nx == ny && !memcmp(x, y, nx);
-    free(x), free(y);
-    return ok;
-}
-
 static void test_threads_identical(void)
 {
     tq_err err;
@@ -339,7 +328,7 @@ static void test_threads_identical(void)
         snprintf(a, sizeof a, "%s/%s", tmp(1, "t1"), de->d_name);
         snprintf(b, sizeof b, "%s/%s", tmp(2, "t2"), de->d_name);
         snprintf(c, sizeof c, "%s/%s", tmp(3, "t7"), de->d_name);
-        CHECKF(files_equal(a, b) && files_equal(a, c), "%s differs between thread counts", de->d_name);
+        CHECKF(t_files_equal(a, b) && t_files_equal(a, c), "%s differs between thread counts", de->d_name);
     }
     if (d)
         closedir(d);

@@ -56,12 +56,7 @@ static int file_equal(const char *da, const char *db, const char *name)
 {
     tq_err err;
     char *pa = tq_path_join(da, name, &err), *pb = tq_path_join(db, name, &err);
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    int eq = !tq_read_small_file(pa, 1 << 28, &x, &nx, &err) && !tq_read_small_file(pb, 1 << 28, &y, &ny, &err) &&
-             nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
+    int eq = pa && pb && t_files_equal(pa, pb);
     free(pa);
     free(pb);
     return eq;

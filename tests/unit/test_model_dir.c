@@ -24,23 +24,6 @@ static char *join(const char *a, const char *b)
     return buf[k];
 }
 
-static int files_equal(const char *a, const char *b)
-{
-    char *x, *y;
-    size_t nx, ny;
-    tq_err err;
-    if (tq_read_small_file(a, 1 << 26, &x, &nx, &err))
-        return 0;
-    if (tq_read_small_file(b, 1 << 26, &y, &ny, &err)) {
-        free(x);
-        return 0;
-    }
-    int eq = nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return eq;
-}
-
 static void put(const char *path, const char *s)
 {
     tq_err err;
@@ -150,7 +133,7 @@ static void test_sharded(void)
                                  "model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors",
                                  "model.safetensors.index.json", "tokenizer.json"};
     for (size_t i = 0; i < sizeof same / sizeof *same; i++)
-        CHECKF(files_equal(join(d, same[i]), join(d2, same[i])), "%s differs", same[i]);
+        CHECKF(t_files_equal(join(d, same[i]), join(d2, same[i])), "%s differs", same[i]);
     tq_model_close(m);
 }
 

@@ -6,23 +6,6 @@
 
 #include <cjson/cJSON.h>
 
-static int files_equal(const char *a, const char *b)
-{
-    char *x, *y;
-    size_t nx, ny;
-    tq_err err;
-    if (tq_read_small_file(a, 1 << 28, &x, &nx, &err))
-        return 0;
-    if (tq_read_small_file(b, 1 << 28, &y, &ny, &err)) {
-        free(x);
-        return 0;
-    }
-    int eq = nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return eq;
-}
-
 static void round_trip(tq_mk_arch arch, uint64_t shard_size, const char *tag)
 {
     tq_err err = {0};
@@ -75,17 +58,17 @@ static void round_trip(tq_mk_arch arch, uint64_t shard_size, const char *tag)
     for (size_t i = 0; i < n_files; i++) {
         snprintf(a, sizeof a, "%s/%s", src, names[i]);
         snprintf(b, sizeof b, "%s/%s", dst, names[i]);
-        CHECKF(files_equal(a, b), "%s differs", names[i]);
+        CHECKF(t_files_equal(a, b), "%s differs", names[i]);
         free(names[i]);
     }
     free(names);
     snprintf(a, sizeof a, "%s/model.safetensors.index.json", src);
     snprintf(b, sizeof b, "%s/model.safetensors.index.json", dst);
-    CHECK(tq_exists(a) == tq_exists(b) && (!tq_exists(a) || files_equal(a, b)));
+    CHECK(tq_exists(a) == tq_exists(b) && (!tq_exists(a) || t_files_equal(a, b)));
     CHECK(n_files > 1 || !tq_exists(a));
     snprintf(a, sizeof a, "%s/tokenizer_config.json", src);
     snprintf(b, sizeof b, "%s/tokenizer_config.json", dst);
-    CHECK(files_equal(a, b));
+    CHECK(t_files_equal(a, b));
 }
 
 static void roundtrip_moe_sharded(void)

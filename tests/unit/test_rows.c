@@ -89,16 +89,6 @@ static unsigned char *slurp(const char *path, size_t *n)
     return (unsigned char *)b;
 }
 
-static int same_file(const char *a, const char *b)
-{
-    size_t na, nb;
-    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
-    int same = x && y && na == nb && !memcmp(x, y, na);
-    free(x);
-    free(y);
-    return same;
-}
-
 static void flip_byte(const char *path, uint64_t off)
 {
     int fd = open(path, O_RDWR);
@@ -406,7 +396,7 @@ static void roundtrip(const table_spec *s, uint64_t page, int pads, uint64_t chu
     CHECK(r.byte_identical == !s->extra);
     tq_rows_report_free(&r);
     if (!s->extra)
-        CHECKF(same_file(rebuilt, src), "spec %d page %llu: extracted file differs", i, (unsigned long long)page);
+        CHECKF(t_files_equal(rebuilt, src), "spec %d page %llu: extracted file differs", i, (unsigned long long)page);
 }
 
 static void test_roundtrip_tables(void)
@@ -661,7 +651,7 @@ static void test_deterministic(void)
     tq_rows_report_free(&r);
     CHECK_OK(tq_rows_convert(src, b, &o2, &r, &err));
     tq_rows_report_free(&r);
-    CHECK(same_file(a, b));
+    CHECK(t_files_equal(a, b));
 }
 
 /* Fuzz seeds (tests/fuzz/corpus/rows/hdr-*) double as parser cases: tq's own headers and an

@@ -29,19 +29,6 @@ static int count_files(const char *prefix)
     return n;
 }
 
-static int files_equal(const char *a, const char *b)
-{
-    char *x, *y;
-    size_t nx, ny;
-    tq_err err;
-    if (tq_read_small_file(a, 1 << 26, &x, &nx, &err) || tq_read_small_file(b, 1 << 26, &y, &ny, &err))
-        return 0;
-    int eq = nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return eq;
-}
-
 static const tq_st_decl decls[] = {
     {"zeta.weight", TQ_DT_F32, 2, {3, 4}},
     {"alpha.bias", TQ_DT_BF16, 1, {5}},
@@ -153,7 +140,7 @@ static void test_round_trip(void)
     }
     CHECK_OK(tq_st_writer_finish(w, &err));
     tq_st_close(f);
-    CHECK(files_equal(a, b));
+    CHECK(t_files_equal(a, b));
 }
 
 static void test_align(void)

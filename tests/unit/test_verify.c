@@ -322,18 +322,6 @@ static void test_parallel_big(void)
     CHECK(system(cmd) == 0);
 }
 
-static int file_equal(const char *a, const char *b)
-{
-    char *x = NULL, *y = NULL;
-    size_t nx = 0, ny = 0;
-    tq_err err;
-    int ok = tq_read_small_file(a, 64 << 20, &x, &nx, &err) == 0 && tq_read_small_file(b, 64 << 20, &y, &ny, &err) == 0 &&
-             nx == ny && !memcmp(x, y, nx);
-    free(x);
-    free(y);
-    return ok;
-}
-
 static void test_bundle_deterministic(void)
 {
     make_dir("b1", 3000);
@@ -355,7 +343,7 @@ static void test_bundle_deterministic(void)
     int st;
     waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    CHECK(file_equal(o1, o2) && file_equal(o1, o3));
+    CHECK(t_files_equal(o1, o2) && t_files_equal(o1, o3));
     /* Touching mtimes and modes does not change the bundle. */
     char p[4096];
     path_of(p, sizeof p, "b1", "config.json");
@@ -363,7 +351,7 @@ static void test_bundle_deterministic(void)
     struct timespec ts[2] = {{12345, 0}, {12345, 0}};
     utimensat(AT_FDCWD, p, ts, 0);
     CHECK_OK(tq_bundle_pack(d, o2, 1, 3, &err));
-    CHECK(file_equal(o1, o2));
+    CHECK(t_files_equal(o1, o2));
     tq_check_report r;
     CHECK_OK(tq_check_bundle(o1, &r, &err));
     CHECK(r.n == 0 && r.files_ok == 5);
@@ -383,7 +371,7 @@ static void test_bundle_deterministic(void)
     CHECK(tq_bundle_pack(u, o2, 1, 3, &err) != 0 && strstr(err.msg, "does not list"));
     flip_byte(p, 2);
     CHECK_OK(tq_bundle_pack(d, o2, 1, 3, &err));
-    CHECK(!file_equal(o1, o2));
+    CHECK(!t_files_equal(o1, o2));
 }
 
 static void test_bundle_damaged(void)
