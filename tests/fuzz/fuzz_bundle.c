@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (tq_check_dir(out, 1, &r, &e) != 0 || r.n != 0)
             abort();
         tq_check_report_free(&r);
-        fz_rm_tree(out);
+        tq_rm_tree(out);
     } else if (access(out, F_OK) == 0) {
         abort(); /* a failed unpack leaves nothing under the final name */
     }

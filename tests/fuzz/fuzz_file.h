@@ -4,8 +4,9 @@
 #ifndef TQ_FUZZ_FILE_H
 #define TQ_FUZZ_FILE_H
 
+#include "common/common.h"
+
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,21 +15,10 @@
 
 static char fz_root[256];
 
-static int fz_rm1(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p), 0;
-}
-
-static void fz_rm_tree(const char *p)
-{
-    nftw(p, fz_rm1, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static void fz_cleanup(void)
 {
     if (fz_root[0])
-        fz_rm_tree(fz_root);
+        tq_rm_tree(fz_root);
 }
 
 /* The per-process scratch directory (created on first use). */

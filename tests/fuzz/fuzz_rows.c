@@ -34,7 +34,7 @@ static void extract(const char *rows)
             strcmp(de->d_name, "x"))
             abort();
     closedir(d);
-    fz_rm_tree(dir);
+    tq_rm_tree(dir);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
