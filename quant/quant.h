@@ -61,9 +61,9 @@ enum tq_scale_method { TQ_SCALE_RMS = 0, TQ_SCALE_LSQ = 1 };
 void tq_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t *idx);
 /* Quantize n rotated values (n % group == 0): idx[n], scales[n/group] (f16 bits).
  * rms: scale = max(sqrt(mean(w²)), 1e-7), v = w / scale (the reference recipe).
- * lsq: starting from rms, alternate least-squares scale for the indices (rounded to f16) and
- *      nearest-centroid indices for that scale, and keep the best candidate by the squared
- *      error of the stored (f16) scale — never worse than rms.
+ * lsq: the RMS and a grid of scales around it (0.9, 1.1), each stored as is or refitted
+ *      (least-squares scale for its indices, rounded to f16); then the nearest-centroid
+ *      indices for the best stored scale, stored as is or refitted — never worse than rms.
  * err2 / sum2 (may be NULL) receive Σ(w - ŵ)² and Σw² in double, fixed order.
  * Fails (TQ_EDATA) on non-finite values or a scale that overflows f16. */
 int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const float *w, size_t n,

@@ -55,6 +55,7 @@ static inline float tq_q_f32(uint16_t h)
 #endif
 typedef float tq_v8f __attribute__((vector_size(32)));
 typedef int32_t tq_v8i __attribute__((vector_size(32)));
+typedef uint32_t tq_v8u __attribute__((vector_size(32)));
 typedef uint16_t tq_v8u16 __attribute__((vector_size(16)));
 typedef uint8_t tq_v32u8 __attribute__((vector_size(32)));
 #define TQ_INLINE static inline __attribute__((always_inline))
@@ -77,6 +78,43 @@ TQ_INLINE tq_v8f tq_ld8(const float *p)
 #define tq_hsum8(v) \
     ((((double)(v)[0] + (v)[1]) + ((double)(v)[2] + (v)[3])) + (((double)(v)[4] + (v)[5]) + ((double)(v)[6] + (v)[7])))
 
+/* Two-vector shuffles with constant lane indices (GCC before 12 lacks __builtin_shufflevector). */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define TQ_SHUF8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define TQ_SHUF8(a, b, ...) __builtin_shuffle(a, b, (tq_v8i){__VA_ARGS__})
+#endif
+
+/* Lane-wise select: m is all ones or all zeros per lane. */
+TQ_INLINE tq_v8u tq_vsel(tq_v8i m, tq_v8u a, tq_v8u b) { return ((tq_v8u)m & a) | (~(tq_v8u)m & b); }
+TQ_INLINE tq_v8f tq_vself(tq_v8i m, tq_v8f a, tq_v8f b) { return (tq_v8f)tq_vsel(m, (tq_v8u)a, (tq_v8u)b); }
+
+/* tq_q_f16 on 8 lanes, the same bits lane by lane (the subnormal rounding by adding and
+ * removing 2^23, which rounds to the nearest integer, ties to even, for 0 <= v < 2^23). */
+TQ_INLINE tq_v8u tq_v_f16(tq_v8f f)
+{
+    const tq_v8u z = {0, 0, 0, 0, 0, 0, 0, 0};
+    tq_v8u x = (tq_v8u)f, ax = x & 0x7FFFFFFFu, sign = (x >> 16) & 0x8000u;
+    tq_v8i sub = ax < 0x38800000u;
+    tq_v8u an = tq_vsel(sub, z + 0x38800000u, ax);
+    tq_v8u h = ((an >> 23) - 112u) << 10 | (an & 0x7FFFFFu) >> 13, rem = an & 0x1FFFu;
+    h += (tq_v8u)((rem > 0x1000u) | ((rem == 0x1000u) & ((h & 1u) != 0))) & 1u;
+    tq_v8f v = tq_vself(sub, (tq_v8f)ax * 0x1p24f, (tq_v8f)z);
+    h = tq_vsel(sub, (tq_v8u)__builtin_convertvector((v + 0x1p23f) - 0x1p23f, tq_v8i), h);
+    h = tq_vsel(ax >= 0x477FF000u, tq_vsel(ax > 0x7F800000u, z + 0x7E00u, z + 0x7C00u), h);
+    return sign | h;
+}
+
+/* tq_q_f32 on 8 lanes (f16 bits in the low half of each lane). */
+TQ_INLINE tq_v8f tq_v_f32(tq_v8u h)
+{
+    tq_v8u sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    tq_v8u x = (e + 112u) << 23 | m << 13;
+    x = tq_vsel(e == 31u, 0x7F800000u | m << 13, x);
+    x = tq_vsel(e == 0u, (tq_v8u)(__builtin_convertvector((tq_v8i)m, tq_v8f) * 0x1p-24f), x);
+    return (tq_v8f)(sign | x);
+}
+
 /* Hot loops get an AVX2 clone on x86-64 Linux (ifunc); results are identical to the
  * default clone because the operations are the same lane-wise IEEE operations. */
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
@@ -84,6 +122,10 @@ TQ_INLINE tq_v8f tq_ld8(const float *p)
 #else
 #define TQ_CLONES
 #endif
+
+/* tq_quantize_groups for TQ_SCALE_LSQ (quantize_lsq.c); n is a multiple of group > 0. */
+int tq_quantize_lsq(const struct tq_codebook *cb, size_t group, const float *w, size_t n, uint8_t *idx,
+                    uint16_t *scales, double *err2, double *sum2, struct tq_err *e);
 
 /* dst[i] = f32(src[i]) * signs[i] for src of tq_dtype BF16, F16, F32 or F64 (the first
  * step of rotating a weight row, fused with the dtype conversion). */

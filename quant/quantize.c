@@ -1,9 +1,9 @@
-/* Per-group scales, nearest-centroid indices, packing, dequantization.
+/* The rms recipe (per-group scales, nearest-centroid indices), packing, dequantization;
+ * --scale lsq lives in quantize_lsq.c.
  *
- * Every sum runs in a fixed order (4 float lanes combined lane 0..3, or scalar double), so
- * results never depend on threads or vector width. Candidate scales are compared through
- * Σ(w - c·s)² = Σw² - 2sΣwc + s²Σc², with the sums in double and s the f16-rounded scale
- * the file will store. */
+ * Every sum runs in a fixed order (8 float lanes combined in a fixed tree, in double), so
+ * results never depend on threads or vector width. The error is Σ(w - c·s)² =
+ * Σw² - 2sΣwc + s²Σc², with s the f16-rounded scale the file stores. */
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
 #include "formats/formats.h"
@@ -102,56 +102,11 @@ void tq_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t *idx)
     }
 }
 
-TQ_INLINE double sq_err(double ss, double num, double den, double s)
-{
-    double r = ss - 2 * s * num + s * s * den;
-    return r > 0 ? r : 0;
-}
-
-/* The best (indices, f16 scale) pair seen so far for one group, with the indices' moments. */
-/* The best candidate so far for one group: its indices are those of assign_moments at
- * scale `assign` (so they need not be kept), its stored scale is `scale`. */
-typedef struct best_pair {
-    double err;
-    float assign;
-    uint16_t scale;
-} best_pair;
-
-/* Offer the indices assigned at scale a (moments num/den) with stored scale h, and with
- * their least-squares scale. */
-TQ_INLINE int offer(best_pair *b, double ss, float a, double num, double den, uint16_t h)
-{
-    double e0 = sq_err(ss, num, den, tq_q_f32(h));
-    uint16_t h1 = den > 0 ? tq_q_f16((float)(num / den)) : 0;
-    float s1 = tq_q_f32(h1);
-    double e1 = s1 > 0 && isfinite(s1) ? sq_err(ss, num, den, s1) : INFINITY;
-    if (e1 < e0) {
-        e0 = e1;
-        h = h1;
-    }
-    if (!(e0 < b->err))
-        return 0;
-    b->err = e0;
-    b->assign = a;
-    b->scale = h;
-    return 1;
-}
-
-/* Least-squares search: the RMS indices refitted, a grid of scales around the RMS (each
- * with its own refit), then alternation from the best. Alternation alone stops in a local
- * optimum near the RMS; the grid finds better ones. Each step is one pass over the group;
- * measured on Gaussian rows (3 bits, group 64): rms 0.0334, refit only 0.0325, grid
- * {0.9, 1.1} 0.0302, plus one round 0.0299, at about 1/3 of the rms speed. */
-static const float lsq_grid[] = {0.9f, 1.1f};
-#define LSQ_ROUNDS 1
-
 /* nb = number of boundaries, a constant in each instantiation below so the compare chain
  * unrolls and its broadcasts stay in registers. */
-TQ_INLINE int quantize_groups_k(const tq_codebook *cb, const int nb, int method, size_t group, const float *w,
-                                size_t n, uint8_t *idx, uint16_t *scales, double *err2, double *sum2, tq_err *e)
+TQ_INLINE int quantize_rms_k(const tq_codebook *cb, const int nb, size_t group, const float *w, size_t n,
+                             uint8_t *idx, uint16_t *scales, double *err2, double *sum2, tq_err *e)
 {
-    if (group == 0 || n % group)
-        return tq_fail(e, TQ_EUSAGE, "quantize: %zu values are not a multiple of group size %zu", n, group);
     double tot_err = 0, tot_ss = 0;
     for (size_t g0 = 0, gi = 0; g0 < n; g0 += group, gi++) {
         const float *x = w + g0;
@@ -166,33 +121,10 @@ TQ_INLINE int quantize_groups_k(const tq_codebook *cb, const int nb, int method,
         if ((hs & 0x7C00u) == 0x7C00u)
             return tq_fail(e, TQ_EDATA, "quantize: group %zu has RMS %g, beyond the f16 scale range", gi, (double)rms);
         double num, den;
-        if (method != TQ_SCALE_LSQ) {
-            assign_moments(cb, nb, x, group, rms, q, &num, &den);
-            scales[gi] = hs;
-            tot_err += sq_err(ss, num, den, tq_q_f32(hs));
-            tot_ss += ss;
-            continue;
-        }
-        assign_moments(cb, nb, x, group, rms, NULL, &num, &den);
-        best_pair b = {sq_err(ss, num, den, tq_q_f32(hs)), rms, hs};
-        offer(&b, ss, rms, num, den, hs);
-        /* a coarse grid of scales around the RMS, each with its own refit */
-        for (size_t k = 0; k < sizeof lsq_grid / sizeof *lsq_grid; k++) {
-            uint16_t h = tq_q_f16(rms * lsq_grid[k]);
-            float a = tq_q_f32(h);
-            assign_moments(cb, nb, x, group, a, NULL, &num, &den);
-            offer(&b, ss, a, num, den, h);
-        }
-        /* then alternate from the best: nearest indices for its scale, refit */
-        for (int r = 0; r < LSQ_ROUNDS; r++) {
-            float a = tq_q_f32(b.scale);
-            assign_moments(cb, nb, x, group, a, NULL, &num, &den);
-            if (!offer(&b, ss, a, num, den, b.scale))
-                break;
-        }
-        assign_moments(cb, nb, x, group, b.assign, q, &num, &den);
-        scales[gi] = b.scale;
-        tot_err += b.err;
+        assign_moments(cb, nb, x, group, rms, q, &num, &den);
+        scales[gi] = hs;
+        double r = ss - 2 * (double)tq_q_f32(hs) * num + (double)tq_q_f32(hs) * tq_q_f32(hs) * den;
+        tot_err += r > 0 ? r : 0;
         tot_ss += ss;
     }
     if (err2)
@@ -225,11 +157,15 @@ TQ_CLONES
 int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const float *w, size_t n,
                        uint8_t *idx, uint16_t *scales, double *err2, double *sum2, tq_err *e)
 {
+    if (group == 0 || n % group)
+        return tq_fail(e, TQ_EUSAGE, "quantize: %zu values are not a multiple of group size %zu", n, group);
+    if (method == TQ_SCALE_LSQ)
+        return tq_quantize_lsq(cb, group, w, n, idx, scales, err2, sum2, e);
     switch (cb->n) {
-    case 2: return quantize_groups_k(cb, 1, method, group, w, n, idx, scales, err2, sum2, e);
-    case 4: return quantize_groups_k(cb, 3, method, group, w, n, idx, scales, err2, sum2, e);
-    case 8: return quantize_groups_k(cb, 7, method, group, w, n, idx, scales, err2, sum2, e);
-    default: return quantize_groups_k(cb, 15, method, group, w, n, idx, scales, err2, sum2, e);
+    case 2: return quantize_rms_k(cb, 1, group, w, n, idx, scales, err2, sum2, e);
+    case 4: return quantize_rms_k(cb, 3, group, w, n, idx, scales, err2, sum2, e);
+    case 8: return quantize_rms_k(cb, 7, group, w, n, idx, scales, err2, sum2, e);
+    default: return quantize_rms_k(cb, 15, group, w, n, idx, scales, err2, sum2, e);
     }
 }
 

@@ -1,0 +1,234 @@
+/* --scale lsq: the 8-lane kernel (quant/quantize_lsq.c) against a plain per-group scalar
+ * implementation of the same recipe written here, compared bit for bit (indices, scales,
+ * reported sums), over every codebook, group sizes on and off the 8-column fast path, row
+ * tails that leave lanes empty, and groups of zeros, tiny and huge values. Also the 8-lane
+ * f16 conversions against the scalar ones, and the recipe's guarantee: never worse than rms. */
+#include "quant/quant.h"
+#include "quant/quant_internal.h"
+#include "tests/unit/check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return ((rng >> 11) + 0.5) * 0x1p-53;
+}
+static float nrand(void) { return (float)(sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand())); }
+
+/* ---------------------------------------------------------------- scalar recipe */
+static float ref_sq_err(float ss, float num, float den, float s)
+{
+    if (!isfinite(s))
+        return INFINITY;
+    float r = (ss - (s + s) * num) + (s * s) * den;
+    return r > 0 ? r : 0;
+}
+
+static void ref_offer(float *best, uint16_t *scale, float ss, float num, float den, uint16_t h)
+{
+    float e0 = ref_sq_err(ss, num, den, tq_q_f32(h));
+    uint16_t h1 = tq_q_f16(num / den);
+    float s1 = tq_q_f32(h1), e1 = s1 > 0 ? ref_sq_err(ss, num, den, s1) : INFINITY;
+    if (e1 < e0) {
+        e0 = e1;
+        h = h1;
+    }
+    if (e0 < *best) {
+        *best = e0;
+        *scale = h;
+    }
+}
+
+/* magnitude index m and centroid cp[m] of |x| at assignment scale a */
+static int ref_mag(const tq_codebook *cb, float ax, float a, float *cm)
+{
+    int half = cb->n / 2, m = 0;
+    for (int b = 0; b + 1 < half; b++)
+        m += ax >= a * cb->bnd[half + b];
+    *cm = cb->c[half + m];
+    return m;
+}
+
+/* One group: the RMS and grid {0.9, 1.1} each stored as is or refitted (moments summed in
+ * column order), then nearest indices for the best stored scale (moments of even and odd
+ * columns summed apart) stored as is or refitted. */
+static int ref_group(const tq_codebook *cb, const float *x, size_t G, uint8_t *idx, uint16_t *scale, float *err,
+                     float *ssp)
+{
+    float p[4] = {0, 0, 0, 0};
+    size_t j = 0;
+    for (; j + 3 < G; j += 4)
+        for (int i = 0; i < 4; i++)
+            p[i] += x[j + i] * x[j + i];
+    for (; j < G; j++)
+        p[0] += x[j] * x[j];
+    float ss = (p[0] + p[1]) + (p[2] + p[3]);
+    if (!isfinite(ss))
+        return -1;
+    float rms = sqrtf(ss / (float)G);
+    rms = rms >= 1e-7f ? rms : 1e-7f;
+    uint16_t h[3] = {tq_q_f16(rms), tq_q_f16(rms * 0.9f), tq_q_f16(rms * 1.1f)};
+    if ((h[0] & 0x7C00) == 0x7C00)
+        return -1;
+    float a[3] = {rms, tq_q_f32(h[1]), tq_q_f32(h[2])}, best = INFINITY;
+    uint16_t sc = h[0];
+    for (int s = 0; s < 3; s++) {
+        float num = 0, den = 0, cm;
+        for (j = 0; j < G; j++) {
+            ref_mag(cb, fabsf(x[j]), a[s], &cm);
+            num += fabsf(x[j]) * cm;
+            den += cm * cm;
+        }
+        ref_offer(&best, &sc, ss, num, den, h[s]);
+    }
+    float fa = tq_q_f32(sc), n2[2] = {0, 0}, d2[2] = {0, 0};
+    int half = cb->n / 2;
+    for (j = 0; j < G; j++) {
+        float cm;
+        int m = ref_mag(cb, fabsf(x[j]), fa, &cm);
+        idx[j] = (uint8_t)(x[j] >= 0 ? half + m : half - 1 - m);
+        int k = (G % 2 && j == G - 1) ? 0 : (int)(j % 2);
+        n2[k] += fabsf(x[j]) * cm;
+        d2[k] += cm * cm;
+    }
+    best = INFINITY;
+    ref_offer(&best, &sc, ss, n2[0] + n2[1], d2[0] + d2[1], sc);
+    *scale = sc;
+    *err = best;
+    *ssp = ss;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tests */
+enum { NORMAL, ZEROS, TINY, HUGE_VALUES, MIXED };
+
+static void fill(float *w, size_t n, size_t G, int kind)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = nrand();
+        int k = kind == MIXED ? (int)((i / G) % 4) : kind;
+        /* huge: RMS near 59900, so the grid's 1.1 candidate overflows f16 */
+        float huge = (v < 0 ? -1.0f : 1.0f) * (59800.0f + 200.0f * (float)urand());
+        w[i] = k == ZEROS ? 0 : k == TINY ? v * 1e-6f : k == HUGE_VALUES ? huge : v;
+    }
+    if (kind == MIXED && n > 3)
+        w[3] = -0.0f;
+}
+
+static void compare(int bits, size_t G, size_t ng, int kind)
+{
+    tq_err err;
+    tq_codebook cb;
+    CHECK_OK(tq_codebook_lloyd_max(bits, &cb, &err));
+    size_t n = G * ng;
+    float *w = malloc(n * sizeof *w);
+    uint8_t *idx = malloc(n), *ridx = malloc(n);
+    uint16_t *sc = malloc(ng * 2), *rsc = malloc(ng * 2);
+    fill(w, n, G, kind);
+    double e2 = -1, s2 = -1, re2 = 0, rs2 = 0;
+    CHECK_OK(tq_quantize_groups(&cb, TQ_SCALE_LSQ, G, w, n, idx, sc, &e2, &s2, &err));
+    size_t bad_idx = 0, bad_sc = 0;
+    for (size_t g = 0; g < ng; g++) {
+        float fe = 0, fs = 0;
+        CHECK(ref_group(&cb, w + g * G, G, ridx + g * G, rsc + g, &fe, &fs) == 0);
+        re2 += fe;
+        rs2 += fs;
+        bad_sc += rsc[g] != sc[g];
+    }
+    for (size_t i = 0; i < n; i++)
+        bad_idx += ridx[i] != idx[i];
+    CHECKF(bad_idx == 0 && bad_sc == 0, "bits %d G %zu groups %zu kind %d: %zu indices, %zu scales differ", bits, G,
+           ng, kind, bad_idx, bad_sc);
+    CHECKF(e2 == re2 && s2 == rs2, "bits %d G %zu: err %.17g vs %.17g, sum %.17g vs %.17g", bits, G, e2, re2, s2, rs2);
+    free(w), free(idx), free(ridx), free(sc), free(rsc);
+}
+
+static void test_kernel_matches_scalar_recipe(void)
+{
+    static const size_t groups[] = {32, 64, 128, 24, 8, 256, 5};
+    static const size_t counts[] = {1, 7, 8, 9, 21};
+    for (int bits = 1; bits <= 4; bits++)
+        for (size_t gi = 0; gi < sizeof groups / sizeof *groups; gi++)
+            for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++)
+                compare(bits, groups[gi], counts[ci], (int)((gi + ci) % 5));
+    for (int kind = NORMAL; kind <= MIXED; kind++)
+        compare(3, 64, 16, kind);
+}
+
+static double group_err(const tq_codebook *cb, const float *x, size_t G, const uint8_t *q, uint16_t h)
+{
+    double e = 0, s = tq_q_f32(h);
+    for (size_t j = 0; j < G; j++) {
+        double d = x[j] - (double)(float)(cb->c[q[j]] * (float)s);
+        e += d * d;
+    }
+    return e;
+}
+
+/* Per group, the lsq result's true error is at most the rms result's (up to f32 rounding of
+ * the moments), and the reported total matches the true total. */
+static void test_never_worse_than_rms(void)
+{
+    tq_err err;
+    for (int bits = 2; bits <= 4; bits++) {
+        tq_codebook cb;
+        CHECK_OK(tq_codebook_lloyd_max(bits, &cb, &err));
+        size_t G = 64, ng = 512, n = G * ng;
+        float *w = malloc(n * sizeof *w);
+        uint8_t *ql = malloc(n), *qr = malloc(n);
+        uint16_t sl[512], sr[512];
+        fill(w, n, G, NORMAL);
+        double e2, s2, tot = 0;
+        CHECK_OK(tq_quantize_groups(&cb, TQ_SCALE_LSQ, G, w, n, ql, sl, &e2, &s2, &err));
+        CHECK_OK(tq_quantize_groups(&cb, TQ_SCALE_RMS, G, w, n, qr, sr, NULL, NULL, &err));
+        size_t worse = 0;
+        for (size_t g = 0; g < ng; g++) {
+            double el = group_err(&cb, w + g * G, G, ql + g * G, sl[g]);
+            double er = group_err(&cb, w + g * G, G, qr + g * G, sr[g]);
+            worse += el > er * (1 + 1e-5);
+            tot += el;
+        }
+        CHECKF(worse == 0, "%d-bit: %zu of %zu groups worse than rms", bits, worse, ng);
+        CHECKF(fabs(tot - e2) <= 1e-4 * tot, "%d-bit: reported %.9g, true %.9g", bits, e2, tot);
+        free(w), free(ql), free(qr);
+    }
+}
+
+/* The 8-lane f16 conversions give the scalar ones' bits on a sweep of f32 patterns. */
+static void test_vector_f16(void)
+{
+    size_t bad = 0;
+    for (uint64_t x = 0; x < 0x100000000ull; x += 8 * 4093) {
+        tq_v8f f;
+        for (int l = 0; l < 8; l++) {
+            uint32_t u = (uint32_t)(x + (uint64_t)l * 4093);
+            memcpy((char *)&f + 4 * l, &u, 4);
+        }
+        tq_v8u h = tq_v_f16(f);
+        for (int l = 0; l < 8; l++)
+            bad += h[l] != tq_q_f16(f[l]);
+    }
+    for (uint32_t b = 0; b < 0x10000; b += 8) {
+        tq_v8u h = {b, b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 7};
+        tq_v8f f = tq_v_f32(h);
+        for (int l = 0; l < 8; l++) {
+            float s = tq_q_f32((uint16_t)(b + (uint32_t)l));
+            bad += memcmp((char *)&f + 4 * l, &s, 4) != 0;
+        }
+    }
+    CHECKF(bad == 0, "%zu lanes differ", bad);
+}
+
+int main(void)
+{
+    RUN(test_vector_f16);
+    RUN(test_kernel_matches_scalar_recipe);
+    RUN(test_never_worse_than_rms);
+    TEST_MAIN_END();
+}
