@@ -134,16 +134,34 @@ TQ_INLINE int quantize_rms_k(const tq_codebook *cb, const int nb, size_t group, 
     return 0;
 }
 
+/* 8 indices (each < 2^bits, one per byte) -> 8·bits contiguous bits, LSB first: pairs, then
+ * quads, then all eight are merged by shift-or-mask on one 64-bit word. */
+TQ_INLINE uint64_t compact8(const uint8_t *q, const int bits)
+{
+    uint64_t x;
+    memcpy(&x, q, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    x = __builtin_bswap64(x);
+#endif
+    const uint64_t m1 = 0x0001000100010001ull * ((1ull << 2 * bits) - 1);
+    const uint64_t m2 = 0x0000000100000001ull * ((1ull << 4 * bits) - 1);
+    x = (x | x >> (8 - bits)) & m1;
+    x = (x | x >> (16 - 2 * bits)) & m2;
+    return (x | x >> (32 - 4 * bits)) & ((1ull << 8 * bits) - 1);
+}
+
 TQ_INLINE void pack_k(const uint8_t *idx, size_t n, const int bits, const size_t epw, uint32_t *out)
 {
     size_t full = n / epw, wi = 0;
     for (; wi < full; wi++) {
         const uint8_t *q = idx + wi * epw;
-        uint32_t v = 0;
-#pragma GCC unroll 32
-        for (size_t j = 0; j < epw; j++)
-            v |= (uint32_t)q[j] << (j * (size_t)bits);
-        out[wi] = v;
+        uint64_t v = 0;
+        size_t j = 0;
+        for (; j + 8 <= epw; j += 8)
+            v |= compact8(q + j, bits) << (j * (size_t)bits);
+        for (; j < epw; j++)
+            v |= (uint64_t)q[j] << (j * (size_t)bits);
+        out[wi] = (uint32_t)v;
     }
     if (full * epw < n) {
         uint32_t v = 0;
