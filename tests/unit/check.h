@@ -4,6 +4,7 @@
 #define TQ_TEST_CHECK_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,21 @@ static inline int t_files_equal(const char *a, const char *b)
     if (fb)
         fclose(fb);
     return eq;
+}
+
+/* Deterministic test data: xorshift64 on *s, uniform in (0, 1), and N(0, 1) by Box-Muller
+ * with the two uniforms drawn in a fixed order. */
+static inline double t_urand(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return ((*s >> 11) + 0.5) * 0x1p-53;
+}
+static inline double t_nrand(uint64_t *s)
+{
+    double r = sqrt(-2 * log(t_urand(s)));
+    return r * cos(6.283185307179586 * t_urand(s));
 }
 
 /* Scratch directory for a test binary: $TQ_TMP or /tmp. */

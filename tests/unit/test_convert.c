@@ -29,14 +29,8 @@ static void rm_rf(const char *p)
 }
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static double urand(void)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return ((rs >> 11) + 0.5) * 0x1p-53;
-}
-static float nrand(void) { return (float)(sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand())); }
+static double urand(void) { return t_urand(&rs); }
+static float nrand(void) { return (float)t_nrand(&rs); }
 
 typedef struct spec {
     const char *name;

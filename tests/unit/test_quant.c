@@ -86,14 +86,8 @@ static void ref_rotate(const float *w, const float *signs, size_t n, size_t b, d
 
 /* Deterministic test data: xorshift + Box-Muller. */
 static uint64_t rng_state = 88172645463325252ull;
-static double urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return ((rng_state >> 11) + 0.5) * 0x1p-53;
-}
-static double nrand(void) { return sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand()); }
+static double urand(void) { return t_urand(&rng_state); }
+static double nrand(void) { return t_nrand(&rng_state); }
 static void fill_normal(float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -12,14 +12,8 @@
 #include <stdlib.h>
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static double urand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return ((rng >> 11) + 0.5) * 0x1p-53;
-}
-static float nrand(void) { return (float)(sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand())); }
+static double urand(void) { return t_urand(&rng); }
+static float nrand(void) { return (float)t_nrand(&rng); }
 
 /* ---------------------------------------------------------------- scalar recipe */
 static float ref_sq_err(float ss, float num, float den, float s)
