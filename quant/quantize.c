@@ -30,8 +30,6 @@ TQ_INLINE double sumsq(const float *w, size_t g)
 }
 
 /* idx = #{k : w/s >= bnd[k]}, and the moments Σ w·c[idx], Σ c[idx]² for those indices. */
-/* idx may be NULL: candidate passes only need the moments (the winner's indices are
- * recomputed once from its scale, which gives the same indices bit for bit). */
 TQ_INLINE void assign_moments(const tq_codebook *cb, const int nb, const float *w, size_t g, float s, uint8_t *idx,
                               double *num, double *den)
 {
@@ -64,16 +62,15 @@ TQ_INLINE void assign_moments(const tq_codebook *cb, const int nb, const float *
             tq_v8f q = (tq_v8f)val;
             an += x * q;
             ad += q * q;
-            if (idx) { /* the lanes' low bytes (counts are < 16) */
+            /* the lanes' low bytes are the indices (counts are < 16) */
 #if defined(__GNUC__) && !defined(__clang__)
-                const tq_v32u8 pick = {0, 4, 8, 12, 16, 20, 24, 28};
-                tq_v32u8 by = __builtin_shuffle((tq_v32u8)cnt, pick);
+            const tq_v32u8 pick = {0, 4, 8, 12, 16, 20, 24, 28};
+            tq_v32u8 by = __builtin_shuffle((tq_v32u8)cnt, pick);
 #else
-                tq_v32u8 by = __builtin_shufflevector((tq_v32u8)cnt, (tq_v32u8)cnt, 0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0,
-                                                      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+            tq_v32u8 by = __builtin_shufflevector((tq_v32u8)cnt, (tq_v32u8)cnt, 0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0,
+                                                  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 #endif
-                memcpy(idx + i, &by, 8);
-            }
+            memcpy(idx + i, &by, 8);
         }
         sn = tq_hsum8(an);
         sd = tq_hsum8(ad);
@@ -83,8 +80,7 @@ TQ_INLINE void assign_moments(const tq_codebook *cb, const int nb, const float *
         int c = 0;
         for (int k = 0; k < nb; k++)
             c += v >= cb->bnd[k];
-        if (idx)
-            idx[i] = (uint8_t)c;
+        idx[i] = (uint8_t)c;
         sn += (double)w[i] * cb->c[c];
         sd += (double)cb->c[c] * cb->c[c];
     }

@@ -1,8 +1,9 @@
 /* --scale lsq: least-squares group scales, eight groups at a time.
  *
  * The groups of a row are transposed so that each of 8 float lanes carries one group; the
- * whole per-group search (RMS, a grid of scales, least-squares refits, one alternation
- * round, the final indices) then runs as lane-wise vector arithmetic. Each lane performs the
+ * whole per-group search (the RMS and a grid of scales around it, each stored as is or
+ * refitted; then the nearest indices for the best stored scale, as is or refitted) runs as
+ * lane-wise vector arithmetic. Each lane performs the
  * IEEE f32 operations a scalar loop over its own group would, in the same order, so results
  * depend neither on the vector unit nor on where a group falls in its block of eight.
  *
