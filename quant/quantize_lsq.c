@@ -93,6 +93,10 @@ TQ_INLINE void transpose_out(const tq_v8u *I, size_t G, size_t cnt, uint8_t *idx
         memcpy(a, &lo, sizeof a);
         memcpy(b, &hi, sizeof b);
         for (size_t l = 0; l < cnt; l++) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+            a[l] = __builtin_bswap32(a[l]);
+            b[l] = __builtin_bswap32(b[l]);
+#endif
             memcpy(idx + l * G + j, &a[l], 4);
             memcpy(idx + l * G + j + 4, &b[l], 4);
         }
