@@ -37,29 +37,40 @@ TQ_INLINE void assign_moments(const tq_codebook *cb, const int nb, const float *
     double sn = 0, sd = 0;
     if (g >= 8) {
         tq_v8f sv = {s, s, s, s, s, s, s, s}, an = {0, 0, 0, 0, 0, 0, 0, 0}, ad = an;
+#if defined(__GNUC__) && !defined(__clang__)
         tq_v8i clo, chi; /* the codebook as lanes, for a lane-wise table lookup */
         for (int l = 0; l < 8; l++) {
             float a = l < cb->n ? cb->c[l] : 0.0f, b = l + 8 < cb->n ? cb->c[l + 8] : 0.0f;
-            int32_t ai, bi; /* clang refuses the address of a vector lane */
+            int32_t ai, bi;
             memcpy(&ai, &a, 4);
             memcpy(&bi, &b, 4);
             clo[l] = ai;
             chi[l] = bi;
         }
+#else
+        float step[15]; /* c[k+1] - c[k], exact in f32 (f16 centroids) */
+        for (int k = 0; k + 1 < cb->n; k++)
+            step[k] = cb->c[k + 1] - cb->c[k];
+#endif
         for (; i + 8 <= g; i += 8) {
             tq_v8f x = tq_ld8(w + i), v = x / sv;
             tq_v8i cnt = {0, 0, 0, 0, 0, 0, 0, 0};
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC unroll 16
             for (int k = 0; k < nb; k++)
                 cnt -= (tq_v8i)(v >= cb->bnd[k]);
-#if defined(__GNUC__) && !defined(__clang__)
-            tq_v8i val = nb < 8 ? __builtin_shuffle(clo, cnt) : __builtin_shuffle(clo, chi, cnt);
+            tq_v8f q = (tq_v8f)(nb < 8 ? __builtin_shuffle(clo, cnt) : __builtin_shuffle(clo, chi, cnt));
 #else
-            tq_v8i val;
-            for (int l = 0; l < 8; l++)
-                val[l] = cnt[l] < 8 ? clo[cnt[l]] : chi[cnt[l] - 8];
+            /* no variable lane shuffle: c[cnt] as c[0] plus the steps passed, the same value
+             * exactly since every partial sum is a centroid */
+            tq_v8f q = (tq_v8f){0, 0, 0, 0, 0, 0, 0, 0} + cb->c[0];
+#pragma GCC unroll 16
+            for (int k = 0; k < nb; k++) {
+                tq_v8i ge = v >= cb->bnd[k];
+                cnt -= ge;
+                q += (tq_v8f)(ge & (tq_v8i)((tq_v8f){0, 0, 0, 0, 0, 0, 0, 0} + step[k]));
+            }
 #endif
-            tq_v8f q = (tq_v8f)val;
             an += x * q;
             ad += q * q;
             /* the lanes' low bytes are the indices (counts are < 16) */
