@@ -97,11 +97,7 @@ TQ_INLINE void stage1(float *x, size_t N, size_t h, int last, float s)
 /* Stages h = 1, 2, 4 on every 8-element piece of a chunk (never the last stage here), in
  * registers: lane j gets lo + hi·(±1), which is a + b or a - b exactly (x·-1 is exact and
  * a + (-b) is IEEE's definition of a - b). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define SHUF8(v, ...) __builtin_shuffle((v), (tq_v8i){__VA_ARGS__})
-#else
-#define SHUF8(v, ...) __builtin_shufflevector((v), (v), __VA_ARGS__)
-#endif
+#define SHUF8(v, ...) TQ_SHUF8(v, v, __VA_ARGS__)
 TQ_INLINE void wht8_all(float *x, size_t N)
 {
     const tq_v8f m1 = {1, -1, 1, -1, 1, -1, 1, -1}, m2 = {1, 1, -1, -1, 1, 1, -1, -1}, m4 = {1, 1, 1, 1, -1, -1, -1, -1};
