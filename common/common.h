@@ -50,6 +50,9 @@ char *tq_path_join(const char *dir, const char *name, tq_err *e);
 int tq_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path, tq_err *e);
 int tq_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char *path, tq_err *e);
 int tq_write_full(int fd, const void *buf, size_t len, const char *path, tq_err *e);
+/* Opens path read-only and returns the descriptor (size in *size), or -1 when it cannot be
+ * opened or is not a regular file. */
+int tq_open_regular(const char *path, uint64_t *size, tq_err *e);
 /* Whole small file (config.json, index.json) into a NUL-terminated buffer; refuses files > max. */
 int tq_read_small_file(const char *path, size_t max, char **out, size_t *len, tq_err *e);
 int tq_file_size(const char *path, uint64_t *size, tq_err *e);

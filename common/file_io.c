@@ -113,26 +113,37 @@ int tq_write_full(int fd, const void *buf, size_t len, const char *path, tq_err 
     return 0;
 }
 
-int tq_read_small_file(const char *path, size_t max, char **out, size_t *len, tq_err *e)
+int tq_open_regular(const char *path, uint64_t *size, tq_err *e)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
+        tq_fail(e, TQ_EIO, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
-        return tq_fail(e, TQ_EIO, "%s: cannot stat: %s", path, strerror(errno));
+        return -1;
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         return tq_fail(e, TQ_EDATA, "%s: not a regular file", path);
     }
-    if ((uint64_t)st.st_size > max) {
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+int tq_read_small_file(const char *path, size_t max, char **out, size_t *len, tq_err *e)
+{
+    uint64_t size;
+    int fd = tq_open_regular(path, &size, e);
+    if (fd < 0)
+        return -1;
+    if (size > max) {
         close(fd);
         return tq_fail(e, TQ_EDATA, "%s: file is %llu bytes, more than the %zu allowed", path,
-                       (unsigned long long)st.st_size, max);
+                       (unsigned long long)size, max);
     }
-    size_t n = (size_t)st.st_size;
+    size_t n = (size_t)size;
     char *buf = tq_malloc(n + 1, e);
     if (!buf) {
         close(fd);

@@ -402,21 +402,10 @@ int tq_st_open(tq_st_file **out, const char *path, tq_err *e)
     f->fd = -1;
     if (!(f->path = tq_strdup(path, e)))
         goto fail;
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) {
-        tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+    uint64_t size;
+    f->fd = tq_open_regular(path, &size, e);
+    if (f->fd < 0)
         goto fail;
-    }
-    struct stat st;
-    if (fstat(f->fd, &st) != 0) {
-        tq_fail(e, TQ_EIO, "%s: cannot stat: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        tq_fail(e, TQ_EDATA, "%s: not a regular file", path);
-        goto fail;
-    }
-    uint64_t size = (uint64_t)st.st_size;
     if (size < 8) {
         tq_fail(e, TQ_EDATA, "%s: file is %llu bytes, too short for the 8-byte header length", path, (unsigned long long)size);
         goto fail;

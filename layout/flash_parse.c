@@ -286,15 +286,10 @@ int tq_flash_parse(tq_flash_header *h, const void *buf, size_t len, uint64_t fil
 int tq_flash_read(tq_flash_header *h, const char *path, tq_err *e)
 {
     memset(h, 0, sizeof *h);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t size;
+    int fd = tq_open_regular(path, &size, e);
     if (fd < 0)
-        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return tq_fail(e, TQ_EDATA, "%s: not a regular file", path);
-    }
-    uint64_t size = (uint64_t)st.st_size;
+        return -1;
     /* The page size is only known after parsing: read 16 KiB, more while there is no NUL. */
     size_t want = TQ_FLASH_DEFAULT_ALIGN;
     char *buf = NULL;

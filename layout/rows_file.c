@@ -225,15 +225,9 @@ int rows_file_open(rows_file *f, const char *path, tq_err *e)
     f->fd = -1;
     char *json = NULL;
     uint64_t len, size;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = tq_open_regular(path, &size, e);
     if (fd < 0)
-        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return tq_fail(e, TQ_EIO, "%s: not a readable regular file", path);
-    }
-    size = (uint64_t)st.st_size;
+        return -1;
     if (rows_read_header(fd, size, path, &json, &len, e) != 0) {
         close(fd);
         return -1;

@@ -110,6 +110,25 @@ static void test_short_read_names_file(void)
     unlink(path);
 }
 
+/* tq_open_regular: size of a regular file; a missing path and a directory are refused by name. */
+static void test_open_regular(void)
+{
+    tq_err err = {0};
+    char path[512];
+    uint64_t size = 0;
+    snprintf(path, sizeof path, "%s/regular.bin", t_tmpdir());
+    CHECK_OK(tq_write_file_atomic(path, "abcde", 5, &err));
+    int fd = tq_open_regular(path, &size, &err);
+    CHECK(fd >= 0 && size == 5);
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
+    CHECK(tq_open_regular(path, &size, &err) == -1);
+    CHECK(err.code == TQ_EIO && strstr(err.msg, path) && strstr(err.msg, "cannot open"));
+    CHECK(tq_open_regular(t_tmpdir(), &size, &err) == -1);
+    CHECK(err.code == TQ_EDATA && strstr(err.msg, "not a regular file"));
+}
+
 int main(void)
 {
     RUN(test_parse_size);
@@ -119,5 +138,6 @@ int main(void)
     RUN(test_json_sorted);
     RUN(test_afile);
     RUN(test_short_read_names_file);
+    RUN(test_open_regular);
     TEST_MAIN_END();
 }
