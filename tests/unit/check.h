@@ -105,4 +105,14 @@ static inline const char *t_tmpdir(void)
     return d && *d ? d : "/tmp";
 }
 
+/* t_tmpdir()/name, in one of 16 rotating buffers (so a few can be alive at once). */
+static inline char *t_path(const char *name)
+{
+    static char buf[16][1024];
+    static int k;
+    k = (k + 1) % 16;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", t_tmpdir(), name);
+    return buf[k];
+}
+
 #endif

@@ -6,15 +6,6 @@
 
 #include <cjson/cJSON.h>
 
-static char *tdir(const char *name)
-{
-    static char buf[8][1024];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", t_tmpdir(), name);
-    return buf[k];
-}
-
 static tq_mk_opts tiny(tq_mk_arch arch)
 {
     tq_mk_opts o;
@@ -69,37 +60,37 @@ static void test_determinism(void)
     o.seed = 11;
     o.shard_size = 300000; /* several shards + index */
     o.threads = 1;
-    CHECK_OK(tq_mkmodel(tdir("det-a"), &o, &err));
+    CHECK_OK(tq_mkmodel(t_path("det-a"), &o, &err));
     o.threads = 2;
-    CHECK_OK(tq_mkmodel(tdir("det-b"), &o, &err));
+    CHECK_OK(tq_mkmodel(t_path("det-b"), &o, &err));
     o.threads = 7;
-    CHECK_OK(tq_mkmodel(tdir("det-c"), &o, &err));
-    CHECK(tq_exists(tdir("det-a/model.safetensors.index.json")));
-    CHECK(tq_exists(tdir("det-a/model-00001-of-00007.safetensors")));
-    CHECK(dirs_equal(tdir("det-a"), tdir("det-b")));
-    CHECK(dirs_equal(tdir("det-a"), tdir("det-c")));
+    CHECK_OK(tq_mkmodel(t_path("det-c"), &o, &err));
+    CHECK(tq_exists(t_path("det-a/model.safetensors.index.json")));
+    CHECK(tq_exists(t_path("det-a/model-00001-of-00007.safetensors")));
+    CHECK(dirs_equal(t_path("det-a"), t_path("det-b")));
+    CHECK(dirs_equal(t_path("det-a"), t_path("det-c")));
     o.seed = 12;
-    CHECK_OK(tq_mkmodel(tdir("det-d"), &o, &err));
-    CHECK(!file_equal(tdir("det-a"), tdir("det-d"), "model-00001-of-00007.safetensors"));
-    CHECK(!file_equal(tdir("det-a"), tdir("det-d"), "model-00007-of-00007.safetensors"));
-    CHECK(file_equal(tdir("det-a"), tdir("det-d"), "tokenizer.json"));
+    CHECK_OK(tq_mkmodel(t_path("det-d"), &o, &err));
+    CHECK(!file_equal(t_path("det-a"), t_path("det-d"), "model-00001-of-00007.safetensors"));
+    CHECK(!file_equal(t_path("det-a"), t_path("det-d"), "model-00007-of-00007.safetensors"));
+    CHECK(file_equal(t_path("det-a"), t_path("det-d"), "tokenizer.json"));
     /* an earlier output is replaced in place: stale partial files go, other shard counts go */
-    tq_write_file_atomic(tdir("det-a/model-00002-of-00007.safetensors.partial-Xy12ab"), "x", 1, &err);
-    CHECK_OK(tq_mkmodel(tdir("det-a"), &o, &err)); /* seed 12 now */
-    CHECK(dirs_equal(tdir("det-a"), tdir("det-d")));
+    tq_write_file_atomic(t_path("det-a/model-00002-of-00007.safetensors.partial-Xy12ab"), "x", 1, &err);
+    CHECK_OK(tq_mkmodel(t_path("det-a"), &o, &err)); /* seed 12 now */
+    CHECK(dirs_equal(t_path("det-a"), t_path("det-d")));
     o.seed = 11;
     o.shard_size = 5000000000ull;
-    CHECK_OK(tq_mkmodel(tdir("det-a"), &o, &err));
-    CHECK(tq_exists(tdir("det-a/model.safetensors")) && !tq_exists(tdir("det-a/model-00001-of-00007.safetensors")));
+    CHECK_OK(tq_mkmodel(t_path("det-a"), &o, &err));
+    CHECK(tq_exists(t_path("det-a/model.safetensors")) && !tq_exists(t_path("det-a/model-00001-of-00007.safetensors")));
     o.shard_size = 300000;
-    CHECK_OK(tq_mkmodel(tdir("det-a"), &o, &err));
-    CHECK(dirs_equal(tdir("det-a"), tdir("det-b")));
+    CHECK_OK(tq_mkmodel(t_path("det-a"), &o, &err));
+    CHECK(dirs_equal(t_path("det-a"), t_path("det-b")));
     /* a directory holding anything else is refused and left alone */
-    tq_write_file_atomic(tdir("det-b/notes.txt"), "mine", 4, &err);
+    tq_write_file_atomic(t_path("det-b/notes.txt"), "mine", 4, &err);
     o.seed = 12;
-    CHECK(tq_mkmodel(tdir("det-b"), &o, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, "notes.txt"));
-    CHECK(tq_exists(tdir("det-b/notes.txt")));
-    CHECK(file_equal(tdir("det-a"), tdir("det-b"), "model-00001-of-00007.safetensors"));
+    CHECK(tq_mkmodel(t_path("det-b"), &o, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, "notes.txt"));
+    CHECK(tq_exists(t_path("det-b/notes.txt")));
+    CHECK(file_equal(t_path("det-a"), t_path("det-b"), "model-00001-of-00007.safetensors"));
 }
 
 static const tq_model_tensor *expect(const tq_model *m, const char *name, tq_dtype dt, int ndim,
@@ -141,7 +132,7 @@ static void test_shapes_llama_qwen3(void)
     for (int a = 0; a < 2; a++) {
         tq_mk_opts o = shaped(a ? TQ_MK_QWEN3 : TQ_MK_LLAMA);
         o.dtype = a ? TQ_DT_F16 : TQ_DT_F32;
-        const char *d = tdir(a ? "shape-qwen3" : "shape-llama");
+        const char *d = t_path(a ? "shape-qwen3" : "shape-llama");
         CHECK_OK(tq_mkmodel(d, &o, &err));
         tq_model *m = NULL;
         CHECK_OK(tq_model_open(&m, d, &err));
@@ -183,7 +174,7 @@ static void test_shapes_llama_qwen3(void)
                            a ? "Qwen3ForCausalLM" : "LlamaForCausalLM"));
         CHECK(c && !strcmp(cJSON_GetObjectItem(c, "torch_dtype")->valuestring, a ? "float16" : "float32"));
         CHECK(c && cJSON_IsFalse(cJSON_GetObjectItem(c, "tie_word_embeddings")));
-        CHECK(tq_exists(tdir(a ? "shape-qwen3/tokenizer_config.json" : "shape-llama/tokenizer_config.json")));
+        CHECK(tq_exists(t_path(a ? "shape-qwen3/tokenizer_config.json" : "shape-llama/tokenizer_config.json")));
         tq_model_close(m);
     }
 }
@@ -195,7 +186,7 @@ static void test_shapes_moe_hf(void)
     o.top_k = 3;
     o.shared_expert = 1;
     o.tie_embeddings = 1;
-    const char *d = tdir("shape-moe-hf");
+    const char *d = t_path("shape-moe-hf");
     CHECK_OK(tq_mkmodel(d, &o, &err));
     tq_model *m = NULL;
     CHECK_OK(tq_model_open(&m, d, &err));
@@ -250,7 +241,7 @@ static void test_values_and_mlx_stacking(void)
     tq_err err = {0};
     tq_mk_opts o = shaped(TQ_MK_QWEN3_MOE);
     o.seed = 5;
-    const char *dh = tdir("val-hf"), *dm = tdir("val-mlx");
+    const char *dh = t_path("val-hf"), *dm = t_path("val-mlx");
     CHECK_OK(tq_mkmodel(dh, &o, &err));
     o.naming_mlx = 1;
     CHECK_OK(tq_mkmodel(dm, &o, &err));
@@ -308,7 +299,7 @@ static void test_file_statistics(void)
     o.vocab = 64;
     o.dtype = TQ_DT_F32;
     o.seed = 77;
-    const char *d = tdir("stats");
+    const char *d = t_path("stats");
     CHECK_OK(tq_mkmodel(d, &o, &err));
     tq_model *m = NULL;
     CHECK_OK(tq_model_open(&m, d, &err));
@@ -399,7 +390,7 @@ static void test_affine_quantized_model(void)
     o.quant_bits = 4;
     o.group_size = 64;
     o.seed = 3;
-    const char *d = tdir("affine4");
+    const char *d = t_path("affine4");
     CHECK_OK(tq_mkmodel(d, &o, &err));
     tq_model *m = NULL;
     CHECK_OK(tq_model_open(&m, d, &err));
@@ -458,11 +449,11 @@ static void test_ngram_table(void)
     o.rows = 3000;
     o.dtype = TQ_DT_F16;
     o.seed = 9;
-    const char *d = tdir("ngram");
+    const char *d = t_path("ngram");
     CHECK_OK(tq_mkmodel(d, &o, &err));
-    CHECK(tq_exists(tdir("ngram/model.safetensors")));
+    CHECK(tq_exists(t_path("ngram/model.safetensors")));
     tq_st_file *f = NULL;
-    CHECK_OK(tq_st_open(&f, tdir("ngram/model.safetensors"), &err));
+    CHECK_OK(tq_st_open(&f, t_path("ngram/model.safetensors"), &err));
     if (!f)
         return;
     CHECK(f->n_tensors == 3);
@@ -499,7 +490,7 @@ static void test_ngram_table(void)
     }
     tq_st_close(f);
     cJSON *c = NULL;
-    CHECK_OK(tq_json_read_file(tdir("ngram/config.json"), 1 << 20, &c, &err));
+    CHECK_OK(tq_json_read_file(t_path("ngram/config.json"), 1 << 20, &c, &err));
     CHECK(c && cJSON_GetObjectItem(c, "width")->valuedouble == 160 && cJSON_GetObjectItem(c, "bits")->valuedouble == 4);
     cJSON_Delete(c);
 }

@@ -6,15 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *tdir(const char *name)
-{
-    static char buf[8][1024];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", t_tmpdir(), name);
-    return buf[k];
-}
-
 static char *join(const char *a, const char *b)
 {
     static char buf[8][1024];
@@ -71,7 +62,7 @@ static int write_model(const char *dir, uint64_t shard_size, tq_err *err)
 static void test_sharded(void)
 {
     tq_err err = {0};
-    const char *d = tdir("sharded");
+    const char *d = t_path("sharded");
     CHECK_OK(write_model(d, 512, &err));
     /* name order: lm_head(640) | model.embed(256) model.layers.0.b(32) | model.layers.0.w(256)
      * model.layers.1.w(256) | model.norm(32) */
@@ -111,7 +102,7 @@ static void test_sharded(void)
     CHECK(bytes == 1472);
 
     /* round trip: read everything, write with the same shard size, same bytes */
-    const char *d2 = tdir("sharded2");
+    const char *d2 = t_path("sharded2");
     tq_st_decl dd[NT];
     for (size_t i = 0; i < m->n_tensors; i++) {
         dd[i].name = m->tensors[i].info.name;
@@ -140,7 +131,7 @@ static void test_sharded(void)
 static void test_single(void)
 {
     tq_err err = {0};
-    const char *d = tdir("single");
+    const char *d = t_path("single");
     CHECK_OK(write_model(d, 0, &err));
     CHECK(tq_exists(join(d, "model.safetensors")) && !tq_exists(join(d, "model.safetensors.index.json")));
     tq_model *m;
@@ -175,7 +166,7 @@ static void test_single(void)
 static void test_no_index(void)
 {
     tq_err err = {0};
-    const char *d = tdir("noindex");
+    const char *d = t_path("noindex");
     CHECK_OK(write_model(d, 512, &err));
     unlink(join(d, "model.safetensors.index.json"));
     tq_model *m;
@@ -185,7 +176,7 @@ static void test_no_index(void)
         tq_model_close(m);
     }
     /* the same tensor in two shards */
-    const char *d2 = tdir("noindex-dup");
+    const char *d2 = t_path("noindex-dup");
     CHECK_OK(write_model(d2, 0, &err));
     tq_copy_file(join(d2, "model.safetensors"), join(d2, "other.safetensors"), &err);
     CHECK(tq_model_open(&m, d2, &err) != 0);
@@ -196,7 +187,7 @@ static void test_no_index(void)
 static void test_bad_index(void)
 {
     tq_err err = {0};
-    const char *d = tdir("badidx");
+    const char *d = t_path("badidx");
     char want[2048];
     tq_model *m;
     CHECK_OK(write_model(d, 512, &err));
@@ -254,7 +245,7 @@ static void test_gguf_and_empty(void)
 {
     tq_err err = {0};
     tq_model *m;
-    const char *d = tdir("gg");
+    const char *d = t_path("gg");
     mkdir(d, 0755);
     CHECK(tq_model_open(&m, d, &err) != 0 && strstr(err.msg, "no model.safetensors.index.json, *.safetensors or *.gguf file"));
     put(join(d, "m.gguf"), "GGUF");
@@ -267,7 +258,7 @@ static void test_gguf_and_empty(void)
 static void test_writer_abort(void)
 {
     tq_err err = {0};
-    const char *d = tdir("mwabort");
+    const char *d = t_path("mwabort");
     tq_model_writer *w;
     CHECK_OK(tq_model_writer_open(&w, d, decls, NT, 512, NULL, NULL, 0, &err));
     if (t_failed_here)

@@ -13,15 +13,6 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ helpers */
-static char *tpath(const char *name)
-{
-    static char buf[8][512];
-    static int i;
-    char *b = buf[i++ % 8];
-    snprintf(b, 512, "%s/%s", t_tmpdir(), name);
-    return b;
-}
-
 static uint32_t rng32(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -341,7 +332,7 @@ static void roundtrip(const table_spec *s, uint64_t page, int pads, uint64_t chu
 {
     tq_err err = {0};
     char src[600], out[600], dir[600], name[64];
-    snprintf(src, sizeof src, "%s", tpath("src.safetensors"));
+    snprintf(src, sizeof src, "%s", t_path("src.safetensors"));
     snprintf(out, sizeof out, "%s/rows-%d-%llu-%d.safetensors", t_tmpdir(), i, (unsigned long long)page, pads);
     snprintf(dir, sizeof dir, "%s/ex-%d-%llu-%d", t_tmpdir(), i, (unsigned long long)page, pads);
     unlink(out);
@@ -416,7 +407,7 @@ static void test_extract_tensor_identical(void)
     table_spec s = specs[0];
     s.extra = 1;
     s.meta = 1;
-    const char *src = tpath("extra.safetensors"), *out = tpath("extra.rows"), *dir = tpath("extra-ex");
+    const char *src = t_path("extra.safetensors"), *out = t_path("extra.rows"), *dir = t_path("extra-ex");
     unlink(out);
     CHECK(write_table(src, &s, 5) == 0);
     tq_rows_opts o = {.quiet = 1};
@@ -467,7 +458,7 @@ static int check_msg(const char *rows, const char *src, char *msg, size_t cap)
 static void test_check_finds_first_bad_row(void)
 {
     tq_err err = {0};
-    const char *src = tpath("flip.safetensors"), *out = tpath("flip.rows");
+    const char *src = t_path("flip.safetensors"), *out = t_path("flip.rows");
     unlink(out);
     CHECK(write_table(src, &specs[0], 3) == 0);
     tq_rows_opts o = {.quiet = 1};
@@ -496,7 +487,7 @@ static void test_check_finds_first_bad_row(void)
         CHECKF(check_msg(out, NULL, msg, sizeof msg) == 0, "restored: %s", msg);
     }
     /* paged: a padding byte */
-    const char *pout = tpath("flip.paged");
+    const char *pout = t_path("flip.paged");
     unlink(pout);
     tq_rows_opts po = {.quiet = 1, .page_align = 4096};
     CHECK_OK(tq_rows_convert(src, pout, &po, &r, &err));
@@ -512,7 +503,7 @@ static void test_check_finds_first_bad_row(void)
 static void test_check_source_changed_and_truncated(void)
 {
     tq_err err = {0};
-    const char *src = tpath("chg.safetensors"), *out = tpath("chg.rows");
+    const char *src = t_path("chg.safetensors"), *out = t_path("chg.rows");
     unlink(out);
     CHECK(write_table(src, &specs[1], 4) == 0);
     tq_rows_opts o = {.quiet = 1};
@@ -575,7 +566,7 @@ static void test_bad_inputs(void)
     tq_err err = {0};
     tq_rows_opts o = {.quiet = 1};
     tq_rows_report r;
-    const char *src = tpath("bad.safetensors"), *out = tpath("bad.rows");
+    const char *src = t_path("bad.safetensors"), *out = t_path("bad.rows");
     struct { table_spec s; const char *want; int code; } cases[] = {
         {{"ngram", 10, 4, 2, 2, TQ_DT_F16, TQ_DT_F16, TQ_DT_F16, 0, 0}, "weight must be U32", TQ_EUNSUP},
         {{"ngram", 10, 4, 2, 2, TQ_DT_U32, TQ_DT_F32, TQ_DT_F16, 0, 0}, "must be F16 or BF16", TQ_EUNSUP},
@@ -617,7 +608,7 @@ static void test_refuses_existing_and_source(void)
     tq_err err = {0};
     tq_rows_opts o = {.quiet = 1};
     tq_rows_report r;
-    const char *src = tpath("ref.safetensors"), *out = tpath("ref.rows"), *hl = tpath("ref-link.safetensors");
+    const char *src = t_path("ref.safetensors"), *out = t_path("ref.rows"), *hl = t_path("ref-link.safetensors");
     CHECK(write_table(src, &specs[2], 1) == 0);
     unlink(hl);
     CHECK(link(src, hl) == 0);
@@ -643,7 +634,7 @@ static void test_deterministic(void)
     tq_rows_opts o = {.quiet = 1, .chunk_bytes = 333};
     tq_rows_opts o2 = {.quiet = 1};
     tq_rows_report r;
-    const char *src = tpath("det.safetensors"), *a = tpath("det-a.rows"), *b = tpath("det-b.rows");
+    const char *src = t_path("det.safetensors"), *a = t_path("det-a.rows"), *b = t_path("det-b.rows");
     unlink(a);
     unlink(b);
     CHECK(write_table(src, &specs[0], 8) == 0);

@@ -7,15 +7,6 @@
 #include <pthread.h>
 #include <unistd.h>
 
-static char *tpath(const char *name)
-{
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", t_tmpdir(), name);
-    return buf[k];
-}
-
 /* Files in the scratch dir whose names start with prefix. */
 static int count_files(const char *prefix)
 {
@@ -68,7 +59,7 @@ static int write_sample(const char *path, uint64_t align, tq_err *err)
 static void test_write_read(void)
 {
     tq_err err = {0};
-    const char *p = tpath("a.safetensors");
+    const char *p = t_path("a.safetensors");
     CHECK_OK(write_sample(p, 0, &err));
     CHECK(count_files("a.safetensors.partial") == 0);
     tq_st_file *f;
@@ -115,7 +106,7 @@ static void test_write_read(void)
 static void test_round_trip(void)
 {
     tq_err err = {0};
-    const char *a = tpath("rt-a.safetensors"), *b = tpath("rt-b.safetensors");
+    const char *a = t_path("rt-a.safetensors"), *b = t_path("rt-b.safetensors");
     CHECK_OK(write_sample(a, 0, &err));
     tq_st_file *f;
     CHECK_OK(tq_st_open(&f, a, &err));
@@ -146,7 +137,7 @@ static void test_round_trip(void)
 static void test_align(void)
 {
     tq_err err = {0};
-    const char *p = tpath("al.safetensors");
+    const char *p = t_path("al.safetensors");
     CHECK_OK(write_sample(p, 16384, &err));
     tq_st_file *f;
     CHECK_OK(tq_st_open(&f, p, &err));
@@ -164,7 +155,7 @@ static void test_align(void)
 static void test_incomplete(void)
 {
     tq_err err = {0};
-    const char *p = tpath("inc.safetensors");
+    const char *p = t_path("inc.safetensors");
     tq_st_writer *w;
     CHECK_OK(tq_st_writer_open(&w, p, decls, ND, NULL, NULL, 0, 0, &err));
     if (t_failed_here)
@@ -187,7 +178,7 @@ static void test_incomplete(void)
 static void test_abort(void)
 {
     tq_err err = {0};
-    const char *p = tpath("ab.safetensors");
+    const char *p = t_path("ab.safetensors");
     tq_st_writer *w;
     CHECK_OK(tq_st_writer_open(&w, p, decls, ND, NULL, NULL, 0, 0, &err));
     if (t_failed_here)
@@ -228,7 +219,7 @@ static void *writer_thread(void *arg)
 static void test_threads(void)
 {
     tq_err err = {0};
-    const char *p = tpath("thr.safetensors");
+    const char *p = t_path("thr.safetensors");
     tq_st_decl d[1] = {{"big", TQ_DT_U8, 1, {BIG}}};
     unsigned char *data = malloc(BIG), *back = malloc(BIG);
     fill(data, BIG, 3);

@@ -175,15 +175,6 @@ static int write_model(const char *dir, const mspec *s)
     return rc;
 }
 
-static char *tdir(const char *name)
-{
-    static char bufs[16][512];
-    static int k;
-    char *b = bufs[k++ % 16];
-    snprintf(b, 512, "%s/%s", t_tmpdir(), name);
-    return b;
-}
-
 static void rmrf(const char *p)
 {
     char cmd[1200];
@@ -360,7 +351,7 @@ static void split_roundtrip(int naming, int kind, const char *tag)
     snprintf(mname, sizeof mname, "m-%s", tag);
     snprintf(oname, sizeof oname, "s-%s", tag);
     snprintf(jname, sizeof jname, "j-%s", tag);
-    char *model = tdir(mname), *out = tdir(oname), *joined = tdir(jname);
+    char *model = t_path(mname), *out = t_path(oname), *joined = t_path(jname);
     rmrf(model);
     rmrf(out);
     rmrf(joined);
@@ -390,7 +381,7 @@ static void test_moe_mlx_tq4(void) { split_roundtrip(TQ_NAMING_MLX, K_TQ4, "mlx-
 
 static void test_tq_shared_tensors_pinned(void)
 {
-    char *model = tdir("m-tqpin"), *out = tdir("s-tqpin");
+    char *model = t_path("m-tqpin"), *out = t_path("s-tqpin");
     rmrf(model);
     rmrf(out);
     mspec s = spec(TQ_NAMING_MLX, K_TQ4);
@@ -427,7 +418,7 @@ static void test_tq_shared_tensors_pinned(void)
 
 static void test_threads_and_align(void)
 {
-    char *model = tdir("m-thr"), *a = tdir("s-thr1"), *b = tdir("s-thr3"), *c = tdir("s-al64");
+    char *model = t_path("m-thr"), *a = t_path("s-thr1"), *b = t_path("s-thr3"), *c = t_path("s-al64");
     rmrf(model);
     rmrf(a);
     rmrf(b);
@@ -518,7 +509,7 @@ static void test_odirect(void)
 
 static void test_dense(void)
 {
-    char *model = tdir("m-dense"), *out = tdir("s-dense"), *joined = tdir("j-dense");
+    char *model = t_path("m-dense"), *out = t_path("s-dense"), *joined = t_path("j-dense");
     rmrf(model);
     rmrf(out);
     rmrf(joined);
@@ -566,7 +557,7 @@ static void test_dense(void)
 
 static void test_join_sharded_and_renamed(void)
 {
-    char *model = tdir("m-shard"), *out = tdir("s-shard"), *j1 = tdir("j-shard"), *j2 = tdir("j-mlx");
+    char *model = t_path("m-shard"), *out = t_path("s-shard"), *j1 = t_path("j-shard"), *j2 = t_path("j-mlx");
     rmrf(model);
     rmrf(out);
     rmrf(j1);
@@ -616,7 +607,7 @@ static void expect_split_error(const mspec *s, const tq_split_opts *o, const cha
     char mname[64], oname[64];
     snprintf(mname, sizeof mname, "m-bad-%s", tag);
     snprintf(oname, sizeof oname, "s-bad-%s", tag);
-    char *model = tdir(mname), *out = tdir(oname);
+    char *model = t_path(mname), *out = t_path(oname);
     rmrf(model);
     rmrf(out);
     CHECK_OK(write_model(model, s));
@@ -669,7 +660,7 @@ static void test_bad_header_overflow(void)
 
 static void test_refuses_nonempty_output(void)
 {
-    char *model = tdir("m-ne"), *out = tdir("s-ne");
+    char *model = t_path("m-ne"), *out = t_path("s-ne");
     rmrf(model);
     rmrf(out);
     mspec s = spec(TQ_NAMING_MLX, K_BF16);
@@ -834,7 +825,7 @@ static void test_plan_math(void)
 
 static void test_plan_model(void)
 {
-    char *model = tdir("m-plan");
+    char *model = t_path("m-plan");
     rmrf(model);
     mspec s = spec(TQ_NAMING_HF, K_AFFINE4);
     CHECK_OK(write_model(model, &s));
