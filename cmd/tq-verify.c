@@ -81,6 +81,30 @@ static int parse_threads(const char *v, int *threads)
     return 0;
 }
 
+/* [--threads N] [--json] [--quiet] [--help], the options of manifest and check: -1 to go
+ * on with the operands at optind, otherwise the exit status. */
+static int parse_tjq(int argc, char **argv, const char *cmd, int (*usage)(FILE *), int *threads, int *json,
+                     int *quiet)
+{
+    static const struct option opts[] = {
+        {"threads", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    int c;
+    *json = *quiet = 0;
+    *threads = tq_default_threads();
+    while ((c = getopt_long(argc, argv, "t:jqh", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': if (parse_threads(optarg, threads)) return 2; break;
+        case 'j': *json = 1; break;
+        case 'q': *quiet = 1; break;
+        case 'h': return usage(stdout);
+        default: return tq_cli_usage_error("%s: bad option", cmd);
+        }
+    }
+    return -1;
+}
+
 /* ------------------------------------------------------------------ manifest */
 static int usage_manifest(FILE *out)
 {
@@ -97,20 +121,9 @@ static int usage_manifest(FILE *out)
 
 static int cmd_manifest(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"threads", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
-    };
-    int json = 0, quiet = 0, threads = tq_default_threads(), c;
-    while ((c = getopt_long(argc, argv, "t:jqh", opts, NULL)) != -1) {
-        switch (c) {
-        case 't': if (parse_threads(optarg, &threads)) return 2; break;
-        case 'j': json = 1; break;
-        case 'q': quiet = 1; break;
-        case 'h': return usage_manifest(stdout);
-        default: return tq_cli_usage_error("manifest: bad option");
-        }
-    }
+    int json, quiet, threads, st = parse_tjq(argc, argv, "manifest", usage_manifest, &threads, &json, &quiet);
+    if (st >= 0)
+        return st;
     if (optind != argc - 1)
         return tq_cli_usage_error("manifest: expected one DIR");
     const char *dir = argv[optind];
@@ -170,20 +183,9 @@ static int usage_check(FILE *out)
 
 static int cmd_check(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"threads", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
-    };
-    int json = 0, quiet = 0, threads = tq_default_threads(), c;
-    while ((c = getopt_long(argc, argv, "t:jqh", opts, NULL)) != -1) {
-        switch (c) {
-        case 't': if (parse_threads(optarg, &threads)) return 2; break;
-        case 'j': json = 1; break;
-        case 'q': quiet = 1; break;
-        case 'h': return usage_check(stdout);
-        default: return tq_cli_usage_error("check: bad option");
-        }
-    }
+    int json, quiet, threads, st = parse_tjq(argc, argv, "check", usage_check, &threads, &json, &quiet);
+    if (st >= 0)
+        return st;
     if (optind != argc - 1)
         return tq_cli_usage_error("check: expected one DIR or BUNDLE");
     const char *path = argv[optind];
