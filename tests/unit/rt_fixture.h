@@ -133,6 +133,14 @@ static inline void *fx_add(fx_file *f, const char *name, const char *dtype, int 
     return t->data;
 }
 
+/* rows x cols matrix, or E of them stacked (E, rows, cols) when E > 0. */
+static inline void *fx_add_mat(fx_file *f, const char *name, const char *dtype, int E, int rows, uint64_t cols,
+                               uint64_t elsize)
+{
+    return E ? fx_add(f, name, dtype, 3, (uint64_t)E, (uint64_t)rows, cols, elsize)
+             : fx_add(f, name, dtype, 2, (uint64_t)rows, cols, 0, elsize);
+}
+
 static inline int fx_cmp(const void *a, const void *b)
 {
     return strcmp(((const fx_tensor *)a)->name, ((const fx_tensor *)b)->name);
@@ -235,8 +243,7 @@ static inline dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, i
         uint64_t es = k == FX_F32 ? 4 : 2;
         if (ex == 0 || !E) {
             snprintf(nm, sizeof nm, "%s.weight", name);
-            sl->w = E ? fx_add(f, nm, dt, 3, (uint64_t)E, (uint64_t)rows, (uint64_t)cols, es)
-                      : fx_add(f, nm, dt, 2, (uint64_t)rows, (uint64_t)cols, 0, es);
+            sl->w = fx_add_mat(f, nm, dt, E, rows, (uint64_t)cols, es);
         }
         unsigned char *base = (unsigned char *)sl->w + (uint64_t)ex * (uint64_t)rows * (uint64_t)cols * es;
         for (int i = 0; i < rows * cols; i++) {
@@ -264,14 +271,11 @@ static inline dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, i
         int bits = k == FX_AFF4 ? 4 : 8, group = 32, epw = 32 / bits, wpr = cols / epw, ng = cols / group;
         if (ex == 0 || !E) {
             snprintf(nm, sizeof nm, "%s.weight", name);
-            sl->w = E ? fx_add(f, nm, "U32", 3, (uint64_t)E, (uint64_t)rows, (uint64_t)wpr, 4)
-                      : fx_add(f, nm, "U32", 2, (uint64_t)rows, (uint64_t)wpr, 0, 4);
+            sl->w = fx_add_mat(f, nm, "U32", E, rows, (uint64_t)wpr, 4);
             snprintf(nm, sizeof nm, "%s.scales", name);
-            sl->s = E ? fx_add(f, nm, "F16", 3, (uint64_t)E, (uint64_t)rows, (uint64_t)ng, 2)
-                      : fx_add(f, nm, "F16", 2, (uint64_t)rows, (uint64_t)ng, 0, 2);
+            sl->s = fx_add_mat(f, nm, "F16", E, rows, (uint64_t)ng, 2);
             snprintf(nm, sizeof nm, "%s.biases", name);
-            sl->b = E ? fx_add(f, nm, "BF16", 3, (uint64_t)E, (uint64_t)rows, (uint64_t)ng, 2)
-                      : fx_add(f, nm, "BF16", 2, (uint64_t)rows, (uint64_t)ng, 0, 2);
+            sl->b = fx_add_mat(f, nm, "BF16", E, rows, (uint64_t)ng, 2);
         }
         uint32_t *w = (uint32_t *)sl->w + (size_t)ex * (size_t)rows * (size_t)wpr;
         uint16_t *s = (uint16_t *)sl->s + (size_t)ex * (size_t)rows * (size_t)ng;
@@ -298,11 +302,9 @@ static inline dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, i
     int ncb = 1 << bits;
     if (ex == 0 || !E) {
         snprintf(nm, sizeof nm, "%s.weight", name);
-        sl->w = E ? fx_add(f, nm, "U32", 3, (uint64_t)E, (uint64_t)rows, (uint64_t)wpr, 4)
-                  : fx_add(f, nm, "U32", 2, (uint64_t)rows, (uint64_t)wpr, 0, 4);
+        sl->w = fx_add_mat(f, nm, "U32", E, rows, (uint64_t)wpr, 4);
         snprintf(nm, sizeof nm, "%s.scales", name);
-        sl->s = E ? fx_add(f, nm, "F16", 3, (uint64_t)E, (uint64_t)rows, (uint64_t)ng, 2)
-                  : fx_add(f, nm, "F16", 2, (uint64_t)rows, (uint64_t)ng, 0, 2);
+        sl->s = fx_add_mat(f, nm, "F16", E, rows, (uint64_t)ng, 2);
         snprintf(nm, sizeof nm, "%s.codebook", name);
         sl->cb = fx_add(f, nm, "F16", 1, (uint64_t)ncb, 0, 0, 2);
         for (int i = 0; i < ncb; i++)
