@@ -34,10 +34,19 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) -g $(WARN) \
 LDFLAGS += -pthread $(EXTRA_LDFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm
 
-LIBDIRS  := common formats quant layout verify runtime testdata
+# The library: the toolbox, the formats, the kernels and one folder per pipeline.
+LIBDIRS  := common formats quant quant/convert layout/split layout/rows verify runtime
 LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIBDIRS))))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB      := $(BUILD)/libtq.a
+# Public headers: every header of a library folder except the *_internal.h ones.
+LIB_HDR  := $(filter-out %_internal.h,$(sort $(wildcard $(addsuffix /*.h,$(LIBDIRS)))))
+
+# The synthetic-model generator: linked into tq-mkmodel, the tests and the benchmarks only,
+# not into the installed library.
+MK_SRC   := $(sort $(wildcard testdata/mkmodel/*.c))
+MK_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(MK_SRC))
+MKLIB    := $(BUILD)/libtqmk.a
 
 CMD_SRC  := $(sort $(wildcard cmd/tq-*.c))
 TOOLS    := $(patsubst cmd/%.c,$(BIN)/%,$(CMD_SRC))
@@ -73,19 +82,28 @@ $(LIB): $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
+$(MKLIB): $(MK_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/tq-mkmodel: $(BUILD)/cmd/tq-mkmodel.o $(CMD_COMMON_OBJ) $(MKLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 $(BIN)/tq-%: $(BUILD)/cmd/tq-%.o $(CMD_COMMON_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(LIB)
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(MKLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIB)
+$(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(MKLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
--include $(LIB_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) $(TEST_COMMON_OBJ:.o=.d) $(CMD_SRC:%.c=$(BUILD)/%.d) $(CMD_COMMON_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(MK_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) $(TEST_COMMON_OBJ:.o=.d) $(CMD_SRC:%.c=$(BUILD)/%.d) $(CMD_COMMON_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d)
 
 # make check: every unit test binary and every CLI test; ends with "N passed, N failed".
 check: all tests
@@ -117,8 +135,8 @@ install: all
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 	# public headers; compile against them with -I$(PREFIX)/include/tq
-	for d in $(LIBDIRS); do install -d $(DESTDIR)$(PREFIX)/include/tq/$$d && \
-	  install -m 644 $$d/$$d.h $(DESTDIR)$(PREFIX)/include/tq/$$d/ ; done
+	for h in $(LIB_HDR); do install -d $(DESTDIR)$(PREFIX)/include/tq/$$(dirname $$h) && \
+	  install -m 644 $$h $(DESTDIR)$(PREFIX)/include/tq/$$h ; done
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
 	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
 

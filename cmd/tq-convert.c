@@ -2,7 +2,7 @@
  * Argument parsing and reporting only; the work is tq_convert() in quant/. */
 #include "cmd/cli.h"
 #include "formats/formats.h"
-#include "quant/quant.h"
+#include "quant/convert/convert.h"
 
 #include <cjson/cJSON.h>
 #include <getopt.h>

@@ -1,6 +1,6 @@
 /* tq-mkmodel: write a deterministic synthetic HuggingFace model directory. */
 #include "cmd/cli.h"
-#include "testdata/testdata.h"
+#include "testdata/mkmodel/mkmodel.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

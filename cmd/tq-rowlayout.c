@@ -1,7 +1,7 @@
 /* tq-rowlayout: interleave a quantized table's weight/scales/biases rows into one record
  * per row (mtplx_ngram_rows_v1 or tq_rows_paged_v1), check and extract such files. */
 #include "cmd/cli.h"
-#include "layout/layout.h"
+#include "layout/rows/rows.h"
 
 #include <cjson/cJSON.h>
 #include <getopt.h>

@@ -61,8 +61,8 @@ static int parse_tokens(const char *s, int32_t **out, size_t *n)
 static int compare(const char *a, const char *b, uint64_t vocab, int json)
 {
     tq_err err = {0};
-    tq_logits_cmp c;
-    if (tq_logits_compare(a, b, vocab, &c, &err) != 0)
+    tq_run_logits_cmp c;
+    if (tq_run_logits_compare(a, b, vocab, &c, &err) != 0)
         return tq_cli_fail(&err);
     if (json) {
         cJSON *j = cJSON_CreateObject();

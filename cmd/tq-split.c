@@ -1,6 +1,6 @@
 /* tq-split: pinned backbone + aligned per-expert (or per-layer FFN) files; --join; --plan. */
 #include "cmd/cli.h"
-#include "layout/layout.h"
+#include "layout/split/split.h"
 
 #include <cjson/cJSON.h>
 #include <getopt.h>
@@ -42,7 +42,7 @@ static void human(uint64_t n, char *buf, size_t cap)
     tq_format_size(n, buf, cap);
 }
 
-static void print_plan(const tq_plan *p)
+static void print_plan(const tq_split_ram_plan *p)
 {
     char a[32], b[32], c[32], d[32];
     human(p->ram, a, sizeof a);
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
         {0, 0, 0, 0},
     };
     tq_split_opts so = {0};
-    tq_join_opts jo = {0};
+    tq_split_join_opts jo = {0};
     int join = 0, plan = 0, json = 0, have_ram = 0, c;
     uint64_t ram = 0;
     long v;
@@ -167,11 +167,11 @@ int main(int argc, char **argv)
             return tq_cli_usage_error("--plan needs --ram SIZE");
         if (nargs != 1)
             return tq_cli_usage_error("--plan takes one MODEL");
-        tq_plan p;
+        tq_split_ram_plan p;
         if (tq_split_plan(argv[optind], &so, ram, &p, &err) != 0)
             return tq_cli_fail(&err);
         if (json)
-            return tq_cli_print_json(tq_plan_json(&p));
+            return tq_cli_print_json(tq_split_plan_json(&p));
         print_plan(&p);
         return 0;
     }
@@ -180,7 +180,7 @@ int main(int argc, char **argv)
     if (nargs != 2)
         return tq_cli_usage_error("expected %s OUTPUT_DIR", join ? "SPLIT_DIR" : "MODEL");
     if (join) {
-        if (tq_join(argv[optind], argv[optind + 1], &jo, &err) != 0)
+        if (tq_split_join(argv[optind], argv[optind + 1], &jo, &err) != 0)
             return tq_cli_fail(&err);
         if (json) {
             cJSON *j = cJSON_CreateObject();

@@ -38,6 +38,8 @@ int tq_exit_code(const tq_err *e);
 /* Overflow-checked arithmetic: return 0 and set *out, or return -1 on overflow. */
 int tq_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
 int tq_add_u64(uint64_t a, uint64_t b, uint64_t *out);
+/* x rounded up to a power-of-two a, overflow-checked; -1 on overflow or a bad a. */
+int tq_align_up(uint64_t x, uint64_t a, uint64_t *out);
 
 /* Allocation that reports failure through tq_err. */
 void *tq_malloc(size_t n, tq_err *e);
@@ -115,6 +117,13 @@ char *tq_json_print(struct cJSON *j, tq_err *e);
 int tq_json_write_file(const char *path, struct cJSON *j, tq_err *e);
 /* Parse a JSON file of at most max bytes; error names the file. */
 int tq_json_read_file(const char *path, size_t max, struct cJSON **out, tq_err *e);
+/* Largest integer a JSON number may hold: cJSON parses numbers as doubles, which are exact
+ * only up to 2^53. */
+#define TQ_JSON_MAX_INT 9007199254740992.0
+/* A JSON number that is an exact non-negative integer (<= 2^53) into *out; -1 otherwise. */
+int tq_json_u64(const struct cJSON *v, uint64_t *out);
+/* Add key: v as a JSON number (exact for v <= 2^53). NULL when out of memory. */
+struct cJSON *tq_json_add_u64(struct cJSON *obj, const char *key, uint64_t v);
 
 /* ---- misc ---- */
 /* "4096", "512M", "1.5G", "2GiB", "16k": binary units. Returns -1 on bad syntax/overflow. */

@@ -1,6 +1,7 @@
 #include "common/common.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,4 +129,20 @@ int tq_json_read_file(const char *path, size_t max, cJSON **out, tq_err *e)
     free(buf);
     *out = j;
     return 0;
+}
+
+int tq_json_u64(const cJSON *v, uint64_t *out)
+{
+    if (!cJSON_IsNumber(v))
+        return -1;
+    double d = v->valuedouble;
+    if (!(d >= 0) || d > TQ_JSON_MAX_INT || floor(d) != d)
+        return -1;
+    *out = (uint64_t)d;
+    return 0;
+}
+
+cJSON *tq_json_add_u64(cJSON *obj, const char *key, uint64_t v)
+{
+    return cJSON_AddNumberToObject(obj, key, (double)v);
 }

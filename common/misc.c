@@ -112,3 +112,14 @@ uint32_t tq_crc32(const void *data, size_t len)
         c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
 }
+
+int tq_align_up(uint64_t x, uint64_t a, uint64_t *out)
+{
+    if (a == 0 || (a & (a - 1)))
+        return -1;
+    uint64_t t;
+    if (tq_add_u64(x, a - 1, &t) != 0)
+        return -1;
+    *out = t & ~(a - 1);
+    return 0;
+}

@@ -8,10 +8,6 @@
  * else -1 and *bad = offset of the first bad byte. */
 int tq_utf8_check(const char *s, size_t len, size_t *bad);
 
-/* Largest integer a JSON number may hold in a header: cJSON parses numbers as doubles,
- * which are exact only up to 2^53. */
-#define TQ_JSON_MAX_INT 9007199254740992.0
-
 /* "[2, 3, 4]" into buf. */
 void tq_shape_str(const uint64_t *shape, int ndim, char *buf, size_t cap);
 

@@ -1,13 +1,13 @@
 /* --check-blocks: expected SHA-256 of every streamed expert block, from split.json. */
 #include "runtime/rt_internal.h"
-#include "layout/layout.h"
+#include "formats/flash.h"
 
 #include <string.h>
 
 int rt_load_block_hashes(tq_runner *r, tq_err *e)
 {
-    tq_split_manifest *m = NULL;
-    if (tq_split_manifest_load(&m, r->dir, e) != 0)
+    tq_flash_manifest *m = NULL;
+    if (tq_flash_manifest_load(&m, r->dir, e) != 0)
         return tq_err_prefix(e, "--check-blocks");
     int rc = -1;
     for (uint64_t l = 0; l < r->c.layers; l++) {
@@ -18,7 +18,7 @@ int rt_load_block_hashes(tq_runner *r, tq_err *e)
         if (!L->src.sha)
             goto out;
         for (uint64_t x = 0; x < r->c.experts; x++) {
-            const tq_split_block *b = tq_split_manifest_block(m, (uint32_t)l, x);
+            const tq_flash_block *b = tq_flash_manifest_block(m, (uint32_t)l, x);
             if (!b || b->length != L->src.block_size || b->offset != L->src.data_start + x * L->src.block_size) {
                 tq_fail(e, TQ_EDATA, "%s/split.json: no block matching layer %llu expert %llu of %s", r->dir,
                         (unsigned long long)l, (unsigned long long)x, L->src.path);
@@ -30,6 +30,6 @@ int rt_load_block_hashes(tq_runner *r, tq_err *e)
     }
     rc = 0;
 out:
-    tq_split_manifest_free(m);
+    tq_flash_manifest_free(m);
     return rc;
 }

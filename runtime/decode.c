@@ -311,7 +311,7 @@ static int read_step(int fd, const char *path, uint64_t step, uint64_t V, float 
     return tq_pread_full(fd, buf, V * 4, step * V * 4, path, e);
 }
 
-int tq_logits_compare(const char *ref_path, const char *test_path, uint64_t V, tq_logits_cmp *out,
+int tq_run_logits_compare(const char *ref_path, const char *test_path, uint64_t V, tq_run_logits_cmp *out,
                       tq_err *e)
 {
     memset(out, 0, sizeof *out);

@@ -1,7 +1,7 @@
 /* Building the decoder's view of a model: every matrix as an rt_linear, routed experts as
  * templates bound per expert to resident tensors or to blocks read from layer files. */
 #include "runtime/rt_internal.h"
-#include "layout/layout.h"
+#include "formats/flash.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>

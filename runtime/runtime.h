@@ -83,12 +83,12 @@ struct cJSON *tq_run_stats_json(const tq_run_stats *st, const int32_t *tokens, s
 /* Quality of a test logits file against a reference one (both steps x vocab raw f32):
  * share of steps whose argmax agrees, mean KL(ref || test) in nats per step, and the largest
  * per-step relative difference. */
-typedef struct tq_logits_cmp {
+typedef struct tq_run_logits_cmp {
     uint64_t steps, top1_agree;
     double top1_rate, mean_kl, max_kl;
     double max_rel_diff; /* max over steps of max_i |ref_i - test_i| / max_i |ref_i| */
-} tq_logits_cmp;
-int tq_logits_compare(const char *ref_path, const char *test_path, uint64_t vocab,
-                      tq_logits_cmp *out, tq_err *e);
+} tq_run_logits_cmp;
+int tq_run_logits_compare(const char *ref_path, const char *test_path, uint64_t vocab,
+                      tq_run_logits_cmp *out, tq_err *e);
 
 #endif

@@ -1,7 +1,7 @@
 /* Resident tensors: read on first use from a model directory, or from a split directory's
  * pinned file and flash_aligned_v1 dense FFN files. */
 #include "runtime/rt_internal.h"
-#include "layout/layout.h"
+#include "formats/flash.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -4,7 +4,8 @@
  * directory under $TMPDIR, removed as soon as the rebuilt file is open). */
 #include "verify/verify_internal.h"
 #include "formats/formats.h"
-#include "layout/layout.h"
+#include "layout/rows/rows.h"
+#include "formats/flash.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,7 @@ int tq_verify_open_view(const char *path, const char *other, tq_model **out, tq_
     char p[4096];
     snprintf(p, sizeof p, "%s/split.json", path);
     if (tq_is_dir(path) && tq_exists(p))
-        return tq_split_open_model(out, path, TQ_NAMING_SOURCE, e);
+        return tq_model_open_split(out, path, TQ_NAMING_SOURCE, e);
     if (is_rows_file(path))
         return open_rows(path, out, e);
     return tq_model_open(out, path, e);

@@ -1,7 +1,7 @@
 /* Expert blocks of a split directory (split.json, read by the layout code) as named ranges
  * of its layer files, so manifests and checks can name (layer, expert). */
 #include "verify/verify_internal.h"
-#include "layout/layout.h"
+#include "formats/flash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +26,7 @@ static int cmp_range_off(const void *a, const void *b)
 /* Append sm's blocks to the matching files of m; with_hash copies split.json's hashes
  * (check), otherwise they are computed later (manifest). Files that already have blocks
  * keep theirs. */
-static int add_blocks(const tq_split_manifest *sm, tq_manifest *m, int with_hash, tq_err *e)
+static int add_blocks(const tq_flash_manifest *sm, tq_manifest *m, int with_hash, tq_err *e)
 {
     if (!sm->num_experts)
         return 0;
@@ -47,7 +47,7 @@ static int add_blocks(const tq_split_manifest *sm, tq_manifest *m, int with_hash
             return tq_fail(e, TQ_ENOMEM, "out of memory");
         f->ranges = nr;
         for (uint64_t x = 0; x < sm->num_experts; x++) {
-            const tq_split_block *b = &sm->blocks[first + x];
+            const tq_flash_block *b = &sm->blocks[first + x];
             tq_mf_range *r = &f->ranges[f->n_ranges];
             memset(r, 0, sizeof *r);
             char name[64];
@@ -72,11 +72,11 @@ int tq_verify_split_blocks(const char *dir, tq_manifest *m, tq_err *e)
 {
     if (!has_split(dir))
         return 0;
-    tq_split_manifest *sm;
-    if (tq_split_manifest_load(&sm, dir, e) != 0)
+    tq_flash_manifest *sm;
+    if (tq_flash_manifest_load(&sm, dir, e) != 0)
         return -1;
     int rc = add_blocks(sm, m, 0, e);
-    tq_split_manifest_free(sm);
+    tq_flash_manifest_free(sm);
     return rc;
 }
 
@@ -84,21 +84,21 @@ int tq_verify_split_merge(const char *dir, tq_manifest *m, tq_check_report *r, t
 {
     if (!has_split(dir))
         return 0;
-    tq_split_manifest *sm;
+    tq_flash_manifest *sm;
     tq_err le = {0};
-    if (tq_split_manifest_load(&sm, dir, &le) != 0) {
+    if (tq_flash_manifest_load(&sm, dir, &le) != 0) {
         tq_report_add(r, TQ_PROB_MANIFEST, SPLIT_JSON, NULL, "unusable: %s", le.msg);
         return 0;
     }
     int rc = add_blocks(sm, m, 1, e);
-    tq_split_manifest_free(sm);
+    tq_flash_manifest_free(sm);
     return rc;
 }
 
 int tq_verify_manifest_from_split(const char *dir, tq_manifest **out, tq_err *e)
 {
-    tq_split_manifest *sm;
-    if (tq_split_manifest_load(&sm, dir, e) != 0)
+    tq_flash_manifest *sm;
+    if (tq_flash_manifest_load(&sm, dir, e) != 0)
         return -1;
     tq_manifest *m = tq_calloc(1, sizeof *m, e);
     int rc = -1;
@@ -120,7 +120,7 @@ int tq_verify_manifest_from_split(const char *dir, tq_manifest **out, tq_err *e)
      * circular, so it is simply not an extra file. */
     rc = add_blocks(sm, m, 1, e);
 out:
-    tq_split_manifest_free(sm);
+    tq_flash_manifest_free(sm);
     if (rc == 0)
         *out = m;
     else

@@ -13,10 +13,12 @@ done
 cat > prog.c <<'C'
 #include "formats/formats.h"
 #include "quant/quant.h"
-#include "layout/layout.h"
+#include "formats/flash.h"
+#include "quant/convert/convert.h"
+#include "layout/split/split.h"
+#include "layout/rows/rows.h"
 #include "verify/verify.h"
 #include "runtime/runtime.h"
-#include "testdata/testdata.h"
 int main(void) { return tq_dtype_size(TQ_DT_BF16) == 2 && tq_crc32("123456789", 9) == 0xCBF43926u ? 0 : 1; }
 C
 san=(); nm "$P/lib/libtq.a" 2>/dev/null | grep -q __asan_ && san=(-fsanitize=address,undefined) # check-asan's library

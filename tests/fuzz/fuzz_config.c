@@ -3,9 +3,9 @@
  * per-module lookups it feeds), tq_model_open's check of the document, and the split
  * planner's reading of expert counts (tq_split_plan). */
 #include "formats/formats.h"
-#include "layout/layout.h"
+#include "layout/split/split.h"
 #include "runtime/rt_internal.h"
-#include "testdata/testdata.h"
+#include "testdata/mkmodel/mkmodel.h"
 #include "tests/fuzz/fuzz_file.h"
 
 #include <cjson/cJSON.h>
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tq_split_opts so = {0};
     so.threads = 1;
     so.quiet = 1;
-    tq_plan p;
+    tq_split_ram_plan p;
     if (tq_split_plan(dir, &so, 64ull << 30, &p, &e) != 0)
         fz_note(e.msg);
     return 0;

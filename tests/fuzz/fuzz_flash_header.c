@@ -1,7 +1,7 @@
 /* Fuzz target: moe_flash_v1 / flash_aligned_v1 header parsing on arbitrary bytes (the input
  * is the start of a layer file; its size is taken as the file size), then a header that
  * parsed is printed again and must parse back to the same layout. */
-#include "layout/layout.h"
+#include "formats/flash.h"
 
 #include <stdint.h>
 #include <stdlib.h>

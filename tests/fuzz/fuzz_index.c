@@ -3,7 +3,7 @@
  * each input replaces its index. What opens must agree with the shards: every tensor found
  * by name, in a shard of the directory, readable within its bounds. */
 #include "formats/formats.h"
-#include "testdata/testdata.h"
+#include "testdata/mkmodel/mkmodel.h"
 #include "tests/fuzz/fuzz_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

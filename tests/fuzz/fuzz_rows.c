@@ -4,8 +4,8 @@
  * then rebuild a source file inside the target directory or fail cleanly. The same bytes
  * also go through the metadata-string parsers on their own (source identity, parts,
  * canonical-JSON header hash). */
-#include "layout/layout.h"
-#include "layout/rows_internal.h"
+#include "layout/rows/rows.h"
+#include "layout/rows/rows_internal.h"
 #include "tests/fuzz/fuzz_file.h"
 
 #include <dirent.h>

@@ -1,7 +1,7 @@
 /* Fuzz target: split.json (tq_split_v1) loading on arbitrary bytes, through
- * tq_split_manifest_load on a scratch directory. What loads must be self-consistent: layers
+ * tq_flash_manifest_load on a scratch directory. What loads must be self-consistent: layers
  * 0..N-1, files sorted and findable, every (layer, expert) block where the lookup says. */
-#include "layout/layout.h"
+#include "formats/flash.h"
 #include "tests/fuzz/fuzz_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -10,8 +10,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_write("split.json", data, size);
     tq_err e;
-    tq_split_manifest *m = NULL;
-    if (tq_split_manifest_load(&m, fz_dir(), &e) != 0) {
+    tq_flash_manifest *m = NULL;
+    if (tq_flash_manifest_load(&m, fz_dir(), &e) != 0) {
         if (m || !e.msg[0])
             abort();
         fz_note(e.msg);
@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (m->layers[i].layer != i || !m->layers[i].file || !m->layers[i].prefix)
             abort();
     for (size_t i = 0; i < m->n_files; i++)
-        if (tq_split_manifest_file(m, m->files[i].name) != &m->files[i] ||
+        if (tq_flash_manifest_file(m, m->files[i].name) != &m->files[i] ||
             (i && strcmp(m->files[i - 1].name, m->files[i].name) >= 0))
             abort();
     if (m->kind == TQ_FLASH_MOE) {
@@ -31,16 +31,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         for (size_t i = 0; i < m->n_layers; i++)
             for (uint64_t x = 0; x < m->num_experts; x++) {
-                const tq_split_block *b = tq_split_manifest_block(m, (uint32_t)i, x);
+                const tq_flash_block *b = tq_flash_manifest_block(m, (uint32_t)i, x);
                 if (!b || b->layer != i || b->expert != x || b->length == 0 || b->offset + b->length < b->offset)
                     abort();
             }
-        if (tq_split_manifest_block(m, (uint32_t)m->n_layers, 0) ||
-            tq_split_manifest_block(m, 0, m->num_experts))
+        if (tq_flash_manifest_block(m, (uint32_t)m->n_layers, 0) ||
+            tq_flash_manifest_block(m, 0, m->num_experts))
             abort();
-    } else if (m->n_blocks || tq_split_manifest_block(m, 0, 0)) {
+    } else if (m->n_blocks || tq_flash_manifest_block(m, 0, 0)) {
         abort();
     }
-    tq_split_manifest_free(m);
+    tq_flash_manifest_free(m);
     return 0;
 }

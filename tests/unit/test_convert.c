@@ -3,7 +3,7 @@
  * quantize -> dequantize round trip, the rotated-activation identity on the files,
  * per-tensor overrides, and bad inputs that must leave nothing behind. */
 #include "formats/formats.h"
-#include "quant/quant.h"
+#include "quant/convert/convert.h"
 #include "tests/unit/check.h"
 #include "tests/unit/gguf_writer.h"
 

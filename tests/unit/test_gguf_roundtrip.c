@@ -3,7 +3,7 @@
  * it out (GGUF names, ne reversed, ARCH.* metadata, the token list), then opened through
  * tq_model: every tensor, name, shape and config value must come back unchanged. */
 #include "formats/formats.h"
-#include "quant/quant.h"
+#include "quant/convert/convert.h"
 #include "check.h"
 #include "gguf_writer.h"
 

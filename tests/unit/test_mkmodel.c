@@ -1,7 +1,7 @@
 /* tq_mkmodel end to end: generated directories read back through formats/, determinism
  * across runs and thread counts, HF/MLX names and shapes, config values, recipe statistics
  * measured on file contents, affine quantization, ngram tables. */
-#include "testdata/testdata.h"
+#include "testdata/mkmodel/mkmodel.h"
 #include "tests/unit/check.h"
 
 #include <cjson/cJSON.h>
@@ -426,7 +426,7 @@ static void test_affine_quantized_model(void)
                 sc[g] = tq_bf16_to_f32(ps[row * 2 + g]);
                 bi[g] = tq_bf16_to_f32(pb[row * 2 + g]);
             }
-            tq_mk_affine_dequantize_row(pw + row * 16, sc, bi, 128, 4, 64, back);
+            tq_affine_dequantize_row(pw + row * 16, sc, bi, 128, 4, 64, back);
             for (int c = 0; c < 128; c++) {
                 num += ((double)back[c] - v[c]) * ((double)back[c] - v[c]);
                 den += (double)v[c] * v[c];
@@ -476,7 +476,7 @@ static void test_ngram_table(void)
             CHECK_OK(tq_st_read(f, b, r * 10, hb, 10, &err));
             for (int g = 0; g < 5; g++)
                 sc[g] = tq_f16_to_f32(hs[g]), bi[g] = tq_f16_to_f32(hb[g]);
-            tq_mk_affine_dequantize_row(q, sc, bi, 160, 4, 32, back);
+            tq_affine_dequantize_row(q, sc, bi, 160, 4, 32, back);
             tq_mk_matrix_rows(&mat, r, 1, v);
             for (int c = 0; c < 160; c++) {
                 double step = fabs(sc[c / 32]);

@@ -1,6 +1,6 @@
 /* tq-mkmodel's randomness, weight recipe and MLX affine quantization, without files. */
 #include "tests/unit/check.h"
-#include "testdata/testdata.h"
+#include "testdata/mkmodel/mkmodel.h"
 
 #include <stdint.h>
 
@@ -163,11 +163,11 @@ static void test_affine_example(void)
     uint32_t q[8];
     for (int i = 0; i < 64; i++)
         w[i] = (float)i / 63.0f;
-    tq_mk_affine_quantize_row(w, 64, 4, 64, q, sc, bi);
+    tq_affine_quantize_row(w, 64, 4, 64, q, sc, bi);
     CHECKF(bi[0] == 1.0f && fabsf(sc[0] + 1.0f / 15.0f) < 1e-7f, "scale %g bias %g", sc[0], bi[0]);
     CHECK((q[0] & 0xF) == 15);          /* w[0] = 0 -> q = 15, least significant nibble first */
     CHECK((q[7] >> 28) == 0);           /* w[63] = 1 -> q = 0 */
-    tq_mk_affine_dequantize_row(q, sc, bi, 64, 4, 64, back);
+    tq_affine_dequantize_row(q, sc, bi, 64, 4, 64, back);
     CHECK(back[63] == 1.0f);
     for (int i = 0; i < 64; i++)
         CHECKF(fabsf(back[i] - w[i]) <= 0.5f / 15.0f + 1e-6f, "i=%d %g vs %g", i, back[i], w[i]);
@@ -188,8 +188,8 @@ static void test_affine_error(void)
         uint64_t over_half = 0;
         for (uint64_t r = 0; r < R; r++) {
             const float *w = v + r * C;
-            tq_mk_affine_quantize_row(w, C, bits, 64, q, sc, bi);
-            tq_mk_affine_dequantize_row(q, sc, bi, C, bits, 64, back);
+            tq_affine_quantize_row(w, C, bits, 64, q, sc, bi);
+            tq_affine_dequantize_row(q, sc, bi, C, bits, 64, back);
             for (uint64_t c = 0; c < C; c++) {
                 double d = (double)back[c] - w[c];
                 num += d * d;

@@ -1,7 +1,7 @@
 /* Generate -> read -> write: a generated model read through tq_model and written back
  * through tq_model_writer (same shard size and metadata) gives byte-identical files. */
 #include "formats/formats.h"
-#include "testdata/testdata.h"
+#include "testdata/mkmodel/mkmodel.h"
 #include "tests/unit/check.h"
 
 #include <cjson/cJSON.h>

@@ -3,8 +3,8 @@
  * safetensors writer. */
 #include "common/common.h"
 #include "formats/formats.h"
-#include "layout/layout.h"
-#include "layout/rows_internal.h"
+#include "layout/rows/rows.h"
+#include "layout/rows/rows_internal.h"
 #include "tests/unit/check.h"
 
 #include <cjson/cJSON.h>

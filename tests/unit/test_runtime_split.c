@@ -2,7 +2,7 @@
  * streamed logits are bit-identical to --resident and to the unsplit model, for TurboQuant
  * and bf16 qwen3_moe models, at cache budgets from one expert block to everything, with any
  * number of io threads; cache statistics add up; --check-blocks names a corrupt block. */
-#include "layout/layout.h"
+#include "layout/split/split.h"
 #include "runtime/runtime.h"
 #include "tests/unit/check.h"
 #include "tests/unit/rt_fixture.h"

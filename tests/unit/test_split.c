@@ -3,7 +3,7 @@
 #include "check.h"
 
 #include "formats/formats.h"
-#include "layout/layout.h"
+#include "layout/split/split.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -204,9 +204,9 @@ static unsigned char *read_range(const char *path, uint64_t off, size_t len)
 static void check_moe_split(const char *model, const char *out, uint64_t align)
 {
     tq_model *m = NULL, *sm = NULL;
-    tq_split_manifest *man = NULL;
+    tq_flash_manifest *man = NULL;
     CHECK_OK(tq_model_open(&m, model, &err));
-    CHECK_OK(tq_split_manifest_load(&man, out, &err));
+    CHECK_OK(tq_flash_manifest_load(&man, out, &err));
     if (!m || !man)
         goto done;
     CHECK(man->kind == TQ_FLASH_MOE && man->align == align);
@@ -246,7 +246,7 @@ static void check_moe_split(const char *model, const char *out, uint64_t align)
             CHECK(blk != NULL);
             if (!blk)
                 break;
-            const tq_split_block *b = tq_split_manifest_block(man, (uint32_t)li, x);
+            const tq_flash_block *b = tq_flash_manifest_block(man, (uint32_t)li, x);
             unsigned char d[32];
             tq_sha256_buf(blk, (size_t)len, d);
             CHECK(b && b->offset == off && b->length == len && !memcmp(d, b->sha256, 32));
@@ -292,9 +292,9 @@ static void check_moe_split(const char *model, const char *out, uint64_t align)
         CHECK_OK(tq_sha256_file(path, d, &size, &err));
         CHECKF(size == man->files[i].size && !memcmp(d, man->files[i].sha256, 32), "%s", man->files[i].name);
     }
-    CHECK(tq_split_manifest_file(man, "tokenizer_config.json") != NULL);
-    CHECK(tq_split_manifest_file(man, "pinned.safetensors") != NULL);
-    CHECK_OK(tq_split_open_model(&sm, out, TQ_NAMING_SOURCE, &err));
+    CHECK(tq_flash_manifest_file(man, "tokenizer_config.json") != NULL);
+    CHECK(tq_flash_manifest_file(man, "pinned.safetensors") != NULL);
+    CHECK_OK(tq_model_open_split(&sm, out, TQ_NAMING_SOURCE, &err));
     if (sm) {
         CHECK(sm->n_tensors == m->n_tensors);
         for (size_t i = 0; i < m->n_tensors && i < sm->n_tensors; i++) {
@@ -313,7 +313,7 @@ static void check_moe_split(const char *model, const char *out, uint64_t align)
     }
 done:
     tq_model_close(sm);
-    tq_split_manifest_free(man);
+    tq_flash_manifest_free(man);
     tq_model_close(m);
 }
 
@@ -364,8 +364,8 @@ static void split_roundtrip(int naming, int kind, const char *tag)
         return;
     CHECK(r.kind == TQ_FLASH_MOE && r.n_layers == 2 && r.num_experts == 4 && r.experts_per_tok == 2);
     check_moe_split(model, out, TQ_FLASH_DEFAULT_ALIGN);
-    tq_join_opts jo = {.quiet = 1, .threads = 2};
-    CHECK_OK(tq_join(out, joined, &jo, &err));
+    tq_split_join_opts jo = {.quiet = 1, .threads = 2};
+    CHECK_OK(tq_split_join(out, joined, &jo, &err));
     /* tq wrote the source with default sharding: join gives back the same files */
     CHECKF(same_dirs(model, joined), "joined %s differs from the source", tag);
     rmrf(model);
@@ -442,10 +442,10 @@ static void test_threads_and_align(void)
 /* Read one expert block with O_DIRECT: the alignment works in practice, not only on paper. */
 static int odirect_read(const char *split, int *refused)
 {
-    tq_split_manifest *man = NULL;
-    if (tq_split_manifest_load(&man, split, &err) != 0)
+    tq_flash_manifest *man = NULL;
+    if (tq_flash_manifest_load(&man, split, &err) != 0)
         return -1;
-    const tq_split_block *b = tq_split_manifest_block(man, 1, 2);
+    const tq_flash_block *b = tq_flash_manifest_block(man, 1, 2);
     char path[600];
     snprintf(path, sizeof path, "%s/%s", split, man->layers[1].file);
     int rc = -1;
@@ -453,7 +453,7 @@ static int odirect_read(const char *split, int *refused)
     int fd = open(path, O_RDONLY | O_DIRECT);
     if (fd < 0) {
         *refused = errno == EINVAL;
-        tq_split_manifest_free(man);
+        tq_flash_manifest_free(man);
         return -1;
     }
     void *buf = NULL;
@@ -469,7 +469,7 @@ static int odirect_read(const char *split, int *refused)
     }
     free(buf);
     close(fd);
-    tq_split_manifest_free(man);
+    tq_flash_manifest_free(man);
     return rc;
 }
 
@@ -547,8 +547,8 @@ static void test_dense(void)
         tq_flash_header_free(&h);
     }
     tq_model_close(m);
-    tq_join_opts jo = {.quiet = 1};
-    CHECK_OK(tq_join(out, joined, &jo, &err));
+    tq_split_join_opts jo = {.quiet = 1};
+    CHECK_OK(tq_split_join(out, joined, &jo, &err));
     CHECK(same_dirs(model, joined));
     rmrf(model);
     rmrf(out);
@@ -570,12 +570,12 @@ static void test_join_sharded_and_renamed(void)
     CHECK(tq_exists(idx));
     tq_split_opts o = {.quiet = 1};
     CHECK_OK(tq_split(model, out, &o, NULL, &err));
-    tq_join_opts jo = {.quiet = 1};
-    CHECK_OK(tq_join(out, j1, &jo, &err));
+    tq_split_join_opts jo = {.quiet = 1};
+    CHECK_OK(tq_split_join(out, j1, &jo, &err));
     CHECK(same_dirs(model, j1));
     /* forced stacked names: expert e of the stacked tensor is the HF tensor of expert e */
-    tq_join_opts jm = {.quiet = 1, .naming = TQ_NAMING_MLX};
-    CHECK_OK(tq_join(out, j2, &jm, &err));
+    tq_split_join_opts jm = {.quiet = 1, .naming = TQ_NAMING_MLX};
+    CHECK_OK(tq_split_join(out, j2, &jm, &err));
     tq_model *a = NULL, *b = NULL;
     CHECK_OK(tq_model_open(&a, model, &err));
     CHECK_OK(tq_model_open(&b, j2, &err));
@@ -798,28 +798,28 @@ static void test_header_hostile(void)
 static void test_plan_math(void)
 {
     const uint64_t G = 1ull << 30;
-    tq_plan p = {.kind = TQ_FLASH_MOE, .ram = 16 * G, .pinned_bytes = 2 * G, .n_layers = 48, .num_experts = 128,
+    tq_split_ram_plan p = {.kind = TQ_FLASH_MOE, .ram = 16 * G, .pinned_bytes = 2 * G, .n_layers = 48, .num_experts = 128,
                  .experts_per_tok = 8, .block_size = 1u << 20};
-    tq_plan_compute(&p);
+    tq_split_plan_compute(&p);
     CHECK(p.envelope == 12 * G);                      /* max(8, 0.75*16) = 12, min(16, 12, 192) */
     CHECK(p.cache_budget == 7 * G);                   /* 12 - 2 - 3 */
     CHECK(p.bytes_per_token_cold == 48ull * 8 * (1u << 20));
     CHECK(p.blocks_total == 48 * 128 && p.blocks_cached == 6144); /* 7 GiB holds 7168 > all 6144 */
     CHECK(p.cached_share == 1.0);
     p.block_size = 4u << 20;
-    tq_plan_compute(&p);
+    tq_split_plan_compute(&p);
     CHECK(p.blocks_cached == 1792 && fabs(p.cached_share - 1792.0 / 6144) < 1e-12);
     p.ram = 8 * G;                                    /* max(8, 6) = 8 -> envelope 8 */
-    tq_plan_compute(&p);
+    tq_split_plan_compute(&p);
     CHECK(p.envelope == 8 * G && p.cache_budget == 3 * G);
     p.ram = 4 * G;                                    /* min(4, 8) = 4 < pinned + reserve */
-    tq_plan_compute(&p);
+    tq_split_plan_compute(&p);
     CHECK(p.envelope == 4 * G && p.cache_budget == 0 && p.blocks_cached == 0);
     p.ram = 1024 * G;                                 /* capped at 192 GiB */
-    tq_plan_compute(&p);
+    tq_split_plan_compute(&p);
     CHECK(p.envelope == 192 * G && p.cache_budget == 187 * G);
-    tq_plan d = {.kind = TQ_FLASH_DENSE, .ram = 32 * G, .pinned_bytes = G, .n_layers = 10, .block_size = G, .ffn_bytes = 10 * G};
-    tq_plan_compute(&d);
+    tq_split_ram_plan d = {.kind = TQ_FLASH_DENSE, .ram = 32 * G, .pinned_bytes = G, .n_layers = 10, .block_size = G, .ffn_bytes = 10 * G};
+    tq_split_plan_compute(&d);
     CHECK(d.envelope == 24 * G && d.cache_budget == 20 * G && d.blocks_cached == 10 && d.bytes_per_token_cold == 10 * G);
 }
 
@@ -830,7 +830,7 @@ static void test_plan_model(void)
     mspec s = spec(TQ_NAMING_HF, K_AFFINE4);
     CHECK_OK(write_model(model, &s));
     tq_split_opts o = {0};
-    tq_plan p;
+    tq_split_ram_plan p;
     CHECK_OK(tq_split_plan(model, &o, 16ull << 30, &p, &err));
     CHECK(p.kind == TQ_FLASH_MOE && p.n_layers == 2 && p.num_experts == 4 && p.experts_per_tok == 2);
     CHECK(p.block_size == 16384 && p.bytes_per_token_cold == 2 * 2 * 16384);

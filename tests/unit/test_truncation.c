@@ -2,7 +2,7 @@
  * tq_model_read fail with a message naming the file and the offset, never return short or
  * stale data. */
 #include "formats/formats.h"
-#include "testdata/testdata.h"
+#include "testdata/mkmodel/mkmodel.h"
 #include "tests/unit/check.h"
 
 #include <stdint.h>

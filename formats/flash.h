@@ -1,0 +1,133 @@
+/* formats/flash.h — the streaming layouts as file formats: moe_flash_v1 expert files,
+ * flash_aligned_v1 dense FFN files, and split.json (tq_split_v1) that lists a split directory.
+ * Read by the runtime and tq-verify, written by tq-split (layout/split/). */
+#ifndef TQ_FLASH_H
+#define TQ_FLASH_H
+
+#include "common/common.h"
+#include "formats/formats.h"
+
+struct cJSON;
+
+/* ================================================================ split (tq-split)
+ * Layer files (REFERENCE §4; man tq-formats(5), MOE_FLASH_V1 AND FLASH_ALIGNED_V1):
+ *   moe_flash_v1      experts/layer_LL.bin: JSON header NUL-padded to page_size, then
+ *                     num_experts blocks of expert_block_size bytes each (a multiple of
+ *                     page_size); expert e starts at data_start + e * expert_block_size.
+ *   flash_aligned_v1  ffn_aligned/layer_LL.bin: JSON header page, then every tensor at its
+ *                     own page-aligned absolute offset.
+ * All parsers treat their input as hostile (bounded, overflow-checked, fuzzed). */
+
+#define TQ_FLASH_DEFAULT_ALIGN 16384u
+#define TQ_FLASH_MIN_ALIGN 4096u
+#define TQ_FLASH_MAX_ALIGN (1u << 30)
+#define TQ_FLASH_MAX_EXPERTS (1u << 20)
+
+enum tq_flash_kind { TQ_FLASH_MOE = 1, TQ_FLASH_DENSE = 2 };
+
+typedef struct tq_flash_tensor {
+    char *name;                  /* as in the header, e.g. "mlp.switch_mlp.gate_proj.weight" */
+    tq_dtype dtype;
+    int ndim;
+    uint64_t shape[TQ_MAX_DIMS]; /* shape_per_expert (moe) or shape (dense) */
+    uint64_t offset;             /* moe: inner_offset within an expert block; dense: absolute */
+    uint64_t nbytes;
+} tq_flash_tensor;
+
+typedef struct tq_flash_header {
+    int kind;                    /* TQ_FLASH_MOE or TQ_FLASH_DENSE */
+    uint64_t page_size;
+    uint64_t layer_idx;
+    uint64_t total_size;         /* == file size */
+    uint64_t num_experts;        /* moe only (0 for dense) */
+    uint64_t expert_block_size;  /* moe only */
+    uint64_t data_start;         /* moe: first block; dense: page_size */
+    size_t n_tensors;
+    tq_flash_tensor *tensors;    /* in file/block order (ascending offset) */
+} tq_flash_header;
+
+/* Parse a layer-file header from the first bytes of the file (buf, len ≥ the JSON text and
+ * ideally the whole header page; bytes after the JSON up to page_size must be NUL).
+ * file_size: the real file size, checked against total_size (UINT64_MAX: don't check).
+ * Either format is accepted; h->kind says which. path is used only in messages. */
+int tq_flash_parse(tq_flash_header *h, const void *buf, size_t len, uint64_t file_size,
+                   const char *path, tq_err *e);
+/* Open PATH, read and parse its header page. */
+int tq_flash_read(tq_flash_header *h, const char *path, tq_err *e);
+void tq_flash_header_free(tq_flash_header *h);
+/* Find a tensor; "mlp.switch_mlp.X" and "switch_mlp.X" (and "mlp.X"/"X") name the same one. */
+const tq_flash_tensor *tq_flash_find(const tq_flash_header *h, const char *name);
+/* Byte range of expert e's block in a moe_flash_v1 file (one pread reads it all). */
+int tq_flash_expert_range(const tq_flash_header *h, uint64_t expert, uint64_t *offset,
+                          uint64_t *length, tq_err *e);
+/* The header JSON text (sorted keys, compact) for h; fails with TQ_EDATA naming path when it
+ * does not fit in h->page_size - 1 bytes (the page keeps at least one NUL). Caller frees. */
+char *tq_flash_header_json(const tq_flash_header *h, const char *path, tq_err *e);
+/* Fill offsets, nbytes, expert_block_size/data_start/total_size for h->tensors (name, dtype,
+ * shape filled) laid out in their order at page_size alignment. */
+int tq_flash_layout(tq_flash_header *h, tq_err *e);
+/* Block order inside an expert block or dense FFN file: gate_proj, up_proj, down_proj, each
+ * .weight, .scales, .biases, .bias (whichever exist). Rank of "PROJ.SUFFIX" in that order, or
+ * -1 when it is not an FFN tensor tail. */
+int tq_flash_slot_rank(const char *proj, const char *suffix);
+#define TQ_FLASH_NSLOTS 12
+extern const char *const tq_flash_projs[3];
+extern const char *const tq_flash_suffixes[4];
+
+/* dtype spellings in layer headers: written as MLX names ("uint32", "bfloat16"), read as
+ * MLX names, "mlx.core."-prefixed MLX names, or safetensors names ("U32"). */
+const char *tq_flash_dtype_name(tq_dtype d);
+int tq_flash_dtype_parse(const char *s, tq_dtype *out);
+/* x rounded up to a power-of-two a, overflow-checked. */
+int tq_align_up(uint64_t x, uint64_t a, uint64_t *out);
+
+/* ---------------------------------------------------------------- split.json */
+typedef struct tq_flash_block {
+    uint32_t layer, expert;
+    uint64_t offset, length;        /* in the layer file */
+    unsigned char sha256[32];       /* of the whole block, padding included */
+} tq_flash_block;
+
+typedef struct tq_flash_file {
+    char *name;                     /* relative to the split dir: "experts/layer_00.bin" */
+    uint64_t size;
+    unsigned char sha256[32];
+} tq_flash_file;
+
+typedef struct tq_flash_layer {
+    uint32_t layer;
+    char *file;                     /* "experts/layer_00.bin" or "ffn_aligned/layer_00.bin" */
+    char *prefix;                   /* source name prefix, e.g. "model.layers.0." */
+    int naming;                     /* TQ_NAMING_HF or TQ_NAMING_MLX (moe); TQ_NAMING_HF dense */
+} tq_flash_layer;
+
+enum tq_naming { TQ_NAMING_SOURCE = 0, TQ_NAMING_HF = 1, TQ_NAMING_MLX = 2 };
+
+typedef struct tq_flash_manifest {
+    int kind;                       /* TQ_FLASH_MOE or TQ_FLASH_DENSE */
+    uint64_t align;
+    uint64_t num_experts, experts_per_tok; /* moe */
+    size_t n_layers;
+    tq_flash_layer *layers;         /* ascending layer */
+    size_t n_blocks;
+    tq_flash_block *blocks;         /* layer-major: blocks[i * num_experts + e] is layers[i] */
+    size_t n_files;
+    tq_flash_file *files;           /* sorted by name */
+    struct cJSON *json;             /* the whole document (source identity etc.) */
+} tq_flash_manifest;
+
+/* Load and validate DIR/split.json. */
+int tq_flash_manifest_load(tq_flash_manifest **out, const char *split_dir, tq_err *e);
+void tq_flash_manifest_free(tq_flash_manifest *m);
+/* Block of (layer, expert), or NULL. */
+const tq_flash_block *tq_flash_manifest_block(const tq_flash_manifest *m, uint32_t layer,
+                                              uint64_t expert);
+const tq_flash_file *tq_flash_manifest_file(const tq_flash_manifest *m, const char *name);
+
+/* The split directory seen as the model it came from: pinned tensors plus every expert / FFN
+ * tensor under its source name (naming: TQ_NAMING_SOURCE = as split.json records, or forced
+ * per-expert HF / stacked MLX names), each readable with tq_model_read. tq_split_join writes this
+ * model out; tq-verify compares it against the source. Close with tq_model_close. */
+int tq_model_open_split(tq_model **out, const char *split_dir, int naming, tq_err *e);
+
+#endif

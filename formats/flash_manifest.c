@@ -1,0 +1,206 @@
+/* split.json (tq_split_v1) read back: every file and expert block of a split directory with
+ * its SHA-256, validated as hostile input. Written by layout/split/split_manifest.c. */
+#include "formats/flash_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SPLIT_JSON_MAX (256u << 20)
+
+static int parse_hex32(const cJSON *v, unsigned char out[32])
+{
+    if (!cJSON_IsString(v) || strlen(v->valuestring) != 64)
+        return -1;
+    for (int i = 0; i < 32; i++) {
+        unsigned x = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = v->valuestring[2 * i + k];
+            x <<= 4;
+            if (c >= '0' && c <= '9')
+                x |= (unsigned)(c - '0');
+            else if (c >= 'a' && c <= 'f')
+                x |= (unsigned)(c - 'a' + 10);
+            else
+                return -1;
+        }
+        out[i] = (unsigned char)x;
+    }
+    return 0;
+}
+
+/* A relative path inside the split dir: no absolute path, no "..", no empty component. */
+static int safe_rel(const char *s)
+{
+    if (!*s || *s == '/')
+        return 0;
+    for (const char *c = s; *c;) {
+        const char *n = strchr(c, '/');
+        size_t len = n ? (size_t)(n - c) : strlen(c);
+        if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+            return 0;
+        c += len + (n ? 1 : 0);
+    }
+    return 1;
+}
+
+void tq_flash_manifest_free(tq_flash_manifest *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        free(m->layers[i].file);
+        free(m->layers[i].prefix);
+    }
+    for (size_t i = 0; i < m->n_files; i++)
+        free(m->files[i].name);
+    free(m->layers);
+    free(m->files);
+    free(m->blocks);
+    cJSON_Delete(m->json);
+    free(m);
+}
+
+static int load(tq_flash_manifest *m, const char *path, tq_err *e)
+{
+    const cJSON *j = m->json;
+#define BAD(...) return tq_fail(e, TQ_EDATA, __VA_ARGS__)
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "tq_split_v1") != 0)
+        BAD("%s: not a tq_split_v1 manifest", path);
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
+    if (cJSON_IsString(kind) && strcmp(kind->valuestring, "moe") == 0)
+        m->kind = TQ_FLASH_MOE;
+    else if (cJSON_IsString(kind) && strcmp(kind->valuestring, "dense") == 0)
+        m->kind = TQ_FLASH_DENSE;
+    else
+        BAD("%s: 'kind' must be \"moe\" or \"dense\"", path);
+    if (tq_flash_json_u64(j, "align", &m->align, path, "manifest", e) != 0)
+        return -1;
+    if (m->align < TQ_FLASH_MIN_ALIGN || m->align > TQ_FLASH_MAX_ALIGN || (m->align & (m->align - 1)))
+        BAD("%s: align %llu is not a power of two in [%u, %u]", path, (unsigned long long)m->align,
+            TQ_FLASH_MIN_ALIGN, TQ_FLASH_MAX_ALIGN);
+    if (m->kind == TQ_FLASH_MOE) {
+        if (tq_flash_json_u64(j, "num_experts", &m->num_experts, path, "manifest", e) != 0 ||
+            tq_flash_json_u64(j, "experts_per_tok", &m->experts_per_tok, path, "manifest", e) != 0)
+            return -1;
+        if (m->num_experts == 0 || m->num_experts > TQ_FLASH_MAX_EXPERTS)
+            BAD("%s: num_experts %llu out of range", path, (unsigned long long)m->num_experts);
+    }
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
+    if (!cJSON_IsObject(files))
+        BAD("%s: no 'files' object", path);
+    size_t nf = (size_t)cJSON_GetArraySize(files);
+    m->files = tq_calloc(nf ? nf : 1, sizeof *m->files, e);
+    if (!m->files)
+        return -1;
+    for (const cJSON *c = files->child; c; c = c->next) {
+        tq_flash_file *f = &m->files[m->n_files];
+        if (!c->string || !safe_rel(c->string))
+            BAD("%s: files: '%s' is not a safe relative path", path, c->string ? c->string : "");
+        if (m->n_files && strcmp(m->files[m->n_files - 1].name, c->string) >= 0)
+            BAD("%s: files: '%s' is out of order or repeated", path, c->string);
+        if (!(f->name = tq_strdup(c->string, e)))
+            return -1;
+        m->n_files++;
+        if (tq_flash_json_u64(c, "size", &f->size, path, c->string, e) != 0)
+            return -1;
+        if (parse_hex32(cJSON_GetObjectItemCaseSensitive(c, "sha256"), f->sha256) != 0)
+            BAD("%s: files: '%s' has no valid sha256", path, c->string);
+    }
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(j, "layers");
+    if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) == 0)
+        BAD("%s: no 'layers' array", path);
+    size_t nl = (size_t)cJSON_GetArraySize(layers);
+    m->layers = tq_calloc(nl, sizeof *m->layers, e);
+    if (!m->layers)
+        return -1;
+    for (const cJSON *c = layers->child; c; c = c->next) {
+        tq_flash_layer *L = &m->layers[m->n_layers];
+        uint64_t layer;
+        if (tq_flash_json_u64(c, "layer", &layer, path, "layers[]", e) != 0)
+            return -1;
+        if (layer != m->n_layers)
+            BAD("%s: layers[%zu] is layer %llu (layers must be 0..N-1 in order)", path, m->n_layers,
+                (unsigned long long)layer);
+        L->layer = (uint32_t)layer;
+        const cJSON *file = cJSON_GetObjectItemCaseSensitive(c, "file");
+        const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(c, "prefix");
+        const cJSON *naming = cJSON_GetObjectItemCaseSensitive(c, "naming");
+        if (!cJSON_IsString(file) || !safe_rel(file->valuestring) || !cJSON_IsString(prefix) || !cJSON_IsString(naming))
+            BAD("%s: layers[%zu]: needs 'file' (a safe relative path), 'prefix' and 'naming' strings", path, m->n_layers);
+        if (strcmp(naming->valuestring, "hf") == 0)
+            L->naming = TQ_NAMING_HF;
+        else if (strcmp(naming->valuestring, "mlx") == 0)
+            L->naming = TQ_NAMING_MLX;
+        else
+            BAD("%s: layers[%zu]: naming must be \"hf\" or \"mlx\"", path, m->n_layers);
+        if (!(L->file = tq_strdup(file->valuestring, e)) || !(L->prefix = tq_strdup(prefix->valuestring, e)))
+            return -1;
+        m->n_layers++;
+    }
+    if (m->kind == TQ_FLASH_MOE) {
+        const cJSON *blocks = cJSON_GetObjectItemCaseSensitive(j, "expert_blocks");
+        uint64_t want = (uint64_t)m->n_layers * m->num_experts;
+        if (!cJSON_IsArray(blocks) || (uint64_t)cJSON_GetArraySize(blocks) != want)
+            BAD("%s: 'expert_blocks' must list %llu blocks (layers × num_experts)", path, (unsigned long long)want);
+        m->blocks = tq_calloc((size_t)want, sizeof *m->blocks, e);
+        if (!m->blocks)
+            return -1;
+        for (const cJSON *c = blocks->child; c; c = c->next) {
+            tq_flash_block *b = &m->blocks[m->n_blocks];
+            uint64_t layer, expert;
+            if (tq_flash_json_u64(c, "layer", &layer, path, "expert_blocks[]", e) != 0 ||
+                tq_flash_json_u64(c, "expert", &expert, path, "expert_blocks[]", e) != 0 ||
+                tq_flash_json_u64(c, "offset", &b->offset, path, "expert_blocks[]", e) != 0 ||
+                tq_flash_json_u64(c, "length", &b->length, path, "expert_blocks[]", e) != 0)
+                return -1;
+            if (layer != m->n_blocks / m->num_experts || expert != m->n_blocks % m->num_experts)
+                BAD("%s: expert_blocks[%zu] is (layer %llu, expert %llu): blocks must be in layer-major order", path,
+                    m->n_blocks, (unsigned long long)layer, (unsigned long long)expert);
+            uint64_t end;
+            if (b->length == 0 || tq_add_u64(b->offset, b->length, &end) != 0)
+                BAD("%s: expert_blocks[%zu]: bad offset/length", path, m->n_blocks);
+            if (parse_hex32(cJSON_GetObjectItemCaseSensitive(c, "sha256"), b->sha256) != 0)
+                BAD("%s: expert_blocks[%zu]: no valid sha256", path, m->n_blocks);
+            b->layer = (uint32_t)layer;
+            b->expert = (uint32_t)expert;
+            m->n_blocks++;
+        }
+    }
+#undef BAD
+    return 0;
+}
+
+int tq_flash_manifest_load(tq_flash_manifest **out, const char *split_dir, tq_err *e)
+{
+    *out = NULL;
+    char *path = tq_path_join(split_dir, "split.json", e);
+    if (!path)
+        return -1;
+    tq_flash_manifest *m = tq_calloc(1, sizeof *m, e);
+    if (!m || tq_json_read_file(path, SPLIT_JSON_MAX, &m->json, e) != 0 || load(m, path, e) != 0) {
+        tq_flash_manifest_free(m);
+        free(path);
+        return -1;
+    }
+    free(path);
+    *out = m;
+    return 0;
+}
+
+const tq_flash_block *tq_flash_manifest_block(const tq_flash_manifest *m, uint32_t layer, uint64_t expert)
+{
+    if (m->kind != TQ_FLASH_MOE || layer >= m->n_layers || expert >= m->num_experts)
+        return NULL;
+    return &m->blocks[(size_t)layer * m->num_experts + expert];
+}
+
+static int cmp_name(const void *k, const void *f)
+{
+    return strcmp(k, ((const tq_flash_file *)f)->name);
+}
+
+const tq_flash_file *tq_flash_manifest_file(const tq_flash_manifest *m, const char *name)
+{
+    return bsearch(name, m->files, m->n_files, sizeof *m->files, cmp_name);
+}

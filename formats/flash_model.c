@@ -1,0 +1,267 @@
+/* A split directory presented as the model it came from: pinned.safetensors' tensors as they
+ * are, and every expert / FFN tensor under its source name, read straight out of the layer
+ * files. tq_split_join writes this model back out; tq-verify compares it with the source. */
+#include "formats/flash_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct vtensor {
+    size_t layer;                  /* index into layers */
+    size_t tensor;                 /* index into that header's tensors */
+    int64_t expert;                /* HF per-expert: the expert; -1: stacked (moe) or dense */
+} vtensor;
+
+typedef struct split_src {
+    tq_tensor_source base;
+    size_t n_layers;
+    tq_flash_header *hdrs;
+    int *fds;
+    char **paths;
+    size_t n_vt;
+    vtensor *vt;
+    char **names;
+} split_src;
+
+static int src_read(const tq_tensor_source *s_, uint64_t index, uint64_t off, void *buf, size_t len, tq_err *e)
+{
+    const split_src *s = (const split_src *)s_;
+    if (index >= s->n_vt)
+        return tq_fail(e, TQ_EUSAGE, "split: tensor index %llu out of range", (unsigned long long)index);
+    const vtensor *v = &s->vt[index];
+    const tq_flash_header *h = &s->hdrs[v->layer];
+    const tq_flash_tensor *t = &h->tensors[v->tensor];
+    int fd = s->fds[v->layer];
+    const char *path = s->paths[v->layer];
+    uint64_t total = t->nbytes, end;
+    if (h->kind == TQ_FLASH_MOE && v->expert < 0 && tq_mul_u64(total, h->num_experts, &total) != 0)
+        return tq_fail(e, TQ_EDATA, "%s: size overflows", path);
+    if (tq_add_u64(off, len, &end) != 0 || end > total)
+        return tq_fail(e, TQ_EUSAGE, "%s: tensor '%s': read [%llu, +%zu) past its %llu bytes", path,
+                       s->names[index], (unsigned long long)off, len, (unsigned long long)total);
+    if (h->kind == TQ_FLASH_DENSE)
+        return tq_pread_full(fd, buf, len, t->offset + off, path, e);
+    if (v->expert >= 0)
+        return tq_pread_full(fd, buf, len, h->data_start + (uint64_t)v->expert * h->expert_block_size + t->offset + off,
+                             path, e);
+    /* stacked: expert x's slice of the tensor is x's block at the tensor's inner offset */
+    char *p = buf;
+    while (len) {
+        uint64_t x = off / t->nbytes, within = off % t->nbytes;
+        size_t n = t->nbytes - within < len ? (size_t)(t->nbytes - within) : len;
+        if (tq_pread_full(fd, p, n, h->data_start + x * h->expert_block_size + t->offset + within, path, e) != 0)
+            return -1;
+        p += n;
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
+static void src_close(tq_tensor_source *s_)
+{
+    split_src *s = (split_src *)s_;
+    for (size_t i = 0; i < s->n_layers; i++) {
+        tq_flash_header_free(&s->hdrs[i]);
+        if (s->fds && s->fds[i] >= 0)
+            close(s->fds[i]);
+        if (s->paths)
+            free(s->paths[i]);
+    }
+    for (size_t i = 0; i < s->n_vt; i++)
+        free(s->names[i]);
+    free(s->hdrs);
+    free(s->fds);
+    free(s->paths);
+    free(s->vt);
+    free(s->names);
+    free(s);
+}
+
+/* "mlp.switch_mlp.gate_proj.weight" / "switch_mlp.gate_proj.weight" / "mlp.gate_proj.weight"
+ * -> "gate_proj.weight" */
+static const char *tail_of(const char *n)
+{
+    if (!strncmp(n, "mlp.", 4))
+        n += 4;
+    if (!strncmp(n, "switch_mlp.", 11))
+        n += 11;
+    return n;
+}
+
+static int cmp_mt(const void *a, const void *b)
+{
+    return strcmp(((const tq_model_tensor *)a)->info.name, ((const tq_model_tensor *)b)->info.name);
+}
+
+static int add_vt(split_src *s, size_t cap, size_t layer, size_t tensor, int64_t expert, char *name, tq_err *e)
+{
+    if (!name)
+        return -1;
+    if (s->n_vt >= cap) {
+        free(name);
+        return tq_fail(e, TQ_EDATA, "split: too many tensors");
+    }
+    s->vt[s->n_vt] = (vtensor){layer, tensor, expert};
+    s->names[s->n_vt++] = name;
+    return 0;
+}
+
+static char *fmt_name(tq_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *fmt_name(tq_err *e, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof buf) {
+        tq_fail(e, TQ_EDATA, "split: tensor name too long");
+        return NULL;
+    }
+    return tq_strdup(buf, e);
+}
+
+static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const char *dir, int naming, tq_err *e)
+{
+    s->n_layers = man->n_layers;
+    s->hdrs = tq_calloc(s->n_layers, sizeof *s->hdrs, e);
+    s->fds = tq_malloc(s->n_layers * sizeof *s->fds, e);
+    s->paths = tq_calloc(s->n_layers, sizeof *s->paths, e);
+    if (!s->hdrs || !s->fds || !s->paths)
+        return -1;
+    for (size_t i = 0; i < s->n_layers; i++)
+        s->fds[i] = -1;
+    size_t cap = 0;
+    for (size_t i = 0; i < s->n_layers; i++) {
+        const tq_flash_layer *L = &man->layers[i];
+        if (!(s->paths[i] = tq_path_join(dir, L->file, e)) || tq_flash_read(&s->hdrs[i], s->paths[i], e) != 0)
+            return -1;
+        const tq_flash_header *h = &s->hdrs[i];
+        if (h->kind != man->kind || h->layer_idx != L->layer || (h->kind == TQ_FLASH_MOE && h->num_experts != man->num_experts))
+            return tq_fail(e, TQ_EDATA, "%s: header disagrees with split.json (format, layer_idx or num_experts)", s->paths[i]);
+        if ((s->fds[i] = open(s->paths[i], O_RDONLY | O_CLOEXEC)) < 0)
+            return tq_fail(e, TQ_EIO, "%s: cannot open: %s", s->paths[i], strerror(errno));
+        int per_expert = h->kind == TQ_FLASH_MOE && (naming == TQ_NAMING_SOURCE ? L->naming : naming) == TQ_NAMING_HF;
+        cap += h->n_tensors * (per_expert ? (size_t)h->num_experts : 1);
+    }
+    s->vt = tq_calloc(cap ? cap : 1, sizeof *s->vt, e);
+    s->names = tq_calloc(cap ? cap : 1, sizeof *s->names, e);
+    if (!s->vt || !s->names)
+        return -1;
+    for (size_t i = 0; i < s->n_layers; i++) {
+        const tq_flash_layer *L = &man->layers[i];
+        const tq_flash_header *h = &s->hdrs[i];
+        int nm = naming == TQ_NAMING_SOURCE ? L->naming : naming;
+        for (size_t k = 0; k < h->n_tensors; k++) {
+            const char *tail = tail_of(h->tensors[k].name);
+            if (h->kind == TQ_FLASH_DENSE) {
+                if (add_vt(s, cap, i, k, -1, fmt_name(e, "%smlp.%s", L->prefix, tail), e) != 0)
+                    return -1;
+            } else if (nm == TQ_NAMING_MLX) {
+                if (add_vt(s, cap, i, k, -1, fmt_name(e, "%smlp.switch_mlp.%s", L->prefix, tail), e) != 0)
+                    return -1;
+            } else {
+                for (uint64_t x = 0; x < h->num_experts; x++)
+                    if (add_vt(s, cap, i, k, (int64_t)x, fmt_name(e, "%smlp.experts.%llu.%s", L->prefix, (unsigned long long)x, tail), e) != 0)
+                        return -1;
+            }
+        }
+    }
+    const tq_st_file *pin = m->files[0];
+    m->n_tensors = pin->n_tensors + s->n_vt;
+    if (!(m->tensors = tq_calloc(m->n_tensors ? m->n_tensors : 1, sizeof *m->tensors, e)))
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < pin->n_tensors; i++, n++) {
+        m->tensors[n].info = pin->tensors[i];
+        m->tensors[n].file = pin;
+    }
+    for (size_t i = 0; i < s->n_vt; i++, n++) {
+        const vtensor *v = &s->vt[i];
+        const tq_flash_header *h = &s->hdrs[v->layer];
+        const tq_flash_tensor *t = &h->tensors[v->tensor];
+        tq_tensor_info *ti = &m->tensors[n].info;
+        int stacked = h->kind == TQ_FLASH_MOE && v->expert < 0;
+        if (t->ndim + stacked > TQ_MAX_DIMS)
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s' has too many dimensions", s->paths[v->layer], t->name);
+        ti->name = s->names[i];
+        ti->dtype = t->dtype;
+        ti->ndim = t->ndim + stacked;
+        ti->shape[0] = h->num_experts;
+        for (int d = 0; d < t->ndim; d++)
+            ti->shape[d + stacked] = t->shape[d];
+        ti->nelem = 1;
+        for (int d = 0; d < ti->ndim; d++)
+            ti->nelem *= ti->shape[d]; /* bounded: nbytes * num_experts was overflow-checked */
+        ti->nbytes = stacked ? t->nbytes * h->num_experts : t->nbytes;
+        m->tensors[n].src = &s->base;
+        m->tensors[n].src_index = i;
+    }
+    qsort(m->tensors, m->n_tensors, sizeof *m->tensors, cmp_mt);
+    for (size_t i = 1; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i - 1].info.name, m->tensors[i].info.name))
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is both pinned and in a layer file", dir, m->tensors[i].info.name);
+    return 0;
+}
+
+static int is_split_file(const char *n)
+{
+    return !strcmp(n, "pinned.safetensors") || !strcmp(n, "config.json") || !strcmp(n, "split.json") ||
+           strchr(n, '/') != NULL;
+}
+
+int tq_model_open_split(tq_model **out, const char *dir, int naming, tq_err *e)
+{
+    *out = NULL;
+    tq_flash_manifest *man = NULL;
+    tq_model *m = tq_calloc(1, sizeof *m, e);
+    split_src *s = tq_calloc(1, sizeof *s, e);
+    char *pinned = NULL, *cfg = NULL;
+    if (!m || !s) {
+        free(m);
+        free(s);
+        return -1;
+    }
+    s->base.read = src_read;
+    s->base.close = src_close;
+    m->source = &s->base;
+    int rc = -1;
+    if (!(m->path = tq_strdup(dir, e)) || tq_flash_manifest_load(&man, dir, e) != 0)
+        goto out;
+    if (!(m->files = tq_calloc(1, sizeof *m->files, e)) || !(pinned = tq_path_join(dir, "pinned.safetensors", e)) ||
+        tq_st_open(&m->files[0], pinned, e) != 0)
+        goto out;
+    m->n_files = 1;
+    if (build(m, s, man, dir, naming, e) != 0)
+        goto out;
+    if (!(cfg = tq_path_join(dir, "config.json", e)))
+        goto out;
+    if (tq_exists(cfg)) {
+        if (tq_json_read_file(cfg, 64u << 20, &m->config, e) != 0)
+            goto out;
+        cJSON_DeleteItemFromObjectCaseSensitive(m->config, "streaming");
+    }
+    if (!(m->extra_files = tq_calloc(man->n_files ? man->n_files : 1, sizeof *m->extra_files, e)))
+        goto out;
+    for (size_t i = 0; i < man->n_files; i++)
+        if (!is_split_file(man->files[i].name)) {
+            if (!(m->extra_files[m->n_extra] = tq_strdup(man->files[i].name, e)))
+                goto out;
+            m->n_extra++;
+        }
+    rc = 0;
+out:
+    free(pinned);
+    free(cfg);
+    tq_flash_manifest_free(man);
+    if (rc != 0)
+        tq_model_close(m);
+    else
+        *out = m;
+    return rc;
+}

@@ -1,0 +1,225 @@
+/* Source identity of a row file: the same fields MTPLX records (size, mtime_ns, ctime_ns,
+ * device, inode, header_sha256), so a row file is bound to one exact source file. */
+#include "layout/rows/rows.h"
+#include "layout/rows/rows_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int rows_read_header(int fd, uint64_t file_size, const char *path, char **json, uint64_t *len, tq_err *e)
+{
+    unsigned char b8[8];
+    if (file_size < 8)
+        return tq_fail(e, TQ_EDATA, "%s: %llu bytes, too short for a safetensors header", path,
+                       (unsigned long long)file_size);
+    if (tq_pread_full(fd, b8, 8, 0, path, e) != 0)
+        return -1;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | b8[i];
+    if (n > TQ_ST_MAX_HEADER)
+        return tq_fail(e, TQ_EDATA, "%s: header length %llu exceeds the %llu-byte limit", path,
+                       (unsigned long long)n, (unsigned long long)TQ_ST_MAX_HEADER);
+    if (n > file_size - 8)
+        return tq_fail(e, TQ_EDATA, "%s: truncated: header length %llu but the file has only %llu bytes",
+                       path, (unsigned long long)n, (unsigned long long)file_size);
+    char *buf = tq_malloc((size_t)n + 1, e);
+    if (!buf)
+        return -1;
+    if (tq_pread_full(fd, buf, (size_t)n, 8, path, e) != 0) {
+        free(buf);
+        return -1;
+    }
+    buf[n] = 0;
+    *json = buf;
+    *len = n;
+    return 0;
+}
+
+static int64_t ns_of(struct timespec t)
+{
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+int rows_identity_fd(int fd, const char *path, tq_rows_identity *id, tq_err *e)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return tq_fail(e, TQ_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return tq_fail(e, TQ_EDATA, "%s: not a regular file", path);
+    memset(id, 0, sizeof *id);
+    id->size = (uint64_t)st.st_size;
+#ifdef __APPLE__
+    id->mtime_ns = ns_of(st.st_mtimespec);
+    id->ctime_ns = ns_of(st.st_ctimespec);
+#else
+    id->mtime_ns = ns_of(st.st_mtim);
+    id->ctime_ns = ns_of(st.st_ctim);
+#endif
+    id->device = (uint64_t)st.st_dev;
+    id->inode = (uint64_t)st.st_ino;
+    char *json;
+    uint64_t len;
+    if (rows_read_header(fd, id->size, path, &json, &len, e) != 0)
+        return -1;
+    int rc = tq_rows_header_sha256(json, (size_t)len, path, id->header_sha256, e);
+    free(json);
+    return rc;
+}
+
+int tq_rows_identity_read(const char *path, tq_rows_identity *id, tq_err *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int rc = rows_identity_fd(fd, path, id, e);
+    close(fd);
+    return rc;
+}
+
+/* Key order of MTPLX's dict does not matter to readers (they compare parsed values); the
+ * canonical form is sorted. */
+char *tq_rows_identity_json(const tq_rows_identity *id, tq_err *e)
+{
+    char t[6][80];
+    snprintf(t[0], sizeof t[0], "%" PRId64, id->ctime_ns);
+    snprintf(t[1], sizeof t[1], "%" PRIu64, id->device);
+    snprintf(t[2], sizeof t[2], "\"%s\"", id->header_sha256);
+    snprintf(t[3], sizeof t[3], "%" PRIu64, id->inode);
+    snprintf(t[4], sizeof t[4], "%" PRId64, id->mtime_ns);
+    snprintf(t[5], sizeof t[5], "%" PRIu64, id->size);
+    static const char *keys[6] = {"ctime_ns", "device", "header_sha256", "inode", "mtime_ns", "size"};
+    rows_sb b = {0};
+    rows_sb_str(&b, "{");
+    for (int i = 0; i < 6; i++) {
+        if (i)
+            rows_sb_str(&b, ", ");
+        rows_sb_str(&b, "\"");
+        rows_sb_str(&b, keys[i]);
+        rows_sb_str(&b, "\": ");
+        rows_sb_str(&b, t[i]);
+    }
+    rows_sb_str(&b, "}");
+    if (b.failed) {
+        free(b.buf);
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+        return NULL;
+    }
+    return b.buf;
+}
+
+/* cJSON keeps numbers as doubles, which cannot hold nanosecond times or 64-bit inodes, so
+ * the integers are taken from the text: cJSON first proves the text is a flat object with
+ * exactly the six keys (no escapes in them), then each key's digits are located. */
+static const char *id_keys[6] = {"size", "mtime_ns", "ctime_ns", "device", "inode", "header_sha256"};
+
+static int exact_int(const char *text, const char *key, int sign_ok, uint64_t *mag, int *neg)
+{
+    char pat[40];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    const char *p = strstr(text, pat);
+    if (!p || strstr(p + 1, pat))
+        return -1;
+    p += strlen(pat);
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    if (*p++ != ':')
+        return -1;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    *neg = 0;
+    if (*p == '-' && sign_ok) {
+        *neg = 1;
+        p++;
+    }
+    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9'))
+        return -1;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (tq_mul_u64(v, 10, &v) != 0 || tq_add_u64(v, (uint64_t)(*p - '0'), &v) != 0)
+            return -1;
+    }
+    if (*p != ',' && *p != '}' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+        return -1;
+    *mag = v;
+    return 0;
+}
+
+int tq_rows_identity_parse(const char *text, tq_rows_identity *id, tq_err *e)
+{
+    cJSON *j = rows_json_parse(text, strlen(text));
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return tq_fail(e, TQ_EDATA, "source identity is not a JSON object");
+    }
+    int n = 0, ok = 1;
+    for (cJSON *c = j->child; c; c = c->next) {
+        n++;
+        int known = 0;
+        for (int i = 0; i < 6; i++)
+            known |= !strcmp(c->string, id_keys[i]);
+        if (!known)
+            ok = 0;
+        if (!strcmp(c->string, "header_sha256")) {
+            if (!cJSON_IsString(c) || strlen(c->valuestring) != 64 ||
+                strspn(c->valuestring, "0123456789abcdef") != 64)
+                ok = 0;
+            else
+                memcpy(id->header_sha256, c->valuestring, 65);
+        } else if (!cJSON_IsNumber(c)) {
+            ok = 0;
+        }
+    }
+    cJSON_Delete(j);
+    if (!ok || n != 6)
+        return tq_fail(e, TQ_EDATA, "source identity must have exactly the keys size, mtime_ns, ctime_ns, device, inode, header_sha256 with integer values and a hex SHA-256");
+    uint64_t v[5];
+    for (int i = 0; i < 5; i++) {
+        int neg;
+        int sign_ok = i == 1 || i == 2;
+        if (exact_int(text, id_keys[i], sign_ok, &v[i], &neg) != 0 || (neg && v[i] > (uint64_t)INT64_MAX) ||
+            (sign_ok && v[i] > (uint64_t)INT64_MAX))
+            return tq_fail(e, TQ_EDATA, "source identity: '%s' is not an exact integer", id_keys[i]);
+        if (neg)
+            v[i] = (uint64_t)(-(int64_t)v[i]);
+    }
+    id->size = v[0];
+    id->mtime_ns = (int64_t)v[1];
+    id->ctime_ns = (int64_t)v[2];
+    id->device = v[3];
+    id->inode = v[4];
+    return 0;
+}
+
+void tq_rows_identity_diff(const tq_rows_identity *a, const tq_rows_identity *b, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+#define ADD(...)                                                              \
+    do {                                                                      \
+        if (n < cap)                                                          \
+            n += (size_t)snprintf(buf + n, cap - n, "%s", n ? ", " : "");     \
+        if (n < cap)                                                          \
+            n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__);             \
+    } while (0)
+    if (a->size != b->size)
+        ADD("size %" PRIu64 " -> %" PRIu64, a->size, b->size);
+    if (a->mtime_ns != b->mtime_ns)
+        ADD("mtime_ns %" PRId64 " -> %" PRId64, a->mtime_ns, b->mtime_ns);
+    if (strcmp(a->header_sha256, b->header_sha256))
+        ADD("header_sha256 %.12s... -> %.12s...", a->header_sha256, b->header_sha256);
+    if (a->ctime_ns != b->ctime_ns)
+        ADD("ctime_ns %" PRId64 " -> %" PRId64, a->ctime_ns, b->ctime_ns);
+    if (a->device != b->device)
+        ADD("device %" PRIu64 " -> %" PRIu64, a->device, b->device);
+    if (a->inode != b->inode)
+        ADD("inode %" PRIu64 " -> %" PRIu64, a->inode, b->inode);
+#undef ADD
+}

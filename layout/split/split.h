@@ -1,0 +1,69 @@
+/* layout/split/split.h — tq-split: a model split into a pinned part and per-layer
+ * moe_flash_v1 / flash_aligned_v1 files (formats/flash.h), the --plan arithmetic, and the
+ * join back into a model directory. */
+#ifndef TQ_SPLIT_H
+#define TQ_SPLIT_H
+
+#include "common/common.h"
+#include "formats/flash.h"
+
+struct cJSON;
+
+/* ---------------------------------------------------------------- split / join / plan */
+typedef struct tq_split_opts {
+    uint64_t align;                 /* 0 = TQ_FLASH_DEFAULT_ALIGN */
+    int threads;                    /* 0 = tq_default_threads() */
+    uint64_t top_k;                 /* 0 = config num_experts_per_tok */
+    int quiet;
+    const char *source_label;       /* recorded as source.path; NULL = the model path */
+    uint64_t test_header_pad;       /* test hook: bytes added to every header's size check */
+} tq_split_opts;
+
+typedef struct tq_split_result {
+    int kind;
+    uint64_t pinned_bytes;          /* tensor bytes in pinned.safetensors */
+    uint64_t n_layers, num_experts, experts_per_tok;
+    uint64_t max_block_size;        /* largest expert_block_size (moe) */
+    uint64_t ffn_bytes;             /* all layer-file bytes (moe and dense) */
+    uint64_t bytes_written;
+} tq_split_result;
+
+/* Split MODEL (directory or .safetensors) into OUT_DIR, which must not exist or be empty.
+ * Everything is built in OUT_DIR.partial-XXXXXX and renamed at the end: on failure nothing
+ * is left behind. */
+int tq_split(const char *model, const char *out_dir, const tq_split_opts *o,
+             tq_split_result *res, tq_err *e);
+
+typedef struct tq_split_ram_plan {
+    int kind;
+    uint64_t ram, pinned_bytes, n_layers, num_experts, experts_per_tok;
+    uint64_t block_size;            /* largest expert block (moe) / largest FFN layer file */
+    uint64_t ffn_bytes;             /* all layer files */
+    uint64_t bytes_per_token_cold;  /* layers × top-k × block (moe); all FFN bytes (dense) */
+    uint64_t envelope;              /* min(ram, max(8 GiB, 0.75 ram), 192 GiB) */
+    uint64_t reserve;               /* 3 GiB */
+    uint64_t cache_budget;          /* envelope - pinned - reserve, or 0 */
+    uint64_t blocks_total, blocks_cached; /* moe: experts; dense: layers */
+    double cached_share;            /* blocks_cached / blocks_total */
+} tq_split_ram_plan;
+
+/* What tq_split would write and what it needs with RAM bytes of memory; writes nothing. */
+int tq_split_plan(const char *model, const tq_split_opts *o, uint64_t ram, tq_split_ram_plan *p, tq_err *e);
+/* The arithmetic alone (fills the derived fields of p from kind, ram, pinned_bytes, n_layers,
+ * num_experts, experts_per_tok, block_size, ffn_bytes). */
+void tq_split_plan_compute(tq_split_ram_plan *p);
+struct cJSON *tq_split_plan_json(const tq_split_ram_plan *p);
+
+typedef struct tq_split_join_opts {
+    int naming;                     /* TQ_NAMING_SOURCE (as split.json says), HF or MLX */
+    uint64_t shard_size;            /* 0 = the formats default */
+    int threads;
+    int quiet;
+} tq_split_join_opts;
+
+
+/* Rebuild a model directory (stacked switch_mlp names by default for MoE sources written
+ * that way, per-expert names for HF-named sources; see naming) from a split directory. */
+int tq_split_join(const char *split_dir, const char *out_dir, const tq_split_join_opts *o, tq_err *e);
+
+#endif

@@ -1,0 +1,108 @@
+/* layout/split/split_internal.h — the split plan shared by tq_split, --plan and the manifest. */
+#ifndef TQ_SPLIT_INTERNAL_H
+#define TQ_SPLIT_INTERNAL_H
+
+#include "layout/split/split.h"
+
+#include <cjson/cJSON.h>
+
+#include <pthread.h>
+
+/* One tensor of an expert block (or of a dense FFN layer file): where its bytes come from. */
+typedef struct split_slot {
+    int rank;                             /* block order: gate/up/down × weight/scales/biases/bias */
+    const tq_model_tensor *stacked;       /* MLX: one tensor, expert axis first */
+    const tq_model_tensor **per_expert;   /* HF: [num_experts] tensors (or the dense tensor at [0]) */
+    uint64_t expert_bytes;                /* bytes of one expert's slice */
+} split_slot;
+
+typedef struct split_layer {
+    uint32_t layer;
+    char *prefix;                         /* "model.layers.3." */
+    int naming;                           /* TQ_NAMING_HF / TQ_NAMING_MLX */
+    int n_slots;
+    split_slot slots[TQ_FLASH_NSLOTS];
+    char *file;                           /* "experts/layer_03.bin" */
+    tq_flash_header hdr;                  /* laid out; hdr.tensors[i] is slots[i] */
+    unsigned char file_sha[32];
+    unsigned char (*block_sha)[32];       /* [num_experts] (moe) */
+} split_layer;
+
+typedef struct split_plan {
+    tq_model *m;
+    int kind;                             /* TQ_FLASH_MOE / TQ_FLASH_DENSE */
+    uint64_t align, num_experts, top_k;
+    size_t n_layers;
+    split_layer *layers;
+    size_t n_pinned;
+    const tq_model_tensor **pinned;       /* in name order */
+    uint64_t pinned_bytes, ffn_bytes, max_file_size;
+} split_plan;
+
+/* Classify the model's tensors and lay out every layer file (headers checked to fit). */
+int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err *e);
+void split_plan_free(split_plan *p);
+
+/* The split.json document for a finished split. files: n output files (name, size, sha). */
+struct cJSON *split_manifest_json(const split_plan *p, const char *source_label,
+                                  const tq_flash_file *files, size_t n_files, tq_err *e);
+
+/* ---- tq_split internals (split_write.c, split_outfile.c, split_pinned.c, split_layers.c) */
+#define SPLIT_CHUNK (4u << 20)
+
+/* An output file in the staging directory, hashed as it is written. */
+typedef struct out_file {
+    int fd;
+    char *path;
+    tq_sha256 *sha;
+    uint64_t size;
+    char *rel;                     /* name relative to the split dir */
+} out_file;
+int split_of_open(out_file *f, const char *dir, const char *rel, tq_err *e);
+int split_of_write(out_file *f, const void *buf, size_t len, tq_err *e);
+void split_of_abort(out_file *f);
+/* Close and record name/size/sha in rec (takes f->rel). */
+int split_of_commit(out_file *f, tq_flash_file *rec, tq_err *e);
+/* Switch to O_DIRECT where the filesystem allows; write_direct falls back to buffered. */
+void split_of_try_direct(out_file *f);
+int split_write_direct(out_file *f, const void *buf, size_t len, uint64_t off, tq_err *e);
+void *split_aligned_zeroed(size_t n);
+int split_fsync_path(const char *path, int dir, tq_err *e);
+
+typedef struct split_run {
+    split_plan plan;
+    const tq_split_opts *o;
+    tq_adir out;                   /* OUT.partial-XXXXXX while it is built */
+    const char *stage;             /* out.tmp_path */
+    tq_flash_file *files;
+    size_t n_files, cap_files;
+    tq_progress prog;
+    pthread_mutex_t prog_mu;
+    tq_st_writer *pinned_w;        /* written, finished last */
+} split_run;
+tq_flash_file *split_add_file(split_run *r, tq_err *e);
+void split_progress(split_run *r, uint64_t n);
+/* Run fn(arg) on n threads (the caller is one of them) and join them. */
+int split_run_threads(void *(*fn)(void *), void *arg, int n, tq_err *e);
+
+/* Items [0, count) claimed in order by worker threads; split_turns_wait lets the holder of
+ * item i do an ordered part after every item before it; the first failure stops all. */
+typedef struct split_turns {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t next, turn, count;
+    int failed;
+    tq_err err;
+} split_turns;
+void split_turns_init(split_turns *t, uint64_t count);
+int split_turns_finish(split_turns *t, tq_err *e);          /* -1 with the first failure */
+int split_turns_claim(split_turns *t, uint64_t *item);      /* -1: none left or failed */
+void split_turns_fail(split_turns *t, const tq_err *e);     /* first failure wins */
+int split_turns_wait(split_turns *t, uint64_t item);        /* -1: the run failed */
+void split_turns_done(split_turns *t);
+int split_write_pinned(split_run *r, tq_err *e);
+int split_write_header_page(out_file *of, const tq_flash_header *h, tq_err *e);
+int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e);
+int split_write_dense_layers(split_run *r, tq_err *e);
+
+#endif

@@ -1,0 +1,253 @@
+/* The layer files: moe_flash_v1 (one block per expert, workers in parallel, the file hash in
+ * block order) and flash_aligned_v1 (one dense FFN layer per worker). */
+#include "layout/split/split_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct moe_job {
+    split_run *r;
+    split_layer *L;
+    out_file *of;
+    split_turns turns; /* one per expert; the file hash takes blocks in turn */
+} moe_job;
+
+static int fill_block(const split_layer *L, uint64_t x, unsigned char *buf, tq_err *e)
+{
+    for (int s = 0; s < L->n_slots; s++) {
+        const split_slot *sl = &L->slots[s];
+        const tq_flash_tensor *t = &L->hdr.tensors[s];
+        int rc = sl->stacked ? tq_model_read(sl->stacked, x * sl->expert_bytes, buf + t->offset, (size_t)t->nbytes, e)
+                             : tq_model_read(sl->per_expert[x], 0, buf + t->offset, (size_t)t->nbytes, e);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Ask the kernel to start reading expert x's source slices: the slices of one expert are
+ * spread over several tensors, which defeats plain readahead on a cold cache. */
+#define PREFETCH_DISTANCE 4
+static void prefetch_expert(const split_layer *L, uint64_t x)
+{
+    if (x >= L->hdr.num_experts)
+        return;
+    for (int s = 0; s < L->n_slots; s++) {
+        const split_slot *sl = &L->slots[s];
+        const tq_model_tensor *t = sl->stacked ? sl->stacked : sl->per_expert[x];
+        if (!t->file)
+            continue;
+        uint64_t off = t->info.offset + (sl->stacked ? x * sl->expert_bytes : 0);
+        posix_fadvise(t->file->fd, (off_t)off, (off_t)sl->expert_bytes, POSIX_FADV_WILLNEED);
+    }
+}
+
+static void *moe_worker(void *arg)
+{
+    moe_job *j = arg;
+    split_layer *L = j->L;
+    const tq_flash_header *h = &L->hdr;
+    tq_err e = {0};
+    /* zero once: the padding after the tensors is the same in every block */
+    unsigned char *buf = split_aligned_zeroed((size_t)h->expert_block_size);
+    if (!buf)
+        tq_fail(&e, TQ_ENOMEM, "out of memory for a %llu-byte expert block", (unsigned long long)h->expert_block_size);
+    if (!buf)
+        split_turns_fail(&j->turns, &e);
+    uint64_t x;
+    while (buf && split_turns_claim(&j->turns, &x) == 0) {
+        prefetch_expert(L, x + PREFETCH_DISTANCE);
+        uint64_t off = h->data_start + x * h->expert_block_size;
+        int rc = fill_block(L, x, buf, &e);
+        if (rc == 0) {
+            tq_sha256_buf(buf, (size_t)h->expert_block_size, L->block_sha[x]);
+            rc = split_write_direct(j->of, buf, (size_t)h->expert_block_size, off, &e);
+        }
+        if (rc != 0) {
+            split_turns_fail(&j->turns, &e);
+            break;
+        }
+        if (split_turns_wait(&j->turns, x) != 0)
+            break;
+        /* our turn: the file hash sees blocks in file order whatever the thread count */
+        tq_sha256_update(j->of->sha, buf, (size_t)h->expert_block_size);
+        split_progress(j->r, h->expert_block_size);
+        split_turns_done(&j->turns);
+    }
+    free(buf);
+    return NULL;
+}
+
+int split_run_threads(void *(*fn)(void *), void *arg, int n, tq_err *e)
+{
+    pthread_t th[256];
+    if (n > 256)
+        n = 256;
+    int started = 0;
+    for (; started < n - 1; started++)
+        if (pthread_create(&th[started], NULL, fn, arg) != 0)
+            break;
+    fn(arg); /* the calling thread works too */
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    (void)e;
+    return 0;
+}
+
+int split_write_header_page(out_file *of, const tq_flash_header *h, tq_err *e)
+{
+    char *json = tq_flash_header_json(h, of->rel, e);
+    if (!json)
+        return -1;
+    unsigned char *page = split_aligned_zeroed((size_t)h->page_size);
+    int rc = -1;
+    if (!page)
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+    else {
+        memcpy(page, json, strlen(json));
+        rc = split_write_direct(of, page, (size_t)h->page_size, of->size, e);
+        if (rc == 0) {
+            tq_sha256_update(of->sha, page, (size_t)h->page_size);
+            of->size += h->page_size;
+        }
+    }
+    free(page);
+    free(json);
+    return rc;
+}
+
+int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e)
+{
+    const tq_flash_header *h = &L->hdr;
+    out_file of;
+    if (!(L->block_sha = tq_calloc((size_t)h->num_experts, sizeof *L->block_sha, e)))
+        return -1;
+    if (split_of_open(&of, r->stage, L->file, e) != 0)
+        return -1;
+    split_of_try_direct(&of);
+    if (split_write_header_page(&of, h, e) != 0) {
+        split_of_abort(&of);
+        return -1;
+    }
+    for (uint64_t x = 0; x < PREFETCH_DISTANCE; x++)
+        prefetch_expert(L, x);
+    moe_job j = {.r = r, .L = L, .of = &of};
+    split_turns_init(&j.turns, h->num_experts);
+    int n = r->o->threads > 0 ? r->o->threads : tq_default_threads();
+    if ((uint64_t)n > h->num_experts)
+        n = (int)h->num_experts;
+    split_run_threads(moe_worker, &j, n, e);
+    if (split_turns_finish(&j.turns, e) != 0) {
+        split_of_abort(&of);
+        return -1;
+    }
+    of.size = h->total_size;
+    tq_flash_file *rec = split_add_file(r, e);
+    if (!rec) {
+        split_of_abort(&of);
+        return -1;
+    }
+    return split_of_commit(&of, rec, e);
+}
+
+/* ------------------------------------------------------------ dense layer files */
+
+typedef struct dense_job {
+    split_run *r;
+    split_turns turns; /* one per layer; no ordered part */
+    tq_flash_file *recs;           /* [n_layers], moved into r->files in order afterwards */
+} dense_job;
+
+static int write_dense_layer(split_run *r, split_layer *L, tq_flash_file *rec, unsigned char *buf, tq_err *e)
+{
+    const tq_flash_header *h = &L->hdr;
+    out_file of;
+    if (split_of_open(&of, r->stage, L->file, e) != 0)
+        return -1;
+    if (split_write_header_page(&of, h, e) != 0)
+        goto fail;
+    for (size_t i = 0; i < h->n_tensors; i++) {
+        const tq_flash_tensor *t = &h->tensors[i];
+        const tq_model_tensor *src = L->slots[i].per_expert[0];
+        memset(buf, 0, SPLIT_CHUNK);
+        while (of.size < t->offset) { /* zero padding up to the aligned offset */
+            size_t len = t->offset - of.size < SPLIT_CHUNK ? (size_t)(t->offset - of.size) : SPLIT_CHUNK;
+            if (split_of_write(&of, buf, len, e) != 0)
+                goto fail;
+        }
+        for (uint64_t off = 0; off < t->nbytes;) {
+            size_t len = t->nbytes - off < SPLIT_CHUNK ? (size_t)(t->nbytes - off) : SPLIT_CHUNK;
+            if (tq_model_read(src, off, buf, len, e) != 0 || split_of_write(&of, buf, len, e) != 0)
+                goto fail;
+            off += len;
+            split_progress(r, len);
+        }
+    }
+    memset(buf, 0, SPLIT_CHUNK);
+    while (of.size < h->total_size) {
+        size_t len = h->total_size - of.size < SPLIT_CHUNK ? (size_t)(h->total_size - of.size) : SPLIT_CHUNK;
+        if (split_of_write(&of, buf, len, e) != 0)
+            goto fail;
+    }
+    return split_of_commit(&of, rec, e);
+fail:
+    split_of_abort(&of);
+    return -1;
+}
+
+static void *dense_worker(void *arg)
+{
+    dense_job *j = arg;
+    tq_err e = {0};
+    unsigned char *buf = malloc(SPLIT_CHUNK);
+    if (!buf) {
+        tq_fail(&e, TQ_ENOMEM, "out of memory");
+        split_turns_fail(&j->turns, &e);
+    }
+    uint64_t i;
+    while (buf && split_turns_claim(&j->turns, &i) == 0) {
+        if (write_dense_layer(j->r, &j->r->plan.layers[i], &j->recs[i], buf, &e) != 0) {
+            split_turns_fail(&j->turns, &e);
+            break;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+int split_write_dense_layers(split_run *r, tq_err *e)
+{
+    split_plan *p = &r->plan;
+    dense_job j = {.r = r};
+    if (!(j.recs = tq_calloc(p->n_layers, sizeof *j.recs, e)))
+        return -1;
+    split_turns_init(&j.turns, p->n_layers);
+    int n = r->o->threads > 0 ? r->o->threads : tq_default_threads();
+    if ((size_t)n > p->n_layers)
+        n = (int)p->n_layers;
+    split_run_threads(dense_worker, &j, n, e);
+    tq_err werr;
+    int failed = split_turns_finish(&j.turns, &werr) != 0;
+    int rc = 0;
+    for (size_t i = 0; i < p->n_layers; i++) {
+        if (!j.recs[i].name)
+            continue;
+        tq_flash_file *rec = split_add_file(r, e);
+        if (!rec) {
+            rc = -1;
+            free(j.recs[i].name);
+            continue;
+        }
+        *rec = j.recs[i];
+    }
+    free(j.recs);
+    if (failed) {
+        *e = werr;
+        return -1;
+    }
+    return rc;
+}

@@ -1,0 +1,130 @@
+/* split.json: what a split directory holds (every file and expert block with its SHA-256),
+ * where it came from, and what tq_split_join needs to rebuild the source names. */
+#include "layout/split/split_internal.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <string.h>
+
+#define SPLIT_JSON_MAX (256u << 20)
+
+static cJSON *add_hex(cJSON *o, const char *key, const unsigned char d[32])
+{
+    char hex[65];
+    tq_hex(d, 32, hex);
+    return cJSON_AddStringToObject(o, key, hex);
+}
+
+static int source_json(cJSON *src, const split_plan *p, const char *label)
+{
+    const tq_model *m = p->m;
+    uint64_t total = 0;
+    cJSON *files = cJSON_AddArrayToObject(src, "files");
+    if (!files || !cJSON_AddStringToObject(src, "path", label))
+        return -1;
+    for (size_t i = 0; i < m->n_files; i++) {
+        const tq_st_file *f = m->files[i];
+        const char *base = strrchr(f->path, '/');
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(files, o)) {
+            cJSON_Delete(o);
+            return -1;
+        }
+        /* The header pins every tensor's name, dtype, shape and offset; with the size it
+         * identifies the shard without a second read of the data. */
+        unsigned char d[32];
+        tq_sha256 *h = tq_sha256_new();
+        if (!h)
+            return -1;
+        unsigned char len8[8];
+        for (int b = 0; b < 8; b++)
+            len8[b] = (unsigned char)(f->header_len >> (8 * b));
+        tq_sha256_update(h, len8, 8);
+        tq_sha256_update(h, f->header_json, (size_t)f->header_len);
+        tq_sha256_final(h, d);
+        if (!cJSON_AddStringToObject(o, "name", base ? base + 1 : f->path) || !tq_json_add_u64(o, "size", f->file_size) ||
+            !tq_json_add_u64(o, "data_bytes", f->file_size - f->data_start) || !add_hex(o, "header_sha256", d))
+            return -1;
+        total += f->file_size;
+    }
+    if (m->n_files == 0) {
+        /* a non-safetensors source (GGUF): its own file, identified by size and first MiB */
+        tq_err e;
+        uint64_t size = 0;
+        if (!tq_is_dir(m->path) && tq_file_size(m->path, &size, &e) == 0) {
+            unsigned char d[32];
+            int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+            size_t n = size < (1u << 20) ? (size_t)size : (1u << 20);
+            unsigned char *buf = fd >= 0 ? malloc(n ? n : 1) : NULL;
+            int ok = buf && tq_pread_full(fd, buf, n, 0, m->path, &e) == 0;
+            if (ok)
+                tq_sha256_buf(buf, n, d);
+            free(buf);
+            if (fd >= 0)
+                close(fd);
+            const char *base = strrchr(m->path, '/');
+            cJSON *o = cJSON_CreateObject();
+            if (!o || !cJSON_AddItemToArray(files, o) || !cJSON_AddStringToObject(o, "name", base ? base + 1 : m->path) ||
+                !tq_json_add_u64(o, "size", size) || (ok && !add_hex(o, "first_mib_sha256", d)))
+                return -1;
+            total = size;
+        }
+    }
+    return tq_json_add_u64(src, "total_bytes", total) ? 0 : -1;
+}
+
+cJSON *split_manifest_json(const split_plan *p, const char *label, const tq_flash_file *files,
+                           size_t n_files, tq_err *e)
+{
+    const int moe = p->kind == TQ_FLASH_MOE;
+    cJSON *j = cJSON_CreateObject(), *a;
+    if (!j)
+        goto oom;
+    if (!cJSON_AddStringToObject(j, "format", "tq_split_v1") || !cJSON_AddStringToObject(j, "tool", "tq-split " TQ_VERSION) ||
+        !cJSON_AddStringToObject(j, "kind", moe ? "moe" : "dense") || !tq_json_add_u64(j, "align", p->align))
+        goto oom;
+    if (moe && (!tq_json_add_u64(j, "num_experts", p->num_experts) || !tq_json_add_u64(j, "experts_per_tok", p->top_k)))
+        goto oom;
+    cJSON *src = cJSON_AddObjectToObject(j, "source");
+    if (!src || source_json(src, p, label) != 0)
+        goto oom;
+    cJSON *fo = cJSON_AddObjectToObject(j, "files");
+    if (!fo)
+        goto oom;
+    for (size_t i = 0; i < n_files; i++) {
+        cJSON *o = cJSON_AddObjectToObject(fo, files[i].name);
+        if (!o || !tq_json_add_u64(o, "size", files[i].size) || !add_hex(o, "sha256", files[i].sha256))
+            goto oom;
+    }
+    if (!(a = cJSON_AddArrayToObject(j, "layers")))
+        goto oom;
+    for (size_t i = 0; i < p->n_layers; i++) {
+        const split_layer *L = &p->layers[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(a, o) || !tq_json_add_u64(o, "layer", L->layer) ||
+            !cJSON_AddStringToObject(o, "file", L->file) || !cJSON_AddStringToObject(o, "prefix", L->prefix) ||
+            !cJSON_AddStringToObject(o, "naming", L->naming == TQ_NAMING_MLX ? "mlx" : "hf"))
+            goto oom;
+    }
+    if (moe) {
+        if (!(a = cJSON_AddArrayToObject(j, "expert_blocks")))
+            goto oom;
+        for (size_t i = 0; i < p->n_layers; i++) {
+            const split_layer *L = &p->layers[i];
+            for (uint64_t x = 0; x < L->hdr.num_experts; x++) {
+                cJSON *o = cJSON_CreateObject();
+                if (!o || !cJSON_AddItemToArray(a, o) || !tq_json_add_u64(o, "layer", L->layer) ||
+                    !tq_json_add_u64(o, "expert", x) ||
+                    !tq_json_add_u64(o, "offset", L->hdr.data_start + x * L->hdr.expert_block_size) ||
+                    !tq_json_add_u64(o, "length", L->hdr.expert_block_size) || !add_hex(o, "sha256", L->block_sha[x]))
+                    goto oom;
+            }
+        }
+    }
+    return j;
+oom:
+    cJSON_Delete(j);
+    tq_fail(e, TQ_ENOMEM, "out of memory building split.json");
+    return NULL;
+}

@@ -1,0 +1,194 @@
+/* pinned.safetensors: every tensor that is not a routed expert (or dense FFN tensor). */
+#include "layout/split/split_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The pinned file's SHA-256 is computed while writing, so the header bytes tq_st_writer put
+ * at the start of its partial file are needed first. The staging directory is private to
+ * this run, so the one pinned.safetensors.partial-* in it is ours. */
+static int hash_partial_header(split_run *r, tq_sha256 *sha, uint64_t data_start, tq_err *e)
+{
+    DIR *d = opendir(r->stage);
+    if (!d)
+        return tq_fail(e, TQ_EIO, "%s: cannot list: %s", r->stage, strerror(errno));
+    struct dirent *de;
+    char *path = NULL;
+    while ((de = readdir(d)))
+        if (strncmp(de->d_name, "pinned.safetensors.partial-", 27) == 0) {
+            path = tq_path_join(r->stage, de->d_name, e);
+            break;
+        }
+    closedir(d);
+    if (!path)
+        return tq_fail(e, TQ_EIO, "%s: pinned.safetensors partial file not found", r->stage);
+    int rc = -1, fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *buf = fd >= 0 ? tq_malloc((size_t)data_start, e) : NULL;
+    if (fd < 0)
+        tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+    else if (buf && tq_pread_full(fd, buf, (size_t)data_start, 0, path, e) == 0) {
+        tq_sha256_update(sha, buf, (size_t)data_start);
+        rc = 0;
+    }
+    free(buf);
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    return rc;
+}
+
+typedef struct pin_chunk {
+    size_t idx;                    /* writer index */
+    const tq_model_tensor *src;
+    uint64_t off;
+    size_t len;
+} pin_chunk;
+
+typedef struct pin_job {
+    split_run *r;
+    tq_st_writer *w;
+    tq_sha256 *sha;
+    pin_chunk *chunks;
+    size_t n_chunks;
+    split_turns turns; /* one per chunk; the file hash takes chunks in turn */
+} pin_job;
+
+static void *pin_worker(void *arg)
+{
+    pin_job *j = arg;
+    tq_err e = {0};
+    unsigned char *buf = malloc(SPLIT_CHUNK);
+    if (!buf) {
+        tq_fail(&e, TQ_ENOMEM, "out of memory");
+        split_turns_fail(&j->turns, &e);
+    }
+    uint64_t c;
+    while (buf && split_turns_claim(&j->turns, &c) == 0) {
+        const pin_chunk *ch = &j->chunks[c];
+        int rc = tq_model_read(ch->src, ch->off, buf, ch->len, &e);
+        if (rc == 0)
+            rc = tq_st_writer_write(j->w, ch->idx, ch->off, buf, ch->len, &e);
+        if (rc != 0) {
+            split_turns_fail(&j->turns, &e);
+            break;
+        }
+        if (split_turns_wait(&j->turns, c) != 0)
+            break;
+        tq_sha256_update(j->sha, buf, ch->len); /* in file order: only the turn holder hashes */
+        split_progress(j->r, ch->len);
+        split_turns_done(&j->turns);
+    }
+    free(buf);
+    return NULL;
+}
+
+int split_write_pinned(split_run *r, tq_err *e)
+{
+    split_plan *p = &r->plan;
+    const tq_model *m = p->m;
+    size_t n = p->n_pinned;
+    tq_st_decl *decls = tq_calloc(n ? n : 1, sizeof *decls, e);
+    if (!decls)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const tq_tensor_info *t = &p->pinned[i]->info;
+        decls[i].name = t->name;
+        decls[i].dtype = t->dtype;
+        decls[i].ndim = t->ndim;
+        memcpy(decls[i].shape, t->shape, sizeof t->shape);
+    }
+    const tq_st_file *f0 = m->n_files ? m->files[0] : NULL;
+    char *path = tq_path_join(r->stage, "pinned.safetensors", e);
+    tq_st_writer *w = NULL;
+    int rc = -1;
+    size_t *order = NULL;
+    tq_sha256 *sha = tq_sha256_new();
+    if (!path || !sha ||
+        tq_st_writer_open(&w, path, decls, n, f0 ? (const char *const *)f0->meta_keys : NULL,
+                          f0 ? (const char *const *)f0->meta_vals : NULL, f0 ? f0->n_meta : 0, p->align, e) != 0)
+        goto out;
+    /* data in file order (the writer lays tensors out in name order; follow its offsets) */
+    uint64_t data_start = UINT64_MAX, pos;
+    for (size_t i = 0; i < n; i++) {
+        const tq_tensor_info *ti = tq_st_writer_tensor(w, i);
+        if (ti->offset < data_start)
+            data_start = ti->offset;
+    }
+    if (n == 0) {
+        tq_fail(e, TQ_EUNSUP, "%s: nothing to pin (no embeddings, attention or norms?)", m->path);
+        goto out;
+    }
+    if (hash_partial_header(r, sha, data_start, e) != 0)
+        goto out;
+    order = tq_calloc(n, sizeof *order, e);
+    if (!order)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    /* file order (insertion sort by offset: stable, so zero-byte tensors keep index order) */
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = i; k > 0 && tq_st_writer_tensor(w, order[k - 1])->offset > tq_st_writer_tensor(w, order[k])->offset; k--) {
+            size_t t = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = t;
+        }
+    /* chunk list in file order; workers copy chunks in parallel, the hash takes them in order */
+    size_t n_chunks = 0;
+    pos = data_start;
+    for (size_t k = 0; k < n; k++) {
+        const tq_tensor_info *ti = tq_st_writer_tensor(w, order[k]);
+        if (ti->offset != pos || !tq_model_find(m, ti->name)) {
+            tq_fail(e, TQ_EIO, "%s: unexpected pinned layout at offset %llu", path, (unsigned long long)pos);
+            goto out;
+        }
+        n_chunks += (size_t)((ti->nbytes + SPLIT_CHUNK - 1) / SPLIT_CHUNK);
+        pos += ti->nbytes;
+    }
+    pin_job j = {.r = r, .w = w, .sha = sha};
+    if (!(j.chunks = tq_calloc(n_chunks ? n_chunks : 1, sizeof *j.chunks, e)))
+        goto out;
+    for (size_t k = 0; k < n; k++) {
+        const tq_tensor_info *ti = tq_st_writer_tensor(w, order[k]);
+        const tq_model_tensor *src = tq_model_find(m, ti->name);
+        for (uint64_t off = 0; off < ti->nbytes; off += SPLIT_CHUNK)
+            j.chunks[j.n_chunks++] = (pin_chunk){order[k], src, off,
+                                                 ti->nbytes - off < SPLIT_CHUNK ? (size_t)(ti->nbytes - off) : SPLIT_CHUNK};
+    }
+    split_turns_init(&j.turns, j.n_chunks);
+    int nt = r->o->threads > 0 ? r->o->threads : tq_default_threads();
+    if ((size_t)nt > j.n_chunks)
+        nt = j.n_chunks ? (int)j.n_chunks : 1;
+    split_run_threads(pin_worker, &j, nt, e);
+    free(j.chunks);
+    if (split_turns_finish(&j.turns, e) != 0)
+        goto out;
+    /* finished (fsync + rename inside the stage) at the end, so its writeback overlaps the
+     * layer files instead of stalling before them */
+    if (tq_st_writer_complete(w, e) != 0)
+        goto out;
+    tq_flash_file *rec = split_add_file(r, e);
+    if (!rec || !(rec->name = tq_strdup("pinned.safetensors", e)))
+        goto out;
+    rec->size = pos;
+    tq_sha256_final(sha, rec->sha256);
+    sha = NULL;
+    r->pinned_w = w;
+    w = NULL;
+    rc = 0;
+out:
+    if (w)
+        tq_st_writer_abort(w);
+    if (sha) {
+        unsigned char d[32];
+        tq_sha256_final(sha, d);
+    }
+    free(order);
+    free(path);
+    free(decls);
+    return rc;
+}

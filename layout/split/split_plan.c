@@ -1,0 +1,410 @@
+/* Which tensors are routed experts (or dense FFN weights), which stay pinned, and how every
+ * layer file is laid out. Pure planning: reads tensor metadata only. */
+#include "layout/split/split_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct entry {
+    uint32_t layer;
+    int routed;            /* 1 = routed expert (naming says how), 0 = dense FFN */
+    int naming;
+    uint64_t expert;       /* HF only */
+    int rank;
+    size_t prefix_len;
+    const tq_model_tensor *t;
+} entry;
+
+/* Parse a decimal number without sign or leading zeros; returns the end or NULL. */
+static const char *parse_index(const char *s, uint64_t max, uint64_t *out)
+{
+    if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9'))
+        return NULL;
+    uint64_t v = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        v = v * 10 + (uint64_t)(*s - '0');
+        if (v > max)
+            return NULL;
+    }
+    *out = v;
+    return s;
+}
+
+/* "PROJ.SUFFIX" (nothing after) -> rank, or -1. */
+static int tail_rank(const char *s)
+{
+    const char *dot = strchr(s, '.');
+    if (!dot || strchr(dot + 1, '.') || dot - s >= 16)
+        return -1;
+    char proj[16];
+    memcpy(proj, s, (size_t)(dot - s));
+    proj[dot - s] = 0;
+    return tq_flash_slot_rank(proj, dot + 1);
+}
+
+/* Classify one name; 0 = an FFN/expert tensor (filled), 1 = pinned. */
+static int classify(const char *name, entry *en)
+{
+    const char *p = name;
+    for (;;) {
+        const char *l = strstr(p, "layers.");
+        if (!l)
+            return 1;
+        if (l == name || l[-1] == '.') {
+            uint64_t layer;
+            const char *r = parse_index(l + 7, 1000000, &layer);
+            if (r && *r == '.') {
+                r++;
+                en->layer = (uint32_t)layer;
+                en->prefix_len = (size_t)(r - name);
+                if (strncmp(r, "mlp.experts.", 12) == 0) {
+                    const char *q = parse_index(r + 12, TQ_FLASH_MAX_EXPERTS - 1, &en->expert);
+                    if (!q || *q != '.' || (en->rank = tail_rank(q + 1)) < 0)
+                        return 1;
+                    en->routed = 1;
+                    en->naming = TQ_NAMING_HF;
+                    return 0;
+                }
+                if (strncmp(r, "mlp.switch_mlp.", 15) == 0) {
+                    if ((en->rank = tail_rank(r + 15)) < 0)
+                        return 1;
+                    en->routed = 1;
+                    en->naming = TQ_NAMING_MLX;
+                    en->expert = 0;
+                    return 0;
+                }
+                if (strncmp(r, "mlp.", 4) == 0) {
+                    if ((en->rank = tail_rank(r + 4)) < 0)
+                        return 1;
+                    en->routed = 0;
+                    en->naming = TQ_NAMING_HF;
+                    en->expert = 0;
+                    return 0;
+                }
+                return 1;
+            }
+        }
+        p = l + 7;
+    }
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->layer != y->layer)
+        return x->layer < y->layer ? -1 : 1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    if (x->expert != y->expert)
+        return x->expert < y->expert ? -1 : 1;
+    return strcmp(x->t->info.name, y->t->info.name);
+}
+
+static void shape_str(const tq_tensor_info *t, char *buf, size_t cap)
+{
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, cap - o, "%s [", tq_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim && o < cap; d++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%llu", d ? ", " : "", (unsigned long long)t->shape[d]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+}
+
+/* Build one slot of one layer from its entries [a, b) (same layer, same rank). */
+static int build_slot(split_plan *p, split_layer *L, entry *en, size_t a, size_t b, uint64_t *n_exp, tq_err *e)
+{
+    split_slot *s = &L->slots[L->n_slots++];
+    s->rank = en[a].rank;
+    const tq_tensor_info *t0 = &en[a].t->info;
+    if (p->kind == TQ_FLASH_DENSE || L->naming == TQ_NAMING_MLX) {
+        if (b - a != 1) /* impossible with unique names, but keep the invariant explicit */
+            return tq_fail(e, TQ_EDATA, "%s: layer %u: tensor '%s' appears twice", p->m->path, L->layer, t0->name);
+        if (p->kind == TQ_FLASH_MOE) {
+            s->stacked = en[a].t;
+            if (t0->ndim < 1 || t0->shape[0] == 0)
+                return tq_fail(e, TQ_EDATA, "%s: tensor '%s': a stacked expert tensor needs a non-empty expert axis first",
+                               p->m->path, t0->name);
+            *n_exp = t0->shape[0];
+            if (t0->nbytes % t0->shape[0])
+                return tq_fail(e, TQ_EDATA, "%s: tensor '%s': %llu bytes do not split into %llu experts", p->m->path,
+                               t0->name, (unsigned long long)t0->nbytes, (unsigned long long)t0->shape[0]);
+            s->expert_bytes = t0->nbytes / t0->shape[0];
+        } else {
+            s->per_expert = tq_calloc(1, sizeof *s->per_expert, e);
+            if (!s->per_expert)
+                return -1;
+            s->per_expert[0] = en[a].t;
+            s->expert_bytes = t0->nbytes;
+            *n_exp = 1;
+        }
+        return 0;
+    }
+    /* HF per-expert names: experts 0..E-1 each exactly once, identical dtype and shape. */
+    uint64_t top = en[b - 1].expert + 1;
+    if (top > TQ_FLASH_MAX_EXPERTS)
+        return tq_fail(e, TQ_EDATA, "%s: layer %u: too many experts", p->m->path, L->layer);
+    s->per_expert = tq_calloc((size_t)top, sizeof *s->per_expert, e);
+    if (!s->per_expert)
+        return -1;
+    for (size_t i = a; i < b; i++)
+        s->per_expert[en[i].expert] = en[i].t;
+    for (uint64_t x = 0; x < top; x++) {
+        if (!s->per_expert[x])
+            return tq_fail(e, TQ_EDATA, "%s: layer %u: expert %llu has no %s.%s tensor ('%.*smlp.experts.%llu.%s.%s' is missing)",
+                           p->m->path, L->layer, (unsigned long long)x, tq_flash_projs[s->rank / 4],
+                           tq_flash_suffixes[s->rank % 4], (int)en[a].prefix_len, t0->name,
+                           (unsigned long long)x, tq_flash_projs[s->rank / 4], tq_flash_suffixes[s->rank % 4]);
+        const tq_tensor_info *t = &s->per_expert[x]->info;
+        int same = t->dtype == t0->dtype && t->ndim == t0->ndim;
+        for (int d = 0; same && d < t->ndim; d++)
+            same = t->shape[d] == t0->shape[d];
+        if (!same) {
+            char s1[160], s2[160];
+            shape_str(t, s1, sizeof s1);
+            shape_str(t0, s2, sizeof s2);
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is %s but '%s' is %s: experts of one layer must have identical shapes",
+                           p->m->path, t->name, s1, t0->name, s2);
+        }
+    }
+    s->expert_bytes = t0->nbytes;
+    *n_exp = top;
+    return 0;
+}
+
+static int layout_layer(split_plan *p, split_layer *L, uint64_t n_exp, const tq_split_opts *o, tq_err *e)
+{
+    const int moe = p->kind == TQ_FLASH_MOE;
+    char file[64];
+    snprintf(file, sizeof file, "%s/layer_%02u.bin", moe ? "experts" : "ffn_aligned", L->layer);
+    if (!(L->file = tq_strdup(file, e)))
+        return -1;
+    tq_flash_header *h = &L->hdr;
+    h->kind = p->kind;
+    h->page_size = p->align;
+    h->layer_idx = L->layer;
+    h->num_experts = moe ? n_exp : 0;
+    h->tensors = tq_calloc((size_t)L->n_slots, sizeof *h->tensors, e);
+    if (!h->tensors)
+        return -1;
+    h->n_tensors = (size_t)L->n_slots;
+    for (int i = 0; i < L->n_slots; i++) {
+        const split_slot *s = &L->slots[i];
+        tq_flash_tensor *t = &h->tensors[i];
+        const tq_tensor_info *src = s->stacked ? &s->stacked->info : &s->per_expert[0]->info;
+        char name[64];
+        snprintf(name, sizeof name, "mlp.%s%s.%s", moe ? "switch_mlp." : "", tq_flash_projs[s->rank / 4],
+                 tq_flash_suffixes[s->rank % 4]);
+        if (!(t->name = tq_strdup(name, e)))
+            return -1;
+        t->dtype = src->dtype;
+        int skip = s->stacked ? 1 : 0;
+        t->ndim = src->ndim - skip;
+        for (int d = 0; d < t->ndim; d++)
+            t->shape[d] = src->shape[d + skip];
+    }
+    if (tq_flash_layout(h, e) != 0)
+        return tq_err_prefix(e, "%s", L->file);
+    char *json = tq_flash_header_json(h, L->file, e);
+    if (!json)
+        return -1;
+    size_t n = strlen(json) + 1;
+    free(json);
+    if (o->test_header_pad && n + o->test_header_pad > h->page_size)
+        return tq_fail(e, TQ_EDATA, "%s: header is %llu bytes and does not fit in its %llu-byte page (use a larger --align)",
+                       L->file, (unsigned long long)(n + o->test_header_pad), (unsigned long long)h->page_size);
+    return 0;
+}
+
+static uint64_t config_u64(const tq_model *m, const char *key, int *present)
+{
+    uint64_t v = 0;
+    *present = 0;
+    if (!m->config)
+        return 0;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m->config, key);
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m->config, "text_config");
+    if (!c && cJSON_IsObject(tc))
+        c = cJSON_GetObjectItemCaseSensitive(tc, key);
+    if (c && tq_json_u64(c, &v) == 0)
+        *present = 1;
+    return v;
+}
+
+int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err *e)
+{
+    memset(p, 0, sizeof *p);
+    p->m = m;
+    p->align = o->align ? o->align : TQ_FLASH_DEFAULT_ALIGN;
+    if (p->align < TQ_FLASH_MIN_ALIGN || p->align > TQ_FLASH_MAX_ALIGN || (p->align & (p->align - 1)))
+        return tq_fail(e, TQ_EUSAGE, "--align %llu is not a power of two in [%u, %u]",
+                       (unsigned long long)p->align, TQ_FLASH_MIN_ALIGN, TQ_FLASH_MAX_ALIGN);
+    entry *en = tq_calloc(m->n_tensors ? m->n_tensors : 1, sizeof *en, e);
+    p->pinned = tq_calloc(m->n_tensors ? m->n_tensors : 1, sizeof *p->pinned, e);
+    if (!en || !p->pinned) {
+        free(en);
+        return -1;
+    }
+    size_t n_en = 0, n_routed = 0;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        entry x = {0};
+        x.t = &m->tensors[i];
+        if (classify(x.t->info.name, &x) == 0) {
+            en[n_en++] = x;
+            n_routed += x.routed;
+        } else {
+            p->pinned[p->n_pinned++] = x.t;
+        }
+    }
+    p->kind = n_routed ? TQ_FLASH_MOE : TQ_FLASH_DENSE;
+    /* In a MoE model, dense FFN layers (if any) stay pinned. */
+    size_t k = 0;
+    for (size_t i = 0; i < n_en; i++) {
+        if (en[i].routed || p->kind == TQ_FLASH_DENSE)
+            en[k++] = en[i];
+        else
+            p->pinned[p->n_pinned++] = en[i].t;
+    }
+    n_en = k;
+    int rc = -1;
+    if (n_en == 0) {
+        tq_fail(e, TQ_EUNSUP, "%s: no expert or FFN tensors (model.layers.N.mlp.*) to split", m->path);
+        goto out;
+    }
+    qsort(en, n_en, sizeof *en, cmp_entry);
+    /* pinned stays in name order (model tensors are name-sorted) */
+    for (size_t i = 1; i < p->n_pinned; i++)
+        for (size_t j = i; j > 0 && strcmp(p->pinned[j - 1]->info.name, p->pinned[j]->info.name) > 0; j--) {
+            const tq_model_tensor *t = p->pinned[j];
+            p->pinned[j] = p->pinned[j - 1];
+            p->pinned[j - 1] = t;
+        }
+    for (size_t i = 0; i < p->n_pinned; i++)
+        if (tq_add_u64(p->pinned_bytes, p->pinned[i]->info.nbytes, &p->pinned_bytes) != 0) {
+            tq_fail(e, TQ_EDATA, "%s: pinned size overflows", m->path);
+            goto out;
+        }
+    p->n_layers = en[n_en - 1].layer + 1u;
+    p->layers = tq_calloc(p->n_layers, sizeof *p->layers, e);
+    if (!p->layers)
+        goto out;
+    size_t li = 0;
+    for (size_t a = 0; a < n_en;) {
+        size_t b = a;
+        while (b < n_en && en[b].layer == en[a].layer)
+            b++;
+        if (en[a].layer != li) {
+            tq_fail(e, TQ_EUNSUP, "%s: layer %zu has no %s tensors but layer %u has: only layers 0..N-1 all with %s are supported",
+                    m->path, li, p->kind == TQ_FLASH_MOE ? "routed expert" : "FFN", en[a].layer,
+                    p->kind == TQ_FLASH_MOE ? "experts" : "FFN tensors");
+            goto out;
+        }
+        split_layer *L = &p->layers[li++];
+        L->layer = en[a].layer;
+        L->naming = en[a].naming;
+        if (!(L->prefix = tq_malloc(en[a].prefix_len + 1, e)))
+            goto out;
+        memcpy(L->prefix, en[a].t->info.name, en[a].prefix_len);
+        L->prefix[en[a].prefix_len] = 0;
+        for (size_t i = a; i < b; i++) {
+            if (en[i].prefix_len != en[a].prefix_len || strncmp(en[i].t->info.name, L->prefix, en[a].prefix_len)) {
+                tq_fail(e, TQ_EDATA, "%s: layer %u: tensors '%s' and '%s' disagree on the name prefix", m->path,
+                        L->layer, en[a].t->info.name, en[i].t->info.name);
+                goto out;
+            }
+            if (en[i].naming != L->naming) {
+                tq_fail(e, TQ_EDATA, "%s: layer %u mixes per-expert (mlp.experts.E.*) and stacked (mlp.switch_mlp.*) tensors ('%s', '%s')",
+                        m->path, L->layer, en[a].t->info.name, en[i].t->info.name);
+                goto out;
+            }
+        }
+        uint64_t layer_exp = 0;
+        for (size_t s = a; s < b;) {
+            size_t t = s;
+            while (t < b && en[t].rank == en[s].rank)
+                t++;
+            uint64_t n_exp = 0;
+            if (build_slot(p, L, en, s, t, &n_exp, e) != 0)
+                goto out;
+            if (p->kind == TQ_FLASH_MOE && layer_exp && n_exp != layer_exp) {
+                const split_slot *s0 = &L->slots[0], *s1 = &L->slots[L->n_slots - 1];
+                if (L->naming == TQ_NAMING_HF && n_exp < layer_exp) {
+                    tq_fail(e, TQ_EDATA, "%s: layer %u: expert %llu has no %s.%s tensor ('%smlp.experts.%llu.%s.%s' is missing)",
+                            m->path, L->layer, (unsigned long long)n_exp, tq_flash_projs[s1->rank / 4],
+                            tq_flash_suffixes[s1->rank % 4], L->prefix, (unsigned long long)n_exp,
+                            tq_flash_projs[s1->rank / 4], tq_flash_suffixes[s1->rank % 4]);
+                } else if (L->naming == TQ_NAMING_HF) {
+                    tq_fail(e, TQ_EDATA, "%s: layer %u: expert %llu has no %s.%s tensor ('%smlp.experts.%llu.%s.%s' is missing)",
+                            m->path, L->layer, (unsigned long long)layer_exp, tq_flash_projs[s0->rank / 4],
+                            tq_flash_suffixes[s0->rank % 4], L->prefix, (unsigned long long)layer_exp,
+                            tq_flash_projs[s0->rank / 4], tq_flash_suffixes[s0->rank % 4]);
+                } else {
+                    tq_fail(e, TQ_EDATA, "%s: layer %u: '%s' stacks %llu experts but '%s' stacks %llu", m->path,
+                            L->layer, s1->stacked->info.name, (unsigned long long)n_exp, s0->stacked->info.name,
+                            (unsigned long long)layer_exp);
+                }
+                goto out;
+            }
+            layer_exp = n_exp;
+            s = t;
+        }
+        if (p->kind == TQ_FLASH_MOE) {
+            if (p->num_experts && layer_exp != p->num_experts) {
+                tq_fail(e, TQ_EDATA, "%s: expert count mismatch between layers: layer %u has %llu experts, layer %u has %llu",
+                        m->path, p->layers[0].layer, (unsigned long long)p->num_experts, L->layer,
+                        (unsigned long long)layer_exp);
+                goto out;
+            }
+            p->num_experts = layer_exp;
+        }
+        if (layout_layer(p, L, layer_exp, o, e) != 0)
+            goto out;
+        if (tq_add_u64(p->ffn_bytes, L->hdr.total_size, &p->ffn_bytes) != 0) {
+            tq_fail(e, TQ_EDATA, "%s: split size overflows", m->path);
+            goto out;
+        }
+        if (L->hdr.total_size > p->max_file_size)
+            p->max_file_size = L->hdr.total_size;
+        a = b;
+    }
+    if (p->kind == TQ_FLASH_MOE) {
+        int have;
+        uint64_t cfg_e = config_u64(m, "num_experts", &have);
+        if (!have)
+            cfg_e = config_u64(m, "num_local_experts", &have);
+        if (have && cfg_e != p->num_experts) {
+            tq_fail(e, TQ_EDATA, "%s: config.json says num_experts = %llu but the layers have %llu experts", m->path,
+                    (unsigned long long)cfg_e, (unsigned long long)p->num_experts);
+            goto out;
+        }
+        p->top_k = o->top_k ? o->top_k : config_u64(m, "num_experts_per_tok", &have);
+        if (!p->top_k) {
+            tq_fail(e, TQ_EDATA, "%s: config.json has no num_experts_per_tok; pass --top-k", m->path);
+            goto out;
+        }
+        if (p->top_k > p->num_experts) {
+            tq_fail(e, TQ_EDATA, "%s: top-k %llu is more than the %llu experts", m->path,
+                    (unsigned long long)p->top_k, (unsigned long long)p->num_experts);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    free(en);
+    return rc;
+}
+
+void split_plan_free(split_plan *p)
+{
+    for (size_t i = 0; i < p->n_layers; i++) {
+        split_layer *L = &p->layers[i];
+        for (int s = 0; s < L->n_slots; s++)
+            free(L->slots[s].per_expert);
+        free(L->prefix);
+        free(L->file);
+        free(L->block_sha);
+        tq_flash_header_free(&L->hdr);
+    }
+    free(p->layers);
+    free(p->pinned);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,284 @@
+/* tq_split: stream a model into pinned.safetensors + per-layer moe_flash_v1 / flash_aligned_v1
+ * files + config.json + split.json. Every byte is read once and hashed as it is written;
+ * memory is one expert block (or one copy chunk) per thread. The whole output is built in
+ * OUT.partial-XXXXXX and renamed into place last, so a failure leaves nothing behind. */
+#include "layout/split/split_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+tq_flash_file *split_add_file(split_run *r, tq_err *e)
+{
+    if (r->n_files == r->cap_files) {
+        size_t cap = r->cap_files ? r->cap_files * 2 : 64;
+        tq_flash_file *n = realloc(r->files, cap * sizeof *n);
+        if (!n) {
+            tq_fail(e, TQ_ENOMEM, "out of memory");
+            return NULL;
+        }
+        r->files = n;
+        r->cap_files = cap;
+    }
+    tq_flash_file *f = &r->files[r->n_files++];
+    memset(f, 0, sizeof *f);
+    return f;
+}
+
+void split_progress(split_run *r, uint64_t n)
+{
+    pthread_mutex_lock(&r->prog_mu);
+    tq_progress_add(&r->prog, n);
+    pthread_mutex_unlock(&r->prog_mu);
+}
+
+/* ------------------------------------------------------------ config, extras */
+
+static int write_config(split_run *r, tq_err *e)
+{
+    const split_plan *p = &r->plan;
+    cJSON *c = p->m->config ? cJSON_Duplicate(p->m->config, 1) : cJSON_CreateObject();
+    if (!c)
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    cJSON_DeleteItemFromObjectCaseSensitive(c, "streaming");
+    cJSON *s = cJSON_AddObjectToObject(c, "streaming");
+    int ok = s && cJSON_AddStringToObject(s, "pinned_file", "pinned.safetensors") &&
+             tq_json_add_u64(s, "num_layers", p->n_layers) && tq_json_add_u64(s, "page_size", p->align) &&
+             cJSON_AddStringToObject(s, "manifest", "split.json");
+    if (p->kind == TQ_FLASH_MOE)
+        ok = ok && cJSON_AddStringToObject(s, "format", "moe_flash_v1") &&
+             cJSON_AddStringToObject(s, "expert_dir", "experts/") && tq_json_add_u64(s, "num_experts", p->num_experts) &&
+             tq_json_add_u64(s, "experts_per_tok", p->top_k);
+    else
+        ok = ok && cJSON_AddStringToObject(s, "format", "flash_aligned_v1") &&
+             cJSON_AddStringToObject(s, "ffn_dir", "ffn_aligned/");
+    char *text = ok ? tq_json_print(c, e) : NULL;
+    cJSON_Delete(c);
+    if (!text)
+        return ok ? -1 : tq_fail(e, TQ_ENOMEM, "out of memory");
+    out_file of;
+    int rc = -1;
+    if (split_of_open(&of, r->stage, "config.json", e) == 0) {
+        if (split_of_write(&of, text, strlen(text), e) != 0)
+            split_of_abort(&of);
+        else {
+            tq_flash_file *rec = split_add_file(r, e);
+            if (rec)
+                rc = split_of_commit(&of, rec, e);
+            else
+                split_of_abort(&of);
+        }
+    }
+    free(text);
+    return rc;
+}
+
+static int copy_extra(split_run *r, const char *name, unsigned char *buf, tq_err *e)
+{
+    char *src = tq_path_join(r->plan.m->path, name, e);
+    if (!src)
+        return -1;
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        tq_fail(e, TQ_EIO, "%s: cannot open: %s", src, strerror(errno));
+        free(src);
+        return -1;
+    }
+    out_file of;
+    int rc = split_of_open(&of, r->stage, name, e);
+    for (;;) {
+        if (rc != 0)
+            break;
+        ssize_t n = read(fd, buf, SPLIT_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = tq_fail(e, TQ_EIO, "%s: read error: %s", src, strerror(errno));
+            split_of_abort(&of);
+            break;
+        }
+        if (n == 0) {
+            tq_flash_file *rec = split_add_file(r, e);
+            if (!rec) {
+                split_of_abort(&of);
+                rc = -1;
+            } else
+                rc = split_of_commit(&of, rec, e);
+            break;
+        }
+        if ((rc = split_of_write(&of, buf, (size_t)n, e)) != 0)
+            split_of_abort(&of);
+    }
+    close(fd);
+    free(src);
+    return rc;
+}
+
+static int reserved_name(const char *n)
+{
+    return !strcmp(n, "pinned.safetensors") || !strcmp(n, "config.json") || !strcmp(n, "split.json");
+}
+
+static int copy_extras(split_run *r, tq_err *e)
+{
+    const tq_model *m = r->plan.m;
+    if (!m->n_extra)
+        return 0;
+    unsigned char *buf = tq_malloc(SPLIT_CHUNK, e);
+    if (!buf)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < m->n_extra && rc == 0; i++) {
+        if (reserved_name(m->extra_files[i]))
+            rc = tq_fail(e, TQ_EDATA, "%s: extra file '%s' would collide with a split output", m->path, m->extra_files[i]);
+        else
+            rc = copy_extra(r, m->extra_files[i], buf, e);
+    }
+    free(buf);
+    return rc;
+}
+
+/* ------------------------------------------------------------ driver */
+
+static int cmp_file(const void *a, const void *b)
+{
+    return strcmp(((const tq_flash_file *)a)->name, ((const tq_flash_file *)b)->name);
+}
+
+static int make_stage(split_run *r, const char *out_dir, tq_err *e)
+{
+    if (tq_adir_open(&r->out, out_dir, 0, e) != 0)
+        return -1;
+    r->stage = r->out.tmp_path;
+    char *sub = tq_path_join(r->stage, r->plan.kind == TQ_FLASH_MOE ? "experts" : "ffn_aligned", e);
+    int rc = sub && mkdir(sub, 0755) == 0 ? 0 : -1;
+    if (sub && rc != 0)
+        tq_fail(e, TQ_EIO, "%s: cannot create: %s", sub, strerror(errno));
+    free(sub);
+    return rc;
+}
+
+static int finish(split_run *r, const char *out_dir, tq_err *e)
+{
+    tq_st_writer *w = r->pinned_w;
+    r->pinned_w = NULL;
+    if (w && tq_st_writer_finish(w, e) != 0)
+        return -1;
+    qsort(r->files, r->n_files, sizeof *r->files, cmp_file);
+    const char *label = r->o->source_label ? r->o->source_label : r->plan.m->path;
+    cJSON *j = split_manifest_json(&r->plan, label, r->files, r->n_files, e);
+    if (!j)
+        return -1;
+    char *path = tq_path_join(r->stage, "split.json", e);
+    int rc = path ? tq_json_write_file(path, j, e) : -1;
+    free(path);
+    cJSON_Delete(j);
+    if (rc != 0)
+        return -1;
+    for (size_t i = 0; i < r->n_files; i++) {
+        char *p = tq_path_join(r->stage, r->files[i].name, e);
+        rc = p ? split_fsync_path(p, 0, e) : -1;
+        free(p);
+        if (rc != 0)
+            return -1;
+    }
+    char *sub = tq_path_join(r->stage, r->plan.kind == TQ_FLASH_MOE ? "experts" : "ffn_aligned", e);
+    rc = sub ? split_fsync_path(sub, 1, e) : -1;
+    free(sub);
+    if (rc != 0 || split_fsync_path(r->stage, 1, e) != 0)
+        return -1;
+    r->stage = NULL;
+    return tq_adir_commit(&r->out, e);
+}
+
+int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_split_result *res, tq_err *e)
+{
+    split_run r = {.o = o};
+    pthread_mutex_init(&r.prog_mu, NULL);
+    tq_model *m = NULL;
+    int rc = -1;
+    if (tq_model_open(&m, model, e) != 0)
+        goto out;
+    if (split_plan_build(&r.plan, m, o, e) != 0)
+        goto out;
+    if (make_stage(&r, out_dir, e) != 0)
+        goto out;
+    tq_progress_init(&r.prog, "split", r.plan.pinned_bytes + r.plan.ffn_bytes, o->quiet);
+    if (split_write_pinned(&r, e) != 0)
+        goto out;
+    if (r.plan.kind == TQ_FLASH_MOE) {
+        for (size_t i = 0; i < r.plan.n_layers; i++)
+            if (split_write_moe_layer(&r, &r.plan.layers[i], e) != 0)
+                goto out;
+    } else if (split_write_dense_layers(&r, e) != 0) {
+        goto out;
+    }
+    if (write_config(&r, e) != 0 || copy_extras(&r, e) != 0)
+        goto out;
+    if (finish(&r, out_dir, e) != 0)
+        goto out;
+    tq_progress_end(&r.prog);
+    if (res) {
+        memset(res, 0, sizeof *res);
+        res->kind = r.plan.kind;
+        res->pinned_bytes = r.plan.pinned_bytes;
+        res->n_layers = r.plan.n_layers;
+        res->num_experts = r.plan.num_experts;
+        res->experts_per_tok = r.plan.top_k;
+        for (size_t i = 0; i < r.plan.n_layers; i++)
+            if (r.plan.layers[i].hdr.expert_block_size > res->max_block_size)
+                res->max_block_size = r.plan.layers[i].hdr.expert_block_size;
+        res->ffn_bytes = r.plan.ffn_bytes;
+        for (size_t i = 0; i < r.n_files; i++)
+            res->bytes_written += r.files[i].size;
+    }
+    rc = 0;
+out:
+    if (r.pinned_w)
+        tq_st_writer_abort(r.pinned_w);
+    if (r.out.tmp_path)
+        tq_adir_abort(&r.out);
+    for (size_t i = 0; i < r.n_files; i++)
+        free(r.files[i].name);
+    free(r.files);
+    split_plan_free(&r.plan);
+    tq_model_close(m);
+    pthread_mutex_destroy(&r.prog_mu);
+    return rc;
+}
+
+int tq_split_plan(const char *model, const tq_split_opts *o, uint64_t ram, tq_split_ram_plan *pl, tq_err *e)
+{
+    tq_model *m = NULL;
+    split_plan p;
+    memset(&p, 0, sizeof p);
+    if (tq_model_open(&m, model, e) != 0)
+        return -1;
+    int rc = split_plan_build(&p, m, o, e);
+    if (rc == 0) {
+        memset(pl, 0, sizeof *pl);
+        pl->kind = p.kind;
+        pl->ram = ram;
+        pl->pinned_bytes = p.pinned_bytes;
+        pl->n_layers = p.n_layers;
+        pl->num_experts = p.num_experts;
+        pl->experts_per_tok = p.top_k;
+        pl->ffn_bytes = p.ffn_bytes;
+        for (size_t i = 0; i < p.n_layers; i++) {
+            uint64_t b = p.kind == TQ_FLASH_MOE ? p.layers[i].hdr.expert_block_size : p.layers[i].hdr.total_size;
+            if (b > pl->block_size)
+                pl->block_size = b;
+        }
+        tq_split_plan_compute(pl);
+    }
+    split_plan_free(&p);
+    tq_model_close(m);
+    return rc;
+}

@@ -1,0 +1,348 @@
+/* tq_convert: open the input, plan, write every output into OUT.partial-XXXXXX, then put
+ * the directory in place with one rename. A failure at any point removes the partial
+ * directory, so OUTPUT_DIR only ever holds a complete conversion (or what it held before). */
+#include "quant/convert/convert_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void tq_convert_opts_default(tq_convert_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->mode = TQ_CONVERT_QUANTIZE;
+    o->bits = 3;
+    o->group_size = 64;
+    o->scale = TQ_SCALE_LSQ;
+    o->seed = 42;
+    o->dtype = -1;
+    o->shard_size = 5ull << 30;
+    o->threads = tq_default_threads();
+}
+
+static int check_opts(const tq_convert_opts *o, tq_err *e)
+{
+    if (o->mode < 0 || o->mode > TQ_CONVERT_PLAIN)
+        return tq_fail(e, TQ_EUSAGE, "unknown mode %d", o->mode);
+    if (o->bits < 2 || o->bits > 4)
+        return tq_fail(e, TQ_EUSAGE, "--bits must be 2, 3 or 4");
+    if (o->group_size != 32 && o->group_size != 64 && o->group_size != 128)
+        return tq_fail(e, TQ_EUSAGE, "--group-size must be 32, 64 or 128");
+    for (size_t i = 0; i < o->n_bits_for; i++)
+        if (o->bits_for_bits[i] < 2 || o->bits_for_bits[i] > 4)
+            return tq_fail(e, TQ_EUSAGE, "--bits-for '%s': bits must be 2, 3 or 4", o->bits_for_re[i]);
+    if (o->scale != TQ_SCALE_RMS && o->scale != TQ_SCALE_LSQ)
+        return tq_fail(e, TQ_EUSAGE, "unknown scale method");
+    if (o->dtype >= 0 && o->dtype != TQ_DT_F16 && o->dtype != TQ_DT_BF16 && o->dtype != TQ_DT_F32)
+        return tq_fail(e, TQ_EUSAGE, "--dtype must be bf16, f16 or f32");
+    if (o->threads < 1 || o->threads > 1024)
+        return tq_fail(e, TQ_EUSAGE, "--threads must be 1..1024");
+    if (!o->shard_size)
+        return tq_fail(e, TQ_EUSAGE, "--shard-size must be positive");
+    return 0;
+}
+
+/* ------------------------------------------------------------ output directory */
+/* Refuse what must not be replaced; OUTPUT_DIR may not be or contain the input. */
+static int check_output(const char *in, const char *out, int force, tq_err *e)
+{
+    struct stat st;
+    if (stat(out, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return tq_fail(e, TQ_EEXIST, "%s: exists and is not a directory", out);
+        char rin[PATH_MAX], rout[PATH_MAX];
+        if (realpath(in, rin) && realpath(out, rout)) {
+            size_t k = strlen(rout);
+            if (!strcmp(rin, rout) || (!strncmp(rin, rout, k) && rin[k] == '/'))
+                return tq_fail(e, TQ_EUSAGE, "%s: the output directory holds the input %s", out, in);
+        }
+        if (!force && !tq_dir_is_empty(out))
+            return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty (use --force to replace it)", out);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ config.json */
+static const char *scale_name(int s) { return s == TQ_SCALE_RMS ? "rms" : "lsq"; }
+
+static int write_config(const cv_plan *p, const tq_model *m, const tq_convert_opts *o, const char *dir, tq_err *e)
+{
+    if (!m->config && o->mode != TQ_CONVERT_QUANTIZE)
+        return 0;
+    cJSON *c = m->config ? cJSON_Duplicate(m->config, 1) : cJSON_CreateObject();
+    if (!c)
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    int ok = 1;
+    if (o->mode == TQ_CONVERT_QUANTIZE) {
+        cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization");
+        cJSON *q = p->qconfig ? cJSON_Duplicate(p->qconfig, 1) : cJSON_CreateObject();
+        ok = q && cJSON_AddStringToObject(q, "mode", "turboquant") && cJSON_AddNumberToObject(q, "bits", o->bits) &&
+             cJSON_AddNumberToObject(q, "group_size", (double)o->group_size) &&
+             cJSON_AddStringToObject(q, "rotation", "hadamard") &&
+             cJSON_AddNumberToObject(q, "rotation_seed", (double)o->seed) &&
+             cJSON_AddStringToObject(q, "scale_method", scale_name(o->scale)) &&
+             cJSON_AddStringToObject(q, "codebook", "lloyd_max_gaussian");
+        if (q)
+            cJSON_AddItemToObject(c, "quantization", q);
+    } else if (o->mode == TQ_CONVERT_DEQUANTIZE) {
+        cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization");
+        cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization_config");
+    }
+    int rc = -1;
+    if (!ok) {
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+    } else {
+        char *path = tq_path_join(dir, "config.json", e);
+        rc = path ? tq_json_write_file(path, c, e) : -1;
+        free(path);
+    }
+    cJSON_Delete(c);
+    return rc;
+}
+
+/* ------------------------------------------------------------ writing */
+static int write_small(const cv_plan *p, tq_model_writer *w, tq_err *e)
+{
+    for (size_t i = 0; i < p->n_items; i++) {
+        const cv_item *it = &p->items[i];
+        if (it->kind != CV_QUANT)
+            continue;
+        uint16_t cb[16];
+        for (int k = 0; k < it->cb->n; k++)
+            cb[k] = it->cb->f16[k];
+        if (tq_model_writer_write(w, (size_t)it->out_codebook, 0, cb, (size_t)it->cb->n * 2, e))
+            return -1;
+        uint16_t buf[4096];
+        for (uint64_t j = 0; j < it->cols; j += 4096) {
+            size_t k = (size_t)(it->cols - j < 4096 ? it->cols - j : 4096);
+            for (size_t l = 0; l < k; l++)
+                buf[l] = it->signs[j + l] < 0 ? 0xBC00 : 0x3C00; /* f16 -1 / +1 */
+            if (tq_model_writer_write(w, (size_t)it->out_signs, j * 2, buf, k * 2, e))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int cmp_rt(const void *a, const void *b)
+{
+    return strcmp(((const tq_convert_tensor *)a)->name, ((const tq_convert_tensor *)b)->name);
+}
+
+static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
+{
+    if (!(r->t = tq_calloc(p->n_items ? p->n_items : 1, sizeof *r->t, e)))
+        return -1;
+    double qe = 0, qs = 0;
+    for (size_t i = 0; i < p->n_items; i++) {
+        const cv_item *it = &p->items[i];
+        tq_convert_tensor *t = &r->t[r->n++];
+        if (!(t->name = tq_strdup(it->name, e)) || !(t->source = tq_strdup(it->source, e)))
+            return -1;
+        t->note = it->note;
+        t->params = it->E * it->rows * it->cols;
+        if (it->kind == CV_QUANT) {
+            t->quantized = 1;
+            t->bits = it->bits;
+            t->group_size = it->group;
+            t->bytes = t->params / it->cols * (tq_packed_words(it->cols, it->bits) * 4 + it->cols / it->group * 2) +
+                       ((uint64_t)it->cb->n + it->cols) * 2;
+            r->q_params += t->params;
+            r->q_bytes += t->bytes;
+            qe += it->err2;
+            qs += it->sum2;
+        } else {
+            t->bytes = t->params * tq_dtype_size(it->out_dtype);
+            if (it->kind == CV_DEQUANT) {
+                t->bits = it->bits;
+                t->group_size = it->group;
+            }
+        }
+        t->rel_mse = it->sum2 > 0 ? it->err2 / it->sum2 : 0;
+        r->params += t->params;
+        r->bytes += t->bytes;
+        if (it->kind == CV_COPY)
+            r->in_bytes += t->params * tq_dtype_size(it->src_dtype);
+        else if (it->kind == CV_QUANT)
+            r->in_bytes += t->params * tq_dtype_size(it->src_dtype);
+        else
+            r->in_bytes += t->params / it->cols * (tq_packed_words(it->cols, it->bits) * 4 + it->cols / it->group * 2);
+    }
+    qsort(r->t, r->n, sizeof *r->t, cmp_rt);
+    r->rel_mse = qs > 0 ? qe / qs : 0;
+    r->bpw_quantized = r->q_params ? 8.0 * (double)r->q_bytes / (double)r->q_params : 0;
+    r->bpw_total = r->params ? 8.0 * (double)r->bytes / (double)r->params : 0;
+    return 0;
+}
+
+static double cpu_now(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* GGUF input's warnings go into the report; the front-end prints them. */
+static int copy_warnings(const tq_model *m, tq_convert_report *r, tq_err *e)
+{
+    const char *const *w;
+    size_t n = tq_gguf_model_warnings(m, &w);
+    if (!n)
+        return 0;
+    if (!(r->warnings = tq_calloc(n, sizeof *r->warnings, e)))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!(r->warnings[i] = tq_strdup(w[i], e)))
+            return -1;
+        r->n_warnings = i + 1;
+    }
+    return 0;
+}
+
+int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e)
+{
+    double t0 = tq_now(), c0 = cpu_now();
+    memset(r, 0, sizeof *r);
+    r->threads = o->threads;
+    if (check_opts(o, e))
+        return -1;
+    size_t ol = strlen(out_dir);
+    while (ol > 1 && out_dir[ol - 1] == '/')
+        ol--;
+    char *out = tq_malloc(ol + 1, e);
+    if (!out)
+        return -1;
+    memcpy(out, out_dir, ol);
+    out[ol] = 0;
+    tq_model *m = NULL;
+    cv_plan plan;
+    memset(&plan, 0, sizeof plan);
+    tq_st_decl *decls = NULL;
+    tq_model_writer *w = NULL;
+    tq_adir od = {0};
+    const char *tmp = NULL;
+    int rc = -1;
+    if (check_output(input, out, o->force, e) ||
+        tq_model_open_ex(&m, input, o->keep_names ? TQ_MODEL_KEEP_NAMES : 0, e) || copy_warnings(m, r, e) ||
+        cv_plan_build(&plan, m, o, e))
+        goto done;
+    if (!plan.n_decls) {
+        tq_fail(e, TQ_EDATA, "%s: no tensors", input);
+        goto done;
+    }
+    if (!(decls = tq_calloc(plan.n_decls, sizeof *decls, e)))
+        goto done;
+    for (size_t i = 0; i < plan.n_decls; i++) {
+        decls[i].name = plan.decls[i].name;
+        decls[i].dtype = plan.decls[i].dtype;
+        decls[i].ndim = plan.decls[i].ndim;
+        memcpy(decls[i].shape, plan.decls[i].shape, sizeof decls[i].shape);
+    }
+    static const char *const kq[] = {"format"}, *const vq[] = {"mlx"}, *const vp[] = {"pt"};
+    if (tq_adir_open(&od, out, o->force ? TQ_ADIR_REPLACE : 0, e))
+        goto done;
+    tmp = od.tmp_path;
+    if (tq_model_writer_open(&w, tmp, decls, plan.n_decls, o->shard_size, kq,
+                             o->mode == TQ_CONVERT_QUANTIZE ? vq : vp, 1, e) ||
+        cv_plan_resolve(&plan, w, e) || write_small(&plan, w, e) || cv_run(&plan, w, e))
+        goto done;
+    tq_model_writer *wf = w;
+    w = NULL;
+    if (tq_model_writer_finish(wf, e) || write_config(&plan, m, o, tmp, e) || tq_model_copy_extras(m, tmp, e))
+        goto done;
+    /* the input may have changed under us only if someone wrote it; the output is complete */
+    if (tq_adir_commit(&od, e))
+        goto done;
+    if (fill_report(&plan, r, e))
+        goto done;
+    r->seconds = tq_now() - t0;
+    r->cpu_seconds = cpu_now() - c0;
+    rc = 0;
+done:
+    if (w)
+        tq_model_writer_abort(w);
+    if (od.tmp_path)
+        tq_adir_abort(&od);
+    if (rc)
+        tq_convert_report_free(r);
+    free(decls);
+    cv_plan_free(&plan);
+    tq_model_close(m);
+    free(out);
+    return rc;
+}
+
+void tq_convert_report_free(tq_convert_report *r)
+{
+    for (size_t i = 0; r->t && i < r->n; i++) {
+        free(r->t[i].name);
+        free(r->t[i].source);
+    }
+    free(r->t);
+    tq_free_strv(r->warnings, r->n_warnings);
+    int th = r->threads;
+    memset(r, 0, sizeof *r);
+    r->threads = th;
+}
+
+struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_convert_opts *o)
+{
+    static const char *modes[] = {"quantize", "dequantize", "plain"};
+    cJSON *j = cJSON_CreateObject(), *ts = j ? cJSON_AddArrayToObject(j, "tensors") : NULL;
+    if (!ts) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    cJSON_AddStringToObject(j, "mode", modes[o->mode]);
+    if (o->mode == TQ_CONVERT_QUANTIZE) {
+        cJSON_AddNumberToObject(j, "bits", o->bits);
+        cJSON_AddNumberToObject(j, "group_size", (double)o->group_size);
+        cJSON_AddStringToObject(j, "scale_method", scale_name(o->scale));
+        cJSON_AddNumberToObject(j, "rotation_seed", (double)o->seed);
+    }
+    cJSON_AddNumberToObject(j, "threads", r->threads);
+    cJSON_AddNumberToObject(j, "seconds", r->seconds);
+    cJSON_AddNumberToObject(j, "cpu_seconds", r->cpu_seconds);
+    cJSON_AddNumberToObject(j, "quantized_mweights_per_cpu_s", r->cpu_seconds > 0 ? (double)r->q_params / r->cpu_seconds / 1e6 : 0);
+    cJSON_AddNumberToObject(j, "params", (double)r->params);
+    cJSON_AddNumberToObject(j, "bytes", (double)r->bytes);
+    cJSON_AddNumberToObject(j, "input_bytes", (double)r->in_bytes);
+    cJSON_AddNumberToObject(j, "quantized_params", (double)r->q_params);
+    cJSON_AddNumberToObject(j, "quantized_bytes", (double)r->q_bytes);
+    cJSON_AddNumberToObject(j, "bits_per_weight_quantized", r->bpw_quantized);
+    cJSON_AddNumberToObject(j, "bits_per_weight_total", r->bpw_total);
+    cJSON_AddNumberToObject(j, "rel_mse", r->rel_mse);
+    cJSON *wa = cJSON_AddArrayToObject(j, "warnings");
+    for (size_t i = 0; wa && i < r->n_warnings; i++)
+        cJSON_AddItemToArray(wa, cJSON_CreateString(r->warnings[i]));
+    double rate = r->seconds > 0 ? (double)r->q_params / r->seconds / 1e6 : 0;
+    cJSON_AddNumberToObject(j, "quantized_mweights_per_s", rate);
+    cJSON_AddNumberToObject(j, "quantized_mweights_per_s_per_thread", r->threads > 0 ? rate / r->threads : 0);
+    for (size_t i = 0; i < r->n; i++) {
+        const tq_convert_tensor *t = &r->t[i];
+        cJSON *x = cJSON_CreateObject();
+        if (!x)
+            break;
+        cJSON_AddStringToObject(x, "name", t->name);
+        cJSON_AddStringToObject(x, "source", t->source);
+        cJSON_AddBoolToObject(x, "quantized", t->quantized);
+        if (t->bits) {
+            cJSON_AddNumberToObject(x, "bits", t->bits);
+            cJSON_AddNumberToObject(x, "group_size", (double)t->group_size);
+        }
+        if (t->quantized)
+            cJSON_AddNumberToObject(x, "rel_mse", t->rel_mse);
+        cJSON_AddNumberToObject(x, "params", (double)t->params);
+        cJSON_AddNumberToObject(x, "bytes", (double)t->bytes);
+        if (t->note)
+            cJSON_AddStringToObject(x, "note", t->note);
+        cJSON_AddItemToArray(ts, x);
+    }
+    return j;
+}

@@ -1,0 +1,70 @@
+/* quant/convert/convert.h — tq-convert: a model directory, .safetensors or GGUF file to a
+ * TurboQuant model directory (or back, or a plain dtype copy), streamed tensor by tensor over
+ * the kernels of quant/quant.h. */
+#ifndef TQ_CONVERT_H
+#define TQ_CONVERT_H
+
+#include "common/common.h"
+#include "quant/quant.h"
+
+/* A model directory (or .safetensors / GGUF file, whatever tq_model_open reads) to a
+ * TurboQuant model directory (REFERENCE §2), or back (dequantize), or a plain dtype copy.
+ * Output goes to OUT.partial-XXXXXX and is renamed into place only when complete. */
+enum tq_convert_mode { TQ_CONVERT_QUANTIZE = 0, TQ_CONVERT_DEQUANTIZE = 1, TQ_CONVERT_PLAIN = 2 };
+
+typedef struct tq_convert_opts {
+    int mode;               /* enum tq_convert_mode */
+    int bits;               /* 2, 3, 4 */
+    size_t group_size;      /* 32, 64, 128 */
+    int scale;              /* enum tq_scale_method */
+    uint64_t seed;          /* rotation_seed (42) */
+    size_t n_bits_for;      /* --bits-for REGEX=B, in order (last match wins) */
+    const char *const *bits_for_re;
+    const int *bits_for_bits;
+    size_t n_keep;          /* --keep REGEX */
+    const char *const *keep_re;
+    int dtype;              /* tq_dtype for unquantized float tensors, -1 = keep the input's
+                               (dequantize: dequantized weights default to BF16) */
+    uint64_t shard_size;    /* bytes of tensor data per shard (5 GiB) */
+    int threads;
+    int force;              /* replace an existing non-empty OUTPUT_DIR */
+    int keep_names;         /* no expert stacking / unstacking */
+    int quiet;              /* no progress */
+} tq_convert_opts;
+
+void tq_convert_opts_default(tq_convert_opts *o);
+
+typedef struct tq_convert_tensor {
+    char *name;             /* output tensor (quantized: the module's P.weight) */
+    char *source;           /* first input tensor it came from */
+    int quantized;          /* 1: TurboQuant module, 0: copied/converted/dequantized */
+    int bits;
+    size_t group_size;
+    uint64_t params;        /* weights (elements) in the output tensor(s) */
+    uint64_t bytes;         /* output bytes incl. scales, codebook, signs, bias */
+    double rel_mse;         /* quantized / dequantized: Σ(w-ŵ)²/Σw², else 0 */
+    const char *note;       /* why a candidate stayed unquantized, or NULL */
+} tq_convert_tensor;
+
+typedef struct tq_convert_report {
+    size_t n;
+    tq_convert_tensor *t;   /* output order (sorted by name) */
+    uint64_t params, bytes;          /* all output tensors */
+    uint64_t q_params, q_bytes;      /* TurboQuant modules only */
+    uint64_t in_bytes;               /* input tensor bytes */
+    double bpw_quantized, bpw_total; /* bits per weight */
+    double rel_mse;                  /* over all quantized modules together */
+    double seconds;                  /* wall */
+    double cpu_seconds;              /* user + system, all threads */
+    int threads;
+    size_t n_warnings;
+    char **warnings;                 /* about the input (GGUF: unmapped names, tensors stored
+                                        quantized, whose error compounds when requantized) */
+} tq_convert_report;
+
+int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e);
+void tq_convert_report_free(tq_convert_report *r);
+/* {"input", "output", "mode", "bits", ..., "tensors": [...]} for --json. */
+struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_convert_opts *o);
+
+#endif

@@ -1,0 +1,292 @@
+/* Running a plan: jobs of bounded size (a few MiB of input each), taken by worker threads
+ * in any order. Each job reads its rows with pread, computes, and writes a disjoint byte
+ * range of the output; its error sums go to its own slot and are added up in job order. */
+#include "quant/convert/convert_internal.h"
+#include "quant/quant_internal.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JOB_BYTES (4u << 20) /* input bytes per job (f32-equivalent for quantization) */
+
+typedef struct cv_job {
+    cv_item *it;
+    uint64_t part, first, count; /* rows (QUANT/DEQUANT) or elements (COPY) of a part */
+    double err2, sum2;
+} cv_job;
+
+typedef struct cv_buf {
+    void *p;
+    size_t cap;
+} cv_buf;
+
+static void *grow(cv_buf *b, size_t n, tq_err *e)
+{
+    if (n <= b->cap)
+        return b->p;
+    void *np = realloc(b->p, n);
+    if (!np)
+        return tq_fail(e, TQ_ENOMEM, "out of memory (%zu bytes)", n), NULL;
+    b->p = np;
+    b->cap = n;
+    return np;
+}
+
+typedef struct cv_shared {
+    cv_job *jobs;
+    size_t n_jobs;
+    atomic_size_t next;
+    atomic_int failed;
+    pthread_mutex_t lock;
+    tq_err err;
+    tq_model_writer *w;
+    tq_progress prog;
+    int threads;
+} cv_shared;
+
+typedef struct cv_worker {
+    cv_shared *sh;
+    cv_buf in, f32, scratch, words, scales, out;
+} cv_worker;
+
+static int job_copy(cv_worker *wk, cv_job *j, tq_err *e)
+{
+    cv_item *it = j->it;
+    const cv_part *pt = &it->parts[j->part];
+    size_t isz = tq_dtype_size(it->src_dtype), osz = tq_dtype_size(it->out_dtype);
+    size_t n = (size_t)j->count;
+    void *in = grow(&wk->in, n * isz, e);
+    if (!in || tq_model_read(pt->src, (pt->src_off + j->first) * isz, in, n * isz, e))
+        return -1;
+    const void *outp = in;
+    if (it->out_dtype != it->src_dtype) {
+        float *f = grow(&wk->f32, n * sizeof(float), e);
+        void *o = f ? grow(&wk->out, n * osz, e) : NULL;
+        if (!o || tq_to_f32(it->src_dtype, in, f, n, e) || tq_from_f32(it->out_dtype, f, o, n, e))
+            return -1;
+        outp = o;
+    }
+    return tq_model_writer_write(wk->sh->w, (size_t)pt->out, (pt->out_off + j->first) * osz, outp, n * osz, e);
+}
+
+static int job_quant(cv_worker *wk, cv_job *j, tq_err *e)
+{
+    cv_item *it = j->it;
+    const cv_part *pt = &it->parts[j->part];
+    size_t isz = tq_dtype_size(it->src_dtype), in = (size_t)it->cols, rows = (size_t)j->count;
+    size_t words = tq_packed_words(in, it->bits), ng = in / it->group;
+    void *src = grow(&wk->in, rows * in * isz, e);
+    float *f = src ? grow(&wk->f32, in * sizeof(float), e) : NULL;
+    void *scr = f ? grow(&wk->scratch, in, e) : NULL;
+    uint32_t *pk = scr ? grow(&wk->words, rows * words * 4, e) : NULL;
+    uint16_t *sc = pk ? grow(&wk->scales, rows * ng * 2, e) : NULL;
+    if (!sc || tq_model_read(pt->src, (pt->src_off + j->first * in) * isz, src, rows * in * isz, e))
+        return -1;
+    double e2 = 0, s2 = 0;
+    uint8_t *idx = (uint8_t *)scr;
+    for (size_t r = 0; r < rows; r++) {
+        double a, b;
+        /* tq_quantize_row, with the dtype conversion fused into the sign multiplication */
+        tq_q_load_signed(it->src_dtype, (const char *)src + r * in * isz, it->signs, in, f);
+        if (tq_hadamard(f, in, it->block, 0))
+            return tq_fail(e, TQ_EUSAGE, "tensor '%s': bad Hadamard block", it->source);
+        if (tq_quantize_groups(it->cb, it->scale_method, it->group, f, in, idx, sc + r * ng, &a, &b, e))
+            return tq_err_prefix(e, "tensor '%s' row %llu", it->source, (unsigned long long)(j->first + r));
+        tq_pack(idx, in, it->bits, pk + r * words);
+        e2 += a;
+        s2 += b;
+    }
+    j->err2 = e2;
+    j->sum2 = s2;
+    uint64_t row0 = (uint64_t)j->part * it->rows + j->first;
+    if (tq_model_writer_write(wk->sh->w, (size_t)pt->out, row0 * words * 4, pk, rows * words * 4, e))
+        return -1;
+    return tq_model_writer_write(wk->sh->w, (size_t)it->out_scales, row0 * ng * 2, sc, rows * ng * 2, e);
+}
+
+static int job_dequant(cv_worker *wk, cv_job *j, tq_err *e)
+{
+    cv_item *it = j->it;
+    const cv_part *pt = &it->parts[j->part];
+    size_t in = (size_t)it->cols, rows = (size_t)j->count, osz = tq_dtype_size(it->out_dtype);
+    size_t words = tq_packed_words(in, it->bits), ng = in / it->group;
+    uint32_t *pk = grow(&wk->words, rows * words * 4, e);
+    uint16_t *sc = pk ? grow(&wk->scales, rows * ng * 2, e) : NULL;
+    float *f = sc ? grow(&wk->f32, in * sizeof(float), e) : NULL;
+    char *out = f ? grow(&wk->out, rows * in * osz, e) : NULL;
+    if (!out || tq_model_read(pt->src, (pt->src_off + j->first * words) * 4, pk, rows * words * 4, e) ||
+        tq_model_read(pt->scales, (pt->scales_off + j->first * ng) * 2, sc, rows * ng * 2, e))
+        return -1;
+    for (size_t r = 0; r < rows; r++) {
+        tq_dequantize_row(pk + r * words, sc + r * ng, it->codebook, it->bits, it->group, in, f);
+        if (tq_unrotate(f, in, it->signs, it->block))
+            return tq_fail(e, TQ_EDATA, "tensor '%s': bad Hadamard block", it->source);
+        if (tq_from_f32(it->out_dtype, f, out + r * in * osz, in, e))
+            return -1;
+    }
+    return tq_model_writer_write(wk->sh->w, (size_t)pt->out, (pt->out_off + j->first * in) * osz, out, rows * in * osz, e);
+}
+
+static uint64_t job_in_bytes(const cv_job *j)
+{
+    const cv_item *it = j->it;
+    if (it->kind == CV_COPY)
+        return j->count * tq_dtype_size(it->src_dtype);
+    if (it->kind == CV_QUANT)
+        return j->count * it->cols * tq_dtype_size(it->src_dtype);
+    return j->count * (tq_packed_words(it->cols, it->bits) * 4 + it->cols / it->group * 2);
+}
+
+/* Input byte range of a job within its safetensors shard (0 length for other sources). */
+static void job_src_range(const cv_job *j, int *fd, uint64_t *off, uint64_t *len)
+{
+    const cv_item *it = j->it;
+    const cv_part *pt = &it->parts[j->part];
+    *len = 0;
+    if (!pt->src || !pt->src->file)
+        return;
+    uint64_t esz = tq_dtype_size(pt->src->info.dtype), per = it->kind == CV_COPY ? 1 : it->cols;
+    if (it->kind == CV_DEQUANT) /* packed words; its scales are a tenth of that */
+        per = tq_packed_words(it->cols, it->bits);
+    *fd = pt->src->file->fd;
+    *off = pt->src->info.offset + (pt->src_off + j->first * per) * esz;
+    *len = j->count * per * esz;
+}
+
+/* Ask the kernel for the input of the job this thread will likely take next, so reading
+ * overlaps with computing. */
+static void prefetch(const cv_shared *sh, size_t k)
+{
+    if (k >= sh->n_jobs)
+        return;
+    int fd;
+    uint64_t off, len;
+    job_src_range(&sh->jobs[k], &fd, &off, &len);
+    if (len)
+        posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
+static void *worker_main(void *arg)
+{
+    cv_worker *wk = arg;
+    cv_shared *sh = wk->sh;
+    tq_err e = {0};
+    for (;;) {
+        if (atomic_load(&sh->failed))
+            break;
+        size_t k = atomic_fetch_add(&sh->next, 1);
+        if (k >= sh->n_jobs)
+            break;
+        cv_job *j = &sh->jobs[k];
+        prefetch(sh, k + (size_t)sh->threads);
+        int rc = j->it->kind == CV_COPY ? job_copy(wk, j, &e) : j->it->kind == CV_QUANT ? job_quant(wk, j, &e) : job_dequant(wk, j, &e);
+        pthread_mutex_lock(&sh->lock);
+        if (rc && !atomic_load(&sh->failed)) {
+            sh->err = e;
+            atomic_store(&sh->failed, 1);
+        }
+        if (!rc)
+            tq_progress_add(&sh->prog, job_in_bytes(j));
+        pthread_mutex_unlock(&sh->lock);
+    }
+    return NULL;
+}
+
+static int make_jobs(cv_plan *p, cv_job **out, size_t *n_out, uint64_t *total_in, tq_err *e)
+{
+    size_t n = 0, cap = 1024;
+    cv_job *jobs = tq_malloc(cap * sizeof *jobs, e);
+    if (!jobs)
+        return -1;
+    *total_in = 0;
+    for (size_t i = 0; i < p->n_items; i++) {
+        cv_item *it = &p->items[i];
+        uint64_t unit, span;
+        if (it->kind == CV_COPY) {
+            unit = JOB_BYTES / (tq_dtype_size(it->src_dtype) > tq_dtype_size(it->out_dtype) ? tq_dtype_size(it->src_dtype)
+                                                                                            : tq_dtype_size(it->out_dtype));
+            span = it->cols;
+        } else {
+            uint64_t rowb = it->cols * 4;
+            unit = rowb >= JOB_BYTES ? 1 : JOB_BYTES / rowb;
+            span = it->rows;
+        }
+        for (uint64_t part = 0; part < it->E; part++)
+            for (uint64_t first = 0; first < span; first += unit) {
+                if (n == cap) {
+                    cv_job *nj = realloc(jobs, 2 * cap * sizeof *nj);
+                    if (!nj) {
+                        free(jobs);
+                        return tq_fail(e, TQ_ENOMEM, "out of memory");
+                    }
+                    jobs = nj;
+                    cap *= 2;
+                }
+                cv_job *j = &jobs[n++];
+                memset(j, 0, sizeof *j);
+                j->it = it;
+                j->part = part;
+                j->first = first;
+                j->count = span - first < unit ? span - first : unit;
+                *total_in += job_in_bytes(j);
+            }
+    }
+    *out = jobs;
+    *n_out = n;
+    return 0;
+}
+
+int cv_run(cv_plan *p, tq_model_writer *w, tq_err *e)
+{
+    cv_shared sh;
+    memset(&sh, 0, sizeof sh);
+    uint64_t total;
+    if (make_jobs(p, &sh.jobs, &sh.n_jobs, &total, e))
+        return -1;
+    sh.w = w;
+    atomic_init(&sh.next, 0);
+    atomic_init(&sh.failed, 0);
+    pthread_mutex_init(&sh.lock, NULL);
+    tq_progress_init(&sh.prog, "tq-convert", total, p->o->quiet);
+    int nt = p->o->threads > 0 ? p->o->threads : 1;
+    sh.threads = nt;
+    for (int i = 0; i < nt; i++) /* the first job of every thread */
+        prefetch(&sh, (size_t)i);
+    cv_worker *wk = tq_calloc((size_t)nt, sizeof *wk, e);
+    pthread_t *th = wk ? tq_calloc((size_t)nt, sizeof *th, e) : NULL;
+    int rc = -1, started = 0;
+    if (th) {
+        for (int i = 0; i < nt; i++) {
+            wk[i].sh = &sh;
+            if (i > 0 && pthread_create(&th[i], NULL, worker_main, &wk[i]) != 0)
+                break;
+            started = i + 1;
+        }
+        worker_main(&wk[0]); /* the calling thread works too */
+        for (int i = 1; i < started; i++)
+            pthread_join(th[i], NULL);
+        if (atomic_load(&sh.failed)) {
+            *e = sh.err;
+        } else {
+            /* reduce in job order: independent of which thread ran what */
+            for (size_t k = 0; k < sh.n_jobs; k++) {
+                sh.jobs[k].it->err2 += sh.jobs[k].err2;
+                sh.jobs[k].it->sum2 += sh.jobs[k].sum2;
+            }
+            rc = 0;
+        }
+        tq_progress_end(&sh.prog);
+    }
+    for (int i = 0; wk && i < nt; i++) {
+        free(wk[i].in.p), free(wk[i].f32.p), free(wk[i].scratch.p);
+        free(wk[i].words.p), free(wk[i].scales.p), free(wk[i].out.p);
+    }
+    free(wk);
+    free(th);
+    free(sh.jobs);
+    pthread_mutex_destroy(&sh.lock);
+    return rc;
+}

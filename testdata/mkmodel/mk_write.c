@@ -1,0 +1,416 @@
+/* Writing a generated model: worker threads take row blocks of the plan from a shared
+ * cursor, compute them into private bounded buffers and pwrite them through the model
+ * writer. Every byte is a function of the options alone, so any thread count and any
+ * completion order give the same files. */
+#include "testdata/mkmodel/mk_internal.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BLOCK_FLOATS (64u * 1024u) /* values per work item: bounded memory per thread */
+#define MAX_THREADS 64
+
+typedef struct job {
+    const tq_mk_opts *o;
+    mk_plan_priv *pv;
+    tq_model_writer *w;
+    pthread_mutex_t mu;
+    size_t item;
+    uint64_t expert, row; /* cursor */
+    int failed;
+    tq_err err;
+    tq_progress prog;
+} job;
+
+typedef struct task {
+    const mk_item *it;
+    size_t item;
+    uint64_t expert, row0, n;
+} task;
+
+static uint64_t block_rows(const mk_item *it)
+{
+    uint64_t r = BLOCK_FLOATS / it->cols;
+    return r ? r : 1;
+}
+
+/* Next row block, or 0 when done / after a failure. */
+static int next_task(job *j, task *t)
+{
+    int ok = 0;
+    pthread_mutex_lock(&j->mu);
+    while (!j->failed && j->item < j->pv->n_items) {
+        const mk_item *it = &j->pv->items[j->item];
+        if (j->row >= it->rows) {
+            j->row = 0;
+            if (++j->expert >= it->n_exp) {
+                j->expert = 0;
+                j->item++;
+            }
+            continue;
+        }
+        t->it = it;
+        t->item = j->item;
+        t->expert = j->expert;
+        t->row0 = j->row;
+        t->n = it->rows - j->row < block_rows(it) ? it->rows - j->row : block_rows(it);
+        j->row += t->n;
+        ok = 1;
+        break;
+    }
+    pthread_mutex_unlock(&j->mu);
+    return ok;
+}
+
+static void fail_job(job *j, const tq_err *e)
+{
+    pthread_mutex_lock(&j->mu);
+    if (!j->failed) {
+        j->failed = 1;
+        j->err = *e;
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+typedef struct worker {
+    job *j;
+    float *vals;            /* block values (f32) */
+    unsigned char *bytes;   /* block values in the model dtype, or packed LE u32 words */
+    uint32_t *packed;       /* one row of packed words */
+    float *sc, *bi;         /* one row of f32 scales and biases */
+    unsigned char *scb, *bib; /* the block's scales and biases in the model dtype */
+    size_t cur_item;        /* cached matrix: item / expert */
+    uint64_t cur_expert;
+    int have_matrix;
+    tq_mk_matrix m;
+} worker;
+
+static int write_part(job *j, const task *t, int k, const void *data, tq_err *e)
+{
+    const mk_item *it = t->it;
+    uint64_t rb = it->out_row_bytes[k];
+    uint64_t off = (t->expert * it->rows + t->row0) * rb;
+    return tq_model_writer_write(j->w, (size_t)it->widx[k], off, data, (size_t)(t->n * rb), e);
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static int compute_values(worker *wk, const task *t, tq_err *e)
+{
+    job *j = wk->j;
+    const mk_item *it = t->it;
+    char *key;
+    if (it->kind == MK_NORM) {
+        if (!(key = mk_item_key(it, t->expert, e)))
+            return -1;
+        tq_mk_norm_values(j->o->seed, key, 0, it->cols, wk->vals);
+        free(key);
+        return 0;
+    }
+    if (!wk->have_matrix || wk->cur_item != t->item || wk->cur_expert != t->expert) {
+        if (wk->have_matrix)
+            tq_mk_matrix_free(&wk->m);
+        wk->have_matrix = 0;
+        if (!(key = mk_item_key(it, t->expert, e)))
+            return -1;
+        int rc = tq_mk_matrix_init(&wk->m, j->o->seed, key, it->rows, it->cols, e);
+        free(key);
+        if (rc)
+            return -1;
+        wk->have_matrix = 1;
+        wk->cur_item = t->item;
+        wk->cur_expert = t->expert;
+    }
+    tq_mk_matrix_rows(&wk->m, t->row0, t->n, wk->vals);
+    return 0;
+}
+
+static int run_task(worker *wk, const task *t, tq_err *e)
+{
+    job *j = wk->j;
+    const mk_item *it = t->it;
+    tq_dtype dt = j->o->dtype;
+    uint64_t nvals = t->n * it->cols;
+    if (compute_values(wk, t, e) || tq_from_f32(dt, wk->vals, wk->bytes, nvals, e))
+        return -1;
+    if (!it->bits)
+        return write_part(j, t, 0, wk->bytes, e);
+    /* quantize what a real checkpoint holds: the values rounded to the model dtype */
+    if (tq_to_f32(dt, wk->bytes, wk->vals, nvals, e))
+        return -1;
+    uint64_t words = it->cols * (uint64_t)it->bits / 32, groups = it->cols / (uint64_t)it->group;
+    size_t gbytes = (size_t)groups * tq_dtype_size(dt);
+    for (uint64_t r = 0; r < t->n; r++) {
+        tq_affine_quantize_row(wk->vals + r * it->cols, it->cols, it->bits, it->group,
+                                  wk->packed, wk->sc, wk->bi);
+        for (uint64_t w = 0; w < words; w++)
+            put_le32(wk->bytes + (r * words + w) * 4, wk->packed[w]);
+        if (tq_from_f32(dt, wk->sc, wk->scb + r * gbytes, groups, e) ||
+            tq_from_f32(dt, wk->bi, wk->bib + r * gbytes, groups, e))
+            return -1;
+    }
+    return write_part(j, t, 0, wk->bytes, e) || write_part(j, t, 1, wk->scb, e) ||
+                   write_part(j, t, 2, wk->bib, e)
+               ? -1
+               : 0;
+}
+
+static uint64_t task_bytes(const task *t)
+{
+    const mk_item *it = t->it;
+    return t->n * (it->out_row_bytes[0] + (it->bits ? it->out_row_bytes[1] + it->out_row_bytes[2] : 0));
+}
+
+static void *worker_main(void *arg)
+{
+    worker *wk = arg;
+    job *j = wk->j;
+    task t;
+    tq_err e = {0};
+    while (next_task(j, &t)) {
+        if (run_task(wk, &t, &e)) {
+            fail_job(j, &e);
+            break;
+        }
+        pthread_mutex_lock(&j->mu);
+        tq_progress_add(&j->prog, task_bytes(&t));
+        pthread_mutex_unlock(&j->mu);
+    }
+    if (wk->have_matrix)
+        tq_mk_matrix_free(&wk->m);
+    wk->have_matrix = 0;
+    return NULL;
+}
+
+/* A block has at most max(BLOCK_FLOATS, cols) values (one row minimum); a quantized row
+ * has at most cols/4 words and cols/4 groups (group >= 32/bits >= 4). */
+static int worker_alloc(worker *wk, uint64_t max_cols, tq_err *e)
+{
+    uint64_t n = max_cols > BLOCK_FLOATS ? max_cols : BLOCK_FLOATS;
+    wk->vals = tq_malloc(n * sizeof(float), e);
+    wk->bytes = tq_malloc(n * sizeof(float), e);
+    wk->packed = tq_malloc(max_cols / 4 * sizeof(uint32_t) + 4, e);
+    wk->sc = tq_malloc(max_cols / 4 * sizeof(float) + 4, e);
+    wk->bi = tq_malloc(max_cols / 4 * sizeof(float) + 4, e);
+    wk->scb = tq_malloc(n, e);
+    wk->bib = tq_malloc(n, e);
+    return wk->vals && wk->bytes && wk->packed && wk->sc && wk->bi && wk->scb && wk->bib ? 0 : -1;
+}
+
+static void worker_free(worker *wk)
+{
+    free(wk->vals);
+    free(wk->bytes);
+    free(wk->packed);
+    free(wk->sc);
+    free(wk->bi);
+    free(wk->scb);
+    free(wk->bib);
+}
+
+static int generate(const char *dir, const tq_mk_opts *o, tq_mk_plan *p, tq_err *e)
+{
+    mk_plan_priv *pv = p->priv;
+    static const char *const keys_hf[] = {"format"}, *const vals_pt[] = {"pt"}, *const vals_mlx[] = {"mlx"};
+    int mlx = o->naming_mlx || o->quant_bits;
+    job j;
+    memset(&j, 0, sizeof j);
+    j.o = o;
+    j.pv = pv;
+    /* an ngram table is one file: tq-rowlayout reads a single safetensors table */
+    uint64_t shard = o->arch == TQ_MK_NGRAM ? UINT64_MAX : o->shard_size;
+    if (tq_model_writer_open(&j.w, dir, p->decls, p->n, shard, keys_hf,
+                             mlx ? vals_mlx : vals_pt, 1, e))
+        return -1;
+    uint64_t max_cols = 1;
+    for (size_t i = 0; i < pv->n_items; i++) {
+        mk_item *it = &pv->items[i];
+        if (it->cols > max_cols)
+            max_cols = it->cols;
+        for (int k = 0; k < (it->bits ? 3 : 1); k++)
+            if ((it->widx[k] = tq_model_writer_index(j.w, it->names[k])) < 0) {
+                tq_model_writer_abort(j.w);
+                return tq_fail(e, TQ_EIO, "%s: tensor '%s' missing from the writer", dir, it->names[k]);
+            }
+    }
+    int nt = o->threads > 0 ? o->threads : tq_default_threads();
+    if (nt > MAX_THREADS)
+        nt = MAX_THREADS;
+    worker *wk = tq_calloc((size_t)nt, sizeof *wk, e);
+    pthread_t *th = tq_calloc((size_t)nt, sizeof *th, e);
+    int rc = wk && th ? 0 : -1;
+    for (int i = 0; !rc && i < nt; i++) {
+        wk[i].j = &j;
+        rc = worker_alloc(&wk[i], max_cols, e);
+    }
+    int started = 0;
+    if (!rc) {
+        pthread_mutex_init(&j.mu, NULL);
+        tq_progress_init(&j.prog, "tq-mkmodel", p->total_bytes, o->quiet);
+        for (; started < nt; started++)
+            if (pthread_create(&th[started], NULL, worker_main, &wk[started]) != 0)
+                break;
+        if (started == 0)
+            worker_main(&wk[0]);
+        for (int i = 0; i < started; i++)
+            pthread_join(th[i], NULL);
+        tq_progress_end(&j.prog);
+        pthread_mutex_destroy(&j.mu);
+        if (j.failed) {
+            *e = j.err;
+            rc = -1;
+        }
+    }
+    for (int i = 0; wk && i < nt; i++)
+        worker_free(&wk[i]);
+    free(wk);
+    free(th);
+    if (rc) {
+        tq_model_writer_abort(j.w);
+        return -1;
+    }
+    return tq_model_writer_finish(j.w, e);
+}
+
+/* 1 for a name tq-mkmodel writes, 2 for a partial file of one (left by an older version),
+ * 0 otherwise. */
+static int own_name(const char *s)
+{
+    static const char *const fixed[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                        "model.safetensors", "model.safetensors.index.json"};
+    static const char shard[] = "model-#####-of-#####.safetensors";
+    const char *partial = strstr(s, ".partial-");
+    size_t n = partial ? (size_t)(partial - s) : strlen(s);
+    int kind = partial ? 2 : 1;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (strlen(fixed[i]) == n && !strncmp(s, fixed[i], n))
+            return kind;
+    if (n != sizeof shard - 1)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (shard[i] == '#' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shard[i])
+            return 0;
+    return kind;
+}
+
+/* OUTPUT_DIR may be new, empty, or hold an earlier tq-mkmodel output, which is replaced
+ * whole at the end; anything else in it is left alone and refused. */
+static int check_outdir(const char *dir, tq_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : tq_fail(e, TQ_EIO, "%s: %s", dir, strerror(errno));
+    struct dirent *de;
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char *p = tq_path_join(dir, de->d_name, e);
+        struct stat st;
+        if (!p)
+            rc = -1;
+        else if (!own_name(de->d_name) || lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            rc = tq_fail(e, TQ_EEXIST, "%s: output directory holds '%s', which tq-mkmodel does not write; "
+                         "use a new or empty directory", dir, de->d_name);
+        free(p);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int write_json(const char *dir, const char *name, cJSON *j, tq_err *e)
+{
+    char *path = tq_path_join(dir, name, e);
+    int rc = path ? tq_json_write_file(path, j, e) : -1;
+    free(path);
+    cJSON_Delete(j);
+    return rc;
+}
+
+static int tokenizer_config(const tq_mk_opts *o, cJSON **out, tq_err *e)
+{
+    cJSON *j = cJSON_CreateObject();
+    int bad = !j || !cJSON_AddStringToObject(j, "tokenizer_class", "PreTrainedTokenizerFast") ||
+              !cJSON_AddStringToObject(j, "unk_token", "<unk>") ||
+              !cJSON_AddStringToObject(j, "bos_token", "<s>") ||
+              !cJSON_AddStringToObject(j, "eos_token", "</s>") ||
+              !cJSON_AddBoolToObject(j, "add_bos_token", 1) ||
+              !cJSON_AddBoolToObject(j, "clean_up_tokenization_spaces", 0) ||
+              !cJSON_AddNumberToObject(j, "model_max_length", o->arch == TQ_MK_LLAMA ? 8192 : 40960);
+    if (bad) {
+        cJSON_Delete(j);
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    }
+    *out = j;
+    return 0;
+}
+
+/* A word-level tokenizer.json: <unk>, <s>, </s>, then "t3" .. "t{vocab-1}". Loadable by the
+ * tokenizers library; enough for tools that copy or hash tokenizer files. */
+static int tokenizer_json(const tq_mk_opts *o, cJSON **out, tq_err *e)
+{
+    cJSON *j = cJSON_CreateObject(), *model = NULL, *vocab = NULL, *pre = NULL;
+    int bad = !j || !cJSON_AddStringToObject(j, "version", "1.0") ||
+              !cJSON_AddNullToObject(j, "truncation") || !cJSON_AddNullToObject(j, "padding") ||
+              !cJSON_AddArrayToObject(j, "added_tokens") || !cJSON_AddNullToObject(j, "normalizer") ||
+              !(pre = cJSON_AddObjectToObject(j, "pre_tokenizer")) ||
+              !cJSON_AddStringToObject(pre, "type", "WhitespaceSplit") ||
+              !cJSON_AddNullToObject(j, "post_processor") || !cJSON_AddNullToObject(j, "decoder") ||
+              !(model = cJSON_AddObjectToObject(j, "model")) ||
+              !cJSON_AddStringToObject(model, "type", "WordLevel") ||
+              !cJSON_AddStringToObject(model, "unk_token", "<unk>") ||
+              !(vocab = cJSON_AddObjectToObject(model, "vocab"));
+    static const char *const special[3] = {"<unk>", "<s>", "</s>"};
+    for (long i = 0; !bad && i < o->vocab; i++) {
+        char buf[32];
+        if (i < 3)
+            snprintf(buf, sizeof buf, "%s", special[i]);
+        else
+            snprintf(buf, sizeof buf, "t%ld", i);
+        bad = !cJSON_AddNumberToObject(vocab, buf, (double)i);
+    }
+    if (bad) {
+        cJSON_Delete(j);
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    }
+    *out = j;
+    return 0;
+}
+
+int tq_mkmodel(const char *dir, const tq_mk_opts *o, tq_err *e)
+{
+    tq_mk_plan p;
+    if (check_outdir(dir, e) || tq_mk_plan_build(&p, o, e))
+        return -1;
+    tq_adir out;
+    if (tq_adir_open(&out, dir, TQ_ADIR_REPLACE, e)) {
+        tq_mk_plan_free(&p);
+        return -1;
+    }
+    const char *stage = out.tmp_path;
+    cJSON *cfg = NULL;
+    int rc = generate(stage, o, &p, e) || tq_mk_config(o, &cfg, e) || write_json(stage, "config.json", cfg, e);
+    if (!rc && o->arch != TQ_MK_NGRAM) {
+        cJSON *t = NULL;
+        rc = tokenizer_config(o, &t, e) || write_json(stage, "tokenizer_config.json", t, e) ||
+             tokenizer_json(o, &t, e) || write_json(stage, "tokenizer.json", t, e);
+    }
+    tq_mk_plan_free(&p);
+    if (rc) {
+        tq_adir_abort(&out);
+        return -1;
+    }
+    return tq_adir_commit(&out, e);
+}

@@ -1,0 +1,118 @@
+/* testdata/testdata.h — deterministic synthetic models (tq-mkmodel).
+ *
+ * Every value is a pure function of (seed, tensor key, element index): a counter-based
+ * hash feeds a Gaussian transform built only from IEEE basic operations and sqrt, so the
+ * same options give byte-identical files on every machine and for any thread count.
+ * The weight recipe (documented in man/tq-mkmodel.1, relied on by quantization tests):
+ *   w[r][c] = s_r * z * (8 if c is an outlier channel) * (15 if (r,c) is a tail entry) / sqrt(cols)
+ *   z ~ N(0,1); s_r = exp(0.3 * N(0,1)) per row; max(1, cols/256) outlier channels per
+ *   tensor (same for all rows); each entry is a tail entry with probability 1/512.
+ * Norm weights: 1 + 0.05 * N(0,1). */
+#ifndef TQ_TESTDATA_H
+#define TQ_TESTDATA_H
+
+#include "common/common.h"
+#include "formats/formats.h"
+
+/* ------------------------------------------------------------ the recipe */
+#define TQ_MK_ROW_SIGMA 0.3        /* log-normal sigma of the per-row scale */
+#define TQ_MK_OUTLIER_DIV 256      /* one outlier input channel per 256 (at least one) */
+#define TQ_MK_OUTLIER_MUL 8.0
+#define TQ_MK_TAIL_MUL 15.0
+#define TQ_MK_TAIL_THRESHOLD 0x0080000000000000ull /* P(tail) = 2^-9 ~ 0.195% */
+#define TQ_MK_NORM_SIGMA 0.05
+
+/* Counter-based randomness: 64-bit key of (seed, name); Gaussian pair number p of a stream. */
+uint64_t tq_mk_key(uint64_t seed, const char *name);
+uint64_t tq_mk_mix64(uint64_t x);
+void tq_mk_gauss_pair(uint64_t stream, uint64_t p, double *z0, double *z1);
+double tq_mk_gauss(uint64_t stream, uint64_t i); /* element i: component i&1 of pair i>>1 */
+/* Plain-arithmetic ln (x > 0, finite) and exp (|x| < 700): same bits on every machine. */
+double tq_mk_log(double x);
+double tq_mk_exp(double x);
+
+/* One weight matrix (rows x cols) of the recipe, identified by its key name. */
+typedef struct tq_mk_matrix {
+    uint64_t key;
+    uint64_t rows, cols;
+    size_t n_outliers;
+    uint32_t *outliers;        /* sorted channel indices */
+    unsigned char *is_outlier; /* cols flags */
+    double inv_sqrt_cols;
+} tq_mk_matrix;
+
+int tq_mk_matrix_init(tq_mk_matrix *m, uint64_t seed, const char *name, uint64_t rows,
+                      uint64_t cols, tq_err *e);
+void tq_mk_matrix_free(tq_mk_matrix *m);
+double tq_mk_matrix_row_scale(const tq_mk_matrix *m, uint64_t row);
+int tq_mk_matrix_is_tail(const tq_mk_matrix *m, uint64_t row, uint64_t col);
+/* Values of rows [row0, row0+n) as f32 (before rounding to the model dtype), n*cols floats. */
+void tq_mk_matrix_rows(const tq_mk_matrix *m, uint64_t row0, uint64_t n, float *out);
+/* Norm weights 1 + 0.05 z for the vector NAME, elements [i0, i0+n). */
+void tq_mk_norm_values(uint64_t seed, const char *name, uint64_t i0, uint64_t n, float *out);
+
+/* ----------------------------------------------- MLX affine quantization */
+/* One row of `cols` values (already rounded to the model dtype, given as f32) quantized the
+ * way MLX's CPU affine_quantize does: per group, scale from min/max with the larger-magnitude
+ * edge exactly representable, q = clamp(rint((w - bias) / scale), 0, 2^bits - 1), packed
+ * LSB-first 32/bits per u32 word. scales/biases get cols/group f32 values (caller rounds
+ * them to the model dtype). bits in {2, 4, 8}; cols % group == 0; group % (32/bits) == 0. */
+void tq_affine_quantize_row(const float *w, uint64_t cols, int bits, int group,
+                               uint32_t *packed, float *scales, float *biases);
+/* Inverse: w = scale * q + bias (f32), for tests and tools that check dequantization. */
+void tq_affine_dequantize_row(const uint32_t *packed, const float *scales,
+                                 const float *biases, uint64_t cols, int bits, int group,
+                                 float *out);
+
+/* ------------------------------------------------------------- models */
+typedef enum tq_mk_arch { TQ_MK_LLAMA, TQ_MK_QWEN3, TQ_MK_QWEN3_MOE, TQ_MK_NGRAM } tq_mk_arch;
+
+typedef struct tq_mk_opts {
+    tq_mk_arch arch;
+    long layers, hidden, intermediate, moe_intermediate, experts, top_k;
+    long heads, kv_heads, head_dim, vocab;
+    int shared_expert;         /* qwen2_moe-style shared expert (intermediate = `intermediate`) */
+    int naming_mlx;            /* stacked mlp.switch_mlp.* experts instead of per-expert names */
+    int tie_embeddings;
+    tq_dtype dtype;            /* BF16, F16 or F32 */
+    uint64_t shard_size;
+    uint64_t seed;
+    int quant_bits;            /* 0 (none), 4 or 8: MLX affine quantization of linear layers */
+    int group_size;            /* affine group size (models: 64, ngram: 32) */
+    /* --arch ngram */
+    uint64_t rows;
+    long width;
+    int bits;
+    const char *prefix;
+    int threads;               /* 0 = tq_default_threads() */
+    int quiet;
+} tq_mk_opts;
+
+int tq_mk_arch_from_name(const char *s, tq_mk_arch *out);
+const char *tq_mk_arch_name(tq_mk_arch a);
+/* Defaults for arch at preset size ("tiny" or "8g"). */
+int tq_mk_preset(tq_mk_opts *o, tq_mk_arch arch, const char *size, tq_err *e);
+/* Check option consistency (usage errors: TQ_EUSAGE). */
+int tq_mk_validate(const tq_mk_opts *o, tq_err *e);
+
+/* What tq_mkmodel writes: one entry per safetensors tensor, sorted by name. */
+typedef struct tq_mk_plan {
+    size_t n;
+    tq_st_decl *decls;         /* names owned by the plan */
+    uint64_t total_bytes;
+    void *priv;                /* generation items */
+} tq_mk_plan;
+int tq_mk_plan_build(tq_mk_plan *p, const tq_mk_opts *o, tq_err *e);
+void tq_mk_plan_free(tq_mk_plan *p);
+
+/* config.json of the model (caller frees with cJSON_Delete). */
+int tq_mk_config(const tq_mk_opts *o, struct cJSON **out, tq_err *e);
+
+/* Write the model directory DIR: weights (sharded per shard_size), config.json,
+ * tokenizer_config.json, tokenizer.json; for ngram DIR/model.safetensors and config.json.
+ * DIR is created, or must be empty or hold only an earlier tq-mkmodel output (replaced in
+ * place, partial files of an interrupted run removed); anything else: TQ_EEXIST.
+ * On failure nothing is left under a final weight-file name. */
+int tq_mkmodel(const char *dir, const tq_mk_opts *o, tq_err *e);
+
+#endif
