@@ -30,34 +30,6 @@ static void usage(void)
            "  --help, --version\n");
 }
 
-static int parse_tokens(const char *s, int32_t **out, size_t *n)
-{
-    size_t cap = 1;
-    for (const char *p = s; *p; p++)
-        cap += *p == ',';
-    int32_t *v = malloc(cap * sizeof *v);
-    if (!v)
-        return -1;
-    size_t k = 0;
-    const char *p = s;
-    for (;;) {
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (end == p || errno || x < 0 || x > INT32_MAX || (*end != ',' && *end)) {
-            free(v);
-            return -1;
-        }
-        v[k++] = (int32_t)x;
-        if (!*end)
-            break;
-        p = end + 1;
-    }
-    *out = v;
-    *n = k;
-    return 0;
-}
-
 static int compare(const char *a, const char *b, uint64_t vocab, int json)
 {
     tq_err err = {0};
@@ -179,11 +151,11 @@ int main(int argc, char **argv)
         return tq_cli_usage_error("missing --tokens ID,ID,...");
     int32_t *prompt;
     size_t n_prompt;
-    if (parse_tokens(tokens, &prompt, &n_prompt) != 0)
+    if (tq_parse_ids(tokens, &prompt, &n_prompt, NULL) != 0)
         return tq_cli_usage_error("invalid --tokens '%s' (expected comma-separated ids)", tokens);
     int32_t *forced = NULL;
     size_t n_forced = 0;
-    if (force && parse_tokens(force, &forced, &n_forced) != 0) {
+    if (force && tq_parse_ids(force, &forced, &n_forced, NULL) != 0) {
         free(prompt);
         return tq_cli_usage_error("invalid --force-tokens '%s' (expected comma-separated ids)", force);
     }

@@ -283,33 +283,6 @@ static int usage_golden(FILE *out)
     return 0;
 }
 
-static int parse_ids(const char *s, int32_t **out, size_t *n)
-{
-    size_t cap = 1;
-    for (const char *p = s; *p; p++)
-        cap += *p == ',';
-    int32_t *v = malloc(cap * sizeof *v);
-    size_t cnt = 0;
-    const char *p = s;
-    while (v && *p) {
-        char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p || x < 0 || x > 2147483647L || (*end && *end != ',')) {
-            free(v);
-            return -1;
-        }
-        v[cnt++] = (int32_t)x;
-        p = *end ? end + 1 : end;
-    }
-    if (!v || !cnt) {
-        free(v);
-        return -1;
-    }
-    *out = v;
-    *n = cnt;
-    return 0;
-}
-
 static cJSON *ids_json(const int32_t *v, size_t n)
 {
     cJSON *a = cJSON_CreateArray();
@@ -337,7 +310,7 @@ static int cmd_golden(int argc, char **argv)
         case 'u': o.update = 1; break;
         case 'p':
             free(prompt);
-            if (parse_ids(optarg, &prompt, &o.n_prompt))
+            if (tq_parse_ids(optarg, &prompt, &o.n_prompt, NULL))
                 return tq_cli_usage_error("invalid --prompt '%s' (expected comma-separated token ids)", optarg);
             break;
         case 'm':

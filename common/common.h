@@ -128,6 +128,10 @@ struct cJSON *tq_json_add_u64(struct cJSON *obj, const char *key, uint64_t v);
 /* ---- misc ---- */
 /* "4096", "512M", "1.5G", "2GiB", "16k": binary units. Returns -1 on bad syntax/overflow. */
 int tq_parse_size(const char *s, uint64_t *out);
+/* "3,1,4": comma-separated decimal token ids into a new array (free it), each 0..INT32_MAX.
+ * Digits only: no sign, no spaces, no empty item (",1", "1,,2", "1," are refused) and at
+ * least one id. Returns -1 with a message naming the bad item on bad syntax or range. */
+int tq_parse_ids(const char *s, int32_t **out, size_t *n, tq_err *e);
 /* Human-readable bytes, e.g. "1.50 GiB". */
 void tq_format_size(uint64_t n, char *buf, size_t cap);
 int tq_default_threads(void);

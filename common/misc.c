@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -39,6 +40,37 @@ int tq_parse_size(const char *s, uint64_t *out)
     if (r >= 18446744073709551616.0)
         return -1;
     *out = (uint64_t)r;
+    return 0;
+}
+
+int tq_parse_ids(const char *s, int32_t **out, size_t *n, tq_err *e)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    int32_t *v = tq_malloc(cap * sizeof *v, e);
+    if (!v)
+        return -1;
+    size_t k = 0;
+    for (const char *p = s;; p++) {
+        const char *start = p;
+        uint64_t x = 0;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            x = x * 10 + (uint64_t)(*p - '0');
+            if (x > INT32_MAX)
+                break;
+        }
+        if (p == start || x > INT32_MAX || (*p && *p != ',')) {
+            free(v);
+            return tq_fail(e, TQ_EUSAGE, "id %zu ('%.*s'): expected a decimal number 0..%ld", k + 1,
+                           (int)strcspn(start, ","), start, (long)INT32_MAX);
+        }
+        v[k++] = (int32_t)x;
+        if (!*p)
+            break;
+    }
+    *out = v;
+    *n = k;
     return 0;
 }
 

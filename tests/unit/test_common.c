@@ -20,6 +20,26 @@ static void test_parse_size(void)
     CHECK(tq_parse_size("99999999999T", &v) != 0);
 }
 
+static void test_parse_ids(void)
+{
+    tq_err err = {0};
+    int32_t *v = NULL;
+    size_t n = 0;
+    CHECK(tq_parse_ids("3,1,4", &v, &n, &err) == 0 && n == 3 && v[0] == 3 && v[1] == 1 && v[2] == 4);
+    free(v);
+    CHECK(tq_parse_ids("2147483647", &v, &n, &err) == 0 && n == 1 && v[0] == INT32_MAX);
+    free(v);
+    CHECK(tq_parse_ids("0", &v, &n, &err) == 0 && n == 1 && v[0] == 0);
+    free(v);
+    static const char *bad[] = {"", ",", "1,", ",1", "1,,2", "-1", "+1", " 1", "1 ", "1;2", "0x10",
+                                "2147483648", "99999999999999999999999", "1,2a"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err.code = 0;
+        CHECKF(tq_parse_ids(bad[i], &v, &n, &err) == -1 && err.code == TQ_EUSAGE, "'%s' accepted", bad[i]);
+    }
+    CHECK(tq_parse_ids("1,2a", &v, &n, &err) == -1 && strstr(err.msg, "id 2 ('2a')"));
+}
+
 static void test_overflow(void)
 {
     uint64_t v;
@@ -132,6 +152,7 @@ static void test_open_regular(void)
 int main(void)
 {
     RUN(test_parse_size);
+    RUN(test_parse_ids);
     RUN(test_overflow);
     RUN(test_crc32);
     RUN(test_sha256);
