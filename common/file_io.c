@@ -208,39 +208,6 @@ int tq_mkdir_p(const char *path, tq_err *e)
     return 0;
 }
 
-int tq_copy_file(const char *src, const char *dst, tq_err *e)
-{
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", src, strerror(errno));
-    tq_afile out;
-    if (tq_afile_open(&out, dst, 0, e) != 0) {
-        close(in);
-        return -1;
-    }
-    size_t cap = 1 << 20;
-    char *buf = tq_malloc(cap, e);
-    int rc = buf ? 0 : -1;
-    while (rc == 0) {
-        ssize_t n = read(in, buf, cap);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = tq_fail(e, TQ_EIO, "%s: read error: %s", src, strerror(errno));
-            break;
-        }
-        if (n == 0)
-            break;
-        rc = tq_write_full(out.fd, buf, (size_t)n, out.tmp_path, e);
-    }
-    free(buf);
-    close(in);
-    if (rc == 0)
-        return tq_afile_commit(&out, e);
-    tq_afile_abort(&out);
-    return -1;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
