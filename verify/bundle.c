@@ -26,7 +26,7 @@ static int same_manifest(const tq_manifest *fresh, const tq_manifest *old, const
         if (c > 0)
             return tq_fail(e, TQ_EDATA, "%s: lists '%s', which is missing (run tq-verify check)", what, old->files[k].path);
         if (memcmp(fresh->files[i].sha256, old->files[k].sha256, 32) ||
-            (old->files[k].size != UINT64_MAX && old->files[k].size != fresh->files[i].size))
+            (old->files[k].size != TQ_MF_SIZE_UNKNOWN && old->files[k].size != fresh->files[i].size))
             return tq_fail(e, TQ_EDATA, "%s: '%s' has changed since the manifest was written (run tq-verify check)",
                            what, fresh->files[i].path);
         i++;
@@ -69,7 +69,7 @@ static int check_existing(const char *dir, const tq_manifest *fresh, tq_err *e)
                 rc = tq_fail(e, TQ_ENOMEM, "out of memory");
             for (size_t i = 0; rc == 0 && i < n; i++) {
                 old.files[i].path = s[i].path;
-                old.files[i].size = UINT64_MAX;
+                old.files[i].size = TQ_MF_SIZE_UNKNOWN;
                 memcpy(old.files[i].sha256, s[i].sha256, 32);
             }
             if (rc == 0)

@@ -82,22 +82,6 @@ static void *moe_worker(void *arg)
     return NULL;
 }
 
-int split_run_threads(void *(*fn)(void *), void *arg, int n, tq_err *e)
-{
-    pthread_t th[256];
-    if (n > 256)
-        n = 256;
-    int started = 0;
-    for (; started < n - 1; started++)
-        if (pthread_create(&th[started], NULL, fn, arg) != 0)
-            break;
-    fn(arg); /* the calling thread works too */
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    (void)e;
-    return 0;
-}
-
 int split_write_header_page(out_file *of, const tq_flash_header *h, tq_err *e)
 {
     char *json = tq_flash_header_json(h, of->rel, e);

@@ -1,9 +1,11 @@
 /* Output files of tq_split: created in the staging directory, hashed while written, O_DIRECT
- * where possible, fsynced together at the end. */
+ * where possible, fsynced together at the end; and the run's list of finished files and its
+ * progress counter, which the layer and pinned writers share. */
 #include "layout/split/split_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -124,4 +126,28 @@ int split_write_direct(out_file *f, const void *buf, size_t len, uint64_t off, t
         return tq_pwrite_full(f->fd, buf, len, off, f->path, e);
 #endif
     return -1;
+}
+
+tq_flash_file *split_add_file(split_run *r, tq_err *e)
+{
+    if (r->n_files == r->cap_files) {
+        size_t cap = r->cap_files ? r->cap_files * 2 : 64;
+        tq_flash_file *n = realloc(r->files, cap * sizeof *n);
+        if (!n) {
+            tq_fail(e, TQ_ENOMEM, "out of memory");
+            return NULL;
+        }
+        r->files = n;
+        r->cap_files = cap;
+    }
+    tq_flash_file *f = &r->files[r->n_files++];
+    memset(f, 0, sizeof *f);
+    return f;
+}
+
+void split_progress(split_run *r, uint64_t n)
+{
+    pthread_mutex_lock(&r->prog_mu);
+    tq_progress_add(&r->prog, n);
+    pthread_mutex_unlock(&r->prog_mu);
 }

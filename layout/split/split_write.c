@@ -14,31 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
-tq_flash_file *split_add_file(split_run *r, tq_err *e)
-{
-    if (r->n_files == r->cap_files) {
-        size_t cap = r->cap_files ? r->cap_files * 2 : 64;
-        tq_flash_file *n = realloc(r->files, cap * sizeof *n);
-        if (!n) {
-            tq_fail(e, TQ_ENOMEM, "out of memory");
-            return NULL;
-        }
-        r->files = n;
-        r->cap_files = cap;
-    }
-    tq_flash_file *f = &r->files[r->n_files++];
-    memset(f, 0, sizeof *f);
-    return f;
-}
-
-void split_progress(split_run *r, uint64_t n)
-{
-    pthread_mutex_lock(&r->prog_mu);
-    tq_progress_add(&r->prog, n);
-    pthread_mutex_unlock(&r->prog_mu);
-}
-
 /* ------------------------------------------------------------ config, extras */
 
 static int write_config(split_run *r, tq_err *e)
