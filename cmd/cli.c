@@ -1,3 +1,4 @@
+/* cmd/cli.c — what every tq front-end shares: error printing, usage errors, --version, option values, JSON output. */
 #include "cmd/cli.h"
 
 #include <cjson/cJSON.h>

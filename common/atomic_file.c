@@ -1,3 +1,4 @@
+/* Atomic output files: FILE.partial-XXXXXX, fsynced and renamed into place, or removed. */
 #include "common/common.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* The error convention (tq_err), overflow-checked arithmetic and allocation that reports failure. */
 #include "common/common.h"
 
 #include <stdarg.h>

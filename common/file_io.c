@@ -1,3 +1,4 @@
+/* Whole reads and writes at offsets, small files, directories, file copies; the crash/pause test hooks. */
 #include "common/common.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+/* JSON with sorted keys (cJSON): printing, reading and writing files, exact-integer helpers. */
 #include "common/common.h"
 
 #include <cjson/cJSON.h>

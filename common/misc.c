@@ -1,3 +1,4 @@
+/* Sizes ("512M" both ways), thread count, clocks, peak RSS, CRC-32, power-of-two alignment. */
 #include "common/common.h"
 
 #include <ctype.h>

@@ -1,3 +1,4 @@
+/* Progress lines on stderr, only when it is a terminal. */
 #include "common/common.h"
 
 #include <unistd.h>

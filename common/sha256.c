@@ -1,3 +1,4 @@
+/* SHA-256 (OpenSSL libcrypto EVP): streaming, buffers, byte ranges and whole files. */
 #include "common/common.h"
 
 #include <errno.h>

@@ -9,7 +9,7 @@
 
 struct cJSON;
 
-/* ================================================================ split (tq-split)
+/* ================================================================ layer files
  * Layer files (REFERENCE §4; man tq-formats(5), MOE_FLASH_V1 AND FLASH_ALIGNED_V1):
  *   moe_flash_v1      experts/layer_LL.bin: JSON header NUL-padded to page_size, then
  *                     num_experts blocks of expert_block_size bytes each (a multiple of
@@ -78,8 +78,6 @@ extern const char *const tq_flash_suffixes[4];
  * MLX names, "mlx.core."-prefixed MLX names, or safetensors names ("U32"). */
 const char *tq_flash_dtype_name(tq_dtype d);
 int tq_flash_dtype_parse(const char *s, tq_dtype *out);
-/* x rounded up to a power-of-two a, overflow-checked. */
-int tq_align_up(uint64_t x, uint64_t a, uint64_t *out);
 
 /* ---------------------------------------------------------------- split.json */
 typedef struct tq_flash_block {

@@ -149,11 +149,10 @@ const tq_model_tensor *tq_model_find(const tq_model *m, const char *name);
 int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len, tq_err *e);
 /* Copy config-free extra files (tokenizer etc.) byte-identically into dir. */
 int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e);
-/* GGUF input (formats/model_gguf_hook.c; the GGUF reader replaces it). Called by
- * tq_model_open for a path ending in .gguf, or a directory whose only model files are
- * .gguf: m is zeroed except m->path (and m->flags); fill source, tensors (src set, names owned by the
- * source), n_tensors and optionally config. tq_model_close frees the tensors array and
- * calls source->close. */
+/* GGUF input (formats/gguf_model.c). Called by tq_model_open for a path ending in .gguf, or
+ * a directory whose only model files are .gguf: m is zeroed except m->path (and m->flags);
+ * it fills source, tensors (src set, names owned by the source), n_tensors and optionally
+ * config. tq_model_close frees the tensors array and calls source->close. */
 int tq_model_open_gguf(tq_model *m, const char *path, tq_err *e);
 /* Base name of the file holding t ("model-00001-of-00002.safetensors"), or of m->path
  * for a non-safetensors source. */

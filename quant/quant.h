@@ -1,6 +1,6 @@
 /* quant/quant.h — TurboQuant: block Hadamard rotation, sign draws, Lloyd-Max codebooks,
- * per-group scales, packing. Pure computation; no file I/O (the converter in quant/convert*.c
- * is the one exception and is declared at the end). */
+ * per-group scales, packing. Pure computation, no file I/O; the converter pipeline that runs
+ * these kernels over model files is quant/convert/ (convert.h). */
 #ifndef TQ_QUANT_H
 #define TQ_QUANT_H
 

@@ -1,6 +1,6 @@
 /* What tq-verify compare can open: model directories and safetensors files (formats), split
- * directories seen as the model they came from (the layout code's join view), and row files
- * rebuilt into their source tables by the row-layout extract code (in a temporary
+ * directories seen as the model they came from (formats/flash.h's tq_model_open_split, the view tq-split --join writes out), and row files
+ * rebuilt into their source tables by tq_rows_extract (layout/rows/) (in a temporary
  * directory under $TMPDIR, removed as soon as the rebuilt file is open). */
 #include "verify/verify_internal.h"
 #include "formats/formats.h"

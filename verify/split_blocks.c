@@ -1,4 +1,4 @@
-/* Expert blocks of a split directory (split.json, read by the layout code) as named ranges
+/* Expert blocks of a split directory (split.json, read by formats/flash_manifest.c) as named ranges
  * of its layer files, so manifests and checks can name (layer, expert). */
 #include "verify/verify_internal.h"
 #include "formats/flash.h"

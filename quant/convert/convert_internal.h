@@ -1,4 +1,4 @@
-/* quant/convert_internal.h — the converter's plan, shared by quant/convert_*.c only.
+/* quant/convert/convert_internal.h — the converter's plan, shared by quant/convert/convert*.c only.
  *
  * A conversion is planned completely before anything is written: every output tensor is
  * declared up front (the model writer lays out shards from the declarations), and the work

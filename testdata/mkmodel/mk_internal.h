@@ -1,4 +1,4 @@
-/* testdata/mk_internal.h — the generation plan shared by mk_plan.c and mk_write.c. */
+/* testdata/mkmodel/mk_internal.h — the generation plan shared by mk_plan.c and mk_write.c. */
 #ifndef TQ_MK_INTERNAL_H
 #define TQ_MK_INTERNAL_H
 

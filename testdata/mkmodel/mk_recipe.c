@@ -1,4 +1,4 @@
-/* The weight recipe: values that look like trained LLM weights (see testdata.h). Each
+/* The weight recipe: values that look like trained LLM weights (see mkmodel.h). Each
  * property draws from its own stream of the tensor's key so that, e.g., the tail mask
  * does not correlate with the Gaussian bulk. */
 #include "testdata/mkmodel/mkmodel.h"

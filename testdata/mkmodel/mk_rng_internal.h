@@ -1,5 +1,5 @@
-/* testdata/mk_rng_internal.h — the generator's arithmetic as static inline functions, so
- * the per-element loops inline them; rng.c wraps them as the public tq_mk_* functions.
+/* testdata/mkmodel/mk_rng_internal.h — the generator's arithmetic as static inline functions, so
+ * the per-element loops inline them; mk_rng.c wraps them as the public tq_mk_* functions.
  * Only IEEE basic operations and sqrt: same bits on every machine. */
 #ifndef TQ_MK_RNG_INTERNAL_H
 #define TQ_MK_RNG_INTERNAL_H

@@ -1,4 +1,4 @@
-/* testdata/testdata.h — deterministic synthetic models (tq-mkmodel).
+/* testdata/mkmodel/mkmodel.h — deterministic synthetic models (tq-mkmodel; libtqmk.a, not installed).
  *
  * Every value is a pure function of (seed, tensor key, element index): a counter-based
  * hash feeds a Gaussian transform built only from IEEE basic operations and sqrt, so the
@@ -8,8 +8,8 @@
  *   z ~ N(0,1); s_r = exp(0.3 * N(0,1)) per row; max(1, cols/256) outlier channels per
  *   tensor (same for all rows); each entry is a tail entry with probability 1/512.
  * Norm weights: 1 + 0.05 * N(0,1). */
-#ifndef TQ_TESTDATA_H
-#define TQ_TESTDATA_H
+#ifndef TQ_MKMODEL_H
+#define TQ_MKMODEL_H
 
 #include "common/common.h"
 #include "formats/formats.h"

@@ -1,3 +1,4 @@
+/* common/: sizes, overflow checks, CRC-32, SHA-256, sorted JSON, atomic files, short reads, tq_open_regular. */
 #include "common/common.h"
 #include "tests/unit/check.h"
 
