@@ -1,11 +1,11 @@
 /* MLX affine quantization (mlx/backend/cpu/quantized.cpp `quantize`), reproduced in f32 so
  * generated quantized checkpoints match what `mlx.core.quantize` would write. */
-#include "testdata/mkmodel/mkmodel.h"
+#include "quant/quant.h"
 
 #include <math.h>
 
 void tq_affine_quantize_row(const float *w, uint64_t cols, int bits, int group,
-                               uint32_t *packed, float *scales, float *biases)
+                            uint32_t *packed, float *scales, float *biases)
 {
     const float n_bins = (float)((1 << bits) - 1);
     const float eps = 1e-7f;
@@ -44,8 +44,8 @@ void tq_affine_quantize_row(const float *w, uint64_t cols, int bits, int group,
 }
 
 void tq_affine_dequantize_row(const uint32_t *packed, const float *scales,
-                                 const float *biases, uint64_t cols, int bits, int group,
-                                 float *out)
+                              const float *biases, uint64_t cols, int bits, int group,
+                              float *out)
 {
     const int per_word = 32 / bits;
     const uint32_t maskv = (uint32_t)((1u << bits) - 1);

@@ -237,7 +237,7 @@ static void mul_signs(float *x, const float *signs, size_t n)
         x[j] *= signs[j];
 }
 
-int tq_rotate(float *x, size_t n, const float *signs, size_t b)
+int tq_hadamard_rotate(float *x, size_t n, const float *signs, size_t b)
 {
     int m;
     uint64_t N;
@@ -248,7 +248,7 @@ int tq_rotate(float *x, size_t n, const float *signs, size_t b)
     return tq_hadamard(x, n, b, 0);
 }
 
-int tq_unrotate(float *x, size_t n, const float *signs, size_t b)
+int tq_hadamard_unrotate(float *x, size_t n, const float *signs, size_t b)
 {
     if (tq_hadamard(x, n, b, 1))
         return -1;

@@ -1,6 +1,7 @@
-/* quant/quant.h — TurboQuant: block Hadamard rotation, sign draws, Lloyd-Max codebooks,
- * per-group scales, packing. Pure computation, no file I/O; the converter pipeline that runs
- * these kernels over model files is quant/convert/ (convert.h). */
+/* quant/quant.h — the quantization kernels: TurboQuant (block Hadamard rotation, sign draws,
+ * Lloyd-Max codebooks, per-group scales, packing) and MLX affine. Pure computation, no file
+ * I/O; the converter pipeline that runs these kernels over model files is quant/convert/
+ * (convert.h). */
 #ifndef TQ_QUANT_H
 #define TQ_QUANT_H
 
@@ -21,23 +22,23 @@ int tq_hadamard_split(uint64_t b, int *m, uint64_t *N);
 int tq_hadamard(float *x, size_t n, size_t b, int inverse);
 /* Rotate a row vector as the weights are rotated: x[j] *= signs[j] (signs may be NULL),
  * then the forward block transform. The runtime applies this to activations. */
-int tq_rotate(float *x, size_t n, const float *signs, size_t b);
-/* Undo tq_rotate: inverse block transform, then x[j] *= signs[j]. */
-int tq_unrotate(float *x, size_t n, const float *signs, size_t b);
+int tq_hadamard_rotate(float *x, size_t n, const float *signs, size_t b);
+/* Undo tq_hadamard_rotate: inverse block transform, then x[j] *= signs[j]. */
+int tq_hadamard_unrotate(float *x, size_t n, const float *signs, size_t b);
 
 /* ------------------------------------------------------- signs (REFERENCE §3.2) */
 /* Threefry-2x32, 20 rounds, as JAX/MLX. */
-void tq_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]);
+void tq_signs_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]);
 /* MLX's random bits for `dim` u32 values from key(seed) = (seed >> 32, seed & 0xffffffff). */
-void tq_random_bits(uint64_t seed, uint32_t *out, size_t dim);
+void tq_signs_random_bits(uint64_t seed, uint32_t *out, size_t dim);
 /* u = min((float)bits·2^-32, 0x1.fffffep-1) */
-float tq_bits_to_uniform(uint32_t bits);
+float tq_signs_uniform(uint32_t bits);
 /* Per-module seed: base + (CRC-32(module_path) mod 2^31). */
-uint64_t tq_module_seed(uint64_t base_seed, const char *module_path);
+uint64_t tq_signs_module_seed(uint64_t base_seed, const char *module_path);
 /* signs[j] = -1 where uniform < 0.5, else +1, drawn from key(seed). */
 void tq_signs(uint64_t seed, float *signs, size_t dim);
 /* Both: the signs TurboQuant-MLX uses for module `module_path` (e.g. "model.layers.0.mlp.up_proj"). */
-void tq_module_signs(uint64_t base_seed, const char *module_path, float *signs, size_t dim);
+void tq_signs_module(uint64_t base_seed, const char *module_path, float *signs, size_t dim);
 
 /* ------------------------------------------------------- Lloyd-Max codebooks */
 #define TQ_MAX_BITS 4
@@ -58,7 +59,7 @@ int tq_codebook_lloyd_max(int bits, tq_codebook *cb, tq_err *e);
 enum tq_scale_method { TQ_SCALE_RMS = 0, TQ_SCALE_LSQ = 1 };
 
 /* Indices for v values: idx = number of boundaries b with v >= b. */
-void tq_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t *idx);
+void tq_quantize_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t *idx);
 /* Quantize n rotated values (n % group == 0): idx[n], scales[n/group] (f16 bits).
  * rms: scale = max(sqrt(mean(w²)), 1e-7), v = w / scale (the reference recipe).
  * lsq: the RMS and a grid of scales around it (0.9, 1.1), each stored as is or refitted
@@ -71,8 +72,8 @@ int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const fl
 
 /* Packing (REFERENCE §2): epw = floor(32/bits) indices per u32, LSB first, each row padded
  * with zero indices to a multiple of epw. */
-static inline size_t tq_epw(int bits) { return (size_t)(32 / bits); }
-static inline size_t tq_packed_words(size_t n, int bits) { return (n + tq_epw(bits) - 1) / tq_epw(bits); }
+static inline size_t tq_pack_epw(int bits) { return (size_t)(32 / bits); }
+static inline size_t tq_pack_words(size_t n, int bits) { return (n + tq_pack_epw(bits) - 1) / tq_pack_epw(bits); }
 void tq_pack(const uint8_t *idx, size_t n, int bits, uint32_t *out);
 void tq_unpack(const uint32_t *in, size_t n, int bits, uint8_t *idx);
 /* Dequantize one packed row to rotated values: out[j] = codebook[idx] * f16 scale (f32).
@@ -81,7 +82,7 @@ void tq_dequantize_row(const uint32_t *packed, const uint16_t *scales, const flo
                        int bits, size_t group, size_t n, float *out);
 
 /* One whole row, from original weights to packed words: copy, rotate with signs and block,
- * quantize, pack. scratch: n floats + n bytes (tq_row_scratch_bytes). */
+ * quantize, pack. scratch: n floats + n bytes (tq_quantize_row_scratch). */
 typedef struct tq_qspec {
     const tq_codebook *cb;
     int method;          /* enum tq_scale_method */
@@ -89,8 +90,21 @@ typedef struct tq_qspec {
     size_t block;        /* Hadamard block (tq_hadamard_block(n)) */
     const float *signs;  /* n signs */
 } tq_qspec;
-static inline size_t tq_row_scratch_bytes(size_t n) { return n * (sizeof(float) + 1); }
+static inline size_t tq_quantize_row_scratch(size_t n) { return n * (sizeof(float) + 1); }
 int tq_quantize_row(const tq_qspec *q, const float *w, size_t n, void *scratch, uint32_t *packed,
                     uint16_t *scales, double *err2, double *sum2, tq_err *e);
+
+/* ------------------------------------------------------- MLX affine (quant/affine.c) */
+/* One row of `cols` values (already rounded to the model dtype, given as f32) quantized the
+ * way MLX's CPU affine_quantize does: per group, scale from min/max with the larger-magnitude
+ * edge exactly representable, q = clamp(rint((w - bias) / scale), 0, 2^bits - 1), packed
+ * LSB-first 32/bits per u32 word. scales/biases get cols/group f32 values (caller rounds
+ * them to the model dtype). bits in {2, 4, 8}; cols % group == 0; group % (32/bits) == 0. */
+void tq_affine_quantize_row(const float *w, uint64_t cols, int bits, int group,
+                            uint32_t *packed, float *scales, float *biases);
+/* Inverse: w = scale * q + bias (f32), for tests and tools that check dequantization. */
+void tq_affine_dequantize_row(const uint32_t *packed, const float *scales,
+                              const float *biases, uint64_t cols, int bits, int group,
+                              float *out);
 
 #endif

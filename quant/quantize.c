@@ -99,7 +99,7 @@ TQ_INLINE void assign_moments(const tq_codebook *cb, const int nb, const float *
     *den = sd;
 }
 
-void tq_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t *idx)
+void tq_quantize_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t *idx)
 {
     for (size_t i = 0; i < n; i++) {
         int c = 0;
@@ -206,7 +206,7 @@ void tq_pack(const uint8_t *idx, size_t n, int bits, uint32_t *out)
 
 void tq_unpack(const uint32_t *in, size_t n, int bits, uint8_t *idx)
 {
-    size_t epw = tq_epw(bits);
+    size_t epw = tq_pack_epw(bits);
     uint32_t mask = (1u << bits) - 1;
     for (size_t i = 0; i < n; i++)
         idx[i] = (uint8_t)((in[i / epw] >> ((i % epw) * (size_t)bits)) & mask);
@@ -215,7 +215,7 @@ void tq_unpack(const uint32_t *in, size_t n, int bits, uint8_t *idx)
 void tq_dequantize_row(const uint32_t *packed, const uint16_t *scales, const float *codebook,
                        int bits, size_t group, size_t n, float *out)
 {
-    size_t epw = tq_epw(bits);
+    size_t epw = tq_pack_epw(bits);
     uint32_t mask = (1u << bits) - 1;
     for (size_t i = 0; i < n; i++) {
         uint32_t q = (packed[i / epw] >> ((i % epw) * (size_t)bits)) & mask;

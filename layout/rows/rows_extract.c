@@ -44,7 +44,7 @@ static int kept_header_usable(const rows_file *f, tq_err *e)
             snprintf(name, sizeof name, "%s.%s", f->prefix, pr->child->valuestring);
             if (strcmp(name, c->string))
                 continue;
-            char *a = tq_json_canonical(c, NULL), *b = tq_json_canonical(pr->child->next, NULL);
+            char *a = tq_rows_json_canonical(c, NULL), *b = tq_rows_json_canonical(pr->child->next, NULL);
             ok = a && b && !strcmp(a, b);
             free(a);
             free(b);
@@ -109,7 +109,7 @@ static int fresh_header(const rows_file *f, uint64_t *dst_begin, char **out, uin
                 dst_begin[p] = at;
         at += nb;
     }
-    char *json = tq_json_canonical(root, e);
+    char *json = tq_rows_json_canonical(root, e);
     cJSON_Delete(root);
     if (!json)
         return -1;

@@ -44,7 +44,7 @@ static char *layout_json(const tq_rows_geom *g, tq_err *e)
     cJSON_AddItemToObject(o, "records_per_group", raw_u64(g->per_group));
     cJSON_AddItemToObject(o, "rows", raw_u64(g->rows));
     cJSON_AddItemToObject(o, "slot_bytes", raw_u64(g->slot));
-    char *s = tq_json_canonical(o, e);
+    char *s = tq_rows_json_canonical(o, e);
     cJSON_Delete(o);
     return s;
 }
@@ -101,7 +101,7 @@ int rows_build_header(const rows_table *t, const tq_rows_geom *g, char **out, ui
     char name[256];
     snprintf(name, sizeof name, "%s.%s", t->prefix, g->page ? "pages" : "records");
     cJSON_AddItemToObject(root, name, ten);
-    if (!(json = tq_json_canonical(root, e)))
+    if (!(json = tq_rows_json_canonical(root, e)))
         goto done;
     uint64_t n = strlen(json), align = g->page ? g->page : 8;
     uint64_t total = 8 + n;
@@ -253,7 +253,7 @@ int rows_file_parse(rows_file *f, const char *json, uint64_t header_len, uint64_
     f->size = file_size;
     f->header_len = header_len;
     f->data_start = 8 + f->header_len;
-    if (tq_json_canonical_text_ok(json, (size_t)f->header_len, e) != 0) {
+    if (tq_rows_json_canonical_text_ok(json, (size_t)f->header_len, e) != 0) {
         tq_err_prefix(e, "%s: header", path);
         goto fail;
     }
@@ -380,7 +380,7 @@ int rows_file_parse(rows_file *f, const char *json, uint64_t header_len, uint64_
         }
     }
     cJSON *pj = rows_json_parse(ps, strlen(ps));
-    f->parts_json = pj ? tq_json_canonical(pj, e) : NULL;
+    f->parts_json = pj ? tq_rows_json_canonical(pj, e) : NULL;
     cJSON_Delete(pj);
     if (!f->parts_json) {
         tq_err_prefix(e, "%s: metadata 'parts'", path);

@@ -193,7 +193,7 @@ cJSON *rows_json_parse(const char *s, size_t len)
     return j;
 }
 
-char *tq_json_canonical(const cJSON *j, tq_err *e)
+char *tq_rows_json_canonical(const cJSON *j, tq_err *e)
 {
     rows_sb b = {0};
     if (put_value(&b, j, 0, e) != 0 || b.failed) {
@@ -205,7 +205,7 @@ char *tq_json_canonical(const cJSON *j, tq_err *e)
     return b.buf;
 }
 
-int tq_json_canonical_text_ok(const char *s, size_t len, tq_err *e)
+int tq_rows_json_canonical_text_ok(const char *s, size_t len, tq_err *e)
 {
     int in_str = 0;
     for (size_t i = 0; i < len; i++) {
@@ -242,12 +242,12 @@ int tq_json_canonical_text_ok(const char *s, size_t len, tq_err *e)
 
 int tq_rows_header_sha256(const char *json, size_t len, const char *path, char hex[65], tq_err *e)
 {
-    if (tq_json_canonical_text_ok(json, len, e) != 0)
+    if (tq_rows_json_canonical_text_ok(json, len, e) != 0)
         return tq_err_prefix(e, "%s: header", path);
     cJSON *j = rows_json_parse(json, len);
     if (!j)
         return tq_fail(e, TQ_EDATA, "%s: header is not valid JSON", path);
-    char *c = tq_json_canonical(j, e);
+    char *c = tq_rows_json_canonical(j, e);
     cJSON_Delete(j);
     if (!c)
         return tq_err_prefix(e, "%s: header", path);

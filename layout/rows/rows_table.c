@@ -159,7 +159,7 @@ int rows_table_open(rows_table *t, const char *path, const char *prefix, tq_err 
         cJSON_AddItemToArray(pair, dup);
         cJSON_AddItemToArray(parts, pair);
     }
-    t->parts_json = tq_json_canonical(parts, e);
+    t->parts_json = tq_rows_json_canonical(parts, e);
     cJSON_Delete(parts);
     if (!t->parts_json) {
         tq_err_prefix(e, "%s", path);

@@ -151,7 +151,7 @@ static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
             t->quantized = 1;
             t->bits = it->bits;
             t->group_size = it->group;
-            t->bytes = t->params / it->cols * (tq_packed_words(it->cols, it->bits) * 4 + it->cols / it->group * 2) +
+            t->bytes = t->params / it->cols * (tq_pack_words(it->cols, it->bits) * 4 + it->cols / it->group * 2) +
                        ((uint64_t)it->cb->n + it->cols) * 2;
             r->q_params += t->params;
             r->q_bytes += t->bytes;
@@ -172,7 +172,7 @@ static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
         else if (it->kind == CV_QUANT)
             r->in_bytes += t->params * tq_dtype_size(it->src_dtype);
         else
-            r->in_bytes += t->params / it->cols * (tq_packed_words(it->cols, it->bits) * 4 + it->cols / it->group * 2);
+            r->in_bytes += t->params / it->cols * (tq_pack_words(it->cols, it->bits) * 4 + it->cols / it->group * 2);
     }
     qsort(r->t, r->n, sizeof *r->t, cmp_rt);
     r->rel_mse = qs > 0 ? qe / qs : 0;

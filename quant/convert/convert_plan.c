@@ -390,7 +390,7 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
     int bits = bits_hit >= 0 ? o->bits_for_bits[bits_hit] : o->bits;
     if (bits != o->bits && add_override(p, P, bits, o->group_size, e))
         goto out;
-    uint64_t words = tq_packed_words(in, bits), ng_ = in / o->group_size;
+    uint64_t words = tq_pack_words(in, bits), ng_ = in / o->group_size;
     uint64_t sw[3] = {E, out, words}, ss[3] = {E, out, ng_}, sc[1] = {1ull << bits}, sg[1] = {in};
     int nd = g->experts || t0->ndim == 3 ? 3 : 2;
     const uint64_t *wsh = nd == 3 ? sw : sw + 1, *ssh = nd == 3 ? ss : ss + 1;
@@ -424,7 +424,7 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
     it->out_scales = ds;
     it->out_codebook = dc;
     it->out_signs = dg;
-    tq_module_signs(o->seed, P, it->signs, in);
+    tq_signs_module(o->seed, P, it->signs, in);
     for (uint64_t k = 0; k < E; k++) {
         it->parts[k].src = g->experts ? g->t[k] : g->t[0];
         it->parts[k].src_off = g->experts ? 0 : k * out * in;
@@ -484,7 +484,7 @@ static int plan_dequant_module(cv_plan *p, const char *P, const tq_model_tensor 
         return tq_fail(e, TQ_EDATA, "%s: module '%s': weight/scales/codebook/signs have unexpected dtypes or ranks", m->path, P);
     uint64_t E = nd == 3 ? wi->shape[0] : 1, out = wi->shape[nd - 2], ngr = s->info.shape[nd - 1];
     int same_lead = nd == 2 || s->info.shape[0] == E;
-    if (!ngr || in % ngr || !same_lead || s->info.shape[nd - 2] != out || wi->shape[nd - 1] != tq_packed_words(in, bits))
+    if (!ngr || in % ngr || !same_lead || s->info.shape[nd - 2] != out || wi->shape[nd - 1] != tq_pack_words(in, bits))
         return tq_fail(e, TQ_EDATA, "%s: module '%s': shapes of weight [%llu words], scales [%llu groups] and signs [%llu] disagree",
                        m->path, P, (unsigned long long)wi->shape[nd - 1], (unsigned long long)ngr, (unsigned long long)in);
     size_t gsz = (size_t)(in / ngr), block = tq_hadamard_block(in);

@@ -77,7 +77,7 @@ static int job_quant(cv_worker *wk, cv_job *j, tq_err *e)
     cv_item *it = j->it;
     const cv_part *pt = &it->parts[j->part];
     size_t isz = tq_dtype_size(it->src_dtype), in = (size_t)it->cols, rows = (size_t)j->count;
-    size_t words = tq_packed_words(in, it->bits), ng = in / it->group;
+    size_t words = tq_pack_words(in, it->bits), ng = in / it->group;
     void *src = grow(&wk->in, rows * in * isz, e);
     float *f = src ? grow(&wk->f32, in * sizeof(float), e) : NULL;
     void *scr = f ? grow(&wk->scratch, in, e) : NULL;
@@ -112,7 +112,7 @@ static int job_dequant(cv_worker *wk, cv_job *j, tq_err *e)
     cv_item *it = j->it;
     const cv_part *pt = &it->parts[j->part];
     size_t in = (size_t)it->cols, rows = (size_t)j->count, osz = tq_dtype_size(it->out_dtype);
-    size_t words = tq_packed_words(in, it->bits), ng = in / it->group;
+    size_t words = tq_pack_words(in, it->bits), ng = in / it->group;
     uint32_t *pk = grow(&wk->words, rows * words * 4, e);
     uint16_t *sc = pk ? grow(&wk->scales, rows * ng * 2, e) : NULL;
     float *f = sc ? grow(&wk->f32, in * sizeof(float), e) : NULL;
@@ -122,7 +122,7 @@ static int job_dequant(cv_worker *wk, cv_job *j, tq_err *e)
         return -1;
     for (size_t r = 0; r < rows; r++) {
         tq_dequantize_row(pk + r * words, sc + r * ng, it->codebook, it->bits, it->group, in, f);
-        if (tq_unrotate(f, in, it->signs, it->block))
+        if (tq_hadamard_unrotate(f, in, it->signs, it->block))
             return tq_fail(e, TQ_EDATA, "tensor '%s': bad Hadamard block", it->source);
         if (tq_from_f32(it->out_dtype, f, out + r * in * osz, in, e))
             return -1;
@@ -137,7 +137,7 @@ static uint64_t job_in_bytes(const cv_job *j)
         return j->count * tq_dtype_size(it->src_dtype);
     if (it->kind == CV_QUANT)
         return j->count * it->cols * tq_dtype_size(it->src_dtype);
-    return j->count * (tq_packed_words(it->cols, it->bits) * 4 + it->cols / it->group * 2);
+    return j->count * (tq_pack_words(it->cols, it->bits) * 4 + it->cols / it->group * 2);
 }
 
 /* Input byte range of a job within its safetensors shard (0 length for other sources). */
@@ -150,7 +150,7 @@ static void job_src_range(const cv_job *j, int *fd, uint64_t *off, uint64_t *len
         return;
     uint64_t esz = tq_dtype_size(pt->src->info.dtype), per = it->kind == CV_COPY ? 1 : it->cols;
     if (it->kind == CV_DEQUANT) /* packed words; its scales are a tenth of that */
-        per = tq_packed_words(it->cols, it->bits);
+        per = tq_pack_words(it->cols, it->bits);
     *fd = pt->src->file->fd;
     *off = pt->src->info.offset + (pt->src_off + j->first * per) * esz;
     *len = j->count * per * esz;

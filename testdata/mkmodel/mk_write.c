@@ -3,6 +3,7 @@
  * writer. Every byte is a function of the options alone, so any thread count and any
  * completion order give the same files. */
 #include "testdata/mkmodel/mk_internal.h"
+#include "quant/quant.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>

@@ -51,19 +51,6 @@ void tq_mk_matrix_rows(const tq_mk_matrix *m, uint64_t row0, uint64_t n, float *
 /* Norm weights 1 + 0.05 z for the vector NAME, elements [i0, i0+n). */
 void tq_mk_norm_values(uint64_t seed, const char *name, uint64_t i0, uint64_t n, float *out);
 
-/* ----------------------------------------------- MLX affine quantization */
-/* One row of `cols` values (already rounded to the model dtype, given as f32) quantized the
- * way MLX's CPU affine_quantize does: per group, scale from min/max with the larger-magnitude
- * edge exactly representable, q = clamp(rint((w - bias) / scale), 0, 2^bits - 1), packed
- * LSB-first 32/bits per u32 word. scales/biases get cols/group f32 values (caller rounds
- * them to the model dtype). bits in {2, 4, 8}; cols % group == 0; group % (32/bits) == 0. */
-void tq_affine_quantize_row(const float *w, uint64_t cols, int bits, int group,
-                               uint32_t *packed, float *scales, float *biases);
-/* Inverse: w = scale * q + bias (f32), for tests and tools that check dequantization. */
-void tq_affine_dequantize_row(const uint32_t *packed, const float *scales,
-                                 const float *biases, uint64_t cols, int bits, int group,
-                                 float *out);
-
 /* ------------------------------------------------------------- models */
 typedef enum tq_mk_arch { TQ_MK_LLAMA, TQ_MK_QWEN3, TQ_MK_QWEN3_MOE, TQ_MK_NGRAM } tq_mk_arch;
 

@@ -174,7 +174,7 @@ static void check_module(const tq_model *src, const tq_model *q, const char *P, 
     if (t_failed_here)
         goto out;
     const tq_model_tensor *s0 = tq_model_find(src, srcnames[0]);
-    uint64_t out = s0->info.shape[0], in = s0->info.shape[1], words = tq_packed_words(in, bits), g = 32;
+    uint64_t out = s0->info.shape[0], in = s0->info.shape[1], words = tq_pack_words(in, bits), g = 32;
     CHECK(wi->dtype == TQ_DT_U32 && si->dtype == TQ_DT_F16 && ci->dtype == TQ_DT_F16 && gi->dtype == TQ_DT_F16);
     CHECK(wi->ndim == (E > 1 ? 3 : 2) && wi->shape[wi->ndim - 1] == words && wi->shape[wi->ndim - 2] == out);
     CHECK(si->shape[si->ndim - 1] == in / g && ci->shape[0] == (1u << bits) && gi->shape[0] == in);
@@ -184,7 +184,7 @@ static void check_module(const tq_model *src, const tq_model *q, const char *P, 
     CHECK_OK(tq_codebook_lloyd_max(bits, &book, &err));
     CHECK(memcmp(cb, book.f16, (size_t)book.n * 2) == 0);
     float *signs = malloc(in * sizeof *signs);
-    tq_module_signs(42, P, signs, in);
+    tq_signs_module(42, P, signs, in);
     for (uint64_t j = 0; j < in; j++)
         CHECK(((uint16_t *)sg)[j] == (signs[j] < 0 ? 0xBC00 : 0x3C00));
     float *row = malloc(in * sizeof *row);
@@ -199,14 +199,14 @@ static void check_module(const tq_model *src, const tq_model *q, const char *P, 
             break;
         for (uint64_t r = 0; r < out; r++) {
             CHECK_OK(tq_to_f32(ri->dtype, (char *)raw + r * in * tq_dtype_size(ri->dtype), row, in, &err));
-            CHECK(tq_rotate(row, in, signs, tq_hadamard_block(in)) == 0);
+            CHECK(tq_hadamard_rotate(row, in, signs, tq_hadamard_block(in)) == 0);
             CHECK_OK(tq_quantize_groups(&book, method, g, row, in, idx, scales, NULL, NULL, &err));
             const uint32_t *pw = (const uint32_t *)w + (e * out + r) * words;
             tq_unpack(pw, in, bits, got);
             diff += memcmp(idx, got, in) != 0;
             diff += memcmp(scales, (const uint16_t *)sc + (e * out + r) * (in / g), in / g * 2) != 0;
             /* padding bits are zero */
-            size_t epw = tq_epw(bits), last = (in - 1) / epw, used = in - last * epw;
+            size_t epw = tq_pack_epw(bits), last = (in - 1) / epw, used = in - last * epw;
             if (used * (size_t)bits < 32)
                 CHECK((pw[last] >> (used * (size_t)bits)) == 0);
         }
@@ -405,7 +405,7 @@ static void test_roundtrip_and_identity(void)
         CHECK(read_tensor(md, D[k], &dq, &di) == 0);
         if (t_failed_here)
             return;
-        uint64_t out = di->shape[0], n = di->shape[1], words = tq_packed_words(n, 3), ng = n / 32;
+        uint64_t out = di->shape[0], n = di->shape[1], words = tq_pack_words(n, 3), ng = n / 32;
         float cb[8], *signs = malloc(n * 4), *x = malloc(n * 4), *xr = malloc(n * 4), *row = malloc(n * 4);
         for (int i = 0; i < 8; i++)
             cb[i] = tq_f16_to_f32(((uint16_t *)c)[i]);
@@ -414,7 +414,7 @@ static void test_roundtrip_and_identity(void)
             x[j] = nrand();
         }
         memcpy(xr, x, n * 4);
-        CHECK(tq_rotate(xr, n, signs, tq_hadamard_block(n)) == 0);
+        CHECK(tq_hadamard_rotate(xr, n, signs, tq_hadamard_block(n)) == 0);
         double d2 = 0, y2 = 0;
         for (uint64_t rr = 0; rr < out; rr++) {
             uint64_t grow = expert[k] * out + rr;

@@ -2,6 +2,7 @@
  * across runs and thread counts, HF/MLX names and shapes, config values, recipe statistics
  * measured on file contents, affine quantization, ngram tables. */
 #include "testdata/mkmodel/mkmodel.h"
+#include "quant/quant.h"
 #include "tests/unit/check.h"
 
 #include <cjson/cJSON.h>

@@ -1,6 +1,7 @@
 /* tq-mkmodel's randomness, weight recipe and MLX affine quantization, without files. */
 #include "tests/unit/check.h"
 #include "testdata/mkmodel/mkmodel.h"
+#include "quant/quant.h"
 
 #include <stdint.h>
 

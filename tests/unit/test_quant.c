@@ -252,20 +252,20 @@ static void test_hadamard_orientation(void)
 static void test_signs_check_values(void)
 {
     uint32_t v[3];
-    tq_random_bits(0, v, 1);
+    tq_signs_random_bits(0, v, 1);
     CHECKF(v[0] == 1797259609u, "%u", v[0]);
-    tq_random_bits(1, v, 1);
+    tq_signs_random_bits(1, v, 1);
     CHECKF(v[0] == 507451445u, "%u", v[0]);
-    tq_random_bits(0, v, 3);
+    tq_signs_random_bits(0, v, 3);
     CHECKF(v[0] == 4146024105u && v[1] == 1351547692u && v[2] == 2718843009u, "%u %u %u", v[0], v[1], v[2]);
     /* signs agree with bits, and the module seed is base + crc mod 2^31 */
     const char *mod = "model.layers.0.mlp.up_proj";
-    uint64_t seed = tq_module_seed(42, mod);
+    uint64_t seed = tq_signs_module_seed(42, mod);
     CHECK(seed == 42 + (tq_crc32(mod, strlen(mod)) & 0x7FFFFFFFu));
     uint32_t bits[101];
     float sg[101];
-    tq_random_bits(seed, bits, 101);
-    tq_module_signs(42, mod, sg, 101);
+    tq_signs_random_bits(seed, bits, 101);
+    tq_signs_module(42, mod, sg, 101);
     int neg = 0;
     for (int i = 0; i < 101; i++) {
         float u = (float)bits[i] * 0x1p-32f;
@@ -273,8 +273,8 @@ static void test_signs_check_values(void)
         neg += sg[i] < 0;
     }
     CHECK(neg > 30 && neg < 71);
-    CHECK(tq_bits_to_uniform(0xFFFFFFFFu) == 0x1.fffffep-1f);
-    CHECK(tq_bits_to_uniform(0x80000000u) == 0.5f);
+    CHECK(tq_signs_uniform(0xFFFFFFFFu) == 0x1.fffffep-1f);
+    CHECK(tq_signs_uniform(0x80000000u) == 0.5f);
 }
 
 static void test_codebooks(void)
@@ -333,10 +333,10 @@ static void test_naive_agrees(void)
         CHECK_OK(tq_codebook_lloyd_max(bitsv[t], &cb, &err));
         float *w = malloc(rows * n * sizeof *w), *signs = malloc(n * sizeof *signs);
         fill_normal(w, rows * n);
-        tq_module_signs(42, "model.layers.1.self_attn.o_proj", signs, n);
+        tq_signs_module(42, "model.layers.1.self_attn.o_proj", signs, n);
         double *rot = malloc(n * sizeof *rot);
-        uint8_t *scratch = malloc(tq_row_scratch_bytes(n)), *got = malloc(n);
-        uint32_t *packed = malloc(tq_packed_words(n, cb.bits) * 4);
+        uint8_t *scratch = malloc(tq_quantize_row_scratch(n)), *got = malloc(n);
+        uint32_t *packed = malloc(tq_pack_words(n, cb.bits) * 4);
         uint16_t *sc = malloc(n / g * 2);
         tq_qspec q = {&cb, TQ_SCALE_RMS, g, b, signs};
         size_t idx_diff = 0, sc_diff = 0, total = 0;
@@ -389,9 +389,9 @@ static void test_hand_case(void)
     float w[32] = {0}, signs[32], scratch[32 * 2];
     w[0] = 1;
     const char *mod = "model.layers.0.mlp.up_proj";
-    tq_module_signs(42, mod, signs, 32);
+    tq_signs_module(42, mod, signs, 32);
     uint32_t all[32];
-    tq_random_bits(tq_module_seed(42, mod), all, 32);
+    tq_signs_random_bits(tq_signs_module_seed(42, mod), all, 32);
     float s0 = (float)all[0] * 0x1p-32f < 0.5f ? -1.0f : 1.0f;
     CHECK(signs[0] == s0);
     tq_qspec q = {&cb, TQ_SCALE_RMS, 32, 32, signs};
@@ -411,7 +411,7 @@ static void test_packing_roundtrip(void)
             uint8_t idx[300], back[300];
             for (size_t i = 0; i < n; i++)
                 idx[i] = (uint8_t)(urand() * (1 << bits));
-            size_t words = tq_packed_words(n, bits);
+            size_t words = tq_pack_words(n, bits);
             CHECK(words == (n + (size_t)(32 / bits) - 1) / (size_t)(32 / bits));
             uint32_t out[300];
             tq_pack(idx, n, bits, out);
@@ -454,11 +454,11 @@ static double rel_mse(int bits, size_t g, int method, size_t rows, size_t n)
     if (tq_codebook_lloyd_max(bits, &cb, &err))
         return -1;
     float *w = malloc(n * sizeof *w), *signs = malloc(n * sizeof *signs);
-    uint8_t *scratch = malloc(tq_row_scratch_bytes(n));
-    uint32_t *pk = malloc(tq_packed_words(n, bits) * 4);
+    uint8_t *scratch = malloc(tq_quantize_row_scratch(n));
+    uint32_t *pk = malloc(tq_pack_words(n, bits) * 4);
     uint16_t *sc = malloc(n / g * 2);
     float *deq = malloc(n * sizeof *deq);
-    tq_module_signs(42, "m", signs, n);
+    tq_signs_module(42, "m", signs, n);
     tq_qspec q = {&cb, method, g, tq_hadamard_block(n), signs};
     double e2 = 0, s2 = 0, re2 = 0;
     for (size_t r = 0; r < rows; r++) {
@@ -470,7 +470,7 @@ static double rel_mse(int bits, size_t g, int method, size_t rows, size_t n)
         s2 += b;
         /* the reported error equals the error of the stored data, unrotated */
         tq_dequantize_row(pk, sc, cb.c, bits, g, n, deq);
-        tq_unrotate(deq, n, signs, q.block);
+        tq_hadamard_unrotate(deq, n, signs, q.block);
         for (size_t j = 0; j < n; j++)
             re2 += ((double)deq[j] - w[j]) * ((double)deq[j] - w[j]);
     }
@@ -501,14 +501,14 @@ static void activation_identity(size_t E, size_t out, size_t n, int bits, size_t
     CHECK_OK(tq_codebook_lloyd_max(bits, &cb, &err));
     float *w = malloc(n * sizeof *w), *signs = malloc(n * sizeof *signs), *x = malloc(n * sizeof *x);
     float *xr = malloc(n * sizeof *xr), *deq = malloc(n * sizeof *deq);
-    uint8_t *scratch = malloc(tq_row_scratch_bytes(n));
-    uint32_t *pk = malloc(tq_packed_words(n, bits) * 4);
+    uint8_t *scratch = malloc(tq_quantize_row_scratch(n));
+    uint32_t *pk = malloc(tq_pack_words(n, bits) * 4);
     uint16_t *sc = malloc(n / g * 2);
     size_t b = tq_hadamard_block(n);
-    tq_module_signs(42, "model.layers.0.mlp.switch_mlp.down_proj", signs, n); /* shared by experts */
+    tq_signs_module(42, "model.layers.0.mlp.switch_mlp.down_proj", signs, n); /* shared by experts */
     fill_normal(x, n);
     memcpy(xr, x, n * sizeof *x);
-    CHECK(tq_rotate(xr, n, signs, b) == 0);
+    CHECK(tq_hadamard_rotate(xr, n, signs, b) == 0);
     tq_qspec q = {&cb, TQ_SCALE_LSQ, g, b, signs};
     double worst = 0;
     for (size_t ex = 0; ex < E; ex++) {
@@ -520,7 +520,7 @@ static void activation_identity(size_t E, size_t out, size_t n, int bits, size_t
             double fast = 0, slow = 0;
             for (size_t j = 0; j < n; j++)
                 fast += (double)xr[j] * deq[j];
-            CHECK(tq_unrotate(deq, n, signs, b) == 0);
+            CHECK(tq_hadamard_unrotate(deq, n, signs, b) == 0);
             for (size_t j = 0; j < n; j++)
                 slow += (double)deq[j] * x[j];
             d2 += (fast - slow) * (fast - slow);
