@@ -81,6 +81,7 @@ void tq_runner_close(tq_runner *r)
     free(r);
 }
 
+/* The decoding state of tq_runner (shapes in rt_internal.h), zeroed. */
 static int alloc_state(tq_runner *r, tq_err *e)
 {
     const rt_config *c = &r->c;
@@ -88,13 +89,13 @@ static int alloc_state(tq_runner *r, tq_err *e)
     if (tq_mul_u64(c->layers * r->ctx, kvd, &kv) || kv > (SIZE_MAX / 8))
         return tq_fail(e, TQ_EUSAGE, "KV cache for a context of %llu tokens is too large",
                        (unsigned long long)r->ctx);
-    uint64_t ff = c->inter;
+    uint64_t ff = c->inter; /* ffn: the widest MLP, dense, routed or shared */
     if (c->moe_inter > ff)
         ff = c->moe_inter;
     for (uint64_t l = 0; l < c->layers; l++)
         if (r->L[l].has_shared && r->L[l].sg.rows > ff)
             ff = r->L[l].sg.rows;
-    uint64_t big = c->hidden > qd ? c->hidden : qd;
+    uint64_t big = c->hidden > qd ? c->hidden : qd; /* max(hidden, heads * head_dim) */
     r->kc = tq_calloc(kv ? kv : 1, sizeof(float), e);
     r->vc = r->kc ? tq_calloc(kv ? kv : 1, sizeof(float), e) : NULL;
     if (!r->vc)
@@ -151,7 +152,7 @@ int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, siz
                        (unsigned long long)r->ctx, n_prompt, max_tokens);
     if (alloc_state(r, e) != 0)
         return -1;
-    tq_afile af = {.fd = -1};
+    tq_afile af = {.fd = -1}; /* --logits: [max_tokens][vocab] f32, little-endian */
     int have_file = 0;
     if (r->o.logits_path) {
         if (tq_afile_open(&af, r->o.logits_path, 0, e) != 0)
@@ -165,9 +166,11 @@ int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, siz
         return tq_fail(e, TQ_ENOMEM, "cannot create a SHA-256 context");
     }
     const uint64_t V = r->c.vocab;
-    unsigned char *le = NULL;
+    unsigned char *le = NULL; /* [vocab * 4] logits as little-endian bytes (big-endian hosts) */
     int rc = -1;
     double t0 = tq_now();
+    /* pos: the position tok is fed at; step: generated tokens so far. The prompt's tokens
+     * go in one by one; the logits after the last of them choose generated token 0. */
     uint64_t pos = 0, step = 0;
     int32_t tok = prompt[0];
     for (;;) {
@@ -235,8 +238,7 @@ out:
                        &st->cache_bytes, &st->cache_peak_bytes, &st->io_s);
         for (uint64_t l = 0; l < r->c.layers; l++)
             if (r->L[l].streamed) {
-                int m = r->L[l].src.mode;
-                snprintf(st->io, sizeof st->io, "%s", m == 0 ? "direct" : m == 1 ? "fadvise" : "buffered");
+                snprintf(st->io, sizeof st->io, "%s", rt_io_name(r->L[l].src.io));
                 break;
             }
     }

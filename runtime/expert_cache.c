@@ -31,11 +31,11 @@ int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
         return -1;
     s->fd = -1;
     if (io_mode == TQ_RUN_IO_BUFFERED || io_mode == TQ_RUN_IO_FADVISE) {
-        s->mode = io_mode == TQ_RUN_IO_BUFFERED ? 2 : 1;
+        s->io = io_mode;
         s->fd = open(path, O_RDONLY | O_CLOEXEC);
     } else {
 #if defined(__linux__) && defined(O_DIRECT)
-        s->mode = 0;
+        s->io = TQ_RUN_IO_DIRECT;
         s->fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
         if (s->fd >= 0) {
             /* Some filesystems accept the flag at open and refuse the read: probe once. */
@@ -51,15 +51,15 @@ int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
             }
         }
         if (s->fd < 0) {
-            s->mode = 1;
+            s->io = TQ_RUN_IO_FADVISE;
             s->fd = open(path, O_RDONLY | O_CLOEXEC);
         }
 #else
-        s->mode = 1;
+        s->io = TQ_RUN_IO_FADVISE;
         s->fd = open(path, O_RDONLY | O_CLOEXEC);
 #if defined(__APPLE__) && defined(F_NOCACHE)
         if (s->fd >= 0 && fcntl(s->fd, F_NOCACHE, 1) == 0)
-            s->mode = 0;
+            s->io = TQ_RUN_IO_DIRECT;
 #endif
 #endif
     }
@@ -67,7 +67,7 @@ int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
         return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
 #ifdef POSIX_FADV_DONTNEED
     /* the header page was read through the page cache when the file was parsed */
-    if (s->mode != 2)
+    if (s->io != TQ_RUN_IO_BUFFERED)
         posix_fadvise(s->fd, 0, 0, POSIX_FADV_DONTNEED);
 #endif
     uint64_t size;
@@ -93,9 +93,14 @@ void rt_block_src_close(rt_block_src *s)
     s->sha = NULL;
 }
 
-static const char *mode_name(int m)
+const char *rt_io_name(int io)
 {
-    return m == 0 ? "direct" : m == 1 ? "fadvise" : "buffered";
+    switch (io) {
+    case TQ_RUN_IO_DIRECT: return "direct";
+    case TQ_RUN_IO_FADVISE: return "fadvise";
+    case TQ_RUN_IO_BUFFERED: return "buffered";
+    default: return "auto";
+    }
 }
 
 /* One pread of one whole block (a short read is retried by tq_pread_full, counted once). */
@@ -103,9 +108,9 @@ static int read_block(rt_block_src *s, uint64_t ex, uint8_t *buf, int check, tq_
 {
     uint64_t off = s->data_start + ex * s->block_size;
     if (tq_pread_full(s->fd, buf, s->block_size, off, s->path, e) != 0)
-        return tq_err_prefix(e, "expert %llu (%s read)", (unsigned long long)ex, mode_name(s->mode));
+        return tq_err_prefix(e, "expert %llu (%s read)", (unsigned long long)ex, rt_io_name(s->io));
 #ifdef POSIX_FADV_DONTNEED
-    if (s->mode == 1)
+    if (s->io == TQ_RUN_IO_FADVISE)
         posix_fadvise(s->fd, (off_t)off, (off_t)s->block_size, POSIX_FADV_DONTNEED);
 #endif
     if (check && s->have_sha) {

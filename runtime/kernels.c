@@ -177,7 +177,8 @@ static void unpack_row(const uint32_t *w, uint64_t cols, const rt_lut *t, const 
     }
 }
 
-/* TurboQuant: Σ_g scale_g · Σ_{j in g} codebook[idx_j] · x_rot[j] */
+/* TurboQuant: Σ_g scale_g · Σ_{j in g} codebook[idx_j] · x_rot[j]. xr [cols] is the rotated
+ * activation, cb [2^bits] the codebook, wv [cols] scratch for the row's centroids. */
 static float row_tq(const rt_linear *l, uint64_t r, const float *xr, const float *cb, const rt_lut *t,
                     float *wv)
 {
@@ -189,7 +190,8 @@ static float row_tq(const rt_linear *l, uint64_t r, const float *xr, const float
     return acc;
 }
 
-/* MLX affine: w = scale·q + bias per group, so Σ_g scale_g·Σ q·x + bias_g·Σ x. */
+/* MLX affine: w = scale·q + bias per group, so Σ_g scale_g·Σ q·x + bias_g·Σ x. x [cols],
+ * gsum [ngroups] the per-group sums of x, wv [cols] scratch for the row's integers q. */
 static float row_affine(const rt_linear *l, uint64_t r, const float *x, const float *gsum, const rt_lut *t,
                         float *wv)
 {
@@ -205,10 +207,10 @@ static float row_affine(const rt_linear *l, uint64_t r, const float *x, const fl
 
 struct mv_ctx {
     const rt_linear *l;
-    const float *x;   /* activation (rotated for TQ) */
-    const float *aux; /* TQ: codebook as f32; affine: per-group sums of x */
+    const float *x;   /* [cols] activation (rotated for TQ) */
+    const float *aux; /* TQ: [2^bits] codebook as f32; affine: [ngroups] per-group sums of x */
     const rt_lut *lut;
-    float *y;
+    float *y;         /* [rows] */
     int nomem;
 };
 
@@ -216,7 +218,7 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
 {
     struct mv_ctx *c = vctx;
     const rt_linear *l = c->l;
-    float *wv = NULL;
+    float *wv = NULL; /* [cols] one unpacked row (quantized kinds) */
     if (l->kind != RT_DENSE && !(wv = malloc(l->cols * sizeof *wv))) {
         c->nomem = 1; /* benign race: every writer stores 1 */
         return;
@@ -243,7 +245,7 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
 int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scratch *s, tq_err *e)
 {
     struct mv_ctx c = {.l = l, .x = x, .y = y};
-    float cb[256];
+    float cb[256]; /* [2^bits] TurboQuant codebook as f32 */
     rt_lut lut;
     c.lut = &lut;
     if (l->kind == RT_TQ || l->kind == RT_AFFINE) {

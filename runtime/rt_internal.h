@@ -75,10 +75,11 @@ int rt_pool_threads(const rt_pool *p);
 void rt_pool_for(rt_pool *p, uint64_t n, rt_task_fn fn, void *ctx);
 
 /* ------------------------------------------------------------ kernels */
-/* Per-call scratch for the TQ rotated activation. */
+/* Scratch of rt_matvec, grown on demand and reused by every call. */
 typedef struct rt_scratch {
-    float *xr;
-    uint64_t cap;
+    float *xr;             /* TurboQuant: [cols] signs ⊙ x, block-Hadamard rotated;
+                              affine: [ngroups] per-group sums of x */
+    uint64_t cap;          /* floats allocated */
 } rt_scratch;
 
 float rt_f16(uint16_t h);
@@ -100,7 +101,7 @@ void rt_sincos(double a, double *s, double *c);
 typedef struct rt_block_src {
     char *path;
     int fd;
-    int mode;              /* 0 direct, 1 fadvise, 2 buffered */
+    int io;                /* enum tq_run_io in effect: DIRECT, FADVISE or BUFFERED */
     uint64_t data_start, block_size, n_experts, align;
     unsigned char (*sha)[32]; /* per expert, when --check-blocks */
     int have_sha;
@@ -117,7 +118,11 @@ int rt_cache_acquire(rt_cache *c, rt_block_src *src, uint64_t layer, const uint6
 void rt_cache_release(rt_cache *c, uint64_t layer, const uint64_t *ids, size_t n);
 void rt_cache_stats(const rt_cache *c, uint64_t *hits, uint64_t *misses, uint64_t *bytes_read,
                     uint64_t *reads, uint64_t *bytes_now, uint64_t *bytes_peak, double *io_s);
+/* Open a layer file for block reads in the way io_mode (enum tq_run_io) asks; s->io says
+ * which mode it got. */
 int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e);
+/* "direct", "fadvise", "buffered" ("auto" for TQ_RUN_IO_AUTO). */
+const char *rt_io_name(int io);
 void rt_block_src_close(rt_block_src *s);
 /* Aligned allocation for O_DIRECT buffers. */
 void *rt_alloc_aligned(uint64_t n, uint64_t align, tq_err *e);
@@ -193,11 +198,26 @@ struct tq_runner {
     uint64_t resident_extra;         /* bytes of resident expert blocks */
     double load_s;
     int used;
-    /* state */
-    float *kc, *vc;                  /* KV cache: layers x ctx x kv_heads x head_dim */
-    uint64_t ctx;
-    float *x, *h, *q, *k, *v, *att, *ao, *mo, *eo, *g, *u, *rl, *logits;
-    rt_scratch scr;
+    /* Decoding state (decode.c alloc_state). hd = head_dim, ffn = the largest of
+     * intermediate_size, moe_intermediate_size and the shared expert's; x, h, mo and eo are
+     * allocated max(hidden, heads * hd) floats, of which [hidden] are used. */
+    float *kc;                       /* [layers][ctx][kv_heads * hd] keys, after norm and RoPE */
+    float *vc;                       /* [layers][ctx][kv_heads * hd] values */
+    uint64_t ctx;                    /* KV cache positions */
+    float *x;                        /* [hidden] the residual stream */
+    float *h;                        /* [hidden] RMSNorm(x): the input of attention, MLP, head */
+    float *q;                        /* [heads * hd] queries of this position, head-major */
+    float *k;                        /* [kv_heads * hd] keys of this position */
+    float *v;                        /* [kv_heads * hd] values of this position */
+    float *att;                      /* [heads][ctx] scores, then softmax weights (first pos+1) */
+    float *ao;                       /* [heads * hd] attention output, the input of o_proj */
+    float *mo;                       /* [hidden] a block's output (o_proj, MLP or MoE), added to x */
+    float *eo;                       /* [hidden] one expert's (or the shared expert's) output */
+    float *g;                        /* [ffn] gate projection, then silu(gate) * up */
+    float *u;                        /* [ffn] up projection */
+    float *rl;                       /* [experts] router logits, then probabilities */
+    float *logits;                   /* [vocab] */
+    rt_scratch scr;                  /* rt_matvec's transformed activation */
 };
 
 int rt_model_load(struct tq_runner *r, tq_err *e);

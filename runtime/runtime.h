@@ -11,12 +11,15 @@
 
 #include "common/common.h"
 
-/* How expert blocks are read when streaming. */
+/* How expert blocks are read when streaming: asked for in tq_run_opts.io_mode, and the mode
+ * each layer file ended up with (tq_run_stats.io names it: "direct", "fadvise", "buffered"). */
 enum tq_run_io {
-    TQ_RUN_IO_AUTO = 0,   /* O_DIRECT (Linux) / F_NOCACHE (macOS); fadvise fallback */
+    TQ_RUN_IO_AUTO = 0,   /* asked: DIRECT where the file system allows it, else FADVISE */
     TQ_RUN_IO_BUFFERED,   /* plain buffered preads, page cache left alone (comparison) */
     TQ_RUN_IO_FADVISE,    /* buffered preads, each block's pages dropped after the read (the
                              fallback AUTO takes where O_DIRECT is refused) */
+    TQ_RUN_IO_DIRECT,     /* O_DIRECT (Linux) / F_NOCACHE (macOS) reads, the page cache
+                             bypassed; what AUTO gets where it works (asked for, it is AUTO) */
 };
 
 typedef struct tq_run_opts {
