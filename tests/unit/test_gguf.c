@@ -1,7 +1,7 @@
 /* GGUF parser and dequantization: ggml's own vectors bit for bit, partial reads, and a
  * table of malformed files that must each fail with one exact message.
  * TQ_GGUF_WRITE_MALFORMED=DIR also writes the malformed files there (that is how
- * tests/data/malformed-gguf/ was made). */
+ * the malformed files of tests/fuzz/corpus/gguf/ were made). */
 #include "formats/formats.h"
 #include "check.h"
 #include "gguf_writer.h"

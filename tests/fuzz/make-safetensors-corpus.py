@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Regenerates the malformed safetensors corpus in this directory (NAME.safetensors).
-Each file breaks one rule; NAME.expected holds the exact line tq-verify ls must print.
-The .safetensors files are committed; this script documents how each was made."""
+"""Regenerates the malformed files of tests/fuzz/corpus/safetensors (NAME.safetensors), the one
+corpus that the safetensors fuzz target replays and tests/cli/safetensors-malformed.sh feeds to
+tq-verify ls. Each file breaks one rule; the exact line tq-verify ls must print for it is in
+tests/cli/safetensors-malformed.stdout.exact. The valid-*.safetensors seeds are not made here.
+The files are committed; this script documents how each was made."""
 import json, os, struct, sys
 
-here = os.path.dirname(os.path.abspath(__file__))
+here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "safetensors")
 cases = {}
 
 def raw(name, data):
