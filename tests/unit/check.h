@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int t_failed_here, t_pass, t_fail;
-static const char *t_current;
+/* The running tally (check.c): failed in the current test, passed and failed tests. */
+extern int t_failed_here, t_pass, t_fail;
+extern const char *t_current;
 
 #define CHECK(cond)                                                                  \
     do {                                                                             \
@@ -64,55 +65,17 @@ static const char *t_current;
         return t_fail ? 1 : 0;                               \
     } while (0)
 
-/* 1 when both files can be read and hold the same bytes (streamed, any size). */
-static inline int t_files_equal(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    int eq = fa && fb;
-    static unsigned char ba[1 << 16], bb[1 << 16];
-    while (eq) {
-        size_t na = fread(ba, 1, sizeof ba, fa), nb = fread(bb, 1, sizeof bb, fb);
-        eq = na == nb && !memcmp(ba, bb, na) && !ferror(fa) && !ferror(fb);
-        if (na < sizeof ba)
-            break;
-    }
-    if (fa)
-        fclose(fa);
-    if (fb)
-        fclose(fb);
-    return eq;
-}
+/* Helpers shared by the tests, defined in check.c. */
 
+/* 1 when both files can be read and hold the same bytes (streamed, any size). */
+int t_files_equal(const char *a, const char *b);
 /* Deterministic test data: xorshift64 on *s, uniform in (0, 1), and N(0, 1) by Box-Muller
  * with the two uniforms drawn in a fixed order. */
-static inline double t_urand(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return ((*s >> 11) + 0.5) * 0x1p-53;
-}
-static inline double t_nrand(uint64_t *s)
-{
-    double r = sqrt(-2 * log(t_urand(s)));
-    return r * cos(6.283185307179586 * t_urand(s));
-}
-
+double t_urand(uint64_t *s);
+double t_nrand(uint64_t *s);
 /* Scratch directory for a test binary: $TQ_TMP or /tmp. */
-static inline const char *t_tmpdir(void)
-{
-    const char *d = getenv("TQ_TMP");
-    return d && *d ? d : "/tmp";
-}
-
+const char *t_tmpdir(void);
 /* t_tmpdir()/name, in one of 16 rotating buffers (so a few can be alive at once). */
-static inline char *t_path(const char *name)
-{
-    static char buf[16][1024];
-    static int k;
-    k = (k + 1) % 16;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", t_tmpdir(), name);
-    return buf[k];
-}
+char *t_path(const char *name);
 
 #endif

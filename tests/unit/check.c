@@ -1,0 +1,52 @@
+/* Helpers shared by the unit tests (declared in check.h): file comparison, deterministic
+ * random numbers, scratch paths. */
+#include "check.h"
+
+int t_failed_here, t_pass, t_fail;
+const char *t_current;
+
+int t_files_equal(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int eq = fa && fb;
+    static unsigned char ba[1 << 16], bb[1 << 16];
+    while (eq) {
+        size_t na = fread(ba, 1, sizeof ba, fa), nb = fread(bb, 1, sizeof bb, fb);
+        eq = na == nb && !memcmp(ba, bb, na) && !ferror(fa) && !ferror(fb);
+        if (na < sizeof ba)
+            break;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return eq;
+}
+
+double t_urand(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return ((*s >> 11) + 0.5) * 0x1p-53;
+}
+double t_nrand(uint64_t *s)
+{
+    double r = sqrt(-2 * log(t_urand(s)));
+    return r * cos(6.283185307179586 * t_urand(s));
+}
+
+const char *t_tmpdir(void)
+{
+    const char *d = getenv("TQ_TMP");
+    return d && *d ? d : "/tmp";
+}
+
+char *t_path(const char *name)
+{
+    static char buf[16][1024];
+    static int k;
+    k = (k + 1) % 16;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", t_tmpdir(), name);
+    return buf[k];
+}
