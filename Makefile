@@ -60,18 +60,33 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_COMMON_SRC))
 
 # Fuzz targets (tests/fuzz/fuzz_*.c) are also linked with a replay driver so that make check
 # runs their seed corpora and every regression input with the ordinary (or ASan) build.
+# The other tests/fuzz/*.c are helpers linked into every fuzz program.
 FUZZ_SRC    := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz-replay/%,$(FUZZ_SRC))
+FUZZ_COMMON_SRC := $(filter-out tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c,$(wildcard tests/fuzz/*.c))
+FUZZ_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(FUZZ_COMMON_SRC))
+# make fuzz-build: the same targets as libFuzzer programs, $(FUZZ_BUILD)/fuzz_NAME, built by
+# clang with ASan + UBSan in their own tree (library and tools instrumented for coverage too).
+FUZZ_BUILD  := build-fuzz
+FUZZ_CC     := clang
+FUZZ_PROGS  := $(patsubst tests/fuzz/%.c,$(BUILD)/%,$(FUZZ_SRC))
+SAN_CFLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_LDFLAGS := -fsanitize=address,undefined
+
+# Benchmark programs (bench/*.c), run by the bench/*.sh scripts: $(BUILD)/bench/NAME.
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
 .SECONDARY:
-.PHONY: all tools lib tests check check-asan check-long demo bench verify fuzz install clean help
+.PHONY: all tools lib tests bench-build check check-asan check-long demo bench verify fuzz fuzz-build fuzz-progs install clean help
 all: $(LIB) $(TOOLS)
 lib: $(LIB)
 tools: $(TOOLS)
 tests: $(TEST_BIN) $(FUZZ_REPLAY)
+bench-build: $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -99,11 +114,20 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(MKLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(MKLIB) $(LIB)
+$(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(FUZZ_COMMON_OBJ) $(MKLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
--include $(LIB_OBJ:.o=.d) $(MK_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) $(TEST_COMMON_OBJ:.o=.d) $(CMD_SRC:%.c=$(BUILD)/%.d) $(CMD_COMMON_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d)
+# libFuzzer supplies main(); only meaningful inside make fuzz-build (BUILD=$(FUZZ_BUILD)).
+$(FUZZ_PROGS): $(BUILD)/%: $(BUILD)/tests/fuzz/%.o $(FUZZ_COMMON_OBJ) $(MKLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer $^ $(LDLIBS) -o $@
+
+$(BENCH_BIN): $(BUILD)/bench/%: $(BUILD)/bench/%.o $(MKLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+-include $(LIB_OBJ:.o=.d) $(MK_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) $(TEST_COMMON_OBJ:.o=.d) $(CMD_SRC:%.c=$(BUILD)/%.d) $(CMD_COMMON_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d) $(FUZZ_COMMON_OBJ:.o=.d) $(BENCH_SRC:%.c=$(BUILD)/%.d)
 
 # make check: every unit test binary and every CLI test; ends with "N passed, N failed".
 check: all tests
@@ -112,8 +136,7 @@ check: all tests
 # The whole suite again, built with ASan + UBSan in a separate tree.
 check-asan:
 	$(MAKE) check BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
-	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	  EXTRA_LDFLAGS="-fsanitize=address,undefined"
+	  EXTRA_CFLAGS="$(SAN_CFLAGS)" EXTRA_LDFLAGS="$(SAN_LDFLAGS)"
 
 check-long: all tests
 	@BIN=$(abspath $(BIN)) BUILD=$(abspath $(BUILD)) TQ_LONG=1 ./tests/run-tests
@@ -122,13 +145,21 @@ demo: all
 	@BIN=$(abspath $(BIN)) ./scripts/demo
 
 bench: all
-	@BIN=$(abspath $(BIN)) ./scripts/bench
+	@BIN=$(abspath $(BIN)) BUILD=$(abspath $(BUILD)) ./scripts/bench
 
 verify: all
 	@BIN=$(abspath $(BIN)) ./scripts/verify
 
+# make fuzz FUZZ_SECONDS=N: scripts/fuzz installs clang's libFuzzer when missing, runs
+# make fuzz-build and then every target for N seconds.
 fuzz:
-	@./scripts/fuzz $(or $(FUZZ_SECONDS),30)
+	+@FUZZ_BUILD=$(FUZZ_BUILD) ./scripts/fuzz $(or $(FUZZ_SECONDS),30)
+
+fuzz-build:
+	@$(MAKE) -s fuzz-progs CC=$(FUZZ_CC) BUILD=$(FUZZ_BUILD) BIN=$(FUZZ_BUILD)/bin OPT=-O1 \
+	  EXTRA_CFLAGS="$(SAN_CFLAGS) -fsanitize=fuzzer-no-link" EXTRA_LDFLAGS="$(SAN_LDFLAGS)"
+
+fuzz-progs: $(FUZZ_PROGS) $(TOOLS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
@@ -141,7 +172,7 @@ install: all
 	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
 
 clean:
-	rm -rf build build-asan build-fuzz build-o0 bin
+	rm -rf build build-asan $(FUZZ_BUILD) build-o0 bin
 
 help:
-	@echo "targets: all check check-asan check-long demo bench verify fuzz install clean"
+	@echo "targets: all check check-asan check-long demo bench bench-build verify fuzz fuzz-build install clean"

@@ -1,6 +1,6 @@
 /* Kernel rates of the quantizer, in memory (no file I/O): rotation, the group search
  * (--scale lsq and rms) with packing, per thread CPU second, best of R repetitions over
- * ROWS rows of 2048 N(0,1) values (built and run by bench/quant-kernel.sh). */
+ * ROWS rows of 2048 N(0,1) values (built by make, run by bench/quant-kernel.sh). */
 #include "quant/quant.h"
 
 #include <math.h>

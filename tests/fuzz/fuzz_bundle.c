@@ -3,7 +3,10 @@
  * agree (a clean check <=> an unpack), and what unpacks must check clean as a directory.
  * (Supersedes the first bundle target, which ran tq_check_bundle alone.) */
 #include "verify/verify.h"
-#include "tests/fuzz/fuzz_file.h"
+#include "tests/fuzz/fz_file.h"
+
+#include <stdlib.h>
+#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

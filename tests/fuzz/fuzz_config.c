@@ -6,9 +6,10 @@
 #include "layout/split/split.h"
 #include "runtime/rt_internal.h"
 #include "testdata/mkmodel/mkmodel.h"
-#include "tests/fuzz/fuzz_file.h"
+#include "tests/fuzz/fz_file.h"
 
 #include <cjson/cJSON.h>
+#include <stdlib.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

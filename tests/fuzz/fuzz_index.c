@@ -4,7 +4,10 @@
  * by name, in a shard of the directory, readable within its bounds. */
 #include "formats/formats.h"
 #include "testdata/mkmodel/mkmodel.h"
-#include "tests/fuzz/fuzz_file.h"
+#include "tests/fuzz/fz_file.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,9 +6,11 @@
  * canonical-JSON header hash). */
 #include "layout/rows/rows.h"
 #include "layout/rows/rows_internal.h"
-#include "tests/fuzz/fuzz_file.h"
+#include "tests/fuzz/fz_file.h"
 
 #include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

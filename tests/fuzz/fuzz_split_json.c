@@ -2,7 +2,10 @@
  * tq_flash_manifest_load on a scratch directory. What loads must be self-consistent: layers
  * 0..N-1, files sorted and findable, every (layer, expert) block where the lookup says. */
 #include "formats/flash.h"
-#include "tests/fuzz/fuzz_file.h"
+#include "tests/fuzz/fz_file.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

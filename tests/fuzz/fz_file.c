@@ -1,8 +1,6 @@
-/* Scratch directory for fuzz targets whose library entry point reads files (model
- * directories, split.json, bundles): one per process, in /dev/shm when there is one, removed
- * at exit. The input is written to a file there and the real entry point opens it. */
-#ifndef TQ_FUZZ_FILE_H
-#define TQ_FUZZ_FILE_H
+/* The fuzz targets' scratch directory (fz_file.h): one per process, in /dev/shm when there is
+ * one, removed at exit. */
+#include "fz_file.h"
 
 #include "common/common.h"
 
@@ -21,8 +19,7 @@ static void fz_cleanup(void)
         tq_rm_tree(fz_root);
 }
 
-/* The per-process scratch directory (created on first use). */
-static const char *fz_dir(void)
+const char *fz_dir(void)
 {
     if (!fz_root[0]) {
         const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -36,16 +33,14 @@ static const char *fz_dir(void)
     return fz_root;
 }
 
-/* fz_dir()/rel, in a static buffer (one at a time). */
-static const char *fz_path(const char *rel)
+const char *fz_path(const char *rel)
 {
     static char p[512];
     snprintf(p, sizeof p, "%s/%s", fz_dir(), rel);
     return p;
 }
 
-/* Replace fz_dir()/rel with exactly data[0..size). */
-static void fz_write(const char *rel, const uint8_t *data, size_t size)
+void fz_write(const char *rel, const uint8_t *data, size_t size)
 {
     const char *p = fz_path(rel);
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -64,11 +59,8 @@ static void fz_write(const char *rel, const uint8_t *data, size_t size)
     close(fd);
 }
 
-/* With TQ_FUZZ_VERBOSE set (replaying a corpus by hand), say why an input was refused. */
-static void fz_note(const char *msg)
+void fz_note(const char *msg)
 {
     if (getenv("TQ_FUZZ_VERBOSE"))
         fprintf(stderr, "refused: %s\n", msg);
 }
-
-#endif
