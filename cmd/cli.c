@@ -1,13 +1,13 @@
-/* cmd/cli.c — what every tq front-end shares: error printing, usage errors, --version, option values, JSON output. */
+/* cmd/cli.c — error printing, --version and JSON output shared by the tq front-ends. */
 #include "cmd/cli.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
 const char *tq_prog = "tq";
+const char *tq_cli_command;
 
 void tq_cli_init(const char *prog)
 {
@@ -26,39 +26,18 @@ int tq_cli_fail(const tq_err *e)
 int tq_cli_usage_error(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s: ", tq_prog);
+    const char *cmd = tq_cli_command;
+    fprintf(stderr, "%s: %s%s", tq_prog, cmd ? cmd : "", cmd ? ": " : "");
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry '%s --help' for more information.\n", tq_prog);
+    fprintf(stderr, "\nTry '%s%s%s --help' for more information.\n", tq_prog, cmd ? " " : "", cmd ? cmd : "");
     return 2;
 }
 
 void tq_cli_version(void)
 {
     printf("%s (tq) %s\n", tq_prog, TQ_VERSION);
-}
-
-int tq_cli_int(const char *opt, const char *val, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(val, &end, 10);
-    if (errno || end == val || *end || v < min || v > max) {
-        tq_cli_usage_error("invalid value '%s' for %s (expected an integer in [%ld, %ld])", val, opt, min, max);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-int tq_cli_size(const char *opt, const char *val, uint64_t *out)
-{
-    if (tq_parse_size(val, out) != 0) {
-        tq_cli_usage_error("invalid size '%s' for %s (examples: 4096, 512M, 16G)", val, opt);
-        return -1;
-    }
-    return 0;
 }
 
 int tq_cli_print_json(cJSON *j)

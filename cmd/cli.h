@@ -1,23 +1,134 @@
-/* cmd/cli.h — what every tq front-end shares: error printing, --help/--version, numbers. */
+/* cmd/cli.h — what every tq front-end shares: error printing, --version, and the option
+ * tables from which each tool's getopt_long array, value checks and --help are made. */
 #ifndef TQ_CLI_H
 #define TQ_CLI_H
 
 #include "common/common.h"
 
+#include <stdio.h>
+
 extern const char *tq_prog; /* "tq-convert", set by tq_cli_init */
+extern const char *tq_cli_command; /* the tq-verify subcommand being parsed, or NULL */
 
 void tq_cli_init(const char *prog);
 /* Print "PROG: msg" and return the exit status for it (1 data/io, 2 usage). */
 int tq_cli_fail(const tq_err *e);
-/* Print "PROG: message" + "Try 'PROG --help'." to stderr; returns 2. */
+/* Print "PROG: [COMMAND: ]message" + "Try 'PROG [COMMAND ]--help' for more information."
+ * to stderr (COMMAND: the subcommand whose table was parsed last, if any); returns 2. */
 int tq_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tq_cli_version(void); /* "PROG (tq) VERSION" on stdout */
 /* Print j on stdout with sorted keys and delete it (NULL j = out of memory). Returns 0 or
  * the exit status of the failure. */
 struct cJSON;
 int tq_cli_print_json(struct cJSON *j);
-/* Parse helpers for option values; on failure print a usage error and return -1. */
-int tq_cli_int(const char *opt, const char *val, long min, long max, long *out);
-int tq_cli_size(const char *opt, const char *val, uint64_t *out);
+
+/* ---- option tables ----
+ * Each tool (and each tq-verify subcommand) declares its options once, as an array of
+ * tq_opt rows made with the TQ_OPT_* macros below and ended by TQ_OPT_END. From it
+ * tq_cli_parse builds the getopt_long array ("--opt VAL", "--opt=VAL", "-o VAL"), checks
+ * every value and stores it through the row's target, and tq_cli_help prints --help.
+ * -h/--help and --version are added to every table. */
+typedef enum tq_opt_kind {
+    TQ_OPT_FLAG,   /* no value: stores `min` (1, or TQ_OPT_SET's value) into an integer */
+    TQ_OPT_INT,    /* decimal integer in [min, max] */
+    TQ_OPT_SIZE,   /* byte count with units (tq_parse_size) in [min, max], a multiple of
+                    * `multiple` (TQ_OPT_POW2: a power of two) */
+    TQ_OPT_CHOICE, /* one of `choices` (case-insensitive); stores the choice's value */
+    TQ_OPT_IDS,    /* comma-separated token ids 0..INT32_MAX into a tq_cli_ids */
+    TQ_OPT_STR,    /* any string into a const char * (the last one given wins) */
+    TQ_OPT_STRS,   /* repeatable: every value appended to a tq_cli_strs */
+    TQ_OPT_CALL,   /* call(target, value, why, cap): 0, or -1 with why saying what is wrong */
+} tq_opt_kind;
+
+#define TQ_OPT_POW2 (~0ull)
+
+typedef struct tq_opt_choice {
+    const char *name;
+    long long value;
+    int alias; /* accepted but not listed in --help and error messages */
+} tq_opt_choice;
+
+/* Values of TQ_OPT_IDS and TQ_OPT_STRS rows; the arrays live until the program exits. */
+typedef struct tq_cli_ids {
+    int32_t *v;
+    size_t n;
+} tq_cli_ids;
+typedef struct tq_cli_strs {
+    const char **v;
+    size_t n;
+} tq_cli_strs;
+
+typedef struct tq_opt {
+    const char *name;       /* long name without "--"; NULL ends the table */
+    char short_name;        /* 0: none */
+    tq_opt_kind kind;
+    void *target;
+    int ctype;              /* integer type of target (TQ_CTYPE) for FLAG, INT, SIZE, CHOICE */
+    long long min;
+    unsigned long long max;
+    unsigned long long multiple;
+    const tq_opt_choice *choices; /* ends with a NULL name */
+    int (*call)(void *target, const char *val, char *why, size_t cap);
+    const char *metavar;    /* NULL: none (FLAG), or the choices joined with '|' */
+    const char *help;       /* one paragraph; --help wraps it */
+    unsigned seen;          /* set by tq_cli_parse: how often the option was given */
+} tq_opt;
+
+/* The integer type behind a target pointer, checked at compile time: an unsupported type
+ * makes a negative array size. */
+#define TQ_CTYPE(p)                                                                                   \
+    ((int)sizeof(char[_Generic((p), int *: 1, unsigned *: 2, long *: 3, unsigned long *: 4,          \
+                               long long *: 5, unsigned long long *: 6, default: -1)]))
+#define TQ_OPT_TYPED_(p, T) ((void *)(1 ? (p) : (T)0)) /* warns unless p is a T */
+
+#define TQ_OPT_FLAG(name_, sh, p, help_) TQ_OPT_SET(name_, sh, p, 1, help_)
+#define TQ_OPT_SET(name_, sh, p, value, help_)                                                        \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_FLAG, .target = (p), .ctype = TQ_CTYPE(p),      \
+     .min = (value), .help = help_}
+#define TQ_OPT_INT(name_, sh, p, lo, hi, mv, help_)                                                  \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_INT, .target = (p), .ctype = TQ_CTYPE(p),       \
+     .min = (lo), .max = (hi), .metavar = mv, .help = help_}
+#define TQ_OPT_SIZE(name_, sh, p, lo, hi, mult, mv, help_)                                           \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_SIZE, .target = (p), .ctype = TQ_CTYPE(p),      \
+     .min = (lo), .max = (hi), .multiple = (mult), .metavar = mv, .help = help_}
+#define TQ_OPT_CHOICE(name_, sh, p, list, mv, help_)                                                 \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_CHOICE, .target = (p), .ctype = TQ_CTYPE(p),    \
+     .choices = (list), .metavar = mv, .help = help_}
+#define TQ_OPT_IDS(name_, sh, p, mv, help_)                                                          \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_IDS, .target = TQ_OPT_TYPED_(p, tq_cli_ids *), \
+     .metavar = mv, .help = help_}
+#define TQ_OPT_STR(name_, sh, p, mv, help_)                                                          \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_STR, .target = TQ_OPT_TYPED_(p, const char **), \
+     .metavar = mv, .help = help_}
+#define TQ_OPT_STRS(name_, sh, p, mv, help_)                                                         \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_STRS,                                           \
+     .target = TQ_OPT_TYPED_(p, tq_cli_strs *), .metavar = mv, .help = help_}
+#define TQ_OPT_CALL(name_, sh, fn, ctx, mv, help_)                                                   \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_CALL, .target = (ctx), .call = (fn),            \
+     .metavar = mv, .help = help_}
+#define TQ_OPT_END {.name = NULL}
+
+typedef struct tq_cli_spec {
+    const char *command; /* tq-verify subcommand ("ls"), or NULL for a tool */
+    const char *usage;   /* "Usage: ..." line(s), each ending in a newline */
+    const char *about;   /* what the tool does, pre-wrapped lines; NULL: nothing */
+    const char *epilog;  /* printed after the options (exit status...); NULL: nothing */
+    tq_opt *opts;
+    /* Filled by tq_cli_parse: the operands, in order. */
+    char **args;
+    int n_args;
+} tq_cli_spec;
+
+/* Parse argv[1..argc-1] against s->opts (options and operands may be mixed; "--" ends the
+ * options). Returns 0 to go on with s->args, or 1 when the program should exit with *rc:
+ * 0 after --help or --version, 2 after a usage error (already printed). */
+int tq_cli_parse(tq_cli_spec *s, int argc, char **argv, int *rc);
+void tq_cli_help(const tq_cli_spec *s, FILE *out);
+/* How often the option called name (long name) was given; 0 also for a name not in s. */
+unsigned tq_cli_given(const tq_cli_spec *s, const char *name);
+/* For every row given on the command line whose target lies inside the struct at `from`
+ * (size bytes), copy the target's bytes to the same offset in the struct at `to`: options
+ * parsed into a scratch struct, laid over defaults computed after the parse. */
+void tq_cli_overlay(const tq_cli_spec *s, const void *from, void *to, size_t size);
 
 #endif

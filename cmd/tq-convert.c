@@ -5,46 +5,37 @@
 #include "quant/convert/convert.h"
 
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-static void usage(FILE *out)
+static const tq_opt_choice scales[] = {{"rms", TQ_SCALE_RMS, 0}, {"lsq", TQ_SCALE_LSQ, 0}, {NULL, 0, 0}};
+static const tq_opt_choice group_sizes[] = {{"32", 32, 0}, {"64", 64, 0}, {"128", 128, 0}, {NULL, 0, 0}};
+static const tq_opt_choice dtypes[] = {{"bf16", TQ_DT_BF16, 0}, {"f16", TQ_DT_F16, 0}, {"fp16", TQ_DT_F16, 1},
+                                       {"f32", TQ_DT_F32, 0},   {"fp32", TQ_DT_F32, 1}, {NULL, 0, 0}};
+
+/* --bits-for REGEX=B, in command-line order (room for argc of them). */
+typedef struct bits_for {
+    char **re;
+    int *bits;
+    size_t n;
+} bits_for;
+
+static int add_bits_for(void *ctx, const char *val, char *why, size_t cap)
 {
-    fprintf(out,
-            "Usage: tq-convert [OPTIONS] INPUT OUTPUT_DIR\n"
-            "Quantize a HuggingFace model directory or .safetensors file (or a GGUF file) to a\n"
-            "TurboQuant model directory loadable by TurboQuant-MLX: block Hadamard rotation with\n"
-            "per-module random signs, Lloyd-Max codebooks, per-group f16 scales. Data-free.\n"
-            "\n"
-            "  --bits B             2, 3 or 4 bits per weight (default 3)\n"
-            "  --group-size G       32, 64 or 128 inputs per scale (default 64)\n"
-            "  --scale rms|lsq      group scale: RMS (the reference recipe) or least squares\n"
-            "                       for the chosen indices, never worse than rms (default lsq)\n"
-            "  --seed S             rotation_seed for the signs (default 42)\n"
-            "  --bits-for REGEX=B   B bits for tensors matching the POSIX extended REGEX\n"
-            "                       (repeatable; the last match wins)\n"
-            "  --keep REGEX         leave matching tensors unquantized (repeatable)\n"
-            "  --dtype D            bf16, f16 or f32 for unquantized float tensors (default: as\n"
-            "                       input; with --dequantize the weights default to bf16)\n"
-            "  --shard-size SIZE    tensor bytes per output shard (default 5G)\n"
-            "  --threads N          worker threads (default: number of cores)\n"
-            "  --dequantize         TurboQuant model -> plain float model, rotation undone\n"
-            "  --no-quantize        plain dtype conversion (with --dtype), names unchanged\n"
-            "  --keep-names         keep input names: no stacking of HF experts into\n"
-            "                       switch_mlp (or unstacking with --dequantize)\n"
-            "  --force              replace an existing non-empty OUTPUT_DIR\n"
-            "  --json               print the report as JSON on stdout\n"
-            "  --quiet              no progress and no summary\n"
-            "  --help, --version\n"
-            "\n"
-            "Exit status: 0 ok, 1 bad data or I/O error, 2 bad usage.\n");
+    bits_for *b = ctx;
+    const char *eq = strrchr(val, '=');
+    if (!eq || eq == val || eq[1] < '2' || eq[1] > '4' || eq[2]) {
+        snprintf(why, cap, "expected REGEX=B with B 2, 3 or 4");
+        return -1;
+    }
+    if (!(b->re[b->n] = strndup(val, (size_t)(eq - val)))) {
+        snprintf(why, cap, "out of memory");
+        return -1;
+    }
+    b->bits[b->n++] = eq[1] - '0';
+    return 0;
 }
-
-enum { O_BITS = 256, O_GROUP, O_SCALE, O_SEED, O_BITS_FOR, O_KEEP, O_DTYPE, O_SHARD, O_THREADS, O_DEQ,
-       O_NOQ, O_KEEPN, O_FORCE, O_JSON, O_QUIET, O_HELP, O_VERSION };
 
 static void print_summary(const tq_convert_report *r, const tq_convert_opts *o, const char *out)
 {
@@ -71,131 +62,72 @@ static void print_summary(const tq_convert_report *r, const tq_convert_opts *o, 
 int main(int argc, char **argv)
 {
     tq_cli_init("tq-convert");
-    static const struct option opts[] = {
-        {"bits", required_argument, 0, O_BITS}, {"group-size", required_argument, 0, O_GROUP},
-        {"scale", required_argument, 0, O_SCALE}, {"seed", required_argument, 0, O_SEED},
-        {"bits-for", required_argument, 0, O_BITS_FOR}, {"keep", required_argument, 0, O_KEEP},
-        {"dtype", required_argument, 0, O_DTYPE}, {"shard-size", required_argument, 0, O_SHARD},
-        {"threads", required_argument, 0, O_THREADS}, {"dequantize", no_argument, 0, O_DEQ},
-        {"no-quantize", no_argument, 0, O_NOQ}, {"keep-names", no_argument, 0, O_KEEPN},
-        {"force", no_argument, 0, O_FORCE}, {"json", no_argument, 0, O_JSON}, {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0},
-    };
     tq_convert_opts o;
     tq_convert_opts_default(&o);
-    const char **bf_re = calloc((size_t)argc, sizeof *bf_re), **keep = calloc((size_t)argc, sizeof *keep);
-    int *bf_bits = calloc((size_t)argc, sizeof *bf_bits);
-    char **owned = calloc((size_t)argc, sizeof *owned);
-    size_t n_owned = 0;
-    int json = 0, deq = 0, noq = 0, c, rc = 2;
-    long v;
-    if (!bf_re || !keep || !bf_bits || !owned) {
+    bits_for bf = {calloc((size_t)argc, sizeof(char *)), calloc((size_t)argc, sizeof(int)), 0};
+    tq_cli_strs keep = {0};
+    int json = 0, deq = 0, noq = 0, rc = 2;
+    if (!bf.re || !bf.bits) {
         fprintf(stderr, "tq-convert: out of memory\n");
         return 1;
     }
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case O_BITS:
-            if (tq_cli_int("--bits", optarg, 2, 4, &v))
-                goto out;
-            o.bits = (int)v;
-            break;
-        case O_GROUP:
-            if (tq_cli_int("--group-size", optarg, 32, 128, &v))
-                goto out;
-            if (v != 32 && v != 64 && v != 128) {
-                tq_cli_usage_error("--group-size must be 32, 64 or 128");
-                goto out;
-            }
-            o.group_size = (size_t)v;
-            break;
-        case O_SCALE:
-            if (!strcmp(optarg, "rms"))
-                o.scale = TQ_SCALE_RMS;
-            else if (!strcmp(optarg, "lsq"))
-                o.scale = TQ_SCALE_LSQ;
-            else {
-                tq_cli_usage_error("--scale must be rms or lsq");
-                goto out;
-            }
-            break;
-        case O_SEED:
-            if (tq_cli_int("--seed", optarg, 0, 2147483647L, &v))
-                goto out;
-            o.seed = (uint64_t)v;
-            break;
-        case O_BITS_FOR: {
-            char *eq = strrchr(optarg, '=');
-            if (!eq || eq == optarg) {
-                tq_cli_usage_error("--bits-for expects REGEX=B, not '%s'", optarg);
-                goto out;
-            }
-            if (tq_cli_int("--bits-for", eq + 1, 2, 4, &v))
-                goto out;
-            char *re = strndup(optarg, (size_t)(eq - optarg));
-            if (!re)
-                goto out;
-            owned[n_owned++] = re;
-            bf_re[o.n_bits_for] = re;
-            bf_bits[o.n_bits_for++] = (int)v;
-            break;
-        }
-        case O_KEEP: keep[o.n_keep++] = optarg; break;
-        case O_DTYPE:
-            if (!strcasecmp(optarg, "bf16"))
-                o.dtype = TQ_DT_BF16;
-            else if (!strcasecmp(optarg, "f16") || !strcasecmp(optarg, "fp16"))
-                o.dtype = TQ_DT_F16;
-            else if (!strcasecmp(optarg, "f32") || !strcasecmp(optarg, "fp32"))
-                o.dtype = TQ_DT_F32;
-            else {
-                tq_cli_usage_error("--dtype must be bf16, f16 or f32");
-                goto out;
-            }
-            break;
-        case O_SHARD:
-            if (tq_cli_size("--shard-size", optarg, &o.shard_size))
-                goto out;
-            if (!o.shard_size) {
-                tq_cli_usage_error("--shard-size must be positive");
-                goto out;
-            }
-            break;
-        case O_THREADS:
-            if (tq_cli_int("--threads", optarg, 1, 1024, &v))
-                goto out;
-            o.threads = (int)v;
-            break;
-        case O_DEQ: deq = 1; break;
-        case O_NOQ: noq = 1; break;
-        case O_KEEPN: o.keep_names = 1; break;
-        case O_FORCE: o.force = 1; break;
-        case O_JSON: json = 1; break;
-        case O_QUIET: o.quiet = 1; break;
-        case O_HELP: usage(stdout); rc = 0; goto out;
-        case O_VERSION: tq_cli_version(); rc = 0; goto out;
-        default: tq_cli_usage_error("unknown option or missing value: '%s'", argv[optind - 1]); goto out;
-        }
-    }
+    tq_opt opts[] = {
+        TQ_OPT_INT("bits", 0, &o.bits, 2, 4, "B", "2, 3 or 4 bits per weight (default 3)"),
+        TQ_OPT_CHOICE("group-size", 0, &o.group_size, group_sizes, "G", "32, 64 or 128 inputs per scale (default 64)"),
+        TQ_OPT_CHOICE("scale", 0, &o.scale, scales, NULL,
+                      "group scale: RMS (the reference recipe) or least squares for the chosen indices, "
+                      "never worse than rms (default lsq)"),
+        TQ_OPT_INT("seed", 0, &o.seed, 0, 2147483647, "S", "rotation_seed for the signs (default 42)"),
+        TQ_OPT_CALL("bits-for", 0, add_bits_for, &bf, "REGEX=B",
+                    "B bits for tensors matching the POSIX extended REGEX (repeatable; the last match wins)"),
+        TQ_OPT_STRS("keep", 0, &keep, "REGEX", "leave matching tensors unquantized (repeatable)"),
+        TQ_OPT_CHOICE("dtype", 0, &o.dtype, dtypes, "D",
+                      "bf16, f16 or f32 for unquantized float tensors (default: as input; with --dequantize "
+                      "the weights default to bf16)"),
+        TQ_OPT_SIZE("shard-size", 0, &o.shard_size, 1, UINT64_MAX, 0, "SIZE",
+                    "tensor bytes per output shard (default 5G)"),
+        TQ_OPT_INT("threads", 0, &o.threads, 1, 1024, "N", "worker threads (default: number of cores)"),
+        TQ_OPT_FLAG("dequantize", 0, &deq, "TurboQuant model -> plain float model, rotation undone"),
+        TQ_OPT_FLAG("no-quantize", 0, &noq, "plain dtype conversion (with --dtype), names unchanged"),
+        TQ_OPT_FLAG("keep-names", 0, &o.keep_names,
+                    "keep input names: no stacking of HF experts into switch_mlp (or unstacking with --dequantize)"),
+        TQ_OPT_FLAG("force", 0, &o.force, "replace an existing non-empty OUTPUT_DIR"),
+        TQ_OPT_FLAG("json", 0, &json, "print the report as JSON on stdout"),
+        TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress and no summary"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .usage = "Usage: tq-convert [OPTIONS] INPUT OUTPUT_DIR\n",
+        .about = "Quantize a HuggingFace model directory or .safetensors file (or a GGUF file) to a\n"
+                 "TurboQuant model directory loadable by TurboQuant-MLX: block Hadamard rotation with\n"
+                 "per-module random signs, Lloyd-Max codebooks, per-group f16 scales. Data-free.\n",
+        .epilog = "Exit status: 0 ok, 1 bad data or I/O error, 2 bad usage.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        goto out;
+    rc = 2;
     if (deq && noq) {
         tq_cli_usage_error("--dequantize and --no-quantize exclude each other");
         goto out;
     }
-    if (optind != argc - 2) {
+    if (cli.n_args != 2) {
         tq_cli_usage_error("expected INPUT and OUTPUT_DIR");
         goto out;
     }
+    const char *in = cli.args[0], *outdir = cli.args[1];
     o.mode = deq ? TQ_CONVERT_DEQUANTIZE : noq ? TQ_CONVERT_PLAIN : TQ_CONVERT_QUANTIZE;
-    o.bits_for_re = bf_re;
-    o.bits_for_bits = bf_bits;
-    o.keep_re = keep;
+    o.n_bits_for = bf.n;
+    o.bits_for_re = (const char *const *)bf.re;
+    o.bits_for_bits = bf.bits;
+    o.n_keep = keep.n;
+    o.keep_re = keep.v;
     int quiet = o.quiet;
     if (json)
         o.quiet = 1; /* no progress bar mixed into a JSON consumer's terminal */
     tq_err err = {0};
     tq_convert_report r;
-    if (tq_convert(argv[optind], argv[optind + 1], &o, &r, &err)) {
+    if (tq_convert(in, outdir, &o, &r, &err)) {
         rc = tq_cli_fail(&err);
         goto out;
     }
@@ -205,15 +137,13 @@ int main(int argc, char **argv)
     if (json) {
         rc = tq_cli_print_json(tq_convert_report_json(&r, &o));
     } else if (!o.quiet) {
-        print_summary(&r, &o, argv[optind + 1]);
+        print_summary(&r, &o, outdir);
     }
     tq_convert_report_free(&r);
 out:
-    for (size_t i = 0; i < n_owned; i++)
-        free(owned[i]);
-    free(owned);
-    free(bf_re);
-    free(bf_bits);
-    free(keep);
+    for (size_t i = 0; i < bf.n; i++)
+        free(bf.re[i]);
+    free(bf.re);
+    free(bf.bits);
     return rc;
 }

@@ -3,170 +3,83 @@
 #include "testdata/mkmodel/mkmodel.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(void)
-{
-    printf("Usage: tq-mkmodel [OPTIONS] OUTPUT_DIR\n"
-           "Write a deterministic synthetic model (config.json, tokenizer files, safetensors\n"
-           "shards) whose weights look like trained LLM weights. Same options and seed give\n"
-           "byte-identical files on every machine and for any thread count.\n"
-           "\n"
-           "  --arch A              llama, qwen3, qwen3_moe (default) or ngram\n"
-           "  --size S              preset: tiny (default, a few MB) or 8g (~8 GB bf16)\n"
-           "  --layers N --hidden N --intermediate N --moe-intermediate N --experts N\n"
-           "  --top-k N --heads N --kv-heads N --head-dim N --vocab N\n"
-           "                        override preset dimensions\n"
-           "  --dtype T             bf16 (default), f16 or f32\n"
-           "  --shard-size SIZE     bytes of tensor data per shard (default 5000000000)\n"
-           "  --seed N              random seed (default 0)\n"
-           "  --naming hf|mlx       qwen3_moe experts per expert (hf) or stacked switch_mlp (mlx)\n"
-           "  --shared-expert       add a shared expert and its gate (qwen2_moe style)\n"
-           "  --tie-embeddings      no lm_head.weight; tie_word_embeddings = true\n"
-           "  --quant affine4|affine8  MLX affine quantization of the linear layers\n"
-           "  --group-size N        quantization group (default 64; ngram 32)\n"
-           "  --rows N --width N --bits N --prefix P   ngram table (default 1024 x 160, 4 bits)\n"
-           "  --threads N           worker threads (default: all cores)\n"
-           "  --json                print a JSON summary on stdout\n"
-           "  --quiet               no progress output\n"
-           "  --help, --version\n"
-           "\n"
-           "OUTPUT_DIR must be new, empty or an earlier tq-mkmodel output (replaced).\n"
-           "Exit status: 0 success, 1 I/O error or foreign files in OUTPUT_DIR, 2 bad usage.\n"
-           "See tq-mkmodel(1) for the weight recipe.\n");
-}
-
-enum {
-    O_ARCH = 256, O_SIZE, O_LAYERS, O_HIDDEN, O_INTER, O_MOE_INTER, O_EXPERTS, O_TOPK, O_HEADS,
-    O_KV, O_HEAD_DIM, O_VOCAB, O_DTYPE, O_SHARD, O_SEED, O_NAMING, O_SHARED, O_TIE, O_QUANT,
-    O_GROUP, O_ROWS, O_WIDTH, O_BITS, O_PREFIX, O_THREADS, O_JSON, O_QUIET, O_HELP, O_VERSION,
-    O_COUNT
-};
-
-static const struct option long_opts[] = {
-    {"arch", 1, 0, O_ARCH}, {"size", 1, 0, O_SIZE}, {"layers", 1, 0, O_LAYERS},
-    {"hidden", 1, 0, O_HIDDEN}, {"intermediate", 1, 0, O_INTER},
-    {"moe-intermediate", 1, 0, O_MOE_INTER}, {"experts", 1, 0, O_EXPERTS},
-    {"top-k", 1, 0, O_TOPK}, {"heads", 1, 0, O_HEADS}, {"kv-heads", 1, 0, O_KV},
-    {"head-dim", 1, 0, O_HEAD_DIM}, {"vocab", 1, 0, O_VOCAB}, {"dtype", 1, 0, O_DTYPE},
-    {"shard-size", 1, 0, O_SHARD}, {"seed", 1, 0, O_SEED}, {"naming", 1, 0, O_NAMING},
-    {"shared-expert", 0, 0, O_SHARED}, {"tie-embeddings", 0, 0, O_TIE},
-    {"quant", 1, 0, O_QUANT}, {"group-size", 1, 0, O_GROUP}, {"rows", 1, 0, O_ROWS},
-    {"width", 1, 0, O_WIDTH}, {"bits", 1, 0, O_BITS}, {"prefix", 1, 0, O_PREFIX},
-    {"threads", 1, 0, O_THREADS}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
-    {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION}, {0, 0, 0, 0},
-};
-
-static int parse_u64(const char *opt, const char *val, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(val, &end, 10);
-    if (errno || end == val || *end || *val == '-') {
-        tq_cli_usage_error("invalid value '%s' for %s (expected a non-negative integer)", val, opt);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+static const tq_opt_choice sizes[] = {{"tiny", 0, 0}, {"8g", 1, 0}, {NULL, 0, 0}};
+static const char *const size_names[] = {"tiny", "8g"};
+static const tq_opt_choice dtypes[] = {
+    {"bf16", TQ_DT_BF16, 0}, {"f16", TQ_DT_F16, 0}, {"f32", TQ_DT_F32, 0}, {NULL, 0, 0}};
+static const tq_opt_choice namings[] = {{"hf", 0, 0}, {"mlx", 1, 0}, {NULL, 0, 0}};
+static const tq_opt_choice quants[] = {{"affine4", 4, 0}, {"affine8", 8, 0}, {NULL, 0, 0}};
 
 int main(int argc, char **argv)
 {
     tq_cli_init("tq-mkmodel");
-    const char *val[O_COUNT] = {0}; /* last value of each option, applied after the preset */
-    int json = 0, quiet = 0, shared = 0, tie = 0;
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        switch (c) {
-        case O_HELP: usage(); return 0;
-        case O_VERSION: tq_cli_version(); return 0;
-        case O_JSON: json = 1; break;
-        case O_QUIET: quiet = 1; break;
-        case O_SHARED: shared = 1; break;
-        case O_TIE: tie = 1; break;
-        case '?':
-            if (optopt)
-                return tq_cli_usage_error("option '%s' needs a value or takes none", argv[optind - 1]);
-            return tq_cli_usage_error("unknown option '%s'", argv[optind - 1]);
-        default:
-            if (c > 255 && c < O_COUNT)
-                val[c] = optarg;
-            break;
-        }
-    }
-    if (optind + 1 != argc)
-        return tq_cli_usage_error(optind >= argc ? "missing OUTPUT_DIR" : "too many arguments");
-    const char *outdir = argv[optind];
-
+    /* The options are parsed into ov and laid over the --arch/--size preset afterwards, so an
+     * explicit dimension wins wherever it stands. */
+    tq_mk_opts ov = {0};
     tq_mk_arch arch = TQ_MK_QWEN3_MOE;
-    if (val[O_ARCH] && tq_mk_arch_from_name(val[O_ARCH], &arch))
-        return tq_cli_usage_error("unknown --arch '%s' (expected llama, qwen3, qwen3_moe or ngram)", val[O_ARCH]);
+    int size = 0, json = 0, rc;
+    tq_opt_choice archs[TQ_MK_NGRAM + 2] = {{NULL, 0, 0}};
+    for (int a = 0; a <= TQ_MK_NGRAM; a++)
+        archs[a] = (tq_opt_choice){tq_mk_arch_name((tq_mk_arch)a), a, 0};
+    tq_opt opts[] = {
+        TQ_OPT_CHOICE("arch", 0, &arch, archs, "A", "llama, qwen3, qwen3_moe (default) or ngram"),
+        TQ_OPT_CHOICE("size", 0, &size, sizes, "S", "preset: tiny (default, a few MB) or 8g (~8 GB bf16)"),
+        TQ_OPT_INT("layers", 0, &ov.layers, 1, 1024, "N", "decoder layers"),
+        TQ_OPT_INT("hidden", 0, &ov.hidden, 1, 1 << 16, "N", "hidden size"),
+        TQ_OPT_INT("intermediate", 0, &ov.intermediate, 1, 1 << 18, "N", "dense (and shared-expert) MLP width"),
+        TQ_OPT_INT("moe-intermediate", 0, &ov.moe_intermediate, 1, 1 << 18, "N", "routed-expert MLP width"),
+        TQ_OPT_INT("experts", 0, &ov.experts, 1, 4096, "N", "routed experts per layer (qwen3_moe)"),
+        TQ_OPT_INT("top-k", 0, &ov.top_k, 1, 4096, "N", "experts per token (qwen3_moe)"),
+        TQ_OPT_INT("heads", 0, &ov.heads, 1, 1024, "N", "attention heads"),
+        TQ_OPT_INT("kv-heads", 0, &ov.kv_heads, 1, 1024, "N", "key/value heads (must divide --heads)"),
+        TQ_OPT_INT("head-dim", 0, &ov.head_dim, 1, 4096, "N", "head dimension (even)"),
+        TQ_OPT_INT("vocab", 0, &ov.vocab, 1, 1 << 24, "N", "vocabulary size"),
+        TQ_OPT_CHOICE("dtype", 0, &ov.dtype, dtypes, "T", "bf16 (default), f16 or f32"),
+        TQ_OPT_SIZE("shard-size", 0, &ov.shard_size, 1, UINT64_MAX, 0, "SIZE",
+                    "bytes of tensor data per shard (default 5000000000)"),
+        TQ_OPT_INT("seed", 0, &ov.seed, 0, UINT64_MAX, "N", "random seed (default 0)"),
+        TQ_OPT_CHOICE("naming", 0, &ov.naming_mlx, namings, NULL,
+                      "qwen3_moe experts per expert (hf) or stacked switch_mlp (mlx)"),
+        TQ_OPT_FLAG("shared-expert", 0, &ov.shared_expert, "add a shared expert and its gate (qwen2_moe style)"),
+        TQ_OPT_FLAG("tie-embeddings", 0, &ov.tie_embeddings, "no lm_head.weight; tie_word_embeddings = true"),
+        TQ_OPT_CHOICE("quant", 0, &ov.quant_bits, quants, NULL, "MLX affine quantization of the linear layers"),
+        TQ_OPT_INT("group-size", 0, &ov.group_size, 1, 1 << 20, "N", "quantization group (default 64; ngram 32)"),
+        TQ_OPT_INT("rows", 0, &ov.rows, 1, 1ull << 40, "N", "ngram table rows (default 1024)"),
+        TQ_OPT_INT("width", 0, &ov.width, 1, 1 << 20, "N", "ngram values per row (default 160)"),
+        TQ_OPT_INT("bits", 0, &ov.bits, 1, 32, "N", "ngram bits per value: 2, 4 (default) or 8"),
+        TQ_OPT_STR("prefix", 0, &ov.prefix, "P", "ngram tensor name prefix (default ngram)"),
+        TQ_OPT_INT("threads", 0, &ov.threads, 1, 1024, "N", "worker threads (default: all cores)"),
+        TQ_OPT_FLAG("json", 0, &json, "print a JSON summary on stdout"),
+        TQ_OPT_FLAG("quiet", 0, &ov.quiet, "no progress output"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .usage = "Usage: tq-mkmodel [OPTIONS] OUTPUT_DIR\n",
+        .about = "Write a deterministic synthetic model (config.json, tokenizer files, safetensors\n"
+                 "shards) whose weights look like trained LLM weights. Same options and seed give\n"
+                 "byte-identical files on every machine and for any thread count. Options given\n"
+                 "explicitly override the --size preset, whatever their order.\n",
+        .epilog = "OUTPUT_DIR must be new, empty or an earlier tq-mkmodel output (replaced).\n"
+                  "Exit status: 0 success, 1 I/O error or foreign files in OUTPUT_DIR, 2 bad usage.\n"
+                  "See tq-mkmodel(1) for the weight recipe.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 1)
+        return tq_cli_usage_error(cli.n_args == 0 ? "missing OUTPUT_DIR" : "too many arguments");
+    const char *outdir = cli.args[0];
+    if (ov.quant_bits && arch == TQ_MK_NGRAM)
+        return tq_cli_usage_error("--quant does not apply to --arch ngram (use --bits)");
+
     tq_mk_opts o;
     tq_err err = {0};
-    if (tq_mk_preset(&o, arch, val[O_SIZE] ? val[O_SIZE] : "tiny", &err))
+    if (tq_mk_preset(&o, arch, size_names[size], &err))
         return tq_cli_usage_error("%s", err.msg);
-    o.shared_expert = shared;
-    o.tie_embeddings = tie;
-    o.quiet = quiet;
-
-    struct { int opt; const char *name; long *dst; long max; } ints[] = {
-        {O_LAYERS, "--layers", &o.layers, 1024}, {O_HIDDEN, "--hidden", &o.hidden, 1 << 16},
-        {O_INTER, "--intermediate", &o.intermediate, 1 << 18},
-        {O_MOE_INTER, "--moe-intermediate", &o.moe_intermediate, 1 << 18},
-        {O_EXPERTS, "--experts", &o.experts, 4096}, {O_TOPK, "--top-k", &o.top_k, 4096},
-        {O_HEADS, "--heads", &o.heads, 1024}, {O_KV, "--kv-heads", &o.kv_heads, 1024},
-        {O_HEAD_DIM, "--head-dim", &o.head_dim, 4096}, {O_VOCAB, "--vocab", &o.vocab, 1 << 24},
-        {O_WIDTH, "--width", &o.width, 1 << 20},
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (val[ints[i].opt] && tq_cli_int(ints[i].name, val[ints[i].opt], 1, ints[i].max, ints[i].dst))
-            return 2;
-    long v;
-    if (val[O_GROUP]) {
-        if (tq_cli_int("--group-size", val[O_GROUP], 1, 1 << 20, &v))
-            return 2;
-        o.group_size = (int)v;
-    }
-    if (val[O_BITS]) {
-        if (tq_cli_int("--bits", val[O_BITS], 1, 32, &v))
-            return 2;
-        o.bits = (int)v;
-    }
-    if (val[O_THREADS]) {
-        if (tq_cli_int("--threads", val[O_THREADS], 1, 1024, &v))
-            return 2;
-        o.threads = (int)v;
-    }
-    if (val[O_ROWS] && parse_u64("--rows", val[O_ROWS], &o.rows))
-        return 2;
-    if (val[O_SEED] && parse_u64("--seed", val[O_SEED], &o.seed))
-        return 2;
-    if (val[O_SHARD] && tq_cli_size("--shard-size", val[O_SHARD], &o.shard_size))
-        return 2;
-    if (val[O_PREFIX])
-        o.prefix = val[O_PREFIX];
-    if (val[O_DTYPE]) {
-        const char *d = val[O_DTYPE];
-        if (!strcmp(d, "bf16")) o.dtype = TQ_DT_BF16;
-        else if (!strcmp(d, "f16")) o.dtype = TQ_DT_F16;
-        else if (!strcmp(d, "f32")) o.dtype = TQ_DT_F32;
-        else return tq_cli_usage_error("unknown --dtype '%s' (expected bf16, f16 or f32)", d);
-    }
-    if (val[O_NAMING]) {
-        if (!strcmp(val[O_NAMING], "mlx")) o.naming_mlx = 1;
-        else if (strcmp(val[O_NAMING], "hf")) return tq_cli_usage_error("unknown --naming '%s' (expected hf or mlx)", val[O_NAMING]);
-    }
-    if (val[O_QUANT]) {
-        if (!strcmp(val[O_QUANT], "affine4")) o.quant_bits = 4;
-        else if (!strcmp(val[O_QUANT], "affine8")) o.quant_bits = 8;
-        else return tq_cli_usage_error("unknown --quant '%s' (expected affine4 or affine8)", val[O_QUANT]);
-        if (arch == TQ_MK_NGRAM)
-            return tq_cli_usage_error("--quant does not apply to --arch ngram (use --bits)");
-    }
+    tq_cli_overlay(&cli, &ov, &o, sizeof o);
     if (tq_mk_validate(&o, &err))
         return tq_cli_usage_error("%s", err.msg);
 

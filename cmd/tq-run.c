@@ -3,32 +3,7 @@
 #include "runtime/runtime.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdlib.h>
-#include <string.h>
-
-static void usage(void)
-{
-    printf("Usage: tq-run [options] MODEL_DIR --tokens ID,ID,...\n"
-           "       tq-run --compare-logits REF.f32 TEST.f32 --vocab N [--json]\n"
-           "Greedy decode from a plain, TurboQuant, MLX affine or split model directory.\n\n"
-           "  --tokens LIST        prompt token ids, comma-separated (required)\n"
-           "  --max-tokens N       tokens to generate (default 16)\n"
-           "  --ctx N              KV cache positions (default: prompt + max-tokens)\n"
-           "  --threads N          compute threads (default: cores); results do not depend on it\n"
-           "  --resident           load every expert into memory instead of streaming\n"
-           "  --cache-budget SIZE  expert cache bytes when streaming (default 1G)\n"
-           "  --io-threads N       parallel expert readers (default: experts per token)\n"
-           "  --no-direct          plain buffered reads (no O_DIRECT/F_NOCACHE/fadvise)\n"
-           "  --check-blocks       verify every expert block read against split.json\n"
-           "  --logits FILE        write every step's logits (raw little-endian f32, steps x vocab)\n"
-           "  --force-tokens LIST  teacher forcing: feed these ids after each step instead of the argmax\n"
-           "  --compare-logits REF TEST  top-1 agreement and mean KL(REF||TEST) per step\n"
-           "  --vocab N            vocabulary size for --compare-logits\n"
-           "  --json               machine-readable report (sorted keys)\n"
-           "  --quiet              print only the generated token ids\n"
-           "  --help, --version\n");
-}
 
 static int compare(const char *a, const char *b, uint64_t vocab, int json)
 {
@@ -58,119 +33,71 @@ int main(int argc, char **argv)
     tq_cli_init("tq-run");
     tq_run_opts o;
     tq_run_opts_default(&o);
-    const char *model = NULL, *tokens = NULL, *cmp_a = NULL, *cmp_b = NULL, *force = NULL;
-    long max_tokens = 16, v;
+    const char *cmp_a = NULL;
+    tq_cli_ids tokens = {0}, force = {0};
+    long max_tokens = 16;
     uint64_t vocab = 0;
-    int json = 0, quiet = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED()                                                           \
-    do {                                                                 \
-        if (!val)                                                        \
-            return tq_cli_usage_error("option '%s' needs a value", a);   \
-        i++;                                                             \
-    } while (0)
-        if (!strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "--version")) {
-            tq_cli_version();
-            return 0;
-        } else if (!strcmp(a, "--tokens")) {
-            NEED();
-            tokens = val;
-        } else if (!strcmp(a, "--force-tokens")) {
-            NEED();
-            force = val;
-        } else if (!strcmp(a, "--max-tokens")) {
-            NEED();
-            if (tq_cli_int(a, val, 1, 1 << 24, &max_tokens))
-                return 2;
-        } else if (!strcmp(a, "--ctx")) {
-            NEED();
-            if (tq_cli_int(a, val, 1, 1 << 24, &v))
-                return 2;
-            o.ctx = (uint64_t)v;
-        } else if (!strcmp(a, "--threads")) {
-            NEED();
-            if (tq_cli_int(a, val, 1, 256, &v))
-                return 2;
-            o.threads = (int)v;
-        } else if (!strcmp(a, "--io-threads")) {
-            NEED();
-            if (tq_cli_int(a, val, 1, 64, &v))
-                return 2;
-            o.io_threads = (int)v;
-        } else if (!strcmp(a, "--cache-budget")) {
-            NEED();
-            if (tq_cli_size(a, val, &o.cache_budget))
-                return 2;
-        } else if (!strcmp(a, "--resident")) {
-            o.resident = 1;
-        } else if (!strcmp(a, "--no-direct")) {
-            o.io_mode = TQ_RUN_IO_BUFFERED;
-        } else if (!strcmp(a, "--check-blocks")) {
-            o.check_blocks = 1;
-        } else if (!strcmp(a, "--logits")) {
-            NEED();
-            o.logits_path = val;
-        } else if (!strcmp(a, "--compare-logits")) {
-            if (i + 2 >= argc)
-                return tq_cli_usage_error("--compare-logits needs REF and TEST files");
-            cmp_a = argv[++i];
-            cmp_b = argv[++i];
-        } else if (!strcmp(a, "--vocab")) {
-            NEED();
-            if (tq_cli_int(a, val, 1, 1 << 26, &v))
-                return 2;
-            vocab = (uint64_t)v;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return tq_cli_usage_error("unknown option '%s'", a);
-        } else if (!model) {
-            model = a;
-        } else {
-            return tq_cli_usage_error("unexpected argument '%s'", a);
-        }
-#undef NEED
-    }
+    int json = 0, quiet = 0, rc;
+    tq_opt opts[] = {
+        TQ_OPT_IDS("tokens", 0, &tokens, "LIST", "prompt token ids, comma-separated (required)"),
+        TQ_OPT_INT("max-tokens", 0, &max_tokens, 1, 1 << 24, "N", "tokens to generate (default 16)"),
+        TQ_OPT_INT("ctx", 0, &o.ctx, 1, 1 << 24, "N", "KV cache positions (default: prompt + max-tokens)"),
+        TQ_OPT_INT("threads", 0, &o.threads, 1, 256, "N",
+                   "compute threads (default: cores); results do not depend on it"),
+        TQ_OPT_FLAG("resident", 0, &o.resident, "load every expert into memory instead of streaming"),
+        TQ_OPT_SIZE("cache-budget", 0, &o.cache_budget, 0, UINT64_MAX, 0, "SIZE",
+                    "expert cache bytes when streaming (default 1G)"),
+        TQ_OPT_INT("io-threads", 0, &o.io_threads, 1, 64, "N", "parallel expert readers (default: experts per token)"),
+        TQ_OPT_SET("no-direct", 0, &o.io_mode, TQ_RUN_IO_BUFFERED,
+                   "plain buffered reads (no O_DIRECT/F_NOCACHE/fadvise)"),
+        TQ_OPT_FLAG("check-blocks", 0, &o.check_blocks, "verify every expert block read against split.json"),
+        TQ_OPT_STR("logits", 0, &o.logits_path, "FILE",
+                   "write every step's logits (raw little-endian f32, steps x vocab)"),
+        TQ_OPT_IDS("force-tokens", 0, &force, "LIST",
+                   "teacher forcing: feed these ids after each step instead of the argmax"),
+        TQ_OPT_STR("compare-logits", 0, &cmp_a, "REF TEST", "top-1 agreement and mean KL(REF||TEST) per step"),
+        TQ_OPT_INT("vocab", 0, &vocab, 1, 1 << 26, "N", "vocabulary size for --compare-logits"),
+        TQ_OPT_FLAG("json", 0, &json, "machine-readable report (sorted keys)"),
+        TQ_OPT_FLAG("quiet", 0, &quiet, "print only the generated token ids"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .usage = "Usage: tq-run [options] MODEL_DIR --tokens ID,ID,...\n"
+                 "       tq-run --compare-logits REF.f32 TEST.f32 --vocab N [--json]\n",
+        .about = "Greedy decode from a plain, TurboQuant, MLX affine or split model directory.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
     if (cmp_a) {
-        if (model || tokens)
+        if (cli.n_args == 0)
+            return tq_cli_usage_error("--compare-logits needs REF and TEST files");
+        if (cli.n_args > 1 || tokens.v)
             return tq_cli_usage_error("--compare-logits takes no model or tokens");
         if (!vocab)
             return tq_cli_usage_error("--compare-logits needs --vocab N");
-        return compare(cmp_a, cmp_b, vocab, json);
+        return compare(cmp_a, cli.args[0], vocab, json);
     }
-    if (!model)
+    if (cli.n_args == 0)
         return tq_cli_usage_error("missing MODEL_DIR");
-    if (!tokens)
+    if (cli.n_args > 1)
+        return tq_cli_usage_error("unexpected argument '%s'", cli.args[1]);
+    if (!tokens.v)
         return tq_cli_usage_error("missing --tokens ID,ID,...");
-    int32_t *prompt;
-    size_t n_prompt;
-    if (tq_parse_ids(tokens, &prompt, &n_prompt, NULL) != 0)
-        return tq_cli_usage_error("invalid --tokens '%s' (expected comma-separated ids)", tokens);
-    int32_t *forced = NULL;
-    size_t n_forced = 0;
-    if (force && tq_parse_ids(force, &forced, &n_forced, NULL) != 0) {
-        free(prompt);
-        return tq_cli_usage_error("invalid --force-tokens '%s' (expected comma-separated ids)", force);
-    }
-    o.force_tokens = forced;
-    o.n_force = n_forced;
+    const char *model = cli.args[0];
+    const int32_t *prompt = tokens.v;
+    size_t n_prompt = tokens.n;
+    o.force_tokens = force.v;
+    o.n_force = force.n;
     int32_t *out = malloc((size_t)max_tokens * sizeof *out);
     if (!out) {
-        free(prompt);
         fprintf(stderr, "tq-run: out of memory\n");
         return 1;
     }
     tq_err err = {0};
     tq_runner *r;
     tq_run_stats st;
-    int rc = 0;
+    rc = 0;
     if (tq_runner_open(&r, model, &o, &err) != 0) {
         rc = tq_cli_fail(&err);
     } else {
@@ -208,8 +135,6 @@ int main(int argc, char **argv)
             }
         }
     }
-    free(prompt);
-    free(forced);
     free(out);
     return rc;
 }

@@ -3,39 +3,11 @@
 #include "layout/split/split.h"
 
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(void)
-{
-    printf("Usage: tq-split [OPTIONS] MODEL OUTPUT_DIR\n"
-           "       tq-split --join [OPTIONS] SPLIT_DIR OUTPUT_DIR\n"
-           "       tq-split --plan --ram SIZE [--json] MODEL\n"
-           "\n"
-           "Split a model into pinned.safetensors (everything but the routed experts), one\n"
-           "moe_flash_v1 file per MoE layer (experts/layer_LL.bin; one aligned block per expert)\n"
-           "or one flash_aligned_v1 file per dense FFN layer (ffn_aligned/layer_LL.bin),\n"
-           "config.json with a \"streaming\" block, and split.json (sizes and SHA-256 of every\n"
-           "file and expert block).\n"
-           "\n"
-           "Options:\n"
-           "  --align N         block and header page alignment, a power of two >= 4096 (default 16384)\n"
-           "  --threads N       worker threads (default: number of CPUs); output is identical for any N\n"
-           "  --top-k K         experts per token when config.json has no num_experts_per_tok\n"
-           "  --source-label S  record S instead of MODEL as the source path in split.json\n"
-           "  --join            rebuild a model directory from SPLIT_DIR\n"
-           "  --naming MODE     with --join: source (default; as split.json records), hf (per-expert\n"
-           "                    mlp.experts.E.* names) or mlx (stacked mlp.switch_mlp.* names)\n"
-           "  --shard-size SIZE with --join: shard limit (default: the source's own sharding)\n"
-           "  --plan            print what the split needs, write nothing\n"
-           "  --ram SIZE        with --plan: the target machine's memory (e.g. 16G)\n"
-           "  --json            machine-readable report on stdout\n"
-           "  --quiet           no report, no progress\n"
-           "  --help, --version\n"
-           "\n"
-           "Exit status: 0 success, 1 bad input data or I/O error, 2 bad usage.\n");
-}
+static const tq_opt_choice namings[] = {
+    {"source", TQ_NAMING_SOURCE, 0}, {"hf", TQ_NAMING_HF, 0}, {"mlx", TQ_NAMING_MLX, 0}, {NULL, 0, 0}};
 
 static void human(uint64_t n, char *buf, size_t cap)
 {
@@ -78,87 +50,52 @@ static void print_plan(const tq_split_ram_plan *p)
 int main(int argc, char **argv)
 {
     tq_cli_init("tq-split");
-    enum { O_ALIGN = 256, O_THREADS, O_TOPK, O_LABEL, O_JOIN, O_NAMING, O_SHARD, O_PLAN, O_RAM, O_JSON, O_QUIET, O_HELP, O_VERSION };
-    static const struct option opts[] = {
-        {"align", required_argument, 0, O_ALIGN},   {"threads", required_argument, 0, O_THREADS},
-        {"top-k", required_argument, 0, O_TOPK},    {"join", no_argument, 0, O_JOIN},
-        {"source-label", required_argument, 0, O_LABEL},
-        {"naming", required_argument, 0, O_NAMING}, {"shard-size", required_argument, 0, O_SHARD},
-        {"plan", no_argument, 0, O_PLAN},           {"ram", required_argument, 0, O_RAM},
-        {"json", no_argument, 0, O_JSON},           {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},           {"version", no_argument, 0, O_VERSION},
-        {0, 0, 0, 0},
-    };
     tq_split_opts so = {0};
     tq_split_join_opts jo = {0};
-    int join = 0, plan = 0, json = 0, have_ram = 0, c;
+    int join = 0, plan = 0, json = 0, threads = 0, quiet = 0, rc;
     uint64_t ram = 0;
-    long v;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case O_ALIGN:
-            if (tq_cli_size("--align", optarg, &so.align) != 0)
-                return 2;
-            if (so.align < TQ_FLASH_MIN_ALIGN || so.align > TQ_FLASH_MAX_ALIGN || (so.align & (so.align - 1)))
-                return tq_cli_usage_error("--align %s: must be a power of two in [%u, %u]", optarg, TQ_FLASH_MIN_ALIGN,
-                                          TQ_FLASH_MAX_ALIGN);
-            break;
-        case O_THREADS:
-            if (tq_cli_int("--threads", optarg, 1, 256, &v) != 0)
-                return 2;
-            so.threads = jo.threads = (int)v;
-            break;
-        case O_TOPK:
-            if (tq_cli_int("--top-k", optarg, 1, TQ_FLASH_MAX_EXPERTS, &v) != 0)
-                return 2;
-            so.top_k = (uint64_t)v;
-            break;
-        case O_LABEL:
-            so.source_label = optarg;
-            break;
-        case O_JOIN:
-            join = 1;
-            break;
-        case O_NAMING:
-            if (!strcmp(optarg, "source"))
-                jo.naming = TQ_NAMING_SOURCE;
-            else if (!strcmp(optarg, "hf"))
-                jo.naming = TQ_NAMING_HF;
-            else if (!strcmp(optarg, "mlx"))
-                jo.naming = TQ_NAMING_MLX;
-            else
-                return tq_cli_usage_error("--naming %s: expected source, hf or mlx", optarg);
-            break;
-        case O_SHARD:
-            if (tq_cli_size("--shard-size", optarg, &jo.shard_size) != 0)
-                return 2;
-            break;
-        case O_PLAN:
-            plan = 1;
-            break;
-        case O_RAM:
-            if (tq_cli_size("--ram", optarg, &ram) != 0)
-                return 2;
-            have_ram = 1;
-            break;
-        case O_JSON:
-            json = 1;
-            break;
-        case O_QUIET:
-            so.quiet = jo.quiet = 1;
-            break;
-        case O_HELP:
-            usage();
-            return 0;
-        case O_VERSION:
-            tq_cli_version();
-            return 0;
-        default:
-            return tq_cli_usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    int nargs = argc - optind;
+    tq_opt opts[] = {
+        TQ_OPT_SIZE("align", 0, &so.align, TQ_FLASH_MIN_ALIGN, TQ_FLASH_MAX_ALIGN, TQ_OPT_POW2, "N",
+                    "block and header page alignment, a power of two >= 4096 (default 16384)"),
+        TQ_OPT_INT("threads", 0, &threads, 1, 256, "N",
+                   "worker threads (default: number of CPUs); output is identical for any N"),
+        TQ_OPT_INT("top-k", 0, &so.top_k, 1, TQ_FLASH_MAX_EXPERTS, "K",
+                   "experts per token when config.json has no num_experts_per_tok"),
+        TQ_OPT_STR("source-label", 0, &so.source_label, "S",
+                   "record S instead of MODEL as the source path in split.json"),
+        TQ_OPT_FLAG("join", 0, &join, "rebuild a model directory from SPLIT_DIR"),
+        TQ_OPT_CHOICE("naming", 0, &jo.naming, namings, "MODE",
+                      "with --join: source (default; as split.json records), hf (per-expert mlp.experts.E.* "
+                      "names) or mlx (stacked mlp.switch_mlp.* names)"),
+        TQ_OPT_SIZE("shard-size", 0, &jo.shard_size, 0, UINT64_MAX, 0, "SIZE",
+                    "with --join: shard limit (default: the source's own sharding)"),
+        TQ_OPT_FLAG("plan", 0, &plan, "print what the split needs, write nothing"),
+        TQ_OPT_SIZE("ram", 0, &ram, 0, UINT64_MAX, 0, "SIZE",
+                    "with --plan: the target machine's memory (e.g. 16G)"),
+        TQ_OPT_FLAG("json", 0, &json, "machine-readable report on stdout"),
+        TQ_OPT_FLAG("quiet", 0, &quiet, "no report, no progress"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .usage = "Usage: tq-split [OPTIONS] MODEL OUTPUT_DIR\n"
+                 "       tq-split --join [OPTIONS] SPLIT_DIR OUTPUT_DIR\n"
+                 "       tq-split --plan --ram SIZE [--json] MODEL\n",
+        .about = "\n"
+                 "Split a model into pinned.safetensors (everything but the routed experts), one\n"
+                 "moe_flash_v1 file per MoE layer (experts/layer_LL.bin; one aligned block per expert)\n"
+                 "or one flash_aligned_v1 file per dense FFN layer (ffn_aligned/layer_LL.bin),\n"
+                 "config.json with a \"streaming\" block, and split.json (sizes and SHA-256 of every\n"
+                 "file and expert block).\n",
+        .epilog = "Exit status: 0 success, 1 bad input data or I/O error, 2 bad usage.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    so.threads = jo.threads = threads;
+    so.quiet = jo.quiet = quiet;
+    int have_ram = tq_cli_given(&cli, "ram") > 0;
+    int nargs = cli.n_args;
+    char **args = cli.args;
     tq_err err = {0};
     if (join && plan)
         return tq_cli_usage_error("--join and --plan do not go together");
@@ -168,7 +105,7 @@ int main(int argc, char **argv)
         if (nargs != 1)
             return tq_cli_usage_error("--plan takes one MODEL");
         tq_split_ram_plan p;
-        if (tq_split_plan(argv[optind], &so, ram, &p, &err) != 0)
+        if (tq_split_plan(args[0], &so, ram, &p, &err) != 0)
             return tq_cli_fail(&err);
         if (json)
             return tq_cli_print_json(tq_split_plan_json(&p));
@@ -180,12 +117,12 @@ int main(int argc, char **argv)
     if (nargs != 2)
         return tq_cli_usage_error("expected %s OUTPUT_DIR", join ? "SPLIT_DIR" : "MODEL");
     if (join) {
-        if (tq_split_join(argv[optind], argv[optind + 1], &jo, &err) != 0)
+        if (tq_split_join(args[0], args[1], &jo, &err) != 0)
             return tq_cli_fail(&err);
         if (json) {
             cJSON *j = cJSON_CreateObject();
-            if (j && (!cJSON_AddStringToObject(j, "joined", argv[optind]) ||
-                      !cJSON_AddStringToObject(j, "output", argv[optind + 1]) ||
+            if (j && (!cJSON_AddStringToObject(j, "joined", args[0]) ||
+                      !cJSON_AddStringToObject(j, "output", args[1]) ||
                       !cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)tq_peak_rss()))) {
                 cJSON_Delete(j);
                 j = NULL;
@@ -193,19 +130,19 @@ int main(int argc, char **argv)
             return tq_cli_print_json(j);
         }
         if (!so.quiet)
-            printf("joined %s into %s\n", argv[optind], argv[optind + 1]);
+            printf("joined %s into %s\n", args[0], args[1]);
         return 0;
     }
     tq_split_result r;
     double t0 = tq_now();
-    if (tq_split(argv[optind], argv[optind + 1], &so, &r, &err) != 0)
+    if (tq_split(args[0], args[1], &so, &r, &err) != 0)
         return tq_cli_fail(&err);
     double dt = tq_now() - t0;
     if (json) {
         cJSON *j = cJSON_CreateObject();
         if (j) {
             cJSON_AddStringToObject(j, "kind", r.kind == TQ_FLASH_MOE ? "moe" : "dense");
-            cJSON_AddStringToObject(j, "output", argv[optind + 1]);
+            cJSON_AddStringToObject(j, "output", args[1]);
             cJSON_AddNumberToObject(j, "pinned_bytes", (double)r.pinned_bytes);
             cJSON_AddNumberToObject(j, "layers", (double)r.n_layers);
             cJSON_AddNumberToObject(j, "num_experts", (double)r.num_experts);
@@ -224,10 +161,10 @@ int main(int argc, char **argv)
         human(r.bytes_written, b, sizeof b);
         if (r.kind == TQ_FLASH_MOE)
             printf("split %s: %llu layers x %llu experts (block %llu bytes), pinned %s, %s written\n",
-                   argv[optind + 1], (unsigned long long)r.n_layers, (unsigned long long)r.num_experts,
+                   args[1], (unsigned long long)r.n_layers, (unsigned long long)r.num_experts,
                    (unsigned long long)r.max_block_size, a, b);
         else
-            printf("split %s: %llu dense FFN layers, pinned %s, %s written\n", argv[optind + 1],
+            printf("split %s: %llu dense FFN layers, pinned %s, %s written\n", args[1],
                    (unsigned long long)r.n_layers, a, b);
     }
     return 0;

@@ -5,53 +5,42 @@
 #include "verify/verify.h"
 
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int usage_ls(FILE *out)
-{
-    fprintf(out,
-            "Usage: tq-verify ls [--json] [--read] [--keep-names] [--quiet] FILE|DIR\n"
-            "List the tensors of a safetensors file or model directory: name, dtype, shape,\n"
-            "file, byte offset and size, one per line (or a JSON document with --json).\n"
-            "  --json    machine-readable listing\n"
-            "  --read    also read every tensor's bytes end to end; report bytes/s on stderr\n"
-            "  --keep-names  GGUF input: list GGUF tensor names, not HF/MLX names\n"
-            "  --quiet   no listing and no warnings (with --read: only errors)\n");
-    return 0;
-}
-
 static int cmd_ls(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'}, {"read", no_argument, 0, 'r'}, {"quiet", no_argument, 0, 'q'},
-        {"keep-names", no_argument, 0, 'k'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    int json = 0, rd = 0, quiet = 0, keep_names = 0, rc;
+    tq_opt opts[] = {
+        TQ_OPT_FLAG("json", 'j', &json, "machine-readable listing"),
+        TQ_OPT_FLAG("read", 'r', &rd, "also read every tensor's bytes end to end; report bytes/s on stderr"),
+        TQ_OPT_FLAG("keep-names", 0, &keep_names, "GGUF input: list GGUF tensor names, not HF/MLX names"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "no listing and no warnings (with --read: only errors)"),
+        TQ_OPT_END,
     };
-    int json = 0, rd = 0, quiet = 0, c;
-    unsigned flags = 0;
-    while ((c = getopt_long(argc, argv, "jrqh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'k': flags |= TQ_MODEL_KEEP_NAMES; break;
-        case 'j': json = 1; break;
-        case 'r': rd = 1; break;
-        case 'q': quiet = 1; break;
-        case 'h': return usage_ls(stdout);
-        default: return tq_cli_usage_error("ls: bad option");
-        }
-    }
-    if (optind != argc - 1)
-        return tq_cli_usage_error("ls: expected one FILE or DIR");
+    tq_cli_spec cli = {
+        .command = "ls",
+        .usage = "Usage: tq-verify ls [--json] [--read] [--keep-names] [--quiet] FILE|DIR\n",
+        .about = "List the tensors of a safetensors file or model directory: name, dtype, shape,\n"
+                 "file, byte offset and size, one per line (or a JSON document with --json).\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 1)
+        return tq_cli_usage_error("expected one FILE or DIR");
+    const char *path = cli.args[0];
+    unsigned flags = keep_names ? TQ_MODEL_KEEP_NAMES : 0;
     tq_err err = {0};
     tq_model *m;
-    if (tq_model_open_ex(&m, argv[optind], flags, &err) != 0)
+    if (tq_model_open_ex(&m, path, flags, &err) != 0)
         return tq_cli_fail(&err);
     const char *const *warn;
     size_t n_warn = tq_gguf_model_warnings(m, &warn);
     for (size_t i = 0; i < n_warn && !quiet; i++)
         fprintf(stderr, "%s: warning: %s\n", tq_prog, warn[i]);
-    int rc = 0;
+    rc = 0;
     if (!quiet && tq_model_list(m, stdout, json, &err) != 0)
         rc = tq_cli_fail(&err);
     if (rc == 0 && rd) {
@@ -72,61 +61,29 @@ static int cmd_ls(int argc, char **argv)
     return rc;
 }
 
-static int parse_threads(const char *v, int *threads)
-{
-    long t;
-    if (tq_cli_int("--threads", v, 1, 256, &t) != 0)
-        return -1;
-    *threads = (int)t;
-    return 0;
-}
-
-/* [--threads N] [--json] [--quiet] [--help], the options of manifest and check: -1 to go
- * on with the operands at optind, otherwise the exit status. */
-static int parse_tjq(int argc, char **argv, const char *cmd, int (*usage)(FILE *), int *threads, int *json,
-                     int *quiet)
-{
-    static const struct option opts[] = {
-        {"threads", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
-    };
-    int c;
-    *json = *quiet = 0;
-    *threads = tq_default_threads();
-    while ((c = getopt_long(argc, argv, "t:jqh", opts, NULL)) != -1) {
-        switch (c) {
-        case 't': if (parse_threads(optarg, threads)) return 2; break;
-        case 'j': *json = 1; break;
-        case 'q': *quiet = 1; break;
-        case 'h': return usage(stdout);
-        default: return tq_cli_usage_error("%s: bad option", cmd);
-        }
-    }
-    return -1;
-}
-
 /* ------------------------------------------------------------------ manifest */
-static int usage_manifest(FILE *out)
-{
-    fprintf(out,
-            "Usage: tq-verify manifest [--threads N] [--json] [--quiet] DIR\n"
-            "Hash every file under DIR and write DIR/SHA256SUMS (the format 'sha256sum -c'\n"
-            "checks) and DIR/tq-manifest.json (sizes, SHA-256 of every file, and dtype, shape,\n"
-            "offsets and SHA-256 of every safetensors tensor and split expert block).\n"
-            "  --threads N  hashing threads (default: the number of CPUs)\n"
-            "  --json       print a JSON summary\n"
-            "  --quiet      print nothing on success\n");
-    return 0;
-}
-
 static int cmd_manifest(int argc, char **argv)
 {
-    int json, quiet, threads, st = parse_tjq(argc, argv, "manifest", usage_manifest, &threads, &json, &quiet);
-    if (st >= 0)
-        return st;
-    if (optind != argc - 1)
-        return tq_cli_usage_error("manifest: expected one DIR");
-    const char *dir = argv[optind];
+    int json = 0, quiet = 0, threads = tq_default_threads(), rc;
+    tq_opt opts[] = {
+        TQ_OPT_INT("threads", 't', &threads, 1, 256, "N", "hashing threads (default: the number of CPUs)"),
+        TQ_OPT_FLAG("json", 'j', &json, "print a JSON summary"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing on success"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .command = "manifest",
+        .usage = "Usage: tq-verify manifest [--threads N] [--json] [--quiet] DIR\n",
+        .about = "Hash every file under DIR and write DIR/SHA256SUMS (the format 'sha256sum -c'\n"
+                 "checks) and DIR/tq-manifest.json (sizes, SHA-256 of every file, and dtype, shape,\n"
+                 "offsets and SHA-256 of every safetensors tensor and split expert block).\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 1)
+        return tq_cli_usage_error("expected one DIR");
+    const char *dir = cli.args[0];
     tq_verify_progress(!quiet && !json);
     tq_err err = {0};
     tq_manifest *m;
@@ -144,7 +101,7 @@ static int cmd_manifest(int argc, char **argv)
         tensors += m->files[i].n_ranges;
     }
     double dt = tq_now() - t0;
-    int rc = 0;
+    rc = 0;
     if (json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "dir", dir);
@@ -165,34 +122,36 @@ static int cmd_manifest(int argc, char **argv)
 }
 
 /* --------------------------------------------------------------------- check */
-static int usage_check(FILE *out)
-{
-    fprintf(out,
-            "Usage: tq-verify check [--threads N] [--json] [--quiet] DIR|BUNDLE\n"
-            "Verify a directory against its tq-manifest.json (or SHA256SUMS), or a .tar.zst\n"
-            "bundle in one streaming pass without extracting it. Every problem is printed on\n"
-            "stdout as 'FILE: [TENSOR|BLOCK: ]what is wrong': a differing file names the\n"
-            "tensors or expert blocks (layer, expert) that differ; missing and extra files\n"
-            "and refused bundle entries are listed too.\n"
-            "  --threads N  hashing threads for a directory (default: the number of CPUs)\n"
-            "  --json       print a JSON report\n"
-            "  --quiet      print nothing; only the exit status\n"
-            "Exit status: 0 all good, 1 any problem or unreadable input, 2 bad usage.\n");
-    return 0;
-}
-
 static int cmd_check(int argc, char **argv)
 {
-    int json, quiet, threads, st = parse_tjq(argc, argv, "check", usage_check, &threads, &json, &quiet);
-    if (st >= 0)
-        return st;
-    if (optind != argc - 1)
-        return tq_cli_usage_error("check: expected one DIR or BUNDLE");
-    const char *path = argv[optind];
+    int json = 0, quiet = 0, threads = tq_default_threads(), rc;
+    tq_opt opts[] = {
+        TQ_OPT_INT("threads", 't', &threads, 1, 256, "N",
+                   "hashing threads for a directory (default: the number of CPUs)"),
+        TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing; only the exit status"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .command = "check",
+        .usage = "Usage: tq-verify check [--threads N] [--json] [--quiet] DIR|BUNDLE\n",
+        .about = "Verify a directory against its tq-manifest.json (or SHA256SUMS), or a .tar.zst\n"
+                 "bundle in one streaming pass without extracting it. Every problem is printed on\n"
+                 "stdout as 'FILE: [TENSOR|BLOCK: ]what is wrong': a differing file names the\n"
+                 "tensors or expert blocks (layer, expert) that differ; missing and extra files\n"
+                 "and refused bundle entries are listed too.\n",
+        .epilog = "Exit status: 0 all good, 1 any problem or unreadable input, 2 bad usage.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 1)
+        return tq_cli_usage_error("expected one DIR or BUNDLE");
+    const char *path = cli.args[0];
     tq_verify_progress(!quiet && !json);
     tq_err err = {0};
     tq_check_report r;
-    int rc = tq_is_dir(path) ? tq_check_dir(path, threads, &r, &err) : tq_check_bundle(path, &r, &err);
+    rc = tq_is_dir(path) ? tq_check_dir(path, threads, &r, &err) : tq_check_bundle(path, &r, &err);
     int status = rc != 0 || r.n ? 1 : 0;
     if (json) {
         cJSON *j = tq_check_report_json(&r);
@@ -215,38 +174,30 @@ static int cmd_check(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------- compare */
-static int usage_compare(FILE *out)
-{
-    fprintf(out,
-            "Usage: tq-verify compare [--json] [--quiet] A B\n"
-            "Compare two models tensor by tensor, bit for bit, whatever their sharding: model\n"
-            "directories or .safetensors files. Prints the first differing byte of every\n"
-            "differing tensor, and tensors only in A or only in B.\n"
-            "  --json    print a JSON report\n"
-            "  --quiet   print nothing; only the exit status\n"
-            "Exit status: 0 identical, 1 any difference or unreadable input, 2 bad usage.\n");
-    return 0;
-}
-
 static int cmd_compare(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    int json = 0, quiet = 0, rc;
+    tq_opt opts[] = {
+        TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing; only the exit status"),
+        TQ_OPT_END,
     };
-    int json = 0, quiet = 0, c;
-    while ((c = getopt_long(argc, argv, "jqh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j': json = 1; break;
-        case 'q': quiet = 1; break;
-        case 'h': return usage_compare(stdout);
-        default: return tq_cli_usage_error("compare: bad option");
-        }
-    }
-    if (optind != argc - 2)
-        return tq_cli_usage_error("compare: expected A and B");
+    tq_cli_spec cli = {
+        .command = "compare",
+        .usage = "Usage: tq-verify compare [--json] [--quiet] A B\n",
+        .about = "Compare two models tensor by tensor, bit for bit, whatever their sharding: model\n"
+                 "directories or .safetensors files. Prints the first differing byte of every\n"
+                 "differing tensor, and tensors only in A or only in B.\n",
+        .epilog = "Exit status: 0 identical, 1 any difference or unreadable input, 2 bad usage.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 2)
+        return tq_cli_usage_error("expected A and B");
     tq_err err = {0};
     tq_cmp_report r;
-    if (tq_compare_models(argv[optind], argv[optind + 1], &r, &err) != 0) {
+    if (tq_compare_models(cli.args[0], cli.args[1], &r, &err) != 0) {
         tq_cmp_report_free(&r);
         return tq_cli_fail(&err);
     }
@@ -264,25 +215,6 @@ static int cmd_compare(int argc, char **argv)
 }
 
 /* -------------------------------------------------------------------- golden */
-static int usage_golden(FILE *out)
-{
-    fprintf(out,
-            "Usage: tq-verify golden [--update [--prompt IDS] [--max-tokens N]] [--threads N]\n"
-            "                        [--json] [--quiet] MODEL --golden FILE.json\n"
-            "Run the reference runtime's validation decode (greedy, the prompt token ids stored\n"
-            "in FILE.json) on MODEL (plain, quantized or split) and compare the generated\n"
-            "tokens and the SHA-256 of all logits with FILE.json.\n"
-            "  --golden FILE     the golden file (tq_golden_v1, see tq-formats(5))\n"
-            "  --update          rewrite FILE atomically with this run's tokens and hash (creates it)\n"
-            "  --prompt IDS      with --update: comma-separated prompt token ids (default: keep)\n"
-            "  --max-tokens N    with --update: tokens to generate (default: keep, or 8)\n"
-            "  --threads N       runtime threads (results do not depend on it)\n"
-            "  --json            print a JSON report\n"
-            "  --quiet           print nothing; only the exit status\n"
-            "Exit status: 0 match (or updated), 1 mismatch or error, 2 bad usage.\n");
-    return 0;
-}
-
 static cJSON *ids_json(const int32_t *v, size_t n)
 {
     cJSON *a = cJSON_CreateArray();
@@ -293,51 +225,43 @@ static cJSON *ids_json(const int32_t *v, size_t n)
 
 static int cmd_golden(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"golden", required_argument, 0, 'g'}, {"update", no_argument, 0, 'u'},
-        {"prompt", required_argument, 0, 'p'}, {"max-tokens", required_argument, 0, 'm'},
-        {"threads", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
-    };
-    int json = 0, quiet = 0, c;
+    int json = 0, quiet = 0, rc;
     const char *gpath = NULL;
     tq_golden_opts o = {0};
-    int32_t *prompt = NULL;
-    long v;
-    while ((c = getopt_long(argc, argv, "g:up:m:t:jqh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'g': gpath = optarg; break;
-        case 'u': o.update = 1; break;
-        case 'p':
-            free(prompt);
-            if (tq_parse_ids(optarg, &prompt, &o.n_prompt, NULL))
-                return tq_cli_usage_error("invalid --prompt '%s' (expected comma-separated token ids)", optarg);
-            break;
-        case 'm':
-            if (tq_cli_int("--max-tokens", optarg, 1, 65536, &v))
-                return 2;
-            o.max_tokens = (size_t)v;
-            break;
-        case 't': if (parse_threads(optarg, &o.threads)) return 2; break;
-        case 'j': json = 1; break;
-        case 'q': quiet = 1; break;
-        case 'h': return usage_golden(stdout);
-        default: return tq_cli_usage_error("golden: bad option");
-        }
-    }
-    if (optind != argc - 1 || !gpath) {
-        free(prompt);
-        return tq_cli_usage_error("golden: expected MODEL and --golden FILE.json");
-    }
-    if ((prompt || o.max_tokens) && !o.update) {
-        free(prompt);
-        return tq_cli_usage_error("golden: --prompt and --max-tokens only go with --update");
-    }
-    o.prompt = prompt;
+    tq_cli_ids prompt = {0};
+    tq_opt opts[] = {
+        TQ_OPT_STR("golden", 'g', &gpath, "FILE", "the golden file (tq_golden_v1, see tq-formats(5))"),
+        TQ_OPT_FLAG("update", 'u', &o.update, "rewrite FILE atomically with this run's tokens and hash (creates it)"),
+        TQ_OPT_IDS("prompt", 'p', &prompt, "IDS",
+                   "with --update: comma-separated prompt token ids (default: keep)"),
+        TQ_OPT_INT("max-tokens", 'm', &o.max_tokens, 1, 65536, "N",
+                   "with --update: tokens to generate (default: keep, or 8)"),
+        TQ_OPT_INT("threads", 't', &o.threads, 1, 256, "N", "runtime threads (results do not depend on it)"),
+        TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing; only the exit status"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .command = "golden",
+        .usage = "Usage: tq-verify golden [--update [--prompt IDS] [--max-tokens N]] [--threads N]\n"
+                 "                        [--json] [--quiet] MODEL --golden FILE.json\n",
+        .about = "Run the reference runtime's validation decode (greedy, the prompt token ids stored\n"
+                 "in FILE.json) on MODEL (plain, quantized or split) and compare the generated\n"
+                 "tokens and the SHA-256 of all logits with FILE.json.\n",
+        .epilog = "Exit status: 0 match (or updated), 1 mismatch or error, 2 bad usage.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 1 || !gpath)
+        return tq_cli_usage_error("expected MODEL and --golden FILE.json");
+    if ((prompt.v || o.max_tokens) && !o.update)
+        return tq_cli_usage_error("--prompt and --max-tokens only go with --update");
+    o.prompt = prompt.v;
+    o.n_prompt = prompt.n;
     tq_err err = {0};
     tq_golden_result r;
-    int rc = tq_golden_run(argv[optind], gpath, &o, &r, &err);
-    free(prompt);
+    rc = tq_golden_run(cli.args[0], gpath, &o, &r, &err);
     if (rc != 0)
         return tq_cli_fail(&err);
     int status = r.match || r.updated ? 0 : 1;
@@ -371,46 +295,33 @@ static int cmd_golden(int argc, char **argv)
 }
 
 /* ---------------------------------------------------------------------- pack */
-static int usage_pack(FILE *out)
-{
-    fprintf(out,
-            "Usage: tq-verify pack [--threads N] [--level L] [--quiet] DIR -o NAME.tar.zst\n"
-            "Write a deterministic bundle of DIR: tq-manifest.json and SHA256SUMS first\n"
-            "(generated fresh; when DIR has them they must match its content, or pack\n"
-            "refuses), then every file in path order, pax tar with fixed mtime 0, uid/gid 0,\n"
-            "mode 0644, compressed with zstd. The same directory always gives the same bytes.\n"
-            "  -o, --output FILE  the bundle (written atomically; replaced if it exists)\n"
-            "  --threads N        hashing threads (default: the number of CPUs)\n"
-            "  --level L          zstd level 1..19 (default 3)\n"
-            "  --quiet            print nothing on success\n");
-    return 0;
-}
-
 static int cmd_pack(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'}, {"threads", required_argument, 0, 't'},
-        {"level", required_argument, 0, 'l'}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
-    };
-    int quiet = 0, threads = tq_default_threads(), c;
-    long level = 3;
+    int quiet = 0, threads = tq_default_threads(), level = 3, rc;
     const char *out = NULL;
-    while ((c = getopt_long(argc, argv, "o:t:l:qh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 't': if (parse_threads(optarg, &threads)) return 2; break;
-        case 'l': if (tq_cli_int("--level", optarg, 1, 19, &level)) return 2; break;
-        case 'q': quiet = 1; break;
-        case 'h': return usage_pack(stdout);
-        default: return tq_cli_usage_error("pack: bad option");
-        }
-    }
-    if (optind != argc - 1 || !out)
-        return tq_cli_usage_error("pack: expected DIR and -o NAME.tar.zst");
+    tq_opt opts[] = {
+        TQ_OPT_STR("output", 'o', &out, "FILE", "the bundle (written atomically; replaced if it exists)"),
+        TQ_OPT_INT("threads", 't', &threads, 1, 256, "N", "hashing threads (default: the number of CPUs)"),
+        TQ_OPT_INT("level", 'l', &level, 1, 19, "L", "zstd level 1..19 (default 3)"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing on success"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .command = "pack",
+        .usage = "Usage: tq-verify pack [--threads N] [--level L] [--quiet] DIR -o NAME.tar.zst\n",
+        .about = "Write a deterministic bundle of DIR: tq-manifest.json and SHA256SUMS first\n"
+                 "(generated fresh; when DIR has them they must match its content, or pack\n"
+                 "refuses), then every file in path order, pax tar with fixed mtime 0, uid/gid 0,\n"
+                 "mode 0644, compressed with zstd. The same directory always gives the same bytes.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 1 || !out)
+        return tq_cli_usage_error("expected DIR and -o NAME.tar.zst");
     tq_verify_progress(!quiet);
     tq_err err = {0};
-    if (tq_bundle_pack(argv[optind], out, threads, (int)level, &err) != 0)
+    if (tq_bundle_pack(cli.args[0], out, threads, level, &err) != 0)
         return tq_cli_fail(&err);
     if (!quiet) {
         unsigned char d[32];
@@ -425,41 +336,31 @@ static int cmd_pack(int argc, char **argv)
 }
 
 /* -------------------------------------------------------------------- unpack */
-static int usage_unpack(FILE *out)
-{
-    fprintf(out,
-            "Usage: tq-verify unpack [--json] [--quiet] BUNDLE -o DIR\n"
-            "Verify and extract a bundle into DIR (which must not exist), through\n"
-            "DIR.partial-XXXXXX renamed at the end: a bundle with any problem (hash mismatch,\n"
-            "missing or extra file, unsafe path, link, device, duplicate) leaves nothing.\n"
-            "  -o, --output DIR  the directory to create\n"
-            "  --json            print a JSON report\n"
-            "  --quiet           print nothing on success\n");
-    return 0;
-}
-
 static int cmd_unpack(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'}, {"json", no_argument, 0, 'j'},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
-    };
-    int json = 0, quiet = 0, c;
+    int json = 0, quiet = 0, rc;
     const char *out = NULL;
-    while ((c = getopt_long(argc, argv, "o:jqh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'j': json = 1; break;
-        case 'q': quiet = 1; break;
-        case 'h': return usage_unpack(stdout);
-        default: return tq_cli_usage_error("unpack: bad option");
-        }
-    }
-    if (optind != argc - 1 || !out)
-        return tq_cli_usage_error("unpack: expected BUNDLE and -o DIR");
+    tq_opt opts[] = {
+        TQ_OPT_STR("output", 'o', &out, "DIR", "the directory to create"),
+        TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing on success"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .command = "unpack",
+        .usage = "Usage: tq-verify unpack [--json] [--quiet] BUNDLE -o DIR\n",
+        .about = "Verify and extract a bundle into DIR (which must not exist), through\n"
+                 "DIR.partial-XXXXXX renamed at the end: a bundle with any problem (hash mismatch,\n"
+                 "missing or extra file, unsafe path, link, device, duplicate) leaves nothing.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 1 || !out)
+        return tq_cli_usage_error("expected BUNDLE and -o DIR");
     tq_err err = {0};
     tq_check_report r;
-    int rc = tq_bundle_unpack(argv[optind], out, &r, &err);
+    rc = tq_bundle_unpack(cli.args[0], out, &r, &err);
     if (json) {
         cJSON *j = tq_check_report_json(&r);
         if (rc != 0) {
@@ -493,29 +394,31 @@ static const struct command {
     {"unpack", cmd_unpack, "verify and extract a bundle"},
 };
 
-static void usage(FILE *out)
-{
-    fprintf(out, "Usage: tq-verify COMMAND [OPTIONS] ...\n"
-                 "Inspect and check model files.\n\nCommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n'tq-verify COMMAND --help' describes a command's options.\n"
-                 "Exit status: 0 ok, 1 bad data or I/O error, 2 bad usage.\n");
-}
-
 int main(int argc, char **argv)
 {
     tq_cli_init("tq-verify");
+    if (argc >= 2 && argv[1][0] == '-') {
+        /* before the COMMAND only --help, -h and --version */
+        char about[2048];
+        size_t len = (size_t)snprintf(about, sizeof about, "Inspect and check model files.\n\nCommands:\n");
+        for (size_t i = 0; i < sizeof commands / sizeof *commands && len < sizeof about; i++)
+            len += (size_t)snprintf(about + len, sizeof about - len, "  %-10s %s\n", commands[i].name,
+                                    commands[i].summary);
+        tq_opt none[] = {TQ_OPT_END};
+        tq_cli_spec cli = {
+            .usage = "Usage: tq-verify COMMAND [OPTIONS] ...\n",
+            .about = about,
+            .epilog = "'tq-verify COMMAND --help' describes a command's options.\n"
+                      "Exit status: 0 ok, 1 bad data or I/O error, 2 bad usage.\n",
+            .opts = none,
+        };
+        char *head[] = {argv[0], argv[1], NULL};
+        int rc;
+        if (tq_cli_parse(&cli, 2, head, &rc))
+            return rc;
+    }
     if (argc < 2)
         return tq_cli_usage_error("missing COMMAND");
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(stdout);
-        return 0;
-    }
-    if (!strcmp(argv[1], "--version")) {
-        tq_cli_version();
-        return 0;
-    }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);

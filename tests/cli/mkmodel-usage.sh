@@ -8,14 +8,14 @@ expect() { # expect STATUS MESSAGE-SUBSTRING ARGS...
   grep -q -- "$msg" err || fail "tq-mkmodel $*: stderr lacks '$msg': $(cat err)"
 }
 expect 2 "missing OUTPUT_DIR"
-expect 2 "unknown --arch 'gpt2'" --arch gpt2 o
-expect 2 "unknown --size 'big'" --size big o
+expect 2 "invalid value 'gpt2' for --arch (expected llama, qwen3, qwen3_moe or ngram)" --arch gpt2 o
+expect 2 "invalid value 'big' for --size (expected tiny or 8g)" --size big o
 expect 2 "invalid value 'x' for --layers" --layers x o
-expect 2 "unknown --dtype 'int8'" --dtype int8 o
+expect 2 "invalid value 'int8' for --dtype (expected bf16, f16 or f32)" --dtype int8 o
 expect 2 "top-k" --experts 4 --top-k 5 o
 expect 2 "kv-heads" --heads 4 --kv-heads 3 o
 expect 2 "--naming mlx only applies" --arch llama --naming mlx o
-expect 2 "unknown --quant" --quant affine3 o
+expect 2 "invalid value 'affine3' for --quant (expected affine4 or affine8)" --quant affine3 o
 expect 2 "not a multiple of --group-size" --arch ngram --width 100 o
 expect 2 "unknown option" --frobnicate o
 expect 2 "too many arguments" a b

@@ -85,9 +85,9 @@ expect 2 "give exactly one of --out, --check, --extract" t100/model.safetensors
 expect 2 "give exactly one of" t100/model.safetensors --out a --check b
 expect 2 "missing SOURCE" --out x
 expect 2 "--extract needs --to" --extract t100.rows
-expect 2 "--page-align must be a multiple of 8" t100/model.safetensors --out x --page-align 100
+expect 2 "invalid value .100. for --page-align (expected a multiple of 8 in \[8, 64M\] bytes)" t100/model.safetensors --out x --page-align 100
 expect 2 "--pad-stride needs --page-align" t100/model.safetensors --out x --pad-stride
-expect 2 "unknown or incomplete option" --frobnicate
+expect 2 "unknown option .--frobnicate." --frobnicate
 expect 2 "invalid size" t100/model.safetensors --out x --chunk-size lots
 tq-rowlayout --help | grep -q "^Usage: tq-rowlayout" || fail "--help"
 tq-rowlayout --version | grep -q "^tq-rowlayout (tq) " || fail "--version"

@@ -10,14 +10,14 @@ expect() { # expect STATUS MESSAGE-SUBSTRING ARGS...
 }
 nothing_left() { [ ! -e "$1" ] && ! ls -d "$1".partial-* >/dev/null 2>&1 || fail "output left behind: $(ls -d "$1"*)"; }
 expect 2 "expected MODEL OUTPUT_DIR"
-expect 2 "must be a power of two" --align 1000 m o
-expect 2 "must be a power of two" --align 2048 m o
+expect 2 "expected a power of two in \[4K, 1G\] bytes" --align 1000 m o
+expect 2 "invalid value .2048. for --align" --align 2048 m o
 expect 2 "invalid size" --align x m o
 expect 2 "--plan needs --ram" --plan m
 expect 2 "--ram goes with --plan" --ram 16G m o
 expect 2 "expected source, hf or mlx" --join --naming foo s o
 expect 2 "do not go together" --join --plan --ram 1G m
-expect 2 "unknown or incomplete option" --frobnicate m o
+expect 2 "unknown option .--frobnicate." --frobnicate m o
 nothing_left o
 expect 1 "cannot" no-such-model o
 nothing_left o
