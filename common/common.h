@@ -150,4 +150,26 @@ void tq_progress_init(tq_progress *p, const char *label, uint64_t total, int qui
 void tq_progress_add(tq_progress *p, uint64_t n);
 void tq_progress_end(tq_progress *p);
 
+/* ---- work queue (work.c) ----
+ * tq_work_run hands items 0, 1, ..., count-1, in that order, to `threads` workers (the
+ * calling thread is worker 0; fewer when count is smaller or a thread cannot be started) and
+ * returns when all are done: 0, or -1 with the error of the first item that failed, after
+ * which no further item is handed out. fn does one item; worker (0..threads-1) indexes the
+ * caller's per-worker state. Results must not depend on which worker ran an item. */
+typedef struct tq_work tq_work;
+typedef int (*tq_work_fn)(tq_work *w, void *ctx, int worker, uint64_t item, tq_err *e);
+int tq_work_run(uint64_t count, int threads, tq_work_fn fn, void *ctx, tq_progress *prog, tq_err *e);
+/* The worker's buffer of `size` bytes (the same size on every call of a run): zeroed and
+ * 4096-byte aligned (fit for O_DIRECT) when first asked for, then kept, as its caller left it,
+ * for the worker's later items; freed when the run ends. NULL with e filled when out of memory. */
+void *tq_work_scratch(tq_work *w, int worker, size_t size, tq_err *e);
+/* Add n to the run's progress (prog of tq_work_run; nothing when it was NULL), under the lock. */
+void tq_work_progress(tq_work *w, uint64_t n);
+/* The ordered part: tq_work_turn(w, item) waits until every earlier item has called
+ * tq_work_turn_done, so what comes between the two runs one item at a time in item order.
+ * Returns -1 when the run has failed meanwhile (fn then returns -1; the first error stands).
+ * A run that uses turns calls both for every item. */
+int tq_work_turn(tq_work *w, uint64_t item);
+void tq_work_turn_done(tq_work *w);
+
 #endif

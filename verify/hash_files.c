@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -84,24 +83,13 @@ typedef struct job {
 
 /* Progress over all jobs of a run (stderr, TTY only, when enabled with tq_verify_progress). */
 static int progress_on;
-static tq_progress *cur_progress;
-static pthread_mutex_t progress_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void tq_verify_progress(int enabled)
 {
     progress_on = enabled;
 }
 
-static void progress_add(uint64_t n)
-{
-    if (!cur_progress)
-        return;
-    pthread_mutex_lock(&progress_mu);
-    tq_progress_add(cur_progress, n);
-    pthread_mutex_unlock(&progress_mu);
-}
-
-static int read_span(int fd, const char *path, uint64_t from, uint64_t to, int until_eof,
+static int read_span(tq_work *q, int fd, const char *path, uint64_t from, uint64_t to, int until_eof,
                      tq_vhasher *vh, char *buf, uint64_t *total, tq_err *e)
 {
     uint64_t off = from;
@@ -122,14 +110,14 @@ static int read_span(int fd, const char *path, uint64_t from, uint64_t to, int u
         if (n == 0)
             break;
         tq_vh_feed(vh, buf, (size_t)n);
-        progress_add((uint64_t)n);
+        tq_work_progress(q, (uint64_t)n);
         off += (uint64_t)n;
     }
     *total = off - from;
     return 0;
 }
 
-static void run_job(job *j, char *buf)
+static void run_job(tq_work *q, job *j, char *buf)
 {
     tq_vh_task *t = j->t;
     int fd = open(t->path, O_RDONLY | O_CLOEXEC);
@@ -158,36 +146,22 @@ static void run_job(job *j, char *buf)
         return;
     }
     uint64_t total = 0;
-    if (read_span(fd, t->path, from, to, until_eof, &vh, buf, &total, &j->err) != 0)
+    if (read_span(q, fd, t->path, from, to, until_eof, &vh, buf, &total, &j->err) != 0)
         j->failed = 1;
     tq_vh_finish(&vh, j->digest);
     j->size = total;
     close(fd);
 }
 
-typedef struct pool {
-    job *jobs;
-    size_t n, next;
-    pthread_mutex_t mu;
-    int nomem;
-} pool;
-
-static void *worker(void *arg)
+/* A job's own failure (open, read) stays with its file and the other jobs go on; only running
+ * out of memory stops the run. */
+static int hash_job(tq_work *q, void *ctx, int worker, uint64_t i, tq_err *e)
 {
-    pool *p = arg;
-    char *buf = malloc(READ_CHUNK);
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        size_t i = p->next < p->n ? p->next++ : p->n;
-        if (!buf)
-            p->nomem = 1;
-        pthread_mutex_unlock(&p->mu);
-        if (i >= p->n || !buf)
-            break;
-        run_job(&p->jobs[i], buf);
-    }
-    free(buf);
-    return NULL;
+    char *buf = tq_work_scratch(q, worker, READ_CHUNK, e);
+    if (!buf)
+        return -1;
+    run_job(q, (job *)ctx + i, buf);
+    return 0;
 }
 
 static int cmp_job(const void *a, const void *b)
@@ -240,28 +214,9 @@ int tq_vh_run(tq_vh_task *t, size_t n, int threads, tq_err *e)
     for (size_t k = 0; k < nj; k++)
         total_bytes += jobs[k].bytes;
     tq_progress_init(&prog, "tq-verify: hashing", total_bytes, !progress_on);
-    cur_progress = prog.enabled ? &prog : NULL;
-    pool p = {.jobs = jobs, .n = nj};
-    pthread_mutex_init(&p.mu, NULL);
-    int nt = threads < (int)nj ? threads : (int)nj;
-    pthread_t *tid = nt > 1 ? calloc((size_t)nt, sizeof *tid) : NULL;
-    int started = 0;
-    if (tid)
-        for (; started < nt; started++)
-            if (pthread_create(&tid[started], NULL, worker, &p) != 0)
-                break;
-    if (started == 0)
-        worker(&p);
-    for (int k = 0; k < started; k++)
-        pthread_join(tid[k], NULL);
-    free(tid);
-    pthread_mutex_destroy(&p.mu);
-    if (cur_progress)
+    int rc = tq_work_run(nj, threads, hash_job, jobs, prog.enabled ? &prog : NULL, e);
+    if (prog.enabled)
         tq_progress_end(&prog);
-    cur_progress = NULL;
-    int rc = 0;
-    if (p.nomem)
-        rc = tq_fail(e, TQ_ENOMEM, "out of memory for read buffers");
     for (size_t k = 0; k < nj; k++) {
         job *j = &jobs[k];
         if (j->failed && !j->t->failed) {

@@ -6,8 +6,6 @@
 
 #include <cjson/cJSON.h>
 
-#include <pthread.h>
-
 /* One tensor of an expert block (or of a dense FFN layer file): where its bytes come from. */
 typedef struct split_slot {
     int rank;                             /* block order: gate/up/down × weight/scales/biases/bias */
@@ -76,30 +74,10 @@ typedef struct split_run {
     const char *stage;             /* out.tmp_path */
     tq_flash_file *files;
     size_t n_files, cap_files;
-    tq_progress prog;
-    pthread_mutex_t prog_mu;
+    tq_progress prog;              /* advanced by the work queue of each part in turn */
     tq_st_writer *pinned_w;        /* written, finished last */
 } split_run;
 tq_flash_file *split_add_file(split_run *r, tq_err *e);
-void split_progress(split_run *r, uint64_t n);
-/* Run fn(arg) on n threads (the caller is one of them) and join them. */
-int split_run_threads(void *(*fn)(void *), void *arg, int n, tq_err *e);
-
-/* Items [0, count) claimed in order by worker threads; split_turns_wait lets the holder of
- * item i do an ordered part after every item before it; the first failure stops all. */
-typedef struct split_turns {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    uint64_t next, turn, count;
-    int failed;
-    tq_err err;
-} split_turns;
-void split_turns_init(split_turns *t, uint64_t count);
-int split_turns_finish(split_turns *t, tq_err *e);          /* -1 with the first failure */
-int split_turns_claim(split_turns *t, uint64_t *item);      /* -1: none left or failed */
-void split_turns_fail(split_turns *t, const tq_err *e);     /* first failure wins */
-int split_turns_wait(split_turns *t, uint64_t item);        /* -1: the run failed */
-void split_turns_done(split_turns *t);
 int split_write_pinned(split_run *r, tq_err *e);
 int split_write_header_page(out_file *of, const tq_flash_header *h, tq_err *e);
 int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e);

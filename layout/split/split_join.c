@@ -3,7 +3,6 @@
  * byte for byte. */
 #include "layout/split/split_internal.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,55 +11,26 @@
 typedef struct join_job {
     const tq_model *m;
     tq_model_writer *w;
-    pthread_mutex_t mu;
-    size_t next;
-    int failed;
-    tq_err err;
-    tq_progress prog;
 } join_job;
 
-static void *join_worker(void *arg)
+static int join_tensor(tq_work *q, void *ctx, int worker, uint64_t i, tq_err *e)
 {
-    join_job *j = arg;
-    tq_err e = {0};
-    unsigned char *buf = malloc(CHUNK);
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        if (!buf && !j->failed) {
-            j->failed = 1;
-            tq_fail(&j->err, TQ_ENOMEM, "out of memory");
-        }
-        if (j->failed || j->next >= j->m->n_tensors) {
-            pthread_mutex_unlock(&j->mu);
-            break;
-        }
-        size_t i = j->next++;
-        pthread_mutex_unlock(&j->mu);
-        const tq_model_tensor *t = &j->m->tensors[i];
-        long wi = tq_model_writer_index(j->w, t->info.name);
-        int rc = wi < 0 ? tq_fail(&e, TQ_EDATA, "join: tensor '%s' was not declared", t->info.name) : 0;
-        for (uint64_t off = 0; rc == 0 && off < t->info.nbytes;) {
-            size_t len = t->info.nbytes - off < CHUNK ? (size_t)(t->info.nbytes - off) : CHUNK;
-            rc = tq_model_read(t, off, buf, len, &e);
-            if (rc == 0)
-                rc = tq_model_writer_write(j->w, (size_t)wi, off, buf, len, &e);
-            off += len;
-            pthread_mutex_lock(&j->mu);
-            tq_progress_add(&j->prog, len);
-            pthread_mutex_unlock(&j->mu);
-        }
-        if (rc != 0) {
-            pthread_mutex_lock(&j->mu);
-            if (!j->failed) {
-                j->failed = 1;
-                j->err = e;
-            }
-            pthread_mutex_unlock(&j->mu);
-            break;
-        }
+    join_job *j = ctx;
+    unsigned char *buf = tq_work_scratch(q, worker, CHUNK, e);
+    if (!buf)
+        return -1;
+    const tq_model_tensor *t = &j->m->tensors[i];
+    long wi = tq_model_writer_index(j->w, t->info.name);
+    if (wi < 0)
+        return tq_fail(e, TQ_EDATA, "join: tensor '%s' was not declared", t->info.name);
+    for (uint64_t off = 0; off < t->info.nbytes;) {
+        size_t len = t->info.nbytes - off < CHUNK ? (size_t)(t->info.nbytes - off) : CHUNK;
+        if (tq_model_read(t, off, buf, len, e) != 0 || tq_model_writer_write(j->w, (size_t)wi, off, buf, len, e) != 0)
+            return -1;
+        off += len;
+        tq_work_progress(q, len);
     }
-    free(buf);
-    return NULL;
+    return 0;
 }
 
 /* The largest source shard's data size reproduces the source's greedy name-order sharding:
@@ -108,32 +78,21 @@ int tq_split_join(const char *split_dir, const char *out_dir, const tq_split_joi
     if (tq_model_writer_open(&w, stage, decls, m->n_tensors, shard, (const char *const *)pin->meta_keys,
                              (const char *const *)pin->meta_vals, pin->n_meta, e) != 0)
         goto out;
-    join_job j = {.m = m, .w = w};
-    pthread_mutex_init(&j.mu, NULL);
     uint64_t total = 0;
     for (size_t i = 0; i < m->n_tensors; i++)
         total += m->tensors[i].info.nbytes;
-    tq_progress_init(&j.prog, "join", total, o->quiet);
+    tq_progress prog;
+    tq_progress_init(&prog, "join", total, o->quiet);
     int n = o->threads > 0 ? o->threads : tq_default_threads();
-    pthread_t th[64];
-    int started = 0;
-    for (; started < n - 1 && started < 64; started++)
-        if (pthread_create(&th[started], NULL, join_worker, &j) != 0)
-            break;
-    join_worker(&j);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    pthread_mutex_destroy(&j.mu);
-    if (j.failed) {
-        *e = j.err;
+    join_job j = {.m = m, .w = w};
+    if (tq_work_run(m->n_tensors, n, join_tensor, &j, &prog, e) != 0)
         goto out;
-    }
     rc = tq_model_writer_finish(w, e);
     w = NULL;
     if (rc != 0)
         goto out;
     rc = -1;
-    tq_progress_end(&j.prog);
+    tq_progress_end(&prog);
     if (m->config && (!(cfg = tq_path_join(stage, "config.json", e)) || tq_json_write_file(cfg, m->config, e) != 0))
         goto out;
     if (tq_model_copy_extras(m, stage, e) != 0 || tq_adir_commit(&out, e) != 0)

@@ -10,10 +10,8 @@
 #include <unistd.h>
 
 typedef struct moe_job {
-    split_run *r;
     split_layer *L;
     out_file *of;
-    split_turns turns; /* one per expert; the file hash takes blocks in turn */
 } moe_job;
 
 static int fill_block(const split_layer *L, uint64_t x, unsigned char *buf, tq_err *e)
@@ -46,40 +44,28 @@ static void prefetch_expert(const split_layer *L, uint64_t x)
     }
 }
 
-static void *moe_worker(void *arg)
+/* Expert x: its block read, hashed and written by whichever worker claimed it; then, in turn,
+ * added to the file hash, which so sees the blocks in file order whatever the thread count. */
+static int moe_block(tq_work *q, void *ctx, int worker, uint64_t x, tq_err *e)
 {
-    moe_job *j = arg;
+    moe_job *j = ctx;
     split_layer *L = j->L;
     const tq_flash_header *h = &L->hdr;
-    tq_err e = {0};
-    /* zero once: the padding after the tensors is the same in every block */
-    unsigned char *buf = split_aligned_zeroed((size_t)h->expert_block_size);
+    /* zeroed once per worker: the padding after the tensors is the same in every block */
+    unsigned char *buf = tq_work_scratch(q, worker, (size_t)h->expert_block_size, e);
     if (!buf)
-        tq_fail(&e, TQ_ENOMEM, "out of memory for a %llu-byte expert block", (unsigned long long)h->expert_block_size);
-    if (!buf)
-        split_turns_fail(&j->turns, &e);
-    uint64_t x;
-    while (buf && split_turns_claim(&j->turns, &x) == 0) {
-        prefetch_expert(L, x + PREFETCH_DISTANCE);
-        uint64_t off = h->data_start + x * h->expert_block_size;
-        int rc = fill_block(L, x, buf, &e);
-        if (rc == 0) {
-            tq_sha256_buf(buf, (size_t)h->expert_block_size, L->block_sha[x]);
-            rc = split_write_direct(j->of, buf, (size_t)h->expert_block_size, off, &e);
-        }
-        if (rc != 0) {
-            split_turns_fail(&j->turns, &e);
-            break;
-        }
-        if (split_turns_wait(&j->turns, x) != 0)
-            break;
-        /* our turn: the file hash sees blocks in file order whatever the thread count */
-        tq_sha256_update(j->of->sha, buf, (size_t)h->expert_block_size);
-        split_progress(j->r, h->expert_block_size);
-        split_turns_done(&j->turns);
-    }
-    free(buf);
-    return NULL;
+        return -1;
+    prefetch_expert(L, x + PREFETCH_DISTANCE);
+    uint64_t off = h->data_start + x * h->expert_block_size;
+    if (fill_block(L, x, buf, e) != 0)
+        return -1;
+    tq_sha256_buf(buf, (size_t)h->expert_block_size, L->block_sha[x]);
+    if (split_write_direct(j->of, buf, (size_t)h->expert_block_size, off, e) != 0 || tq_work_turn(q, x) != 0)
+        return -1;
+    tq_sha256_update(j->of->sha, buf, (size_t)h->expert_block_size);
+    tq_work_progress(q, h->expert_block_size);
+    tq_work_turn_done(q);
+    return 0;
 }
 
 int split_write_header_page(out_file *of, const tq_flash_header *h, tq_err *e)
@@ -119,13 +105,9 @@ int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e)
     }
     for (uint64_t x = 0; x < PREFETCH_DISTANCE; x++)
         prefetch_expert(L, x);
-    moe_job j = {.r = r, .L = L, .of = &of};
-    split_turns_init(&j.turns, h->num_experts);
+    moe_job j = {.L = L, .of = &of};
     int n = r->o->threads > 0 ? r->o->threads : tq_default_threads();
-    if ((uint64_t)n > h->num_experts)
-        n = (int)h->num_experts;
-    split_run_threads(moe_worker, &j, n, e);
-    if (split_turns_finish(&j.turns, e) != 0) {
+    if (tq_work_run(h->num_experts, n, moe_block, &j, &r->prog, e) != 0) {
         split_of_abort(&of);
         return -1;
     }
@@ -142,11 +124,11 @@ int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e)
 
 typedef struct dense_job {
     split_run *r;
-    split_turns turns; /* one per layer; no ordered part */
     tq_flash_file *recs;           /* [n_layers], moved into r->files in order afterwards */
 } dense_job;
 
-static int write_dense_layer(split_run *r, split_layer *L, tq_flash_file *rec, unsigned char *buf, tq_err *e)
+static int write_dense_layer(tq_work *q, split_run *r, split_layer *L, tq_flash_file *rec, unsigned char *buf,
+                             tq_err *e)
 {
     const tq_flash_header *h = &L->hdr;
     out_file of;
@@ -168,7 +150,7 @@ static int write_dense_layer(split_run *r, split_layer *L, tq_flash_file *rec, u
             if (tq_model_read(src, off, buf, len, e) != 0 || split_of_write(&of, buf, len, e) != 0)
                 goto fail;
             off += len;
-            split_progress(r, len);
+            tq_work_progress(q, len);
         }
     }
     memset(buf, 0, SPLIT_CHUNK);
@@ -183,24 +165,13 @@ fail:
     return -1;
 }
 
-static void *dense_worker(void *arg)
+static int dense_layer(tq_work *q, void *ctx, int worker, uint64_t i, tq_err *e)
 {
-    dense_job *j = arg;
-    tq_err e = {0};
-    unsigned char *buf = malloc(SPLIT_CHUNK);
-    if (!buf) {
-        tq_fail(&e, TQ_ENOMEM, "out of memory");
-        split_turns_fail(&j->turns, &e);
-    }
-    uint64_t i;
-    while (buf && split_turns_claim(&j->turns, &i) == 0) {
-        if (write_dense_layer(j->r, &j->r->plan.layers[i], &j->recs[i], buf, &e) != 0) {
-            split_turns_fail(&j->turns, &e);
-            break;
-        }
-    }
-    free(buf);
-    return NULL;
+    dense_job *j = ctx;
+    unsigned char *buf = tq_work_scratch(q, worker, SPLIT_CHUNK, e);
+    if (!buf)
+        return -1;
+    return write_dense_layer(q, j->r, &j->r->plan.layers[i], &j->recs[i], buf, e);
 }
 
 int split_write_dense_layers(split_run *r, tq_err *e)
@@ -209,13 +180,9 @@ int split_write_dense_layers(split_run *r, tq_err *e)
     dense_job j = {.r = r};
     if (!(j.recs = tq_calloc(p->n_layers, sizeof *j.recs, e)))
         return -1;
-    split_turns_init(&j.turns, p->n_layers);
     int n = r->o->threads > 0 ? r->o->threads : tq_default_threads();
-    if ((size_t)n > p->n_layers)
-        n = (int)p->n_layers;
-    split_run_threads(dense_worker, &j, n, e);
     tq_err werr;
-    int failed = split_turns_finish(&j.turns, &werr) != 0;
+    int failed = tq_work_run(p->n_layers, n, dense_layer, &j, &r->prog, &werr) != 0;
     int rc = 0;
     for (size_t i = 0; i < p->n_layers; i++) {
         if (!j.recs[i].name)

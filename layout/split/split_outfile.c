@@ -1,11 +1,10 @@
 /* Output files of tq_split: created in the staging directory, hashed while written, O_DIRECT
- * where possible, fsynced together at the end; and the run's list of finished files and its
- * progress counter, which the layer and pinned writers share. */
+ * where possible, fsynced together at the end; and the run's list of finished files, which the
+ * layer and pinned writers add to. */
 #include "layout/split/split_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -143,11 +142,4 @@ tq_flash_file *split_add_file(split_run *r, tq_err *e)
     tq_flash_file *f = &r->files[r->n_files++];
     memset(f, 0, sizeof *f);
     return f;
-}
-
-void split_progress(split_run *r, uint64_t n)
-{
-    pthread_mutex_lock(&r->prog_mu);
-    tq_progress_add(&r->prog, n);
-    pthread_mutex_unlock(&r->prog_mu);
 }

@@ -50,41 +50,26 @@ typedef struct pin_chunk {
 } pin_chunk;
 
 typedef struct pin_job {
-    split_run *r;
     tq_st_writer *w;
     tq_sha256 *sha;
     pin_chunk *chunks;
     size_t n_chunks;
-    split_turns turns; /* one per chunk; the file hash takes chunks in turn */
 } pin_job;
 
-static void *pin_worker(void *arg)
+/* Chunk c copied by whichever worker claimed it, then hashed in turn: only the turn holder
+ * adds to the file hash, so it sees the chunks in file order. */
+static int pin_chunk_copy(tq_work *q, void *ctx, int worker, uint64_t c, tq_err *e)
 {
-    pin_job *j = arg;
-    tq_err e = {0};
-    unsigned char *buf = malloc(SPLIT_CHUNK);
-    if (!buf) {
-        tq_fail(&e, TQ_ENOMEM, "out of memory");
-        split_turns_fail(&j->turns, &e);
-    }
-    uint64_t c;
-    while (buf && split_turns_claim(&j->turns, &c) == 0) {
-        const pin_chunk *ch = &j->chunks[c];
-        int rc = tq_model_read(ch->src, ch->off, buf, ch->len, &e);
-        if (rc == 0)
-            rc = tq_st_writer_write(j->w, ch->idx, ch->off, buf, ch->len, &e);
-        if (rc != 0) {
-            split_turns_fail(&j->turns, &e);
-            break;
-        }
-        if (split_turns_wait(&j->turns, c) != 0)
-            break;
-        tq_sha256_update(j->sha, buf, ch->len); /* in file order: only the turn holder hashes */
-        split_progress(j->r, ch->len);
-        split_turns_done(&j->turns);
-    }
-    free(buf);
-    return NULL;
+    pin_job *j = ctx;
+    const pin_chunk *ch = &j->chunks[c];
+    unsigned char *buf = tq_work_scratch(q, worker, SPLIT_CHUNK, e);
+    if (!buf || tq_model_read(ch->src, ch->off, buf, ch->len, e) != 0 ||
+        tq_st_writer_write(j->w, ch->idx, ch->off, buf, ch->len, e) != 0 || tq_work_turn(q, c) != 0)
+        return -1;
+    tq_sha256_update(j->sha, buf, ch->len);
+    tq_work_progress(q, ch->len);
+    tq_work_turn_done(q);
+    return 0;
 }
 
 int split_write_pinned(split_run *r, tq_err *e)
@@ -149,7 +134,7 @@ int split_write_pinned(split_run *r, tq_err *e)
         n_chunks += (size_t)((ti->nbytes + SPLIT_CHUNK - 1) / SPLIT_CHUNK);
         pos += ti->nbytes;
     }
-    pin_job j = {.r = r, .w = w, .sha = sha};
+    pin_job j = {.w = w, .sha = sha};
     if (!(j.chunks = tq_calloc(n_chunks ? n_chunks : 1, sizeof *j.chunks, e)))
         goto out;
     for (size_t k = 0; k < n; k++) {
@@ -159,13 +144,10 @@ int split_write_pinned(split_run *r, tq_err *e)
             j.chunks[j.n_chunks++] = (pin_chunk){order[k], src, off,
                                                  ti->nbytes - off < SPLIT_CHUNK ? (size_t)(ti->nbytes - off) : SPLIT_CHUNK};
     }
-    split_turns_init(&j.turns, j.n_chunks);
     int nt = r->o->threads > 0 ? r->o->threads : tq_default_threads();
-    if ((size_t)nt > j.n_chunks)
-        nt = j.n_chunks ? (int)j.n_chunks : 1;
-    split_run_threads(pin_worker, &j, nt, e);
+    int wrc = tq_work_run(j.n_chunks, nt, pin_chunk_copy, &j, &r->prog, e);
     free(j.chunks);
-    if (split_turns_finish(&j.turns, e) != 0)
+    if (wrc != 0)
         goto out;
     /* finished (fsync + rename inside the stage) at the end, so its writeback overlaps the
      * layer files instead of stalling before them */

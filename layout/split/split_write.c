@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -176,7 +175,6 @@ static int finish(split_run *r, const char *out_dir, tq_err *e)
 int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_split_result *res, tq_err *e)
 {
     split_run r = {.o = o};
-    pthread_mutex_init(&r.prog_mu, NULL);
     tq_model *m = NULL;
     int rc = -1;
     if (tq_model_open(&m, model, e) != 0)
@@ -225,7 +223,6 @@ out:
     free(r.files);
     split_plan_free(&r.plan);
     tq_model_close(m);
-    pthread_mutex_destroy(&r.prog_mu);
     return rc;
 }
 

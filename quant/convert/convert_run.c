@@ -5,8 +5,6 @@
 #include "quant/quant_internal.h"
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,13 +36,9 @@ static void *grow(cv_buf *b, size_t n, tq_err *e)
 typedef struct cv_shared {
     cv_job *jobs;
     size_t n_jobs;
-    atomic_size_t next;
-    atomic_int failed;
-    pthread_mutex_t lock;
-    tq_err err;
     tq_model_writer *w;
-    tq_progress prog;
     int threads;
+    struct cv_worker *wk; /* [threads] */
 } cv_shared;
 
 typedef struct cv_worker {
@@ -169,30 +163,16 @@ static void prefetch(const cv_shared *sh, size_t k)
         posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 }
 
-static void *worker_main(void *arg)
+static int run_job(tq_work *w, void *ctx, int worker, uint64_t k, tq_err *e)
 {
-    cv_worker *wk = arg;
-    cv_shared *sh = wk->sh;
-    tq_err e = {0};
-    for (;;) {
-        if (atomic_load(&sh->failed))
-            break;
-        size_t k = atomic_fetch_add(&sh->next, 1);
-        if (k >= sh->n_jobs)
-            break;
-        cv_job *j = &sh->jobs[k];
-        prefetch(sh, k + (size_t)sh->threads);
-        int rc = j->it->kind == CV_COPY ? job_copy(wk, j, &e) : j->it->kind == CV_QUANT ? job_quant(wk, j, &e) : job_dequant(wk, j, &e);
-        pthread_mutex_lock(&sh->lock);
-        if (rc && !atomic_load(&sh->failed)) {
-            sh->err = e;
-            atomic_store(&sh->failed, 1);
-        }
-        if (!rc)
-            tq_progress_add(&sh->prog, job_in_bytes(j));
-        pthread_mutex_unlock(&sh->lock);
-    }
-    return NULL;
+    cv_shared *sh = ctx;
+    cv_worker *wk = &sh->wk[worker];
+    cv_job *j = &sh->jobs[k];
+    prefetch(sh, (size_t)k + (size_t)sh->threads);
+    int rc = j->it->kind == CV_COPY ? job_copy(wk, j, e) : j->it->kind == CV_QUANT ? job_quant(wk, j, e) : job_dequant(wk, j, e);
+    if (rc == 0)
+        tq_work_progress(w, job_in_bytes(j));
+    return rc;
 }
 
 static int make_jobs(cv_plan *p, cv_job **out, size_t *n_out, uint64_t *total_in, tq_err *e)
@@ -247,46 +227,30 @@ int cv_run(cv_plan *p, tq_model_writer *w, tq_err *e)
     if (make_jobs(p, &sh.jobs, &sh.n_jobs, &total, e))
         return -1;
     sh.w = w;
-    atomic_init(&sh.next, 0);
-    atomic_init(&sh.failed, 0);
-    pthread_mutex_init(&sh.lock, NULL);
-    tq_progress_init(&sh.prog, "tq-convert", total, p->o->quiet);
+    tq_progress prog;
+    tq_progress_init(&prog, "tq-convert", total, p->o->quiet);
     int nt = p->o->threads > 0 ? p->o->threads : 1;
     sh.threads = nt;
     for (int i = 0; i < nt; i++) /* the first job of every thread */
         prefetch(&sh, (size_t)i);
-    cv_worker *wk = tq_calloc((size_t)nt, sizeof *wk, e);
-    pthread_t *th = wk ? tq_calloc((size_t)nt, sizeof *th, e) : NULL;
-    int rc = -1, started = 0;
-    if (th) {
-        for (int i = 0; i < nt; i++) {
+    cv_worker *wk = sh.wk = tq_calloc((size_t)nt, sizeof *wk, e);
+    int rc = -1;
+    if (wk) {
+        for (int i = 0; i < nt; i++)
             wk[i].sh = &sh;
-            if (i > 0 && pthread_create(&th[i], NULL, worker_main, &wk[i]) != 0)
-                break;
-            started = i + 1;
-        }
-        worker_main(&wk[0]); /* the calling thread works too */
-        for (int i = 1; i < started; i++)
-            pthread_join(th[i], NULL);
-        if (atomic_load(&sh.failed)) {
-            *e = sh.err;
-        } else {
-            /* reduce in job order: independent of which thread ran what */
+        rc = tq_work_run(sh.n_jobs, nt, run_job, &sh, &prog, e);
+        if (rc == 0) /* reduce in job order: independent of which thread ran what */
             for (size_t k = 0; k < sh.n_jobs; k++) {
                 sh.jobs[k].it->err2 += sh.jobs[k].err2;
                 sh.jobs[k].it->sum2 += sh.jobs[k].sum2;
             }
-            rc = 0;
-        }
-        tq_progress_end(&sh.prog);
+        tq_progress_end(&prog);
     }
     for (int i = 0; wk && i < nt; i++) {
         free(wk[i].in.p), free(wk[i].f32.p), free(wk[i].scratch.p);
         free(wk[i].words.p), free(wk[i].scales.p), free(wk[i].out.p);
     }
     free(wk);
-    free(th);
     free(sh.jobs);
-    pthread_mutex_destroy(&sh.lock);
     return rc;
 }

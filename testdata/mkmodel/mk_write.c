@@ -1,6 +1,6 @@
-/* Writing a generated model: worker threads take row blocks of the plan from a shared
- * cursor, compute them into private bounded buffers and pwrite them through the model
- * writer. Every byte is a function of the options alone, so any thread count and any
+/* Writing a generated model: worker threads take row blocks of the plan in order from the
+ * common work queue, compute them into private bounded buffers and pwrite them through the
+ * model writer. Every byte is a function of the options alone, so any thread count and any
  * completion order give the same files. */
 #include "testdata/mkmodel/mk_internal.h"
 #include "quant/quant.h"
@@ -8,7 +8,6 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,12 +20,8 @@ typedef struct job {
     const tq_mk_opts *o;
     mk_plan_priv *pv;
     tq_model_writer *w;
-    pthread_mutex_t mu;
-    size_t item;
-    uint64_t expert, row; /* cursor */
-    int failed;
-    tq_err err;
-    tq_progress prog;
+    uint64_t *first;        /* [n_items + 1]: index of each item's first row block */
+    struct worker *wk;      /* [threads] */
 } job;
 
 typedef struct task {
@@ -41,42 +36,32 @@ static uint64_t block_rows(const mk_item *it)
     return r ? r : 1;
 }
 
-/* Next row block, or 0 when done / after a failure. */
-static int next_task(job *j, task *t)
+/* Row blocks are numbered item by item, expert by expert, row by row. */
+static uint64_t item_blocks(const mk_item *it)
 {
-    int ok = 0;
-    pthread_mutex_lock(&j->mu);
-    while (!j->failed && j->item < j->pv->n_items) {
-        const mk_item *it = &j->pv->items[j->item];
-        if (j->row >= it->rows) {
-            j->row = 0;
-            if (++j->expert >= it->n_exp) {
-                j->expert = 0;
-                j->item++;
-            }
-            continue;
-        }
-        t->it = it;
-        t->item = j->item;
-        t->expert = j->expert;
-        t->row0 = j->row;
-        t->n = it->rows - j->row < block_rows(it) ? it->rows - j->row : block_rows(it);
-        j->row += t->n;
-        ok = 1;
-        break;
-    }
-    pthread_mutex_unlock(&j->mu);
-    return ok;
+    if (!it->rows || !it->n_exp)
+        return 0;
+    return it->n_exp * ((it->rows + block_rows(it) - 1) / block_rows(it));
 }
 
-static void fail_job(job *j, const tq_err *e)
+/* Row block k: the last item whose first block is <= k (items with no blocks are passed). */
+static void task_of(const job *j, uint64_t k, task *t)
 {
-    pthread_mutex_lock(&j->mu);
-    if (!j->failed) {
-        j->failed = 1;
-        j->err = *e;
+    size_t lo = 0, hi = j->pv->n_items;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (j->first[mid] <= k)
+            lo = mid;
+        else
+            hi = mid;
     }
-    pthread_mutex_unlock(&j->mu);
+    const mk_item *it = &j->pv->items[lo];
+    uint64_t br = block_rows(it), per_expert = (it->rows + br - 1) / br, in = k - j->first[lo];
+    t->it = it;
+    t->item = lo;
+    t->expert = in / per_expert;
+    t->row0 = in % per_expert * br;
+    t->n = it->rows - t->row0 < br ? it->rows - t->row0 : br;
 }
 
 typedef struct worker {
@@ -174,25 +159,15 @@ static uint64_t task_bytes(const task *t)
     return t->n * (it->out_row_bytes[0] + (it->bits ? it->out_row_bytes[1] + it->out_row_bytes[2] : 0));
 }
 
-static void *worker_main(void *arg)
+static int mk_block(tq_work *q, void *ctx, int w, uint64_t k, tq_err *e)
 {
-    worker *wk = arg;
-    job *j = wk->j;
+    job *j = ctx;
     task t;
-    tq_err e = {0};
-    while (next_task(j, &t)) {
-        if (run_task(wk, &t, &e)) {
-            fail_job(j, &e);
-            break;
-        }
-        pthread_mutex_lock(&j->mu);
-        tq_progress_add(&j->prog, task_bytes(&t));
-        pthread_mutex_unlock(&j->mu);
-    }
-    if (wk->have_matrix)
-        tq_mk_matrix_free(&wk->m);
-    wk->have_matrix = 0;
-    return NULL;
+    task_of(j, k, &t);
+    if (run_task(&j->wk[w], &t, e))
+        return -1;
+    tq_work_progress(q, task_bytes(&t));
+    return 0;
 }
 
 /* A block has at most max(BLOCK_FLOATS, cols) values (one row minimum); a quantized row
@@ -212,6 +187,8 @@ static int worker_alloc(worker *wk, uint64_t max_cols, tq_err *e)
 
 static void worker_free(worker *wk)
 {
+    if (wk->have_matrix)
+        tq_mk_matrix_free(&wk->m);
     free(wk->vals);
     free(wk->bytes);
     free(wk->packed);
@@ -249,35 +226,25 @@ static int generate(const char *dir, const tq_mk_opts *o, tq_mk_plan *p, tq_err 
     int nt = o->threads > 0 ? o->threads : tq_default_threads();
     if (nt > MAX_THREADS)
         nt = MAX_THREADS;
-    worker *wk = tq_calloc((size_t)nt, sizeof *wk, e);
-    pthread_t *th = tq_calloc((size_t)nt, sizeof *th, e);
-    int rc = wk && th ? 0 : -1;
+    worker *wk = j.wk = tq_calloc((size_t)nt, sizeof *wk, e);
+    j.first = tq_calloc(pv->n_items + 1, sizeof *j.first, e);
+    int rc = wk && j.first ? 0 : -1;
     for (int i = 0; !rc && i < nt; i++) {
         wk[i].j = &j;
         rc = worker_alloc(&wk[i], max_cols, e);
     }
-    int started = 0;
+    for (size_t i = 0; !rc && i < pv->n_items; i++)
+        j.first[i + 1] = j.first[i] + item_blocks(&pv->items[i]);
     if (!rc) {
-        pthread_mutex_init(&j.mu, NULL);
-        tq_progress_init(&j.prog, "tq-mkmodel", p->total_bytes, o->quiet);
-        for (; started < nt; started++)
-            if (pthread_create(&th[started], NULL, worker_main, &wk[started]) != 0)
-                break;
-        if (started == 0)
-            worker_main(&wk[0]);
-        for (int i = 0; i < started; i++)
-            pthread_join(th[i], NULL);
-        tq_progress_end(&j.prog);
-        pthread_mutex_destroy(&j.mu);
-        if (j.failed) {
-            *e = j.err;
-            rc = -1;
-        }
+        tq_progress prog;
+        tq_progress_init(&prog, "tq-mkmodel", p->total_bytes, o->quiet);
+        rc = tq_work_run(j.first[pv->n_items], nt, mk_block, &j, &prog, e);
+        tq_progress_end(&prog);
     }
     for (int i = 0; wk && i < nt; i++)
         worker_free(&wk[i]);
     free(wk);
-    free(th);
+    free(j.first);
     if (rc) {
         tq_model_writer_abort(j.w);
         return -1;

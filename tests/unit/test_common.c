@@ -41,6 +41,65 @@ static void test_parse_ids(void)
     CHECK(tq_parse_ids("1,2a", &v, &n, &err) == -1 && strstr(err.msg, "id 2 ('2a')"));
 }
 
+typedef struct work_t {
+    int hits[100];
+    uint64_t order[100];
+    size_t n_order;
+    uint64_t fail_at;   /* UINT64_MAX: none */
+    int use_turns, scratch_bad;
+} work_t;
+
+static int work_item(tq_work *w, void *ctx, int worker, uint64_t item, tq_err *e)
+{
+    work_t *t = ctx;
+    unsigned char *buf = tq_work_scratch(w, worker, 100, e);
+    if (!buf)
+        return -1;
+    /* fresh buffers are zero and aligned; a worker's later items see what it left */
+    if ((uintptr_t)buf % 4096 || (buf[0] && buf[0] != (unsigned char)(worker + 1)))
+        t->scratch_bad = 1;
+    buf[0] = (unsigned char)(worker + 1);
+    __atomic_add_fetch(&t->hits[item], 1, __ATOMIC_SEQ_CST);
+    if (item == t->fail_at)
+        return tq_fail(e, TQ_EDATA, "item %llu failed", (unsigned long long)item);
+    if (!t->use_turns)
+        return 0;
+    if (tq_work_turn(w, item) != 0)
+        return -1;
+    t->order[t->n_order++] = item; /* only the turn holder writes */
+    tq_work_progress(w, 1);
+    tq_work_turn_done(w);
+    return 0;
+}
+
+static void test_work_queue(void)
+{
+    static const int threads[] = {1, 2, 7, 200};
+    for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
+        tq_err err = {0};
+        work_t t = {.fail_at = UINT64_MAX, .use_turns = 1};
+        tq_progress prog;
+        tq_progress_init(&prog, "test", 100, 1);
+        CHECK(tq_work_run(100, threads[ti], work_item, &t, &prog, &err) == 0);
+        int once = 1;
+        for (int i = 0; i < 100; i++)
+            once &= t.hits[i] == 1 && t.order[i] == (uint64_t)i;
+        CHECKF(once && t.n_order == 100 && prog.done == 100 && !t.scratch_bad, "threads %d", threads[ti]);
+
+        /* the first failure stops the run and is the error returned */
+        work_t f = {.fail_at = 40, .use_turns = 1};
+        CHECK(tq_work_run(100, threads[ti], work_item, &f, NULL, &err) == -1 && !strcmp(err.msg, "item 40 failed"));
+        CHECKF(f.n_order == 40, "threads %d: %zu items hashed in turn", threads[ti], f.n_order);
+        int after = 0;
+        for (int i = 41; i < 100; i++)
+            after += f.hits[i];
+        CHECKF(after <= threads[ti] - 1, "threads %d: %d items ran after the failure", threads[ti], after);
+    }
+    tq_err err = {0};
+    work_t z = {.fail_at = UINT64_MAX};
+    CHECK(tq_work_run(0, 4, work_item, &z, NULL, &err) == 0);
+}
+
 static void test_overflow(void)
 {
     uint64_t v;
@@ -155,6 +214,7 @@ int main(void)
     RUN(test_parse_size);
     RUN(test_parse_ids);
     RUN(test_overflow);
+    RUN(test_work_queue);
     RUN(test_crc32);
     RUN(test_sha256);
     RUN(test_json_sorted);
