@@ -1,14 +1,9 @@
 # tq-convert: usage errors exit 2, data errors exit 1, each with a 'tq-convert:' message,
 # and a failed conversion leaves no output directory behind.
 set -u
+. "$ROOT/tests/lib/common.sh"
 tq-mkmodel --arch qwen3_moe --size tiny --seed 3 m >/dev/null || exit 1
-expect() { # expect STATUS ARGS...
-  local want=$1; shift
-  tq-convert "$@" >/dev/null 2>err.txt; local rc=$?
-  [ "$rc" -eq "$want" ] || { echo "tq-convert $*: exit $rc, expected $want"; cat err.txt; exit 1; }
-  grep -q '^tq-convert: ' err.txt || { echo "tq-convert $*: no 'tq-convert:' message"; exit 1; }
-  sed 's/partial-[A-Za-z0-9]*/partial-X/' err.txt
-}
+expect() { expect_exit "$1" tq-convert "${@:2}"; } # expect STATUS ARGS...
 expect 2 m
 expect 2 --bits 5 m o
 expect 2 --group-size 48 m o

@@ -2,7 +2,7 @@
 # leftovers are identifiable partial files, and a re-run into the same directory gives the
 # bytes of an uninterrupted run.
 set -u
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$ROOT/tests/lib/common.sh"
 args="--arch qwen3_moe --hidden 256 --moe-intermediate 256 --experts 16 --layers 4 --vocab 1024 --seed 5 --quiet"
 tq-mkmodel $args --threads 2 ref || fail "reference run"
 for delay in 0.05 0.2 0.5; do

@@ -1,6 +1,6 @@
 # tq-mkmodel: same flags + seed -> identical files (any thread count), other seed differs.
 set -eu
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$ROOT/tests/lib/common.sh"
 same_dirs() {
   [ "$(cd "$1" && ls)" = "$(cd "$2" && ls)" ] || fail "$1 and $2 list different files"
   for f in "$1"/*; do cmp -s "$f" "$2/$(basename "$f")" || fail "$(basename "$f") differs between $1 and $2"; done

@@ -1,12 +1,7 @@
 # tq-mkmodel: usage errors exit 2, a non-empty output directory exits 1 and is left alone.
 set -u
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect() { # expect STATUS MESSAGE-SUBSTRING ARGS...
-  want=$1 msg=$2; shift 2
-  tq-mkmodel "$@" >out 2>err; rc=$?
-  [ "$rc" = "$want" ] || fail "tq-mkmodel $*: exit $rc, want $want ($(cat err))"
-  grep -q -- "$msg" err || fail "tq-mkmodel $*: stderr lacks '$msg': $(cat err)"
-}
+. "$ROOT/tests/lib/common.sh"
+expect() { expect_msg "$1" "$2" tq-mkmodel "${@:3}"; } # expect STATUS MESSAGE-SUBSTRING ARGS...
 expect 2 "missing OUTPUT_DIR"
 expect 2 "invalid value 'gpt2' for --arch (expected llama, qwen3, qwen3_moe or ngram)" --arch gpt2 o
 expect 2 "invalid value 'big' for --size (expected tiny or 8g)" --size big o

@@ -2,13 +2,7 @@
 # paged layout; any prefix; receipts; usage and data errors with their exit codes.
 set -u
 . "$ROOT/tests/lib/safety.sh"
-expect() { # expect STATUS MESSAGE-SUBSTRING ARGS...
-  local want=$1 msg=$2; shift 2
-  tq-rowlayout "$@" >out 2>err; local rc=$?
-  [ "$rc" = "$want" ] || fail "tq-rowlayout $*: exit $rc, want $want ($(cat err))"
-  grep -q -- "$msg" err || fail "tq-rowlayout $*: stderr lacks '$msg': $(cat err)"
-}
-json_get() { jq -r "$1" "$2" 2>/dev/null || sed -n "s/^  \"${1#.}\": \\(.*\\),\\{0,1\\}\$/\\1/p" "$2"; }
+expect() { expect_msg "$1" "$2" tq-rowlayout "${@:3}"; } # expect STATUS MESSAGE-SUBSTRING ARGS...
 
 # width 160, 4 bits, group 32: weight 20 u32 + 5 bf16 scales + 5 bf16 biases = 100-byte records
 tq-mkmodel --arch ngram --quiet t100 || fail mkmodel

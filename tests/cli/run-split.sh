@@ -1,6 +1,7 @@
 # tq-run on generated models: streamed from tq-split output == --resident == the unsplit
 # model, bit for bit, at several cache budgets; affine and shared-expert variants; --json.
 set -eu
+. "$ROOT/tests/lib/json.sh"
 tq-mkmodel --arch qwen3_moe --size tiny --seed 3 --shared-expert m >/dev/null
 tq-split --quiet m s
 tq-run m --tokens 1,2,3 --max-tokens 6 --quiet --logits ref.f32 > ref.txt
@@ -19,17 +20,15 @@ tq-run s4 --tokens 1,2,3 --max-tokens 6 --cache-budget 1 --check-blocks --quiet 
 cmp ref.f32 a4.f32
 # 6 steps x 512 vocab x 4 bytes
 [ "$(wc -c < ref.f32)" -eq 12288 ]
-# --json: sorted keys, the hash is the hash of the logits file (no JSON tool needed: one key
-# per line as tq_json_print writes it)
+# --json: sorted keys, the hash is the hash of the logits file
 tq-run s --tokens 1,2,3 --max-tokens 6 --cache-budget 1G --json > run.json
-jget() { sed -n "s/^  \"$1\": \(.*\)$/\1/p" run.json | sed 's/,$//; s/^"//; s/"$//'; }
 keys=$(sed -n 's/^  "\([a-z_0-9]*\)":.*/\1/p' run.json)
 [ "$keys" = "$(printf '%s\n' $keys | LC_ALL=C sort)" ] || { echo "keys not sorted"; exit 1; }
 sha() { if command -v sha256sum >/dev/null; then sha256sum; else shasum -a 256; fi; }
-[ "$(jget logits_sha256)" = "$(sha < ref.f32 | cut -d' ' -f1)" ]
-[ "$(jget streamed)" = true ] && [ "$(jget generated_tokens)" = 6 ] && [ "$(jget forward_passes)" = 8 ]
-[ $(( $(jget expert_hits) + $(jget expert_misses) )) -eq 32 ]
-[ "$(jget reads)" = "$(jget expert_misses)" ] && [ "$(jget bytes_read)" -gt 0 ] && [ "$(jget peak_rss)" -gt 0 ]
+[ "$(jget run.json logits_sha256)" = "$(sha < ref.f32 | cut -d' ' -f1)" ]
+[ "$(jget run.json streamed)" = true ] && [ "$(jget run.json generated_tokens)" = 6 ] && [ "$(jget run.json forward_passes)" = 8 ]
+[ $(( $(jget run.json expert_hits) + $(jget run.json expert_misses) )) -eq 32 ]
+[ "$(jget run.json reads)" = "$(jget run.json expert_misses)" ] && [ "$(jget run.json bytes_read)" -gt 0 ] && [ "$(jget run.json peak_rss)" -gt 0 ]
 # MLX affine 4-bit
 tq-mkmodel --arch qwen3_moe --size tiny --seed 4 --quant affine4 q >/dev/null
 tq-split --quiet q qs

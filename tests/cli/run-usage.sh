@@ -1,13 +1,8 @@
 # tq-run usage errors exit 2, data errors exit 1, with the tool's name in the message.
 set -u
+. "$ROOT/tests/lib/common.sh"
 tq-mkmodel --arch llama --size tiny --seed 1 m >/dev/null || exit 1
-expect() { # expect STATUS ARGS...
-  local want=$1; shift
-  tq-run "$@" >/dev/null 2>err.txt; local rc=$?
-  [ "$rc" -eq "$want" ] || { echo "tq-run $*: exit $rc, expected $want"; cat err.txt; exit 1; }
-  grep -q '^tq-run: ' err.txt || { echo "tq-run $*: no 'tq-run:' message"; exit 1; }
-  cat err.txt
-}
+expect() { expect_exit "$1" tq-run "${@:2}"; } # expect STATUS ARGS...
 expect 2 m
 expect 2 --tokens 1,2
 expect 2 m --tokens 1,,2

@@ -2,8 +2,7 @@
 # MLX naming, bf16 and affine4, dense), the output does not depend on --threads, layer files
 # are multiples of the alignment, and --plan agrees with what the split writes.
 set -u
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() { "$@" || fail "$* exited $?"; }
+. "$ROOT/tests/lib/common.sh"
 aligned() { # aligned DIR ALIGN: every layer file's size is a multiple of ALIGN
   for f in "$1"/*.bin; do
     [ -f "$f" ] || fail "no layer files in $1"

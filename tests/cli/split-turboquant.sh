@@ -2,8 +2,7 @@
 # with --keep-names): routed expert weight/scales go to the layer files, the shared per-module
 # signs and codebooks stay pinned, and --join gives back tq-convert's files byte for byte.
 set -u
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() { "$@" || fail "$* exited $?"; }
+. "$ROOT/tests/lib/common.sh"
 run tq-mkmodel --quiet --arch qwen3_moe m
 run tq-convert --quiet --bits 4 --group-size 32 m q
 run tq-split --quiet q s

@@ -1,13 +1,8 @@
 # tq-split: usage errors exit 2, bad data exits 1 with a specific message, and a failed run
 # leaves no output (not even OUT.partial-*) behind.
 set -u
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect() { # expect STATUS MESSAGE-SUBSTRING ARGS...
-  want=$1 msg=$2; shift 2
-  tq-split "$@" >out 2>err; rc=$?
-  [ "$rc" = "$want" ] || fail "tq-split $*: exit $rc, want $want ($(cat err))"
-  grep -q -- "$msg" err || fail "tq-split $*: stderr lacks '$msg': $(cat err)"
-}
+. "$ROOT/tests/lib/common.sh"
+expect() { expect_msg "$1" "$2" tq-split "${@:3}"; } # expect STATUS MESSAGE-SUBSTRING ARGS...
 nothing_left() { [ ! -e "$1" ] && ! ls -d "$1".partial-* >/dev/null 2>&1 || fail "output left behind: $(ls -d "$1"*)"; }
 expect 2 "expected MODEL OUTPUT_DIR"
 expect 2 "expected a power of two in \[4K, 1G\] bytes" --align 1000 m o

@@ -1,21 +1,22 @@
 # tq-verify: usage errors exit 2, --help/--version work for every subcommand.
 set -uo pipefail
-st() { "$@" >/dev/null 2>&1; echo $?; }
-[ "$(st tq-verify --version)" = 0 ] || exit 1
+. "$ROOT/tests/lib/common.sh"
+expect() { expect_exit "$1" tq-verify "${@:2}" >/dev/null; } # expect STATUS ARGS...
+run tq-verify --version >/dev/null
 for c in manifest check compare golden pack unpack; do
-  [ "$(st tq-verify $c --help)" = 0 ] || { echo "$c --help"; exit 1; }
-  tq-verify --help | grep -q "^  $c " || { echo "$c not in --help"; exit 1; }
+  run tq-verify $c --help >/dev/null
+  tq-verify --help | grep -q "^  $c " || fail "$c not in --help"
 done
-[ "$(st tq-verify manifest)" = 2 ] || exit 1
-[ "$(st tq-verify manifest --threads 0 .)" = 2 ] || exit 1
-[ "$(st tq-verify check a b)" = 2 ] || exit 1
-[ "$(st tq-verify compare a)" = 2 ] || exit 1
-[ "$(st tq-verify pack .)" = 2 ] || exit 1
-[ "$(st tq-verify pack --level 99 . -o x.tar.zst)" = 2 ] || exit 1
-[ "$(st tq-verify unpack x.tar.zst)" = 2 ] || exit 1
-[ "$(st tq-verify golden m)" = 2 ] || exit 1
-[ "$(st tq-verify golden m --golden g.json --prompt 1,2)" = 2 ] || exit 1
-[ "$(st tq-verify golden m --golden g.json --update --prompt 1,,x)" = 2 ] || exit 1
-[ "$(st tq-verify manifest /nonexistent)" = 1 ] || exit 1
-[ "$(st tq-verify compare /nonexistent /nonexistent2)" = 1 ] || exit 1
+expect 2 manifest
+expect 2 manifest --threads 0 .
+expect 2 check a b
+expect 2 compare a
+expect 2 pack .
+expect 2 pack --level 99 . -o x.tar.zst
+expect 2 unpack x.tar.zst
+expect 2 golden m
+expect 2 golden m --golden g.json --prompt 1,2
+expect 2 golden m --golden g.json --update --prompt 1,,x
+expect 1 manifest /nonexistent
+expect 1 compare /nonexistent /nonexistent2
 exit 0

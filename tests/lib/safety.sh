@@ -25,7 +25,7 @@
 #   disk_full OUT INPUT LIMIT_KIB -- CMD...  exit 1 naming OUT, nothing left, input intact
 #   input_truncated OUT INPUT_DIR AFTER_BYTES -- CMD...  shards cut mid-run are detected
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh" # fail, run, expect_exit, jget
 
 partials() {
   local g=${PARTIAL_GLOB:-"$1.partial-*"} f
