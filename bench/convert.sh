@@ -6,12 +6,8 @@
 # TQ_BENCH_SIZE=tiny runs both parts on tiny models in a few seconds.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
-TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
-mkdir -p "$TQ_BENCH_DIR"
-[ -x "$BIN/tq-convert" ] && [ -x "$BIN/tq-mkmodel" ] || { echo "convert: skipped (needs tq-convert, tq-mkmodel)"; exit 0; }
+bench_needs convert tq-convert tq-mkmodel
 tiny=0; [ "${TQ_BENCH_SIZE:-}" = tiny ] && tiny=1
-jget() { sed -n "s/^  \"$1\": \\([0-9.e+-]*\\),*$/\\1/p" "$2"; }
 
 # (1) per-thread rate
 R=$TQ_BENCH_DIR/convert-rate-in
@@ -26,18 +22,14 @@ for s in lsq rms; do
   "$BIN/tq-convert" --json --threads 1 --bits 3 --scale $s "$R" "$O" > "$TQ_BENCH_DIR/convert-rate.json"
   J=$TQ_BENCH_DIR/convert-rate.json
   printf 'convert: 3-bit g64 --scale %s, 1 thread: %.1f M weights/s wall, %.1f M weights/s per CPU second (%s weights, rel MSE %.5f)\n' \
-    $s "$(jget quantized_mweights_per_s "$J")" "$(jget quantized_mweights_per_cpu_s "$J")" \
-    "$(jget quantized_params "$J")" "$(jget rel_mse "$J")"
+    $s "$(jget "$J" quantized_mweights_per_s)" "$(jget "$J" quantized_mweights_per_cpu_s)" \
+    "$(jget "$J" quantized_params)" "$(jget "$J" rel_mse)"
   rm -rf "$O"
 done
 rm -rf "$R" "$TQ_BENCH_DIR/convert-rate.json"
 
 # (2) end to end against cat
-if [ $tiny = 1 ]; then
-  M=$TQ_BENCH_DIR/convert-tiny-moe; rm -rf "$M"; "$BIN/tq-mkmodel" --quiet --arch qwen3_moe --size tiny --seed 1 "$M"
-else
-  M=$(big_moe)
-fi
+if [ $tiny = 1 ]; then M=$(moe_model tiny); else M=$(moe_model 8g); fi
 O=$TQ_BENCH_DIR/convert-e2e-out
 rm -rf "$O"
 cache=$(cache_mode "$M"/*.safetensors)
@@ -50,6 +42,5 @@ t_cv=$T rss=$RSS cpu_cv="user $UT s, sys $ST s"
 bytes=$(total_bytes "$M"/*.safetensors)
 out=$(total_bytes "$O"/*.safetensors)
 rm -rf "$O"
-[ $tiny = 1 ] && rm -rf "$M"
 echo "convert: $M: $bytes bytes -> $out bytes; tq-convert --threads 2 $(printf '%.3f' "$t_cv") s ($cpu_cv), cat $(printf '%.3f' "$t_cat") s ($cpu_cat); $cache cache, load $(load)"
 echo "convert: time ratio tq-convert/cat = $(ratio "$t_cv" "$t_cat") (target <= 2); peak RSS ${rss} KiB (target <= 524288)"

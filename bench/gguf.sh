@@ -8,30 +8,13 @@
 # Size: TQ_BENCH_SIZE=tiny (16 MiB per type), small (64 MiB), or a size such as 1G
 # (default 384M).
 set -euo pipefail
-ROOT=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-BIN=${BIN:-$ROOT/bin}
-BUILD=${BUILD:-$ROOT/build}
-. "$ROOT/bench/lib.sh"
+source "$(dirname "$0")/lib.sh"
 size=${TQ_BENCH_SIZE:-384M}
 [ "$size" = tiny ] && size=16M
 [ "$size" = small ] && size=64M
-dir=${TQ_BENCH_DIR:-$(mktemp -d)}
-mkdir -p "$dir"
 make -s -C "$ROOT" "$BUILD/tests/test_gguf_bench" BUILD="$BUILD" >&2
-# cpu_timed CMD...: sets T (wall s), CPU (user+sys s) and RSS (KiB).
-cpu_timed() {
-  local tf t0 t1
-  tf=$(mktemp)
-  t0=$(date +%s.%N)
-  /usr/bin/time -f '%U %S %M' -o "$tf" "$@"
-  t1=$(date +%s.%N)
-  T=$(echo "$t1 - $t0" | bc -l)
-  read -r u s RSS <"$tf"
-  CPU=$(echo "$u + $s" | bc -l)
-  rm -f "$tf"
-}
 for type in Q4_K Q6_K; do
-  f="$dir/gguf-bench-$type-$size.gguf"
+  f="$TQ_BENCH_DIR/gguf-bench-$type-$size.gguf"
   weights=$("$BUILD/tests/test_gguf_bench" --make "$f" "$type" "$size")
   bytes=$(stat -c %s "$f")
   read -r k_wall k_cpu < <("$BUILD/tests/test_gguf_bench" --kernel "$type")
@@ -39,9 +22,9 @@ for type in Q4_K Q6_K; do
   timed cat "$f" >/dev/null
   t_cat=$T
   drop_caches
-  cpu_timed "$BIN/tq-verify" ls --read --quiet "$f"
+  timed "$BIN/tq-verify" ls --read --quiet "$f"
   t_deq=$T; c_deq=$CPU; rss=$RSS
-  cpu_timed "$BIN/tq-verify" ls --read --quiet "$f" # warm page cache
+  timed "$BIN/tq-verify" ls --read --quiet "$f" # warm page cache
   t_warm=$T; c_warm=$CPU
   rate() { echo "scale=6; $weights / $1 / 1000000000" | bc -l; }
   printf 'gguf %s kernel: %.3f G weights/s/thread (%.3f per CPU s)\n' "$type" "$k_wall" "$k_cpu"
@@ -50,4 +33,3 @@ for type in Q4_K Q6_K; do
     "$(rate "$c_warm")" "$t_cat" "$(ratio "$t_deq" "$t_cat")" "$rss"
   rm -f "$f"
 done
-[ -z "${TQ_BENCH_DIR:-}" ] && rmdir "$dir" 2>/dev/null || true

@@ -6,10 +6,7 @@
 # TQ_BENCH_SIZE=tiny checks the script in a second; TQ_BENCH_SIZE=8g generates the full preset.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
-TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
-mkdir -p "$TQ_BENCH_DIR"
-[ -x "$BIN/tq-mkmodel" ] || { echo "mkmodel: skipped (needs $BIN/tq-mkmodel)"; exit 0; }
+bench_needs mkmodel tq-mkmodel
 
 case "${TQ_BENCH_SIZE:-}" in
   tiny) args=(--size tiny) ;;
@@ -28,7 +25,6 @@ timed sh -c 'cp "$@" "'"$C"'/" && sync' cp "${shards[@]}"
 t_cp=$T
 rm -rf "$M" "$C"
 
-mib() { printf '%.1f' "$(echo "$1 / 1048576 / $2" | bc -l)"; }
 echo "mkmodel: ${args[*]}: $bytes bytes in ${#shards[@]} shard(s), $(nproc) thread(s)"
-printf 'mkmodel: tq-mkmodel %.3f s (%s MiB/s); cp+sync %.3f s (%s MiB/s)\n' "$t_gen" "$(mib "$bytes" "$t_gen")" "$t_cp" "$(mib "$bytes" "$t_cp")"
+printf 'mkmodel: tq-mkmodel %.3f s (%s MiB/s); cp+sync %.3f s (%s MiB/s)\n' "$t_gen" "$(mib_s "$bytes" "$t_gen")" "$t_cp" "$(mib_s "$bytes" "$t_cp")"
 echo "mkmodel: speed ratio tq/cp = $(ratio "$t_cp" "$t_gen"); peak RSS ${rss} KiB (target < 262144)"

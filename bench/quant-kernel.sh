@@ -5,10 +5,7 @@
 # bench/convert.sh.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-ROOT=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-BUILD=${BUILD:-$ROOT/build}
-exe=$BUILD/bench/quant_kernel
-make -s -C "$ROOT" "$exe" BUILD="$BUILD" >&2
+make -s -C "$ROOT" "$BUILD/bench/quant_kernel" BUILD="$BUILD" >&2
 rows=1024; [ "${TQ_BENCH_SIZE:-}" = tiny ] && rows=16
-"$exe" $rows 20
+"$BUILD/bench/quant_kernel" $rows 20
 echo "quant-kernel: load $(load)"

@@ -6,23 +6,15 @@
 # uses an existing model directory.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
-TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
-mkdir -p "$TQ_BENCH_DIR"
 
 if [ -n "${TQ_BENCH_MODEL:-}" ]; then
   M=$TQ_BENCH_MODEL
 elif [ ! -x "$BIN/tq-mkmodel" ]; then
   echo "read: skipped (needs $BIN/tq-mkmodel)"; exit 0
 elif [ "${TQ_BENCH_SIZE:-}" = tiny ]; then
-  M=$TQ_BENCH_DIR/moe-tiny
-  if [ ! -f "$M/.complete" ]; then
-    rm -rf "$M"
-    "$BIN/tq-mkmodel" --arch qwen3_moe --size tiny --seed 1 "$M" >&2
-    touch "$M/.complete"
-  fi
+  M=$(moe_model tiny)
 else
-  M=$(big_moe)
+  M=$(moe_model 8g)
 fi
 shards=("$M"/*.safetensors)
 bytes=$(total_bytes "${shards[@]}")
@@ -43,7 +35,6 @@ for round in 1 2; do
   printf 'read: round %d: tq-verify ls --read %.3f s (user %s s, sys %s s; load %s)\n' $round "$T" "$UT" "$ST" "$(load)"
 done
 
-mib() { printf '%.1f' "$(echo "$1 / 1048576 / $2" | bc -l)"; }
 echo "read: ${#shards[@]} shard(s), $bytes bytes, $cache cache, load $(load)"
-printf 'read: cat %.3f s (%s MiB/s; %s); tq-verify ls --read %.3f s (%s MiB/s; %s)\n' "$t_cat" "$(mib "$bytes" "$t_cat")" "$cpu_cat" "$t_tq" "$(mib "$bytes" "$t_tq")" "$cpu_tq"
+printf 'read: cat %.3f s (%s MiB/s; %s); tq-verify ls --read %.3f s (%s MiB/s; %s)\n' "$t_cat" "$(mib_s "$bytes" "$t_cat")" "$cpu_cat" "$t_tq" "$(mib_s "$bytes" "$t_tq")" "$cpu_tq"
 printf "read: speed ratio tq/cat = %.3f (target >= 0.9); peak RSS %s KiB (target < 262144)\n" "$(ratio "$t_cat" "$t_tq")" "$rss_tq"

@@ -10,32 +10,21 @@
 # TQ_BENCH_ROWS=N any other row count.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
-TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
-mkdir -p "$TQ_BENCH_DIR"
-for t in tq-rowlayout tq-mkmodel; do
-  [ -x "$BIN/$t" ] || { echo "rowlayout: skipped (needs $BIN/$t)"; exit 0; }
-done
+bench_needs rowlayout tq-rowlayout tq-mkmodel
 
 if [ -n "${TQ_BENCH_ROWS:-}" ]; then rows=$TQ_BENCH_ROWS name=ngram-$rows
 elif [ "${TQ_BENCH_SIZE:-}" = tiny ]; then rows=100000 name=ngram-tiny
 else rows=42949673 name=ngram-4g; fi
 d=$TQ_BENCH_DIR/$name
-if [ ! -f "$d/.complete" ]; then
-  rm -rf "$d"
-  "$BIN/tq-mkmodel" --quiet --arch ngram --rows "$rows" --width 160 --bits 4 --seed 1 "$d" >&2
-  touch "$d/.complete"
-fi
+made "$d" "$BIN/tq-mkmodel" --quiet --arch ngram --rows "$rows" --width 160 --bits 4 --seed 1 "$d"
 src=$d/model.safetensors
 out=$TQ_BENCH_DIR/rowlayout-out.safetensors
 cpy=$TQ_BENCH_DIR/rowlayout-cp.safetensors
 rm -f "$out" "$cpy" "$out".partial-* "$cpy".partial-*
-cold=1
-(echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null || { cold=0; cat "$src" > /dev/null; }
+cache=$(cache_mode "$src")
 
 # a reflink clone copies no bytes: the floor must be a real copy
 cpf=(); cp --help 2>/dev/null | grep -q -- --reflink && cpf=(--reflink=never)
-best() { if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc -l)" = 1 ]; then echo "$2"; else echo "$1"; fi; }
 t_cps="" t_cp="" t_rl="" t_cat="" t_chk="" rss=0 rss_chk=0
 for round in 1 2; do
   drop_caches
@@ -62,7 +51,7 @@ for round in 1 2; do
 done
 bytes=$(stat -c %s "$src")
 mbs() { echo "scale=1; $bytes / $1 / 1000000" | bc -l; }
-echo "rowlayout: $src: $bytes bytes, $rows rows of 100 bytes, $([ $cold = 1 ] && echo cold || echo warm) cache"
+echo "rowlayout: $src: $bytes bytes, $rows rows of 100 bytes, $cache cache"
 printf 'rowlayout: tq-rowlayout %.3f s (%s MB/s); cp + sync %.3f s (%s MB/s); cp alone %.3f s\n' \
   "$t_rl" "$(mbs "$t_rl")" "$t_cps" "$(mbs "$t_cps")" "$t_cp"
 echo "rowlayout: throughput ratio tq-rowlayout / (cp + sync) = $(ratio "$t_cps" "$t_rl") (target >= 0.7); vs cp alone $(ratio "$t_cp" "$t_rl")"

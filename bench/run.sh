@@ -10,36 +10,18 @@
 # TQ_BENCH_BUDGET the cache budget.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
-TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
-mkdir -p "$TQ_BENCH_DIR"
-for t in tq-mkmodel tq-split tq-run; do
-  [ -x "$BIN/$t" ] || { echo "run: skipped (needs $BIN/$t)"; exit 0; }
-done
+bench_needs run tq-mkmodel tq-split tq-run
 NTOK=${TQ_BENCH_TOKENS:-8}
 PROMPT=1,2,3,4
 if [ -n "${TQ_BENCH_MODEL:-}" ]; then
   M=$TQ_BENCH_MODEL BUDGET=${TQ_BENCH_BUDGET:-512M}
 elif [ "${TQ_BENCH_SIZE:-}" = tiny ]; then
-  M=$TQ_BENCH_DIR/run-moe-tiny BUDGET=${TQ_BENCH_BUDGET:-64K}
-  if [ ! -f "$M/.complete" ]; then
-    rm -rf "$M"
-    "$BIN/tq-mkmodel" --arch qwen3_moe --size tiny --seed 1 "$M" >&2
-    touch "$M/.complete"
-  fi
+  M=$(moe_model tiny) BUDGET=${TQ_BENCH_BUDGET:-64K}
 else
-  M=$(big_moe) BUDGET=${TQ_BENCH_BUDGET:-512M}
+  M=$(moe_model 8g) BUDGET=${TQ_BENCH_BUDGET:-512M}
 fi
 
 # derived models, made once per source
-made() { # made DIR CMD...: run CMD to create DIR unless DIR/.complete exists
-  local d=$1; shift
-  if [ ! -f "$d/.complete" ]; then
-    rm -rf "$d"
-    "$@" >&2
-    touch "$d/.complete"
-  fi
-}
 S=$M.split
 made "$S" "$BIN/tq-split" --quiet "$M" "$S"
 
@@ -52,8 +34,6 @@ cached_kib() {
     awk '/^Cached:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0
   fi
 }
-# one key per line as tq_json_print writes it: no JSON tool needed
-jget() { sed -n "s/^  \"$2\": \(.*\)$/\1/p" "$1" | sed 's/,$//; s/^"//; s/"$//'; }
 
 expert_files=("$S"/experts/*.bin)
 expert_bytes=$(total_bytes "${expert_files[@]}")

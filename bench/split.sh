@@ -7,30 +7,17 @@
 # cut to 2 layers (~2.3 GB, a quicker look at the same shapes).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
-TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
-mkdir -p "$TQ_BENCH_DIR"
-for t in tq-split tq-mkmodel; do
-  [ -x "$BIN/$t" ] || { echo "split: skipped (needs $BIN/$t)"; exit 0; }
-done
+bench_needs split tq-split tq-mkmodel
 
 case "${TQ_BENCH_SIZE:-8g}" in
-  tiny) src=$TQ_BENCH_DIR/moe-tiny gen=(--size tiny) ;;
-  small) src=$TQ_BENCH_DIR/moe-small gen=(--size 8g --layers 2) ;;
-  *) src=$(big_moe) gen=() ;;
+  tiny | small) src=$(moe_model "$TQ_BENCH_SIZE") ;;
+  *) src=$(moe_model 8g) ;;
 esac
-if [ "${#gen[@]}" -gt 0 ] && [ ! -f "$src/.complete" ]; then
-  rm -rf "$src"
-  "$BIN/tq-mkmodel" --quiet --arch qwen3_moe "${gen[@]}" --seed 1 "$src"
-  touch "$src/.complete"
-fi
 S=$TQ_BENCH_DIR/split-out
 C=$TQ_BENCH_DIR/split-cp
 rm -rf "$S" "$C"
-cold=1
-(echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null || { cold=0; cat "$src"/* > /dev/null; }
+cache=$(cache_mode "$src"/*)
 
-best() { if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc -l)" = 1 ]; then echo "$2"; else echo "$1"; fi; }
 t_cp="" t_split="" rss=0
 for round in 1 2; do
   drop_caches
@@ -48,6 +35,6 @@ for round in 1 2; do
   rm -rf "$S"
 done
 bytes=$(total_bytes "$src"/*.safetensors)
-echo "split: $src: $bytes bytes of safetensors, $(nproc) thread(s), $([ $cold = 1 ] && echo cold || echo warm) cache"
+echo "split: $src: $bytes bytes of safetensors, $(nproc) thread(s), $cache cache"
 printf 'split: tq-split %.3f s; cp -r + sync %.3f s\n' "$t_split" "$t_cp"
 echo "split: time ratio tq-split/cp = $(ratio "$t_split" "$t_cp") (target <= 1.3); peak RSS ${rss} KiB (target <= 262144)"

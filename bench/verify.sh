@@ -8,23 +8,9 @@
 # TQ_BENCH_SIZE=tiny uses the tiny preset (checks the script in seconds).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
-TQ_BENCH_DIR=${TQ_BENCH_DIR:-$PWD/bench-out}
-mkdir -p "$TQ_BENCH_DIR"
-for t in tq-verify tq-mkmodel; do
-  [ -x "$BIN/$t" ] || { echo "verify: skipped (needs $BIN/$t)"; exit 0; }
-done
+bench_needs verify tq-verify tq-mkmodel
 
-if [ "${TQ_BENCH_SIZE:-8g}" = tiny ]; then
-  src=$TQ_BENCH_DIR/moe-tiny
-  if [ ! -f "$src/.complete" ]; then
-    rm -rf "$src"
-    "$BIN/tq-mkmodel" --quiet --arch qwen3_moe --size tiny --seed 1 "$src"
-    touch "$src/.complete"
-  fi
-else
-  src=$(big_moe)
-fi
+if [ "${TQ_BENCH_SIZE:-8g}" = tiny ]; then src=$(moe_model tiny); else src=$(moe_model 8g); fi
 # The manifest is written next to a copy-free view of the model: a directory of symlinks
 # (manifests follow links to regular files), so the shared 8 GB model is never modified.
 view=$TQ_BENCH_DIR/verify-view
@@ -33,9 +19,8 @@ rm -rf "$view"; mkdir -p "$view"
 while IFS= read -r f; do mkdir -p "$view/$(dirname "$f")"; ln -s "$src/$f" "$view/$f"; done < "$TQ_BENCH_DIR/verify-files"
 bytes=$(cd "$src" && xargs -d '\n' stat -L -c %s < "$TQ_BENCH_DIR/verify-files" | awk '{s += $1} END {printf "%.0f\n", s}')
 
-cold=1
-(echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null || { cold=0; (cd "$src" && xargs -d '\n' cat < "$TQ_BENCH_DIR/verify-files" > /dev/null); }
-best() { if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc -l)" = 1 ]; then echo "$2"; else echo "$1"; fi; }
+mapfile -t files < <(sed "s|^|$src/|" "$TQ_BENCH_DIR/verify-files")
+cache=$(cache_mode "${files[@]}")
 t_sum="" t1="" t2="" rss1=0 rss2=0
 for round in 1 2; do
   drop_caches
@@ -52,9 +37,8 @@ for round in 1 2; do
   printf 'verify: round %d: manifest 2 threads %.3f s (user %s s, sys %s s; load %s)\n' $round "$T" "$UT" "$ST" "$(load)"
 done
 cmp -s "$view/SHA256SUMS" "$TQ_BENCH_DIR/verify-sha256sum.out" || { echo "verify: SHA256SUMS differs from sha256sum's output"; exit 1; }
-echo "verify: $src: $bytes bytes in $(wc -l < "$TQ_BENCH_DIR/verify-files") files, $([ $cold = 1 ] && echo cold || echo warm) cache"
-mbs() { echo "scale=1; $bytes / $1 / 1048576" | bc -l; }
+echo "verify: $src: $bytes bytes in $(wc -l < "$TQ_BENCH_DIR/verify-files") files, $cache cache"
 printf 'verify: sha256sum %.3f s (%s MiB/s); manifest 1 thread %.3f s (%s MiB/s); 2 threads %.3f s (%s MiB/s)\n' \
-  "$t_sum" "$(mbs "$t_sum")" "$t1" "$(mbs "$t1")" "$t2" "$(mbs "$t2")"
+  "$t_sum" "$(mib_s "$bytes" "$t_sum")" "$t1" "$(mib_s "$bytes" "$t1")" "$t2" "$(mib_s "$bytes" "$t2")"
 echo "verify: throughput ratio manifest/sha256sum: 1 thread $(ratio "$t_sum" "$t1") (target >= 0.9), 2 threads $(ratio "$t_sum" "$t2") (target > 1); peak RSS ${rss1} / ${rss2} KiB"
 rm -rf "$view"
