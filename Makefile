@@ -29,7 +29,8 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parame
 # gcc warns when an error message might be cut to fit tq_err; cutting is intended. clang lacks the flag.
 WARN    += $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n1)),,-Wno-format-truncation)
 CFLAGS  ?=
-CFLAGS  += -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) -g $(WARN) \
+CSTD    := -std=c11
+CFLAGS  += $(CSTD) -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) -g $(WARN) \
            -ffp-contract=off -fno-fast-math -pthread -I. $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS += -pthread $(EXTRA_LDFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm
@@ -173,6 +174,10 @@ install: all
 
 clean:
 	rm -rf build build-asan $(FUZZ_BUILD) build-o0 bin
+
+# make print-VAR: a variable's value, for a script that must agree with the build.
+print-%:
+	@echo '$($*)'
 
 help:
 	@echo "targets: all check check-asan check-long demo bench bench-build verify fuzz fuzz-build install clean"

@@ -21,8 +21,11 @@ cat > prog.c <<'C'
 #include "runtime/runtime.h"
 int main(void) { return tq_dtype_size(TQ_DT_BF16) == 2 && tq_crc32("123456789", 9) == 0xCBF43926u ? 0 : 1; }
 C
-san=(); nm "$P/lib/libtq.a" 2>/dev/null | grep -q __asan_ && san=(-fsanitize=address,undefined) # check-asan's library
-cc -std=c11 "${san[@]}" -I"$P/include/tq" $(pkg-config --cflags libcjson) prog.c "$P/lib/libtq.a" \
-  $(pkg-config --libs libzstd libcrypto libcjson libarchive) -lm -pthread -o prog || fail "building against the installed headers"
+# Built as a user would, with the C standard, library flags and link flags the Makefile names
+# (plus its sanitizer flags when the installed library is check-asan's).
+mkvar() { make -s --no-print-directory -C "$ROOT" "print-$1"; }
+san=(); nm "$P/lib/libtq.a" 2>/dev/null | grep -q __asan_ && san=($(mkvar SAN_LDFLAGS))
+cc $(mkvar CSTD) "${san[@]}" -I"$P/include/tq" $(mkvar PKG_CFLAGS) prog.c "$P/lib/libtq.a" \
+  $(mkvar LDFLAGS) $(mkvar LDLIBS) -o prog || fail "building against the installed headers"
 ./prog || fail "installed library gives wrong answers"
 echo "installed: $(ls "$P/bin" | tr '\n' ' ')"
