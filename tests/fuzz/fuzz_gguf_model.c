@@ -1,28 +1,19 @@
 /* Fuzz target: a GGUF file opened as a tq_model (names, llama permutation from hostile head
  * counts, config synthesis) and a few bytes read from every tensor. The input is written to
- * a temporary file since the model layer reads by path. */
+ * a file in the scratch directory since the model layer reads by path. */
 #include "formats/formats.h"
+#include "tests/fuzz/fz_file.h"
 
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/fuzz-gguf-model-%ld.gguf", (long)getpid());
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return 0;
-    if (fwrite(data, 1, size, f) != size) {
-        fclose(f);
-        remove(path);
-        return 0;
-    }
-    fclose(f);
+    char path[512];
+    snprintf(path, sizeof path, "%s", fz_path("model.gguf"));
+    fz_write("model.gguf", data, size);
     for (unsigned flags = 0; flags < 2; flags++) {
         tq_err e;
         tq_model *m = NULL;
@@ -43,6 +34,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)tq_gguf_model_warnings(m, &w);
         tq_model_close(m);
     }
-    remove(path);
     return 0;
 }

@@ -13,13 +13,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *model_dir(void)
 {
-    static char dir[512];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "%s", fz_path("model"));
-        tq_err e;
+    static const char *dir;
+    if (!dir) {
         tq_mk_opts o;
-        if (tq_mk_preset(&o, TQ_MK_LLAMA, "tiny", &e) != 0)
-            abort();
+        fz_mk_opts(&o, TQ_MK_LLAMA);
         o.layers = 1;
         o.hidden = 64;
         o.intermediate = 64;
@@ -27,12 +24,7 @@ static const char *model_dir(void)
         o.kv_heads = 1;
         o.vocab = 64;
         o.shard_size = 20000; /* five shards and an index */
-        o.quiet = 1;
-        o.threads = 1;
-        if (tq_mkmodel(dir, &o, &e) != 0) {
-            fprintf(stderr, "fuzz: %s\n", e.msg);
-            abort();
-        }
+        dir = fz_mkmodel("model", &o);
     }
     return dir;
 }

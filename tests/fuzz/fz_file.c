@@ -1,5 +1,5 @@
 /* The fuzz targets' scratch directory (fz_file.h): one per process, in /dev/shm when there is
- * one, removed at exit. */
+ * one, removed at exit; and the generated model they fuzz a file of. */
 #include "fz_file.h"
 
 #include "common/common.h"
@@ -63,4 +63,26 @@ void fz_note(const char *msg)
 {
     if (getenv("TQ_FUZZ_VERBOSE"))
         fprintf(stderr, "refused: %s\n", msg);
+}
+
+void fz_mk_opts(tq_mk_opts *o, tq_mk_arch arch)
+{
+    tq_err e;
+    if (tq_mk_preset(o, arch, "tiny", &e) != 0) {
+        fprintf(stderr, "fuzz: %s\n", e.msg);
+        abort();
+    }
+    o->quiet = 1;
+    o->threads = 1;
+}
+
+const char *fz_mkmodel(const char *rel, const tq_mk_opts *o)
+{
+    char *dir = strdup(fz_path(rel));
+    tq_err e;
+    if (!dir || tq_mkmodel(dir, o, &e) != 0) {
+        fprintf(stderr, "fuzz: %s\n", dir ? e.msg : "out of memory");
+        abort();
+    }
+    return dir;
 }

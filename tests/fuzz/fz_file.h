@@ -1,8 +1,11 @@
 /* Scratch directory for fuzz targets whose library entry point reads files (model
  * directories, split.json, bundles): the input is written to a file there and the real entry
- * point opens it. Linked into every fuzz program (fz_file.c). */
+ * point opens it; and the tiny generated model such a target puts its input into. Linked
+ * into every fuzz program (fz_file.c). */
 #ifndef TQ_FZ_FILE_H
 #define TQ_FZ_FILE_H
+
+#include "testdata/mkmodel/mkmodel.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -15,5 +18,10 @@ const char *fz_path(const char *rel);
 void fz_write(const char *rel, const uint8_t *data, size_t size);
 /* With TQ_FUZZ_VERBOSE set (replaying a corpus by hand), say why an input was refused. */
 void fz_note(const char *msg);
+/* Options for a fuzz target's model: arch's tiny preset, quiet, one thread. */
+void fz_mk_opts(tq_mk_opts *o, tq_mk_arch arch);
+/* Generates the model o describes in fz_dir()/rel and returns that directory's path
+ * (allocated, kept for the process). Aborts when generation fails. */
+const char *fz_mkmodel(const char *rel, const tq_mk_opts *o);
 
 #endif
