@@ -4,13 +4,8 @@
 # option and for a value out of range or not among the choices. The messages are goldened
 # in options.stdout.exact.
 set -u
-fail() { echo "FAIL: $*" >&2; exit 1; }
-usage_err() { # usage_err TOOL ARGS...
-  "$@" >out 2>err; rc=$?
-  [ "$rc" = 2 ] || fail "$*: exit $rc, want 2: $(cat err)"
-  [ ! -s out ] || fail "$*: wrote to stdout: $(cat out)"
-  cat err
-}
+. "$ROOT/tests/lib/common.sh"
+usage_err() { expect_exit 2 "$@"; } # usage_err TOOL ARGS...
 
 # -h is --help; --version; both exit 0 with nothing on stderr.
 version=$(tq-convert --version | cut -d' ' -f3)

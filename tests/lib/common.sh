@@ -4,8 +4,9 @@
 #   run CMD...             run CMD; fail, naming it, when it exits non-zero
 #   expect_exit STATUS TOOL ARGS...
 #                          run TOOL ARGS (stdout to ./out, stderr to ./err); fail unless it
-#                          exits STATUS with a 'TOOL: ' message; print the message on stdout
-#                          with partial-XXXXXX names written partial-X (for .stdout.exact)
+#                          exits STATUS with nothing on stdout and a 'TOOL: ' message; print
+#                          the message on stdout with partial-XXXXXX names written partial-X
+#                          (for .stdout.exact goldens)
 #   expect_msg STATUS TEXT TOOL ARGS...
 #                          the same, printing nothing; the message must also contain TEXT
 #   jget FILE KEY          (tests/lib/json.sh) a top-level value of a tq --json report
@@ -21,6 +22,7 @@ expect_exit() {
   shift 2
   "$tool" "$@" >out 2>err; rc=$?
   [ "$rc" -eq "$want" ] || fail "$tool $*: exit $rc, expected $want ($(cat err))"
+  [ ! -s out ] || fail "$tool $*: wrote to stdout ($(cat out))"
   grep -q "^$tool: " err || fail "$tool $*: no '$tool:' message ($(cat err))"
   sed 's/partial-[A-Za-z0-9]*/partial-X/' err
 }
