@@ -8,23 +8,23 @@ set -u
 tq-mkmodel --arch ngram --rows 3000 --quiet t || fail mkmodel
 src=t/model.safetensors
 before=$(snapshot "$src")
-run() { tq-rowlayout "$@" --chunk-size 4096 --quiet; }
+rl() { tq-rowlayout "$@" --chunk-size 4096 --quiet; }
 
 for mode in plain paged; do
   extra=(); [ $mode = paged ] && extra=(--page-align 4096)
-  run "$src" --out ref-$mode.rows "${extra[@]}" || fail "reference run ($mode)"
+  rl "$src" --out ref-$mode.rows "${extra[@]}" || fail "reference run ($mode)"
   total=$(stat -c %s ref-$mode.rows)
   pts="1 $(crash_points "$total" 3 | tr '\n' ' ') $((total - 1))"
-  crash_check out-$mode.rows ref-$mode.rows "$pts" -- run "$src" --out out-$mode.rows "${extra[@]}"
+  crash_check out-$mode.rows ref-$mode.rows "$pts" -- rl "$src" --out out-$mode.rows "${extra[@]}"
   # the partial is named after the output and left as is
-  crash_at $((total / 2)) run "$src" --out out-$mode.rows "${extra[@]}" || fail "not killed ($mode)"
+  crash_at $((total / 2)) rl "$src" --out out-$mode.rows "${extra[@]}" || fail "not killed ($mode)"
   p=$(partials out-$mode.rows)
   [ "$(echo "$p" | wc -l)" = 1 ] && [[ $p == out-$mode.rows.partial-?????? ]] || fail "partial name: $p"
   [ ! -e out-$mode.rows ] || fail "final name exists after a kill ($mode)"
   rm -f $p
   # extract: same guarantees for the rebuilt source file
   crash_check ex-$mode/model.safetensors "$src" "1 $(( $(stat -c %s "$src") / 2 ))" -- \
-    run --extract ref-$mode.rows --to ex-$mode
+    rl --extract ref-$mode.rows --to ex-$mode
 done
 
 # the source changes during the conversion: exit 1, the partial file is kept and named

@@ -2,23 +2,19 @@
 set -u
 tq-mkmodel --arch qwen3_moe --size tiny --seed 8 m >/dev/null || exit 1
 tq-split --quiet m s || exit 1
-fail() { # fail PATTERN DIR: tq-run must exit 1 and print PATTERN
-  local pat=$1 dir=$2
-  tq-run "$dir" --tokens 1,2 --max-tokens 3 --cache-budget 1 >out.txt 2>err.txt; local rc=$?
-  [ "$rc" -eq 1 ] || { echo "$dir: exit $rc, expected 1"; cat err.txt; exit 1; }
-  grep -q -- "$pat" err.txt || { echo "$dir: message lacks '$pat':"; cat err.txt; exit 1; }
-}
+. "$ROOT/tests/lib/common.sh"
+refused() { expect_msg 1 "$1" tq-run "$2" --tokens 1,2 --max-tokens 3 --cache-budget 1; } # refused PATTERN DIR
 cp -r s a && rm a/experts/layer_01.bin
-fail "layer_01.bin" a
+refused "layer_01.bin" a
 cp -r s b && sed '/"streaming"/,/}/ s/"num_experts": 8/"num_experts": 9/' s/config.json > b/config.json
 grep -q '"num_experts": 9' b/config.json || { echo "could not edit b/config.json"; exit 1; }
-fail "num_experts" b
+refused "num_experts" b
 cp -r s c && printf 'not json' | dd of=c/experts/layer_00.bin conv=notrunc 2>/dev/null
-fail "layer_00.bin" c
+refused "layer_00.bin" c
 cp -r s d && head -c 20000 s/experts/layer_00.bin > d/experts/layer_00.bin
-fail "layer_00.bin" d
+refused "layer_00.bin" d
 cp -r s e && rm e/pinned.safetensors
-fail "pinned.safetensors" e
+refused "pinned.safetensors" e
 # a corrupt block is only detected with --check-blocks (the data is not malformed)
 cp -r s f
 bs=$(head -c 16384 f/experts/layer_00.bin | tr -d '\0' | grep -o '"expert_block_size": *[0-9]*' | grep -o '[0-9]*$')
