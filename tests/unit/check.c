@@ -2,6 +2,9 @@
  * random numbers, scratch paths. */
 #include "check.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 int t_failed_here, t_pass, t_fail;
 const char *t_current;
 
@@ -49,4 +52,16 @@ char *t_path(const char *name)
     k = (k + 1) % 16;
     snprintf(buf[k], sizeof buf[k], "%s/%s", t_tmpdir(), name);
     return buf[k];
+}
+
+void t_flip_byte(const char *path, uint64_t off, unsigned char x)
+{
+    int fd = open(path, O_RDWR);
+    unsigned char c = 0;
+    int ok = fd >= 0 && pread(fd, &c, 1, (off_t)off) == 1;
+    c ^= x;
+    ok = ok && pwrite(fd, &c, 1, (off_t)off) == 1;
+    if (fd >= 0)
+        close(fd);
+    CHECKF(ok, "cannot flip byte %llu of %s", (unsigned long long)off, path);
 }

@@ -77,5 +77,8 @@ double t_nrand(uint64_t *s);
 const char *t_tmpdir(void);
 /* t_tmpdir()/name, in one of 16 rotating buffers (so a few can be alive at once). */
 char *t_path(const char *name);
+/* Corrupts a file in place: XORs the byte at off with x. The current test fails when that
+ * byte cannot be read and written back. */
+void t_flip_byte(const char *path, uint64_t off, unsigned char x);
 
 #endif

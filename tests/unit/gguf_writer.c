@@ -215,3 +215,14 @@ int gw_write(const gw *w, const char *path)
 {
     return gw_write_fill(w, path, NULL, NULL);
 }
+
+void gw_llama_permute(const void *hf, void *gguf, uint64_t rows, size_t row_bytes, uint64_t n_head)
+{
+    const unsigned char *src = hf;
+    unsigned char *dst = gguf;
+    uint64_t D = rows / n_head;
+    for (uint64_t h = 0; h < n_head; h++)
+        for (uint64_t i = 0; i < D / 2; i++)
+            for (uint64_t j = 0; j < 2; j++)
+                memcpy(dst + (h * D + i * 2 + j) * row_bytes, src + (h * D + j * (D / 2) + i) * row_bytes, row_bytes);
+}

@@ -60,4 +60,9 @@ int gw_write_fill(const gw *w, const char *path, gw_fill_fn fill, void *ctx);
 void gw_build(const gw *w, gb *out);
 int gw_write(const gw *w, const char *path);
 
+/* The row order llama.cpp's converter gives a llama Q or K projection in GGUF, an oracle for
+ * the reader's inverse: w.reshape(n_head, 2, D/2, ...).swapaxes(1, 2).reshape(w.shape) with
+ * D = rows / n_head, on rows of row_bytes bytes. */
+void gw_llama_permute(const void *hf, void *gguf, uint64_t rows, size_t row_bytes, uint64_t n_head);
+
 #endif

@@ -593,3 +593,14 @@ void fx_free(fx_model *m)
     }
     free(m->L);
 }
+
+int fx_collect(void *user, uint64_t step, const float *l, uint64_t vocab)
+{
+    fx_logits *b = user;
+    if (step != b->steps || step >= b->cap)
+        return -1;
+    b->vocab = vocab;
+    memcpy(b->v + step * vocab, l, vocab * sizeof(float));
+    b->steps++;
+    return 0;
+}

@@ -55,4 +55,12 @@ int fx_generate(const fx_cfg *c, const char *dir, fx_model *m);
 void fx_forward(const fx_model *m, fx_state *s, int token, int pos, double *logits);
 void fx_free(fx_model *m);
 
+/* The logits of a decode, collected through tq_run_opts.on_logits = fx_collect with user =
+ * an fx_logits whose v holds cap steps: steps must arrive in order, from 0, and fit. */
+typedef struct fx_logits {
+    float *v;
+    uint64_t steps, vocab, cap;
+} fx_logits;
+int fx_collect(void *user, uint64_t step, const float *l, uint64_t vocab);
+
 #endif

@@ -141,15 +141,6 @@ static void test_vectors_hf_names_and_config(void)
 }
 
 /* ------------------------------------------------------ llama Q/K permutation */
-/* llama.cpp's converter: w.reshape(n_head, 2, D/2, in).swapaxes(1, 2).reshape(rows, in). */
-static void llama_permute(const float *hf, float *gguf, uint64_t rows, uint64_t in, uint64_t n_head)
-{
-    uint64_t D = rows / n_head;
-    for (uint64_t h = 0; h < n_head; h++)
-        for (uint64_t i = 0; i < D / 2; i++)
-            for (uint64_t j = 0; j < 2; j++)
-                memcpy(gguf + (h * D + i * 2 + j) * in, hf + (h * D + j * (D / 2) + i) * in, in * sizeof(float));
-}
 
 static void write_attn_model(const char *path, const char *arch, const float *q, const float *k, uint64_t nq,
                              uint64_t nk, uint64_t in, uint32_t heads, uint32_t kv_heads, int as_f16)
@@ -183,7 +174,7 @@ static void write_attn_model(const char *path, const char *arch, const float *q,
     float *bias = malloc(nq * sizeof(float)), *pb = malloc(nq * sizeof(float));
     for (uint64_t i = 0; i < nq; i++)
         bias[i] = (float)i;
-    llama_permute(bias, pb, nq, 1, strcmp(arch, "llama") == 0 ? heads : 1);
+    gw_llama_permute(bias, pb, nq, sizeof(float), strcmp(arch, "llama") == 0 ? heads : 1);
     gw_tensor_add(&w, "blk.0.attn_q.bias", 1, neb, 0, strcmp(arch, "llama") == 0 ? pb : bias, nq * 4);
     free(bias);
     free(pb);
@@ -199,8 +190,8 @@ static void test_llama_unpermute(void)
         q[i] = val(1, i);
     for (uint64_t i = 0; i < nk * in; i++)
         k[i] = val(2, i);
-    llama_permute(q, pq, nq, in, heads);
-    llama_permute(k, pk, nk, in, kv_heads);
+    gw_llama_permute(q, pq, nq, in * sizeof(float), heads);
+    gw_llama_permute(k, pk, nk, in * sizeof(float), kv_heads);
     CHECK(memcmp(q, pq, nq * in * 4) != 0); /* the permutation does move rows */
     for (int f16 = 0; f16 < 2; f16++) {
         char path[4096];

@@ -87,18 +87,6 @@ static void same_tensors(const char *a_dir, const char *b_dir)
     tq_model_close(b);
 }
 
-/* llama.cpp's converter: w.reshape(n_head, 2, D/2, ...).swapaxes(1, 2).reshape(w.shape), on
- * rows of `row_bytes` bytes. */
-static void llama_permute(const unsigned char *hf, unsigned char *gguf, uint64_t rows, size_t row_bytes,
-                          uint64_t n_head)
-{
-    uint64_t D = rows / n_head;
-    for (uint64_t h = 0; h < n_head; h++)
-        for (uint64_t i = 0; i < D / 2; i++)
-            for (uint64_t j = 0; j < 2; j++)
-                memcpy(gguf + (h * D + i * 2 + j) * row_bytes, hf + (h * D + j * (D / 2) + i) * row_bytes, row_bytes);
-}
-
 static void kv_u32(gw *w, const char *arch, const char *key, double v)
 {
     char k[256];
@@ -172,7 +160,7 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
         if (strcmp(arch, "llama") == 0 && (is_q || is_k)) {
             void *perm = malloc(t->info.nbytes);
             uint64_t heads = (uint64_t)num(c, is_q ? "num_attention_heads" : "num_key_value_heads");
-            llama_permute(buf, perm, t->info.shape[0], t->info.nbytes / t->info.shape[0], heads);
+            gw_llama_permute(buf, perm, t->info.shape[0], t->info.nbytes / t->info.shape[0], heads);
             CHECK(memcmp(buf, perm, t->info.nbytes) != 0);
             free(buf);
             buf = perm;

@@ -80,18 +80,6 @@ static unsigned char *slurp(const char *path, size_t *n)
     return (unsigned char *)b;
 }
 
-static void flip_byte(const char *path, uint64_t off)
-{
-    int fd = open(path, O_RDWR);
-    unsigned char c;
-    if (pread(fd, &c, 1, (off_t)off) == 1) {
-        c ^= 0x5a;
-        if (pwrite(fd, &c, 1, (off_t)off) != 1)
-            printf("# flip failed\n");
-    }
-    close(fd);
-}
-
 /* ------------------------------------------------------------------ canonical JSON */
 static void test_canonical_matches_python(void)
 {
@@ -473,17 +461,17 @@ static void test_check_finds_first_bad_row(void)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         uint64_t off = ds + cases[i].row * 100 + cases[i].rbyte;
         int later = cases[i].row + 3 < 1000; /* a later row flipped too: the first one is named */
-        flip_byte(out, off);
+        t_flip_byte(out, off, 0x5a);
         if (later)
-            flip_byte(out, off + 300);
+            t_flip_byte(out, off + 300, 0x5a);
         CHECK(check_msg(out, NULL, msg, sizeof msg) != 0);
         char want[200];
         snprintf(want, sizeof want, "row %llu differs: part '%s' byte %llu", (unsigned long long)cases[i].row,
                  cases[i].part, (unsigned long long)cases[i].pbyte);
         CHECKF(strstr(msg, want) != NULL, "want '%s' in '%s'", want, msg);
-        flip_byte(out, off);
+        t_flip_byte(out, off, 0x5a);
         if (later)
-            flip_byte(out, off + 300);
+            t_flip_byte(out, off + 300, 0x5a);
         CHECKF(check_msg(out, NULL, msg, sizeof msg) == 0, "restored: %s", msg);
     }
     /* paged: a padding byte */
@@ -493,10 +481,10 @@ static void test_check_finds_first_bad_row(void)
     CHECK_OK(tq_rows_convert(src, pout, &po, &r, &err));
     uint64_t pds = r.data_start;
     tq_rows_report_free(&r);
-    flip_byte(pout, pds + 4000 + 50); /* after the 40 records of page 0 */
+    t_flip_byte(pout, pds + 4000 + 50, 0x5a); /* after the 40 records of page 0 */
     CHECK(check_msg(pout, NULL, msg, sizeof msg) != 0 && strstr(msg, "padding before row 40"));
-    flip_byte(pout, pds + 4000 + 50);
-    flip_byte(pout, pds + 4096 + 100 + 3); /* row 41, weight byte 3 */
+    t_flip_byte(pout, pds + 4000 + 50, 0x5a);
+    t_flip_byte(pout, pds + 4096 + 100 + 3, 0x5a); /* row 41, weight byte 3 */
     CHECK(check_msg(pout, NULL, msg, sizeof msg) != 0 && strstr(msg, "row 41 differs: part 'weight' byte 3"));
 }
 

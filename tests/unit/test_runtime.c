@@ -7,22 +7,6 @@
 
 #include <unistd.h>
 
-typedef struct logits_buf {
-    float *v;
-    uint64_t steps, vocab, cap;
-} logits_buf;
-
-static int collect(void *user, uint64_t step, const float *l, uint64_t vocab)
-{
-    logits_buf *b = user;
-    if (step != b->steps || step >= b->cap)
-        return -1;
-    b->vocab = vocab;
-    memcpy(b->v + step * vocab, l, vocab * sizeof(float));
-    b->steps++;
-    return 0;
-}
-
 static const int32_t prompt[] = {3, 17, 5};
 #define NP 3
 #define NGEN 5
@@ -58,13 +42,13 @@ static void model_dir(char *out, size_t cap, const char *name)
 }
 
 /* Decode with the runtime; logits into b (NGEN x vocab). */
-static int run_model(const char *dir, int threads, logits_buf *b, int32_t *toks, unsigned char sha[32],
+static int run_model(const char *dir, int threads, fx_logits *b, int32_t *toks, unsigned char sha[32],
                      const char *logits_path, tq_err *err)
 {
     tq_run_opts o;
     tq_run_opts_default(&o);
     o.threads = threads;
-    o.on_logits = collect;
+    o.on_logits = fx_collect;
     o.user = b;
     o.logits_path = logits_path;
     b->steps = 0;
@@ -79,7 +63,7 @@ static void check_against_naive(fx_cfg c, const char *name)
     fx_model m;
     CHECK(fx_generate(&c, dir, &m) == 0);
     tq_err err = {0};
-    logits_buf b = {calloc((size_t)NGEN * (size_t)c.vocab, sizeof(float)), 0, 0, NGEN};
+    fx_logits b = {calloc((size_t)NGEN * (size_t)c.vocab, sizeof(float)), 0, 0, NGEN};
     int32_t toks[NGEN];
     unsigned char sha[32];
     CHECK_OK(run_model(dir, 2, &b, toks, sha, NULL, &err));
@@ -167,7 +151,7 @@ static void threads_identical(void)
     int32_t t0[NGEN];
     int threads[] = {1, 2, 7};
     for (int i = 0; i < 3; i++) {
-        logits_buf b = {calloc(n, sizeof(float)), 0, 0, NGEN};
+        fx_logits b = {calloc(n, sizeof(float)), 0, 0, NGEN};
         int32_t toks[NGEN];
         unsigned char sha[32];
         char lp[600];

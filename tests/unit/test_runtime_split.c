@@ -7,27 +7,11 @@
 #include "tests/unit/check.h"
 #include "tests/unit/rt_fixture.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #define NP 3
 #define NGEN 6
 static const int32_t prompt[NP] = {9, 4, 33};
-
-typedef struct logits_buf {
-    float *v;
-    uint64_t steps, cap;
-} logits_buf;
-
-static int collect(void *user, uint64_t step, const float *l, uint64_t vocab)
-{
-    logits_buf *b = user;
-    if (step >= b->cap)
-        return -1;
-    memcpy(b->v + step * vocab, l, vocab * sizeof(float));
-    b->steps = step + 1;
-    return 0;
-}
 
 static fx_cfg moe_cfg(int kind)
 {
@@ -51,11 +35,11 @@ static fx_cfg moe_cfg(int kind)
     return c;
 }
 
-static int decode(const char *dir, tq_run_opts *o, logits_buf *b, tq_run_stats *st, tq_err *err)
+static int decode(const char *dir, tq_run_opts *o, fx_logits *b, tq_run_stats *st, tq_err *err)
 {
     tq_runner *r;
     int32_t toks[NGEN];
-    o->on_logits = collect;
+    o->on_logits = fx_collect;
     o->user = b;
     b->steps = 0;
     if (tq_runner_open(&r, dir, o, err) != 0)
@@ -101,7 +85,7 @@ static void bit_identical(fx_cfg c, const char *name)
     tq_err err = {0};
     tq_run_opts o;
     tq_run_stats st;
-    logits_buf ref = {calloc(n, 4), 0, NGEN}, b = {calloc(n, 4), 0, NGEN};
+    fx_logits ref = {.v = calloc(n, 4), .cap = NGEN}, b = {.v = calloc(n, 4), .cap = NGEN};
 
     tq_run_opts_default(&o);
     o.resident = 1;
@@ -192,7 +176,7 @@ static void split_dense(void)
     tq_err err = {0};
     tq_run_opts o;
     tq_run_stats st;
-    logits_buf a = {calloc(n, 4), 0, NGEN}, b = {calloc(n, 4), 0, NGEN};
+    fx_logits a = {.v = calloc(n, 4), .cap = NGEN}, b = {.v = calloc(n, 4), .cap = NGEN};
     tq_run_opts_default(&o);
     CHECK_OK(decode(src, &o, &a, &st, &err));
     CHECK_OK(decode(dst, &o, &b, &st, &err));
@@ -211,20 +195,12 @@ static void check_blocks_detects_corruption(void)
     tq_run_opts o;
     tq_run_stats st;
     size_t n = (size_t)NGEN * 72;
-    logits_buf b = {calloc(n, 4), 0, NGEN};
+    fx_logits b = {.v = calloc(n, 4), .cap = NGEN};
     char p[700];
     snprintf(p, sizeof p, "%s/experts/layer_01.bin", dst);
-    int fd = open(p, O_RDWR);
-    CHECK(fd >= 0);
     /* corrupt every expert of layer 1 so whichever the router picks is caught */
-    for (uint64_t x = 0; x < 8; x++) {
-        unsigned char byte;
-        uint64_t off = 16384 + x * blk + 100;
-        CHECK(pread(fd, &byte, 1, (off_t)off) == 1);
-        byte ^= 0x40;
-        CHECK(pwrite(fd, &byte, 1, (off_t)off) == 1);
-    }
-    close(fd);
+    for (uint64_t x = 0; x < 8; x++)
+        t_flip_byte(p, 16384 + x * blk + 100, 0x40);
     tq_run_opts_default(&o);
     o.check_blocks = 1;
     CHECK(decode(dst, &o, &b, &st, &err) == -1);

@@ -36,18 +36,6 @@ static void write_text(const char *dir, const char *rel, const char *text)
     fclose(f);
 }
 
-static void flip_byte(const char *path, uint64_t off)
-{
-    int fd = open(path, O_RDWR);
-    unsigned char c;
-    if (pread(fd, &c, 1, (off_t)off) == 1) {
-        c ^= 0x40;
-        if (pwrite(fd, &c, 1, (off_t)off) != 1)
-            printf("flip failed\n");
-    }
-    close(fd);
-}
-
 /* A model dir: a safetensors file with three tensors (one of them `big` bytes), nested files. */
 static void make_dir(const char *name, uint64_t big)
 {
@@ -222,19 +210,19 @@ static void test_check_localizes(void)
     const tq_mf_file *f = m ? tq_manifest_find(m, "model.safetensors") : NULL;
     for (size_t k = 0; f && k < f->n_ranges; k++) {
         uint64_t off = f->ranges[k].offset + f->ranges[k].nbytes / 2;
-        flip_byte(p, off);
+        t_flip_byte(p, off, 0x40);
         CHECK_OK(tq_check_dir(d, 1 + (int)k % 2, &r, &err));
         CHECKF(r.n == 2 && has_problem(&r, TQ_PROB_MISMATCH, "model.safetensors", NULL) &&
                    has_problem(&r, TQ_PROB_RANGE, "model.safetensors", f->ranges[k].name),
                "tensor %s: %zu problems", f->ranges[k].name, r.n);
         tq_check_report_free(&r);
-        flip_byte(p, off);
+        t_flip_byte(p, off, 0x40);
     }
-    flip_byte(p, 12); /* inside the JSON header */
+    t_flip_byte(p, 12, 0x40); /* inside the JSON header */
     CHECK_OK(tq_check_dir(d, 2, &r, &err));
     CHECK(r.n == 1 && strstr(r.v[0].detail, "header or padding"));
     tq_check_report_free(&r);
-    flip_byte(p, 12);
+    t_flip_byte(p, 12, 0x40);
     /* Truncation: the cut tensor is named. */
     if (f) {
         CHECK(truncate(p, (off_t)(f->size - 3)) == 0);
@@ -249,7 +237,7 @@ static void test_check_localizes(void)
     unlink(q);
     write_text("c1", "tokenizer/new.txt", "x");
     path_of(q, sizeof q, "c1", "config.json");
-    flip_byte(q, 3);
+    t_flip_byte(q, 3, 0x40);
     CHECK_OK(tq_check_dir(d, 2, &r, &err));
     CHECK(has_problem(&r, TQ_PROB_MISSING, "tokenizer/vocab.txt", NULL));
     CHECK(has_problem(&r, TQ_PROB_EXTRA, "tokenizer/new.txt", NULL));
@@ -310,7 +298,7 @@ static void test_parallel_big(void)
     const tq_mf_file *f = b ? tq_manifest_find(b, "model.safetensors") : NULL;
     CHECK(f && !memcmp(h, f->sha256, 32) && f->size == sz);
     CHECK_OK(tq_manifest_write(d, b, &err));
-    flip_byte(p, f ? f->ranges[1].offset + (50ull << 20) : 0);
+    t_flip_byte(p, f ? f->ranges[1].offset + (50ull << 20) : 0, 0x40);
     tq_check_report r;
     CHECK_OK(tq_check_dir(d, 3, &r, &err));
     CHECK(r.n == 2 && has_problem(&r, TQ_PROB_RANGE, "model.safetensors", "beta"));
@@ -369,7 +357,7 @@ static void test_bundle_deterministic(void)
     /* A changed file makes a different bundle; a stale manifest in DIR makes pack refuse. */
     CHECK_OK(tq_manifest_write(u, &(tq_manifest){0}, &err));
     CHECK(tq_bundle_pack(u, o2, 1, 3, &err) != 0 && strstr(err.msg, "does not list"));
-    flip_byte(p, 2);
+    t_flip_byte(p, 2, 0x40);
     CHECK_OK(tq_bundle_pack(d, o2, 1, 3, &err));
     CHECK(!t_files_equal(o1, o2));
 }
