@@ -10,7 +10,7 @@
 struct cJSON;
 
 /* ================================================================ layer files
- * Layer files (REFERENCE §4; man tq-formats(5), MOE_FLASH_V1 AND FLASH_ALIGNED_V1):
+ * Layer files (man tq-formats(5), MOE_FLASH_V1 AND FLASH_ALIGNED_V1):
  *   moe_flash_v1      experts/layer_LL.bin: JSON header NUL-padded to page_size, then
  *                     num_experts blocks of expert_block_size bytes each (a multiple of
  *                     page_size); expert e starts at data_start + e * expert_block_size.

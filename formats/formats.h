@@ -58,7 +58,7 @@ typedef struct tq_st_file {
     char **meta_keys, **meta_vals; /* __metadata__, sorted by key */
 } tq_st_file;
 
-/* Open and validate every rule of REFERENCE §1. */
+/* Open and validate every reading rule of man tq-formats(5), SAFETENSORS. */
 int tq_st_open(tq_st_file **out, const char *path, tq_err *e);
 void tq_st_close(tq_st_file *f);
 /* Validate a header given as bytes (used by tq_st_open and the fuzzers). file_size is the
@@ -178,7 +178,8 @@ int tq_model_writer_finish(tq_model_writer *w, tq_err *e);
 void tq_model_writer_abort(tq_model_writer *w);
 
 /* ------------------------------------------------------------ GGUF input */
-/* llama.cpp / ggml GGUF files (versions 2 and 3), read as hostile input (REFERENCE §6).
+/* llama.cpp / ggml GGUF files (versions 2 and 3), read as hostile input (man tq-formats(5),
+ * GGUF INPUT).
  * Parsing validates every count, length, n_dims, ne product, type id, offset and the
  * alignment before use; tensor data is only ever read by pread in bounded chunks. */
 enum tq_gguf_vtype {

@@ -1,6 +1,6 @@
-/* GGUF header parser (REFERENCE §6). The file is hostile: every count and length is checked
- * against the bytes that remain before it is used, and nothing is allocated from a count
- * that the file's size cannot back. */
+/* GGUF header parser (man tq-formats(5), GGUF INPUT). The file is hostile: every count and
+ * length is checked against the bytes that remain before it is used, and nothing is
+ * allocated from a count that the file's size cannot back. */
 #include "formats/formats.h"
 #include "formats/gguf_internal.h"
 

@@ -1,4 +1,5 @@
-/* Block Walsh-Hadamard transform, bit-exact with MLX's CPU hadamard_transform (REFERENCE §3.1).
+/* Block Walsh-Hadamard transform, bit-exact with MLX's CPU hadamard_transform
+ * (docs/quantization.md, Hadamard blocks).
  *
  * The operation order is part of the contract: butterflies (a+b, a-b) stage by stage with
  * h = 1, 2, 4, ... inside each N chunk, then for every fast index i the m-point product

@@ -7,7 +7,7 @@
 
 #include "common/common.h"
 
-/* ------------------------------------------------------- Hadamard (REFERENCE §3) */
+/* ------------------------------------ Hadamard (docs/quantization.md, Hadamard blocks) */
 /* Block length for an input axis of n: the largest m·2^k dividing n with m ∈ {1,12,20,28}.
  * Returns 0 when n == 0 (no valid block). Every tensor tq-convert quantizes has n divisible
  * by the group size (≥ 16), so its block is at least 16. */
@@ -15,7 +15,7 @@ uint64_t tq_hadamard_block(uint64_t n);
 /* Decompose a block length b = m·N (N = 2^k, m ∈ {1,12,20,28}); -1 if b is not of that form. */
 int tq_hadamard_split(uint64_t b, int *m, uint64_t *N);
 /* In place over x[0..n), block by block (n % b == 0, b valid):
- * forward y = s·(H_m ⊗ H_N)·x exactly as REFERENCE §3.1 (radix-2 butterflies per N chunk,
+ * forward y = s·(H_m ⊗ H_N)·x in MLX's operation order (radix-2 butterflies per N chunk,
  * then the m-point product in c order in f32, s = f32(1/sqrt(b)) applied once at the end).
  * inverse != 0 uses H_mᵀ instead of H_m: since s²·b = 1 and H_m·H_mᵀ = m·I, that is T⁻¹ up
  * to f32 rounding. Returns -1 (and leaves x alone) if b is invalid or does not divide n. */
@@ -26,7 +26,7 @@ int tq_hadamard_rotate(float *x, size_t n, const float *signs, size_t b);
 /* Undo tq_hadamard_rotate: inverse block transform, then x[j] *= signs[j]. */
 int tq_hadamard_unrotate(float *x, size_t n, const float *signs, size_t b);
 
-/* ------------------------------------------------------- signs (REFERENCE §3.2) */
+/* ------------------------------------------------ signs (docs/quantization.md, Signs) */
 /* Threefry-2x32, 20 rounds, as JAX/MLX. */
 void tq_signs_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]);
 /* MLX's random bits for `dim` u32 values from key(seed) = (seed >> 32, seed & 0xffffffff). */
@@ -70,8 +70,8 @@ void tq_quantize_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t
 int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const float *w, size_t n,
                        uint8_t *idx, uint16_t *scales, double *err2, double *sum2, tq_err *e);
 
-/* Packing (REFERENCE §2): epw = floor(32/bits) indices per u32, LSB first, each row padded
- * with zero indices to a multiple of epw. */
+/* Packing (docs/quantization.md, Packing): epw = floor(32/bits) indices per u32, LSB first,
+ * each row padded with zero indices to a multiple of epw. */
 static inline size_t tq_pack_epw(int bits) { return (size_t)(32 / bits); }
 static inline size_t tq_pack_words(size_t n, int bits) { return (n + tq_pack_epw(bits) - 1) / tq_pack_epw(bits); }
 void tq_pack(const uint8_t *idx, size_t n, int bits, uint32_t *out);

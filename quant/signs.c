@@ -1,7 +1,7 @@
-/* Random signs drawn exactly as TurboQuant-MLX draws them (REFERENCE §3.2): Threefry-2x32
- * (20 rounds, JAX's schedule) keyed by the module seed, MLX's bit layout for `dim` values,
- * MLX's bits-to-uniform conversion, and sign = -1 where u < 0.5. Reproducing the reference
- * converter's signs lets a module's signs be re-derived from its name alone. */
+/* Random signs drawn exactly as TurboQuant-MLX draws them (docs/quantization.md, Signs):
+ * Threefry-2x32 (20 rounds, JAX's schedule) keyed by the module seed, MLX's bit layout for
+ * `dim` values, MLX's bits-to-uniform conversion, and sign = -1 where u < 0.5. Reproducing
+ * the reference converter's signs lets a module's signs be re-derived from its name alone. */
 #include "quant/quant.h"
 
 #include <string.h>

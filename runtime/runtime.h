@@ -1,7 +1,8 @@
 /* runtime/runtime.h — reference decoder: resident or streamed from a split directory.
  *
  * Greedy decoding of llama / qwen3 / qwen3_moe models whose weights are f32/f16/bf16,
- * TurboQuant (REFERENCE §2) or MLX affine (4/8 bit). A split directory (config.json with a
+ * TurboQuant or MLX affine (4/8 bit; man tq-formats(5), TURBOQUANT WEIGHTS and MLX AFFINE
+ * WEIGHTS). A split directory (config.json with a
  * "streaming" block) keeps pinned tensors resident and reads each routed expert as one
  * block with one pread into a byte-budgeted LRU cache; --resident loads everything.
  * The same kernels run in both modes and every reduction has a fixed order, so logits are

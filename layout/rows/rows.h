@@ -9,7 +9,7 @@
 struct cJSON;
 
 /* ================================================================ row files (tq-rowlayout)
- * Interleaved row files (REFERENCE §5; man tq-formats(5), ROW FILES):
+ * Interleaved row files (man tq-formats(5), ROW FILES; docs/compatibility.md, MTPLX):
  *   mtplx_ngram_rows_v1  one U8 tensor PREFIX.records [rows, stride]; record r = row r of
  *                        PREFIX.weight, then .scales, then .biases (whichever exist).
  *   tq_rows_paged_v1     the same records placed so that none straddles a page_size page:

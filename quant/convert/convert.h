@@ -8,7 +8,8 @@
 #include "quant/quant.h"
 
 /* A model directory (or .safetensors / GGUF file, whatever tq_model_open reads) to a
- * TurboQuant model directory (REFERENCE §2), or back (dequantize), or a plain dtype copy.
+ * TurboQuant model directory (man tq-formats(5), TURBOQUANT WEIGHTS), or back (dequantize),
+ * or a plain dtype copy.
  * Output goes to OUT.partial-XXXXXX and is renamed into place only when complete. */
 enum tq_convert_mode { TQ_CONVERT_QUANTIZE = 0, TQ_CONVERT_DEQUANTIZE = 1, TQ_CONVERT_PLAIN = 2 };
 

@@ -1,5 +1,6 @@
-/* What becomes of every input tensor: which linears are quantized (REFERENCE §2 "left
- * unquantized" rules plus --keep / --bits-for), how HF per-expert tensors are stacked into
+/* What becomes of every input tensor: which linears are quantized (docs/quantization.md,
+ * Which tensors are quantized: the loader's "left unquantized" rules plus --keep /
+ * --bits-for), how HF per-expert tensors are stacked into
  * switch_mlp (and unstacked again by --dequantize), and the declarations of every output
  * tensor. Nothing here reads tensor data except a TurboQuant model's small codebook and
  * signs tensors. */
@@ -431,7 +432,7 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
         it->parts[k].out = dw;
         it->parts[k].out_off = k * out * words;
     }
-    /* its bias, stacked like the weight, stored F16 (REFERENCE §2) */
+    /* its bias, stacked like the weight, stored F16 (man tq-formats(5), TURBOQUANT WEIGHTS) */
     char *bname = fmt(e, "%s.bias", P, NULL, NULL);
     if (!bname)
         goto out;

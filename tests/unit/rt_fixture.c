@@ -161,8 +161,9 @@ static dmat fx_dmat(int rows, int cols)
     return m;
 }
 
-/* Block transform T = (H_m ⊗ H_N) / sqrt(m·N) by definition (REFERENCE §3): the block is the
- * largest m·2^k dividing n with m in {1, 12} here (fixture dims never need 20 or 28). */
+/* Block transform T = (H_m ⊗ H_N) / sqrt(m·N) by definition (docs/quantization.md, Hadamard
+ * blocks): the block is the largest m·2^k dividing n with m in {1, 12} here (fixture dims
+ * never need 20 or 28). */
 static const char *fx_h12[12] = {
     "+-++++++++++", "--+-+-+-+-+-", "+++-++----++", "+---+--+-++-", "+++++-++----", "+-+---+--+-+",
     "++--+++-++--", "+--++---+--+", "++----+++-++", "+--+-++---+-", "++++----+++-", "+-+--+-++---"};

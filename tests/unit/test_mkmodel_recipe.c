@@ -68,7 +68,8 @@ static void test_gauss_moments(void)
     CHECK(tq_mk_gauss(1, 0) != tq_mk_gauss(2, 0));
 }
 
-/* The documented recipe, measured on the LLM-like anchor shape of REFERENCE §7. */
+/* The documented recipe, measured on the LLM-like anchor shape (docs/compatibility.md, Quality
+ * anchors). */
 static void test_recipe_statistics(void)
 {
     tq_err err = {0};

@@ -1,7 +1,7 @@
 /* quant/: Hadamard blocks, MLX signs, Lloyd-Max codebooks, group quantization, packing.
- * The reference side of every comparison is written here from REFERENCE §2-3 with plain
- * loops in double (O(n²) Hadamard from the Sylvester formula and the H_m tables), not by
- * calling the library. */
+ * The reference side of every comparison is written here from docs/quantization.md with
+ * plain loops in double (O(n²) Hadamard from the Sylvester formula and the H_m tables), not
+ * by calling the library. */
 #include "formats/formats.h"
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
@@ -281,7 +281,7 @@ static void test_codebooks(void)
 {
     static const double ref2[] = {0.4527800, 1.5104175};
     static const double ref3[] = {0.2450941, 0.7560052, 1.3439091, 2.1519453};
-    /* REFERENCE §2 gives 0.1285059 0.3883730 0.6572739 0.9430078 1.2570026 1.6188648
+    /* TurboQuant-MLX publishes 0.1285059 0.3883730 0.6572739 0.9430078 1.2570026 1.6188648
      * 2.0698192 2.7332987 for 4 bits: up to 8e-4 away from the Lloyd-Max fixed point
      * (an iteration stopped early on a very flat MSE surface: its MSE 0.0095010186 is above
      * the fixed point's 0.0095010080). These are the fixed point, computed independently
