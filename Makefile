@@ -115,6 +115,11 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(MKLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# The option tables' test links the front-ends' shared code (cmd/cli.c, cmd/opts.c) too.
+$(BUILD)/tests/test_cli_opts: $(BUILD)/tests/unit/test_cli_opts.o $(TEST_COMMON_OBJ) $(CMD_COMMON_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 $(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(FUZZ_COMMON_OBJ) $(MKLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@

@@ -384,7 +384,12 @@ int tq_cli_parse(tq_cli_spec *s, int argc, char **argv, int *rc)
     lo[n] = (struct option){"help", no_argument, NULL, 'h'};
     lo[n + 1] = (struct option){"version", no_argument, NULL, 256 + (int)n};
     opterr = 0;
+#ifdef __GLIBC__
+    optind = 0; /* a full restart: a process may parse more than one table (the unit test) */
+#else
+    optreset = 1;
     optind = 1;
+#endif
     int c, status = -1;
     while (status < 0 && (c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
         int r = row_of(s->opts, n, c == ':' || c == '?' ? optopt : c);

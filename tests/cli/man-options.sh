@@ -1,19 +1,31 @@
-# Every option a tool's --help lists (each tq-verify subcommand's too) is described in the
-# tool's man page, so the option tables of cmd/ and man/tq-*.1 cannot drift apart.
+# Every option a tool's --help lists, long and short form, is described in the tool's man
+# page (a tq-verify subcommand's in that command's section), so the option tables of cmd/
+# and man/tq-*.1 cannot drift apart.
 set -u
 bad=0
-check() { # check MANPAGE COMMAND...
-  local page=$ROOT/man/$1; shift
-  [ -f "$page" ] || { echo "no man page $page"; bad=1; return; }
+has() { # has TEXTFILE OPTION: OPTION stands there as a word (--keep is not --keep-names)
+  grep -qE -- "(^|[^a-zA-Z0-9-])$2([^a-zA-Z0-9-]|$)" "$1"
+}
+check() { # check TEXTFILE WHERE COMMAND...
+  local text=$1 where=$2; shift 2
   local opts
-  opts=$("$@" --help | sed -n 's/^  \(-[a-zA-Z0-9], \)\{0,1\}\(--[a-z0-9-]*\).*/\2/p')
+  opts=$("$@" --help | sed -n 's/^  \(-[a-zA-Z0-9]\), \(--[a-z0-9-]*\).*/\1 \2/p; s/^  \(--[a-z0-9-]*\).*/\1/p')
   [ -n "$opts" ] || { echo "$*: no options found in --help"; bad=1; return; }
   for o in $opts; do
-    # man pages write a dash as \- ; an option must not merely be a prefix (--keep, --keep-names)
-    sed 's/\\-/-/g' "$page" | grep -qE -- "$o([^a-z0-9-]|$)" || { echo "$*: $o is not in man/$(basename "$page")"; bad=1; }
+    has "$text" "$o" || { echo "$*: $o is not in $where"; bad=1; }
   done
 }
-for t in convert split rowlayout run mkmodel; do check tq-$t.1 tq-$t; done
-check tq-verify.1 tq-verify
-for c in $(tq-verify --help | sed -n 's/^  \([a-z]*\) .*/\1/p'); do check tq-verify.1 tq-verify "$c"; done
+# man pages write a dash as \- and switch fonts with \fB, \fI, \fR, \fP
+for t in convert split rowlayout run mkmodel verify; do
+  [ -f "$ROOT/man/tq-$t.1" ] || { echo "no man/tq-$t.1"; bad=1; continue; }
+  sed 's/\\-/-/g; s/\\f[BIRP]//g' "$ROOT/man/tq-$t.1" > tq-$t.man
+done
+for t in convert split rowlayout run mkmodel verify; do check tq-$t.man "man/tq-$t.1" tq-$t; done
+for c in $(tq-verify --help | sed -n 's/^  \([a-z][a-z]*\)  .*/\1/p'); do
+  sed -n "/^\.SS $c\$/,/^\.S[SH] /p" tq-verify.man > section.man
+  [ -s section.man ] || { echo "man/tq-verify.1 has no section '.SS $c'"; bad=1; continue; }
+  # options every subcommand has are described once, in DESCRIPTION
+  sed -n '/^\.SH DESCRIPTION/,/^\.SH /p' tq-verify.man >> section.man
+  check section.man "man/tq-verify.1 section $c" tq-verify "$c"
+done
 exit $bad
