@@ -249,10 +249,16 @@ const char *tq_gguf_vtype_name(uint32_t t);
 const char *tq_ggml_type_name(uint32_t type);  /* "Q4_K", or NULL for an unknown id */
 /* Block geometry of a known type; -1 for an unknown id. */
 int tq_ggml_type_block(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes);
-int tq_ggml_type_can_dequant(uint32_t type);   /* F32 F16 BF16 Q4_0..Q8_0 Q2_K..Q6_K */
+/* F32 F16 BF16, Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, Q2_K..Q6_K Q8_K, IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S
+ * IQ3_XXS IQ3_S IQ4_NL IQ4_XS, TQ1_0 TQ2_0, MXFP4: every type ggml can dequantize. */
+int tq_ggml_type_can_dequant(uint32_t type);
 int tq_ggml_type_is_quantized(uint32_t type);  /* lossy block types (not F32/F16/BF16) */
 /* Dequantize nblocks whole blocks of `type` from src to dst (bit-exact with ggml). */
 void tq_ggml_dequant(uint32_t type, const void *src, float *dst, uint64_t nblocks);
+/* The blocks ggml's own ggml_validate_row_data refuses: a NaN or infinite f16 (f32 for Q8_K)
+ * scale or min, an MXFP4 E8M0 exponent 0xff (NaN in the MX format). -1 with *bad = the block
+ * index and why = "scale is NaN (f16 0x7e01)" for the first such block, else 0. */
+int tq_ggml_check_blocks(uint32_t type, const void *src, uint64_t nblocks, uint64_t *bad, char *why, size_t cap);
 /* Elements [first, first+n) of tensor t as f32 (any alignment: covering blocks are read in
  * bounded chunks and dequantized). Unsupported types fail naming tensor and type. */
 int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first,

@@ -590,8 +590,8 @@ int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t fi
 {
     if (!tq_ggml_type_can_dequant(t->type)) {
         const char *tn = tq_ggml_type_name(t->type);
-        return tq_fail(e, TQ_EUNSUP, "%s: tensor '%s': ggml type %s (%u) is not supported (supported: F32 F16 BF16 "
-                       "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K)", f->path, t->name, tn ? tn : "?", t->type);
+        return tq_fail(e, TQ_EUNSUP, "%s: tensor '%s': ggml type %s (%u) cannot be dequantized (ggml has no "
+                       "dequantization for it either)", f->path, t->name, tn ? tn : "?", t->type);
     }
     if (first > t->nelem || n > t->nelem - first)
         return tq_fail(e, TQ_EDATA, "%s: tensor '%s': elements [%llu, +%llu) out of range (%llu elements)", f->path,
@@ -620,6 +620,13 @@ int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t fi
         uint64_t off = f->data_start + t->offset + blk * bb;
         if (tq_pread_full(f->fd, qbuf, nblk * bb, off, f->path, e) != 0) {
             rc = tq_err_prefix(e, "tensor '%s'", t->name);
+            break;
+        }
+        uint64_t bad;
+        char why[96];
+        if (tq_ggml_check_blocks(t->type, qbuf, nblk, &bad, why, sizeof why) != 0) {
+            rc = tq_fail(e, TQ_EDATA, "%s: tensor '%s': block %llu (file offset %llu): %s", f->path, t->name,
+                         (unsigned long long)(blk + bad), (unsigned long long)(off + bad * bb), why);
             break;
         }
         uint64_t avail = nblk * be - skip;

@@ -4,7 +4,9 @@
  * scale product formed before the quant multiply, subtraction of the min last); the build
  * uses -ffp-contract=off, so no multiply-add is fused where ggml's does not fuse either. */
 #include "formats/formats.h"
+#include "formats/gguf_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The kernels are elementwise (no reductions), so vectorizing them cannot change a single
@@ -14,46 +16,52 @@
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
 
+/* scale_at: byte offsets in a block of its f16 scales (0xff: none), which ggml's own
+ * ggml_validate_row_data requires to be finite; Q8_K (f32), IQ1_M (a scale assembled from
+ * four nibbles) and MXFP4 (an E8M0 exponent) are checked by code of their own. */
 typedef struct ggml_type_info {
     const char *name;
     uint16_t block_elems, block_bytes;
     uint8_t can_dequant, quantized;
+    uint8_t scale_at[2];
 } ggml_type_info;
 
+#define NO 0xff
 static const ggml_type_info types[] = {
-    [0] = {"F32", 1, 4, 1, 0},
-    [1] = {"F16", 1, 2, 1, 0},
-    [2] = {"Q4_0", 32, 18, 1, 1},
-    [3] = {"Q4_1", 32, 20, 1, 1},
-    [6] = {"Q5_0", 32, 22, 1, 1},
-    [7] = {"Q5_1", 32, 24, 1, 1},
-    [8] = {"Q8_0", 32, 34, 1, 1},
-    [9] = {"Q8_1", 32, 36, 0, 1},
-    [10] = {"Q2_K", 256, 84, 1, 1},
-    [11] = {"Q3_K", 256, 110, 1, 1},
-    [12] = {"Q4_K", 256, 144, 1, 1},
-    [13] = {"Q5_K", 256, 176, 1, 1},
-    [14] = {"Q6_K", 256, 210, 1, 1},
-    [15] = {"Q8_K", 256, 292, 0, 1},
-    [16] = {"IQ2_XXS", 256, 66, 0, 1},
-    [17] = {"IQ2_XS", 256, 74, 0, 1},
-    [18] = {"IQ3_XXS", 256, 98, 0, 1},
-    [19] = {"IQ1_S", 256, 50, 0, 1},
-    [20] = {"IQ4_NL", 32, 18, 0, 1},
-    [21] = {"IQ3_S", 256, 110, 0, 1},
-    [22] = {"IQ2_S", 256, 82, 0, 1},
-    [23] = {"IQ4_XS", 256, 136, 0, 1},
-    [24] = {"I8", 1, 1, 0, 0},
-    [25] = {"I16", 1, 2, 0, 0},
-    [26] = {"I32", 1, 4, 0, 0},
-    [27] = {"I64", 1, 8, 0, 0},
-    [28] = {"F64", 1, 8, 0, 0},
-    [29] = {"IQ1_M", 256, 56, 0, 1},
-    [30] = {"BF16", 1, 2, 1, 0},
-    [34] = {"TQ1_0", 256, 54, 0, 1},
-    [35] = {"TQ2_0", 256, 66, 0, 1},
-    [39] = {"MXFP4", 32, 17, 0, 1},
+    [0] = {"F32", 1, 4, 1, 0, {NO, NO}},
+    [1] = {"F16", 1, 2, 1, 0, {NO, NO}},
+    [2] = {"Q4_0", 32, 18, 1, 1, {0, NO}},
+    [3] = {"Q4_1", 32, 20, 1, 1, {0, 2}},
+    [6] = {"Q5_0", 32, 22, 1, 1, {0, NO}},
+    [7] = {"Q5_1", 32, 24, 1, 1, {0, 2}},
+    [8] = {"Q8_0", 32, 34, 1, 1, {0, NO}},
+    [9] = {"Q8_1", 32, 36, 0, 1, {NO, NO}},
+    [10] = {"Q2_K", 256, 84, 1, 1, {80, 82}},
+    [11] = {"Q3_K", 256, 110, 1, 1, {108, NO}},
+    [12] = {"Q4_K", 256, 144, 1, 1, {0, 2}},
+    [13] = {"Q5_K", 256, 176, 1, 1, {0, 2}},
+    [14] = {"Q6_K", 256, 210, 1, 1, {208, NO}},
+    [15] = {"Q8_K", 256, 292, 1, 1, {NO, NO}},
+    [16] = {"IQ2_XXS", 256, 66, 1, 1, {0, NO}},
+    [17] = {"IQ2_XS", 256, 74, 1, 1, {0, NO}},
+    [18] = {"IQ3_XXS", 256, 98, 1, 1, {0, NO}},
+    [19] = {"IQ1_S", 256, 50, 1, 1, {0, NO}},
+    [20] = {"IQ4_NL", 32, 18, 1, 1, {0, NO}},
+    [21] = {"IQ3_S", 256, 110, 1, 1, {0, NO}},
+    [22] = {"IQ2_S", 256, 82, 1, 1, {0, NO}},
+    [23] = {"IQ4_XS", 256, 136, 1, 1, {0, NO}},
+    [24] = {"I8", 1, 1, 0, 0, {NO, NO}},
+    [25] = {"I16", 1, 2, 0, 0, {NO, NO}},
+    [26] = {"I32", 1, 4, 0, 0, {NO, NO}},
+    [27] = {"I64", 1, 8, 0, 0, {NO, NO}},
+    [28] = {"F64", 1, 8, 0, 0, {NO, NO}},
+    [29] = {"IQ1_M", 256, 56, 1, 1, {NO, NO}},
+    [30] = {"BF16", 1, 2, 1, 0, {NO, NO}},
+    [34] = {"TQ1_0", 256, 54, 1, 1, {52, NO}},
+    [35] = {"TQ2_0", 256, 66, 1, 1, {64, NO}},
+    [39] = {"MXFP4", 32, 17, 1, 1, {NO, NO}},
 };
+#undef NO
 #define N_TYPES (sizeof types / sizeof types[0])
 
 static const ggml_type_info *info(uint32_t t)
@@ -344,6 +352,325 @@ static void deq_q6_k(const unsigned char *x, float *y, uint64_t nb)
     }
 }
 
+/* ------------------------------------------------------------- i-quants */
+static inline uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/* Sign byte of a 7-bit sign index: bit 7 makes the number of minus signs even. */
+static inline unsigned iq_signs(unsigned s7) { return s7 | (unsigned)__builtin_parity(s7) << 7; }
+
+/* Byte j of a grid entry (entries are little-endian packed, whatever the host). */
+static inline unsigned gbyte(uint64_t g, int j) { return (unsigned)(g >> (8 * j)) & 0xff; }
+
+/* 8 outputs of the 8-wide grids: db * value, negated where the sign byte has a 1; ggml forms
+ * db * value first and multiplies by +-1 after, which is exact either way. */
+static inline void grid8(float *y, float db, uint64_t g, unsigned signs)
+{
+    for (int j = 0; j < 8; j++) {
+        const float v = db * (float)gbyte(g, j);
+        y[j] = (signs >> j) & 1 ? -v : v;
+    }
+}
+
+/* IQ2_XXS: d, then 8 groups of 32 of 8 bytes: 4 grid indices, and a u32 of four 7-bit sign
+ * indices (bits 0..27) and a 4-bit scale (bits 28..31). */
+static void deq_iq2_xxs(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 66) {
+        const float d = h2f(x);
+        for (int ib = 0; ib < 8; ib++) {
+            const unsigned char *q = x + 2 + 8 * ib;
+            const uint32_t aux = le32(q + 4);
+            const float db = d * (0.5f + (float)(aux >> 28)) * 0.25f;
+            for (int l = 0; l < 4; l++, y += 8)
+                grid8(y, db, tq_iq2xxs_grid[q[l]], iq_signs((aux >> (7 * l)) & 127));
+        }
+    }
+}
+
+/* IQ2_XS: d, 32 u16 (9-bit grid index, 7-bit sign index), 8 bytes of two 4-bit scales. */
+static void deq_iq2_xs(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 74) {
+        const float d = h2f(x);
+        for (int ib = 0; ib < 8; ib++) {
+            const unsigned sc = x[66 + ib];
+            const float db[2] = {d * (0.5f + (float)(sc & 0xf)) * 0.25f, d * (0.5f + (float)(sc >> 4)) * 0.25f};
+            for (int l = 0; l < 4; l++, y += 8) {
+                const unsigned q = le16(x + 2 + 2 * (4 * ib + l));
+                grid8(y, db[l / 2], tq_iq2xs_grid[q & 511], iq_signs(q >> 9));
+            }
+        }
+    }
+}
+
+/* IQ2_S: d, 32 low index bytes, 32 sign bytes, 8 bytes of 2-bit high index parts, 8 scales. */
+static void deq_iq2_s(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 82) {
+        const float d = h2f(x);
+        const unsigned char *qs = x + 2, *sg = x + 34, *qh = x + 66, *sc = x + 74;
+        for (int ib = 0; ib < 8; ib++, qs += 4, sg += 4) {
+            const float db[2] = {d * (0.5f + (float)(sc[ib] & 0xf)) * 0.25f, d * (0.5f + (float)(sc[ib] >> 4)) * 0.25f};
+            for (int l = 0; l < 4; l++, y += 8)
+                grid8(y, db[l / 2], tq_iq2s_grid[qs[l] | ((qh[ib] << (8 - 2 * l)) & 0x300)], sg[l]);
+        }
+    }
+}
+
+/* 4 + 4 outputs of the 4-wide grids under one sign byte. */
+static inline void grid4x2(float *y, float db, uint32_t g1, uint32_t g2, unsigned signs)
+{
+    for (int j = 0; j < 4; j++) {
+        const float a = db * (float)gbyte(g1, j), b = db * (float)gbyte(g2, j);
+        y[j] = (signs >> j) & 1 ? -a : a;
+        y[j + 4] = (signs >> (j + 4)) & 1 ? -b : b;
+    }
+}
+
+/* IQ3_XXS: d, 64 grid index bytes, 8 u32 of four 7-bit sign indices and a 4-bit scale. */
+static void deq_iq3_xxs(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 98) {
+        const float d = h2f(x);
+        const unsigned char *qs = x + 2;
+        for (int ib = 0; ib < 8; ib++, qs += 8) {
+            const uint32_t aux = le32(x + 66 + 4 * ib);
+            const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+            for (int l = 0; l < 4; l++, y += 8)
+                grid4x2(y, db, tq_iq3xxs_grid[qs[2 * l]], tq_iq3xxs_grid[qs[2 * l + 1]],
+                        iq_signs((aux >> (7 * l)) & 127));
+        }
+    }
+}
+
+/* IQ3_S: d, 64 low index bytes, 8 bytes of 9th index bits, 32 sign bytes, 4 bytes of two
+ * 4-bit scales (odd scales 1..31). */
+static void deq_iq3_s(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 110) {
+        const float d = h2f(x);
+        const unsigned char *qs = x + 2, *qh = x + 66, *sg = x + 74, *sc = x + 106;
+        for (int ib = 0; ib < 8; ib++, qs += 8, sg += 4) {
+            const unsigned s = ib % 2 ? sc[ib / 2] >> 4 : sc[ib / 2] & 0xf;
+            const float db = d * (float)(1 + 2 * (int)s);
+            for (int l = 0; l < 4; l++, y += 8)
+                grid4x2(y, db, tq_iq3s_grid[qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256)],
+                        tq_iq3s_grid[qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256)], sg[l]);
+        }
+    }
+}
+
+#define IQ1_DELTA 0.125f
+
+/* 8 outputs of the ternary IQ1 grid: dl * (value + delta). */
+static inline void grid1(float *y, float dl, uint64_t g, float delta)
+{
+    for (int j = 0; j < 8; j++)
+        y[j] = dl * ((float)(int8_t)gbyte(g, j) + delta);
+}
+
+/* IQ1_S: d, 32 low index bytes, 8 u16: four 3-bit high index parts, a 3-bit scale, and the
+ * sign of the delta (bit 15). */
+static void deq_iq1_s(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 50) {
+        const float d = h2f(x);
+        const unsigned char *qs = x + 2;
+        for (int ib = 0; ib < 8; ib++, qs += 4) {
+            const unsigned qh = le16(x + 34 + 2 * ib);
+            const float dl = d * (float)(2 * (int)((qh >> 12) & 7) + 1);
+            const float delta = qh & 0x8000 ? -IQ1_DELTA : IQ1_DELTA;
+            for (int l = 0; l < 4; l++, y += 8)
+                grid1(y, dl, tq_iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)], delta);
+        }
+    }
+}
+
+/* IQ1_M's f16 super-block scale: the top nibbles of its four u16 scale words. */
+static inline uint16_t iq1m_scale(const unsigned char *sc)
+{
+    const unsigned s0 = le16(sc), s1 = le16(sc + 2), s2 = le16(sc + 4), s3 = le16(sc + 6);
+    return (uint16_t)((s0 >> 12) | ((s1 >> 8) & 0x00f0) | ((s2 >> 4) & 0x0f00) | (s3 & 0xf000));
+}
+
+/* IQ1_M: 32 low index bytes, 16 bytes of (3-bit high index part + delta sign) nibbles, 4 u16
+ * of four 3-bit scales each (and a nibble of the super-block scale). */
+static void deq_iq1_m(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 56) {
+        const uint16_t sb = iq1m_scale(x + 48);
+        unsigned char hb[2] = {(unsigned char)sb, (unsigned char)(sb >> 8)};
+        const float d = h2f(hb);
+        const unsigned char *qs = x, *qh = x + 32;
+        for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2) {
+            const unsigned s = le16(x + 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
+            const float dl1 = d * (float)(2 * (int)(s & 7) + 1), dl2 = d * (float)(2 * (int)((s >> 3) & 7) + 1);
+            for (int l = 0; l < 4; l++, y += 8) {
+                const unsigned h = l < 2 ? qh[0] : qh[1], nib = l % 2 ? h >> 4 : h & 0xf;
+                grid1(y, l < 2 ? dl1 : dl2, tq_iq1s_grid[qs[l] | ((nib & 7) << 8)], nib & 8 ? -IQ1_DELTA : IQ1_DELTA);
+            }
+        }
+    }
+}
+
+/* The non-linear 4-bit levels of IQ4_NL / IQ4_XS. */
+static const int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+static void deq_iq4_nl(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 18, y += 32) {
+        const float d = h2f(x);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)iq4_levels[x[2 + j] & 0xf];
+            y[j + 16] = d * (float)iq4_levels[x[2 + j] >> 4];
+        }
+    }
+}
+
+/* IQ4_XS: d, u16 of 2-bit high scale parts, 4 bytes of 4-bit low parts, 128 nibble bytes. */
+static void deq_iq4_xs(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 136) {
+        const float d = h2f(x);
+        const unsigned sh = le16(x + 2);
+        const unsigned char *qs = x + 8;
+        for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
+            const int ls = (int)(((x[4 + ib / 2] >> (4 * (ib % 2))) & 0xf) | (((sh >> (2 * ib)) & 3) << 4));
+            const float dl = d * (float)(ls - 32);
+            for (int j = 0; j < 16; j++) {
+                y[j] = dl * (float)iq4_levels[qs[j] & 0xf];
+                y[j + 16] = dl * (float)iq4_levels[qs[j] >> 4];
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------ ternary, Q8_K, MXFP4 */
+/* Trit n (0 = most significant) of a byte holding 5 base-3 digits scaled to 0..255. */
+static inline int trit(unsigned char b, int n)
+{
+    static const unsigned char pow3[5] = {1, 3, 9, 27, 81};
+    const unsigned char q = (unsigned char)(b * pow3[n]);
+    return (int)(((unsigned)q * 3) >> 8);
+}
+
+/* TQ1_0: 48 bytes of 5 trits (32 bytes in 5 rows of 32, then 16 in 5 rows of 16), 4 bytes
+ * of 4 trits, d. */
+static void deq_tq1_0(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 54) {
+        const float d = h2f(x + 52);
+        for (int n = 0; n < 5; n++)
+            for (int m = 0; m < 32; m++)
+                *y++ = (float)(trit(x[m], n) - 1) * d;
+        for (int n = 0; n < 5; n++)
+            for (int m = 0; m < 16; m++)
+                *y++ = (float)(trit(x[32 + m], n) - 1) * d;
+        for (int n = 0; n < 4; n++)
+            for (int m = 0; m < 4; m++)
+                *y++ = (float)(trit(x[48 + m], n) - 1) * d;
+    }
+}
+
+/* TQ2_0: 64 bytes of four 2-bit codes (value code - 1), d. */
+static void deq_tq2_0(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 66) {
+        const float d = h2f(x + 64);
+        for (int j = 0; j < 64; j += 32)
+            for (int l = 0; l < 4; l++)
+                for (int m = 0; m < 32; m++)
+                    *y++ = (float)((int)((x[j + m] >> (2 * l)) & 3) - 1) * d;
+    }
+}
+
+static inline float f32_at(const unsigned char *p)
+{
+    uint32_t b = le32(p);
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* Q8_K: f32 d, 256 int8, 16 int16 block sums (not needed to dequantize). */
+static void deq_q8_k(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 292) {
+        const float d = f32_at(x);
+        for (int j = 0; j < 256; j++)
+            *y++ = d * (float)(int8_t)x[4 + j];
+    }
+}
+
+/* MXFP4: an E8M0 exponent e, 16 bytes of E2M1 nibbles (low nibble elements 0..15). ggml keeps
+ * the E2M1 values doubled as integers and halves the scale: 2^(e-128), exact for every e. */
+static const int8_t mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static inline float e8m0_half(unsigned e)
+{
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static void deq_mxfp4(const unsigned char *x, float *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++, x += 17, y += 32) {
+        const float d = e8m0_half(x[0]);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)mxfp4_levels[x[1 + j] & 0xf] * d;
+            y[j + 16] = (float)mxfp4_levels[x[1 + j] >> 4] * d;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ validation */
+static int f16_finite(const unsigned char *p) { return (le16(p) & 0x7c00) != 0x7c00; }
+
+int tq_ggml_check_blocks(uint32_t type, const void *src, uint64_t nblocks, uint64_t *bad, char *why, size_t cap)
+{
+    const ggml_type_info *ti = info(type);
+    const unsigned char *x = src;
+    if (!ti || ti->block_elems == 1)
+        return 0;
+    for (uint64_t b = 0; b < nblocks; b++, x += ti->block_bytes) {
+        const char *what = NULL;
+        unsigned v = 0;
+        for (int k = 0; k < 2 && !what; k++)
+            if (ti->scale_at[k] != 0xff && !f16_finite(x + ti->scale_at[k])) {
+                v = le16(x + ti->scale_at[k]);
+                what = k ? "second scale (min)" : "scale";
+            }
+        if (type == 29) {
+            unsigned char hb[2];
+            const uint16_t sb = iq1m_scale(x + 48);
+            hb[0] = (unsigned char)sb;
+            hb[1] = (unsigned char)(sb >> 8);
+            if (!f16_finite(hb)) {
+                v = sb;
+                what = "scale";
+            }
+        }
+        if (type == TQ_GGML_Q8_K && (le32(x) & 0x7f800000u) == 0x7f800000u) {
+            *bad = b;
+            snprintf(why, cap, "scale is %s (f32 0x%08x)", (le32(x) & 0x7fffff) ? "NaN" : "infinite", le32(x));
+            return -1;
+        }
+        if (type == TQ_GGML_MXFP4 && x[0] == 0xff) {
+            *bad = b;
+            snprintf(why, cap, "E8M0 scale 0xff is NaN");
+            return -1;
+        }
+        if (what) {
+            *bad = b;
+            snprintf(why, cap, "%s is %s (f16 0x%04x)", what, (v & 0x3ff) ? "NaN" : "infinite", v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 void tq_ggml_dequant(uint32_t type, const void *src, float *dst, uint64_t nblocks)
 {
     const unsigned char *x = src;
@@ -361,6 +688,19 @@ void tq_ggml_dequant(uint32_t type, const void *src, float *dst, uint64_t nblock
     case 12: deq_q4_k(x, dst, nblocks); break;
     case 13: deq_q5_k(x, dst, nblocks); break;
     case 14: deq_q6_k(x, dst, nblocks); break;
+    case 15: deq_q8_k(x, dst, nblocks); break;
+    case 16: deq_iq2_xxs(x, dst, nblocks); break;
+    case 17: deq_iq2_xs(x, dst, nblocks); break;
+    case 18: deq_iq3_xxs(x, dst, nblocks); break;
+    case 19: deq_iq1_s(x, dst, nblocks); break;
+    case 20: deq_iq4_nl(x, dst, nblocks); break;
+    case 21: deq_iq3_s(x, dst, nblocks); break;
+    case 22: deq_iq2_s(x, dst, nblocks); break;
+    case 23: deq_iq4_xs(x, dst, nblocks); break;
+    case 29: deq_iq1_m(x, dst, nblocks); break;
+    case 34: deq_tq1_0(x, dst, nblocks); break;
+    case 35: deq_tq2_0(x, dst, nblocks); break;
+    case 39: deq_mxfp4(x, dst, nblocks); break;
     default: break; /* callers check tq_ggml_type_can_dequant first */
     }
 }

@@ -7,7 +7,14 @@
 struct cJSON;
 
 /* ggml type ids used by name. */
-enum { TQ_GGML_F32 = 0, TQ_GGML_F16 = 1, TQ_GGML_BF16 = 30 };
+enum {
+    TQ_GGML_F32 = 0, TQ_GGML_F16 = 1, TQ_GGML_Q8_K = 15, TQ_GGML_I8 = 24, TQ_GGML_I16 = 25,
+    TQ_GGML_I32 = 26, TQ_GGML_I64 = 27, TQ_GGML_F64 = 28, TQ_GGML_BF16 = 30, TQ_GGML_MXFP4 = 39
+};
+
+/* The i-quant lattices (gguf_iq_tables.c): entry k holds grid point k, element j in byte j. */
+extern const uint64_t tq_iq2xxs_grid[256], tq_iq2xs_grid[512], tq_iq2s_grid[1024], tq_iq1s_grid[2048];
+extern const uint32_t tq_iq3xxs_grid[256], tq_iq3s_grid[512];
 
 /* Architectures with a known HF name mapping (opaque). */
 typedef struct tq_gguf_arch tq_gguf_arch;

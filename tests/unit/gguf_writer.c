@@ -1,5 +1,6 @@
 /* Tests-only GGUF writer: see gguf_writer.h. Aborts on allocation failure. */
 #include "gguf_writer.h"
+#include "ggml_grids.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,12 +113,27 @@ void gw_kv_i32_array(gw *w, const char *k, const int32_t *v, size_t n)
         gb_u32(&w->kv, (uint32_t)v[i]);
 }
 
+static uint64_t tensor_elems(uint32_t n_dims, const uint64_t *ne)
+{
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < n_dims; d++)
+        n *= ne[d];
+    return n;
+}
+
 void gw_tensor_add(gw *w, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type,
                    const void *data, uint64_t nbytes)
 {
     w->t = realloc(w->t, (w->n_t + 1) * sizeof *w->t);
     if (!w->t)
         abort();
+    /* Every ggml type ggml can dequantize: the byte count must be whole blocks of ne. */
+    uint32_t be, bb;
+    if (gg_type_geometry(type, &be, &bb) == 0 && (ne[0] % be != 0 || (data && nbytes != tensor_elems(n_dims, ne) / be * bb))) {
+        fprintf(stderr, "gguf_writer: tensor '%s': %llu bytes are not whole %s blocks of its shape\n", name,
+                (unsigned long long)nbytes, gg_type_name(type));
+        abort();
+    }
     gw_tensor *t = &w->t[w->n_t++];
     memset(t, 0, sizeof *t);
     t->name = strdup(name);

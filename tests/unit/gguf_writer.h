@@ -48,7 +48,9 @@ void gw_kv_bool(gw *w, const char *key, int v);
 void gw_kv_str(gw *w, const char *key, const char *v);
 void gw_kv_str_array(gw *w, const char *key, const char *const *v, size_t n);
 void gw_kv_i32_array(gw *w, const char *key, const int32_t *v, size_t n);
-/* Adds a tensor (data copied; nbytes must match ne and type). ne[0] is fastest. */
+/* Adds a tensor (data copied; nbytes must be whole blocks of ne for every ggml type that ggml can
+ * dequantize, ggml_grids.h: F32 ... MXFP4; the writer aborts otherwise). ne[0] is fastest.
+ * gg_random_block (ggml_grids.h) makes valid blocks of each type. */
 void gw_tensor_add(gw *w, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type,
                    const void *data, uint64_t nbytes);
 /* A tensor whose nbytes of data gw_write_fill produces in chunks (never all in memory). */

@@ -485,18 +485,18 @@ static void test_unsupported_type_warns_then_fails(void)
     gw_init(&w);
     gw_kv_str(&w, "general.architecture", "qwen3");
     uint64_t ne[2] = {256, 2};
-    unsigned char blocks[2 * 136] = {0};
-    gw_tensor_add(&w, "blk.0.ffn_up.weight", 2, ne, 23 /* IQ4_XS */, blocks, sizeof blocks);
+    unsigned char blocks[16 * 36] = {0};
+    gw_tensor_add(&w, "blk.0.ffn_up.weight", 2, ne, 9 /* Q8_1: ggml has no dequantization */, blocks, sizeof blocks);
     char path[4096];
-    snprintf(path, sizeof path, "%s/iq4.gguf", t_tmpdir());
+    snprintf(path, sizeof path, "%s/q81.gguf", t_tmpdir());
     CHECK(gw_write(&w, path) == 0);
     gw_free(&w);
     tq_model *m = open_gguf(path, 0);
-    CHECK(m && has_warning(m, "tensor 'blk.0.ffn_up.weight': ggml type IQ4_XS cannot be dequantized"));
+    CHECK(m && has_warning(m, "tensor 'blk.0.ffn_up.weight': ggml type Q8_1 cannot be dequantized"));
     const tq_model_tensor *t = m ? find(m, "model.layers.0.mlp.up_proj.weight") : NULL;
     float v[4];
     CHECK(t && t->was_quantized && tq_model_read(t, 0, v, sizeof v, &err) == -1 && err.code == TQ_EUNSUP &&
-          strstr(err.msg, "tensor 'blk.0.ffn_up.weight': ggml type IQ4_XS (23) is not supported"));
+          strstr(err.msg, "tensor 'blk.0.ffn_up.weight': ggml type Q8_1 (9) cannot be dequantized"));
     model_free(m);
     remove(path);
 }
