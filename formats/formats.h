@@ -104,8 +104,8 @@ int tq_st_writer_finish(tq_st_writer *w, tq_err *e);
 void tq_st_writer_abort(tq_st_writer *w);
 
 /* -------------------------------------------------------- model directory */
-/* A source of tensors that is not a safetensors shard (GGUF: tensors presented as F32 after
- * dequantization, under HF names). read() gets bytes [off, off+len) of the presented data. */
+/* A source of tensors that is not a safetensors shard (GGUF: float tensors as stored, block
+ * types as F32 after dequantization, under HF names). read() gets bytes [off, off+len) of the presented data. */
 typedef struct tq_tensor_source {
     int (*read)(const struct tq_tensor_source *s, uint64_t index, uint64_t off, void *buf,
                 size_t len, tq_err *e);
@@ -264,8 +264,14 @@ int tq_ggml_check_blocks(uint32_t type, const void *src, uint64_t nblocks, uint6
 int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first,
                      uint64_t n, float *dst, tq_err *e);
 
-/* GGUF as a tq_model is tq_model_open_gguf (above): every tensor presented as F32 with the
- * row-major shape (ne reversed), HF/MLX names for llama/qwen2/qwen3/qwen2moe/qwen3moe (GGUF
+/* Elements [first, first+n) of a tensor of a one-element type (F32 F16 BF16 F64 I8..I64) as
+ * the stored bytes (little-endian). */
+int tq_gguf_read_raw(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first, uint64_t n, void *dst,
+                     tq_err *e);
+
+/* GGUF as a tq_model is tq_model_open_gguf (above): every tensor with the row-major shape (ne
+ * reversed), F32/F16/BF16/F64/I8..I64 in their stored dtype and block types (was_quantized) as
+ * the exact F32 of ggml's dequantization, HF/MLX names for llama/qwen2/qwen3/qwen2moe/qwen3moe (GGUF
  * names kept for other architectures with a warning, or always with TQ_MODEL_KEEP_NAMES),
  * llama's Q/K rows un-permuted, config.json synthesized from the metadata unless the
  * directory has one. Warnings collected while opening (unknown architecture or tensor

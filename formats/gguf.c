@@ -647,3 +647,19 @@ int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t fi
     free(fbuf);
     return rc;
 }
+
+int tq_gguf_read_raw(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first, uint64_t n, void *dst, tq_err *e)
+{
+    uint32_t be, bb;
+    if (tq_ggml_type_block(t->type, &be, &bb) != 0 || be != 1)
+        return tq_fail(e, TQ_EUSAGE, "%s: tensor '%s': ggml type %u is a block type, not read raw", f->path, t->name,
+                       t->type);
+    if (first > t->nelem || n > t->nelem - first)
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s': elements [%llu, +%llu) out of range (%llu elements)", f->path,
+                       t->name, (unsigned long long)first, (unsigned long long)n, (unsigned long long)t->nelem);
+    if (f->fd < 0)
+        return tq_fail(e, TQ_EIO, "%s: no file to read tensor data from", f->path);
+    if (tq_pread_full(f->fd, dst, n * bb, f->data_start + t->offset + first * bb, f->path, e) != 0)
+        return tq_err_prefix(e, "tensor '%s'", t->name);
+    return 0;
+}

@@ -20,6 +20,11 @@ extern const uint32_t tq_iq3xxs_grid[256], tq_iq3s_grid[512];
 typedef struct tq_gguf_arch tq_gguf_arch;
 const tq_gguf_arch *tq_gguf_arch_find(const char *arch);
 int tq_gguf_arch_permutes_qk(const tq_gguf_arch *a);
+/* The architecture of a file: "llama" with experts is Mixtral. */
+const tq_gguf_arch *tq_gguf_arch_of(const tq_gguf_file *f, const char *arch);
+int tq_gguf_arch_is_mixtral(const tq_gguf_arch *a);
+/* 1 when its tensor names have an HF/MLX mapping (config-only architectures: 0). */
+int tq_gguf_arch_maps_names(const tq_gguf_arch *a);
 
 typedef enum tq_gguf_role {
     TQ_GGUF_ROLE_OTHER,
@@ -28,8 +33,9 @@ typedef enum tq_gguf_role {
     TQ_GGUF_ROLE_SHEXP_GATE,  /* 1-D in GGUF, (1, n) in HF */
 } tq_gguf_role;
 
-/* HF name for a GGUF tensor name (malloc'd), or NULL when there is none. */
-char *tq_gguf_hf_name(const char *gguf_name, tq_gguf_role *role);
+/* HF name for a GGUF tensor name (malloc'd), or NULL when there is none; mixtral: the names of
+ * mlx-lm's Mixtral (block_sparse_moe.gate, block_sparse_moe.switch_mlp.*). */
+char *tq_gguf_hf_name(const char *gguf_name, int mixtral, tq_gguf_role *role);
 /* config.json from ARCH.* metadata. */
 struct cJSON *tq_gguf_config(const tq_gguf_file *f, const char *arch, uint64_t vocab, int tied, tq_err *e);
 

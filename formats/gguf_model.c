@@ -1,5 +1,6 @@
-/* A GGUF file (or a llama.cpp split set) presented as a tq_model: every tensor as F32 with
- * the row-major shape, read through tq_tensor_source by dequantizing only the blocks that
+/* A GGUF file (or a llama.cpp split set) presented as a tq_model with the row-major shapes:
+ * F32/F16/BF16 (and F64, I8..I64) tensors in their stored dtype, block types as the exact F32
+ * of their dequantization, read through tq_tensor_source by dequantizing only the blocks that
  * cover the requested bytes. */
 #include "formats/formats.h"
 #include "formats/gguf_internal.h"
@@ -16,6 +17,8 @@ typedef struct src_tensor {
     uint64_t row_len;   /* elements per row (ne[0]; 1 for a permuted 1-D bias) */
     uint64_t rows;      /* rows, for the permutation */
     uint64_t n_head;    /* >0: rows are llama-permuted in groups of rows/n_head */
+    uint32_t esize;     /* bytes per presented element */
+    int raw;            /* one-element type presented as stored; else block type as F32 */
 } src_tensor;
 
 typedef struct gguf_source {
@@ -30,20 +33,28 @@ typedef struct gguf_source {
 } gguf_source;
 
 /* ------------------------------------------------------------------ reads */
-/* Elements [first, first+n) of the presented (un-permuted) tensor. */
-static int read_elems(const src_tensor *s, uint64_t first, uint64_t n, float *dst, tq_err *e)
+/* Elements [first, first+n) of the stored tensor: raw bytes of a one-element type, else f32. */
+static int read_stored(const src_tensor *s, uint64_t first, uint64_t n, unsigned char *dst, tq_err *e)
+{
+    if (s->raw)
+        return tq_gguf_read_raw(s->f, s->t, first, n, dst, e);
+    return tq_gguf_read_f32(s->f, s->t, first, n, (float *)(void *)dst, e);
+}
+
+/* Elements [first, first+n) of the presented (un-permuted) tensor, esize bytes each. */
+static int read_elems(const src_tensor *s, uint64_t first, uint64_t n, unsigned char *dst, tq_err *e)
 {
     if (!s->n_head)
-        return tq_gguf_read_f32(s->f, s->t, first, n, dst, e);
+        return read_stored(s, first, n, dst, e);
     while (n > 0) {
         uint64_t r = first / s->row_len, col = first % s->row_len;
         uint64_t cnt = s->row_len - col < n ? s->row_len - col : n;
         uint64_t src_row = tq_gguf_unpermute_row(r, s->rows, s->n_head);
-        if (tq_gguf_read_f32(s->f, s->t, src_row * s->row_len + col, cnt, dst, e) != 0)
+        if (read_stored(s, src_row * s->row_len + col, cnt, dst, e) != 0)
             return -1;
         first += cnt;
         n -= cnt;
-        dst += cnt;
+        dst += cnt * s->esize;
     }
     return 0;
 }
@@ -54,28 +65,30 @@ static int src_read(const tq_tensor_source *base, uint64_t index, uint64_t off, 
     if (index >= g->n)
         return tq_fail(e, TQ_EUSAGE, "GGUF source: no tensor %llu", (unsigned long long)index);
     const src_tensor *s = &g->ts[index];
-    uint64_t total = s->t->nelem * 4, end;
+    const uint64_t es = s->esize;
+    uint64_t total = s->t->nelem * es, end;
     if (tq_add_u64(off, len, &end) != 0 || end > total)
-        return tq_fail(e, TQ_EUSAGE, "%s: tensor '%s': read [%llu, +%zu) past its %llu bytes of F32 data", s->f->path,
-                       s->t->name, (unsigned long long)off, len, (unsigned long long)total);
+        return tq_fail(e, TQ_EUSAGE, "%s: tensor '%s': read [%llu, +%zu) past its %llu bytes", s->f->path, s->t->name,
+                       (unsigned long long)off, len, (unsigned long long)total);
     unsigned char *out = buf;
-    if (off % 4 == 0 && len % 4 == 0 && ((uintptr_t)out % _Alignof(float)) == 0)
-        return read_elems(s, off / 4, len / 4, (float *)buf, e);
+    if (off % es == 0 && len % es == 0 && (s->raw || ((uintptr_t)out % _Alignof(float)) == 0))
+        return read_elems(s, off / es, len / es, out, e);
     /* Unaligned request: through a bounded scratch buffer. */
     enum { CHUNK = 1 << 16 };
     float *tmp = tq_malloc(CHUNK * sizeof(float), e);
     if (!tmp)
         return -1;
+    const uint64_t cap = CHUNK * sizeof(float) / es;
     while (len > 0) {
-        uint64_t el = off / 4, skip = off % 4;
-        uint64_t want_el = (skip + len + 3) / 4;
-        if (want_el > CHUNK)
-            want_el = CHUNK;
-        if (read_elems(s, el, want_el, tmp, e) != 0) {
+        uint64_t el = off / es, skip = off % es;
+        uint64_t want_el = (skip + len + es - 1) / es;
+        if (want_el > cap)
+            want_el = cap;
+        if (read_elems(s, el, want_el, (unsigned char *)tmp, e) != 0) {
             free(tmp);
             return -1;
         }
-        size_t cnt = want_el * 4 - skip < len ? (size_t)(want_el * 4 - skip) : len;
+        size_t cnt = want_el * es - skip < len ? (size_t)(want_el * es - skip) : len;
         memcpy(out, (unsigned char *)tmp + skip, cnt);
         out += cnt;
         off += cnt;
@@ -215,6 +228,23 @@ static int resolve_files(const char *path, char ***out, size_t *n_out, tq_err *e
 }
 
 /* --------------------------------------------------------------- the model */
+/* One-element ggml types keep their dtype (F16 stays F16); block types are presented as the
+ * exact F32 of their dequantization. */
+static tq_dtype presented_dtype(uint32_t ggml_type, int *raw)
+{
+    static const struct { uint32_t g; tq_dtype d; } same[] = {
+        {TQ_GGML_F32, TQ_DT_F32}, {TQ_GGML_F16, TQ_DT_F16}, {TQ_GGML_BF16, TQ_DT_BF16}, {TQ_GGML_F64, TQ_DT_F64},
+        {TQ_GGML_I8, TQ_DT_I8}, {TQ_GGML_I16, TQ_DT_I16}, {TQ_GGML_I32, TQ_DT_I32}, {TQ_GGML_I64, TQ_DT_I64},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++)
+        if (same[i].g == ggml_type) {
+            *raw = 1;
+            return same[i].d;
+        }
+    *raw = 0;
+    return TQ_DT_F32;
+}
+
 static int cmp_tensor(const void *a, const void *b)
 {
     return strcmp(((const tq_model_tensor *)a)->info.name, ((const tq_model_tensor *)b)->info.name);
@@ -245,10 +275,11 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
     char *arch = tq_gguf_get_str(f0, "general.architecture");
     if (!arch && !(arch = strdup("unknown")))
         return tq_fail(e, TQ_ENOMEM, "out of memory");
-    const tq_gguf_arch *ai = tq_gguf_arch_find(arch);
-    int map = ai && !(flags & TQ_MODEL_KEEP_NAMES);
-    if (!ai && !(flags & TQ_MODEL_KEEP_NAMES))
-        warn(g, "%s: architecture '%s' has no HF name mapping; tensors keep their GGUF names", f0->path, arch);
+    const tq_gguf_arch *ai = tq_gguf_arch_of(f0, arch);
+    int map = tq_gguf_arch_maps_names(ai) && !(flags & TQ_MODEL_KEEP_NAMES);
+    if (!tq_gguf_arch_maps_names(ai) && !(flags & TQ_MODEL_KEEP_NAMES))
+        warn(g, "%s: architecture '%s' has no HF name mapping%s; tensors keep their GGUF names", f0->path, arch,
+             ai ? " (config.json only)" : "");
     size_t total = 0;
     for (size_t i = 0; i < g->n_files; i++)
         total += g->files[i]->n_tensors;
@@ -272,7 +303,7 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
             s->t = t;
             s->row_len = t->ne[0];
             tq_gguf_role role = TQ_GGUF_ROLE_OTHER;
-            char *name = map ? tq_gguf_hf_name(t->name, &role) : NULL;
+            char *name = map ? tq_gguf_hf_name(t->name, tq_gguf_arch_is_mixtral(ai), &role) : NULL;
             if (map && !name)
                 warn(g, "%s: tensor '%s' has no HF name; kept as is", f->path, t->name);
             if (!name && !(name = strdup(t->name))) {
@@ -282,7 +313,8 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
             mt->info.name = g->names[k] = name;
             g->n++;
             m->n_tensors = g->n;
-            mt->info.dtype = TQ_DT_F32;
+            mt->info.dtype = presented_dtype(t->type, &s->raw);
+            s->esize = (uint32_t)tq_dtype_size(mt->info.dtype);
             mt->info.ndim = (int)t->n_dims;
             for (uint32_t d = 0; d < t->n_dims; d++)
                 mt->info.shape[d] = t->ne[t->n_dims - 1 - d];
@@ -293,12 +325,12 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
             }
             mt->info.nelem = t->nelem;
             mt->info.offset = 0;
-            mt->info.nbytes = t->nelem * 4;
+            mt->info.nbytes = t->nelem * s->esize;
             mt->src = &g->base;
             mt->src_index = k;
             mt->src_type = t->type;
             mt->was_quantized = tq_ggml_type_is_quantized(t->type);
-            if (!tq_ggml_type_can_dequant(t->type))
+            if (!s->raw && !tq_ggml_type_can_dequant(t->type))
                 warn(g, "%s: tensor '%s': ggml type %s cannot be dequantized; reading it fails", f->path, t->name,
                      tq_ggml_type_name(t->type));
             n_quant += mt->was_quantized;

@@ -8,20 +8,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What llama.cpp assumes for an architecture where GGUF has no key, as config.json fields. */
+enum family { F_LLAMA, F_QWEN2, F_QWEN3, F_QWEN2MOE, F_QWEN3MOE, F_DEEPSEEK2, F_GPTOSS, F_GEMMA3 };
+
 typedef struct arch_info {
     const char *gguf;          /* general.architecture */
     const char *model_type;    /* config.json model_type */
     const char *hf_class;      /* config.json architectures[0] */
     int permute_qk;            /* llama.cpp permuted Q/K rows for its RoPE layout */
+    int family;
+    int names;                 /* tensor names map to HF/MLX names (else kept, with a warning) */
 } arch_info;
 
 static const arch_info archs[] = {
-    {"llama", "llama", "LlamaForCausalLM", 1},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0},
-    {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM", 0},
-    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", 0},
+    {"llama", "llama", "LlamaForCausalLM", 1, F_LLAMA, 1},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, F_QWEN2, 1},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, F_QWEN3, 1},
+    {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM", 0, F_QWEN2MOE, 1},
+    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", 0, F_QWEN3MOE, 1},
+    {"deepseek2", "deepseek_v3", "DeepseekV3ForCausalLM", 0, F_DEEPSEEK2, 0},
+    {"gpt-oss", "gpt_oss", "GptOssForCausalLM", 0, F_GPTOSS, 0},
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, F_GEMMA3, 0},
 };
+
+/* Mixtral is GGUF architecture "llama" with experts. */
+static const arch_info mixtral_arch = {"llama", "mixtral", "MixtralForCausalLM", 1, F_LLAMA, 1};
 
 const tq_gguf_arch *tq_gguf_arch_find(const char *arch)
 {
@@ -34,6 +45,25 @@ const tq_gguf_arch *tq_gguf_arch_find(const char *arch)
 int tq_gguf_arch_permutes_qk(const tq_gguf_arch *a)
 {
     return a && ((const arch_info *)a)->permute_qk;
+}
+
+int tq_gguf_arch_maps_names(const tq_gguf_arch *a)
+{
+    return a && ((const arch_info *)a)->names;
+}
+
+const tq_gguf_arch *tq_gguf_arch_of(const tq_gguf_file *f, const char *arch)
+{
+    uint64_t experts = 0;
+    const tq_gguf_arch *a = tq_gguf_arch_find(arch);
+    if (a && !strcmp(arch, "llama") && tq_gguf_get_u64(f, "llama.expert_count", &experts) == 0 && experts > 0)
+        return (const tq_gguf_arch *)&mixtral_arch;
+    return a;
+}
+
+int tq_gguf_arch_is_mixtral(const tq_gguf_arch *a)
+{
+    return a == (const tq_gguf_arch *)&mixtral_arch;
 }
 
 /* Per-layer names: GGUF "blk.N.<k>" -> HF "model.layers.N.<v>". */
@@ -80,7 +110,7 @@ static int split_suffix(const char *name, char *stem, size_t cap, const char **s
     return 0;
 }
 
-char *tq_gguf_hf_name(const char *gguf_name, tq_gguf_role *role)
+char *tq_gguf_hf_name(const char *gguf_name, int mixtral, tq_gguf_role *role)
 {
     char stem[TQ_GGUF_MAX_NAME + 1], out[2 * TQ_GGUF_MAX_NAME + 64];
     const char *suffix;
@@ -105,7 +135,11 @@ char *tq_gguf_hf_name(const char *gguf_name, tq_gguf_role *role)
     const char *rest = stem + used;
     for (size_t i = 0; i < sizeof layer_map / sizeof *layer_map; i++)
         if (strcmp(rest, layer_map[i].gguf) == 0) {
-            snprintf(out, sizeof out, "model.layers.%lu.%s.%s", layer, layer_map[i].hf, suffix);
+            const char *hf = layer_map[i].hf;
+            if (mixtral && !strncmp(hf, "mlp.", 4) && (strstr(hf, "switch_mlp") || !strcmp(hf, "mlp.gate")))
+                snprintf(out, sizeof out, "model.layers.%lu.block_sparse_moe.%s.%s", layer, hf + 4, suffix);
+            else
+                snprintf(out, sizeof out, "model.layers.%lu.%s.%s", layer, hf, suffix);
             if (strcmp(rest, "attn_q") == 0)
                 *role = TQ_GGUF_ROLE_Q;
             else if (strcmp(rest, "attn_k") == 0)
@@ -136,6 +170,145 @@ static void put_f64(cJSON *c, const tq_gguf_file *f, const char *arch, const cha
         cJSON_AddNumberToObject(c, hkey, v);
 }
 
+static int get_u(const tq_gguf_file *f, const char *arch, const char *gkey, uint64_t *v)
+{
+    char k[512];
+    snprintf(k, sizeof k, "%s.%s", arch, gkey);
+    return tq_gguf_get_u64(f, k, v);
+}
+
+static int get_d(const tq_gguf_file *f, const char *arch, const char *gkey, double *v)
+{
+    char k[512];
+    snprintf(k, sizeof k, "%s.%s", arch, gkey);
+    return tq_gguf_get_f64(f, k, v);
+}
+
+/* rope_scaling from ARCH.rope.scaling.* ("none" or absent: no field). */
+static void put_rope_scaling(cJSON *c, const tq_gguf_file *f, const char *arch)
+{
+    char k[512];
+    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+    char *type = tq_gguf_get_str(f, k);
+    double factor;
+    if (type && strcmp(type, "none") != 0 && get_d(f, arch, "rope.scaling.factor", &factor) == 0) {
+        cJSON *r = cJSON_AddObjectToObject(c, "rope_scaling");
+        cJSON_AddStringToObject(r, "rope_type", type);
+        cJSON_AddStringToObject(r, "type", type);
+        cJSON_AddNumberToObject(r, "factor", factor);
+        put_u64(r, f, arch, "rope.scaling.original_context_length", "original_max_position_embeddings");
+        put_f64(r, f, arch, "rope.scaling.yarn_beta_fast", "beta_fast");
+        put_f64(r, f, arch, "rope.scaling.yarn_beta_slow", "beta_slow");
+    }
+    free(type);
+}
+
+/* "mlp_only_layers": [] and "decoder_sparse_step": 1 — llama.cpp makes every layer of these
+ * MoE architectures sparse (it has no key for either). */
+static void put_all_sparse(cJSON *c)
+{
+    cJSON_AddNumberToObject(c, "decoder_sparse_step", 1);
+    cJSON_AddArrayToObject(c, "mlp_only_layers");
+}
+
+static void put_family(cJSON *c, const tq_gguf_file *f, const char *arch, const arch_info *a)
+{
+    uint64_t v, w;
+    double d;
+    switch (a->family) {
+    case F_LLAMA:
+        cJSON_AddStringToObject(c, "hidden_act", "silu");
+        if (a == &mixtral_arch) {
+            put_u64(c, f, arch, "expert_count", "num_local_experts");
+            cJSON_AddNumberToObject(c, "router_jitter_noise", 0);
+        } else {
+            cJSON_AddBoolToObject(c, "attention_bias", 0);
+            cJSON_AddBoolToObject(c, "mlp_bias", 0);
+        }
+        break;
+    case F_QWEN2: case F_QWEN3: case F_QWEN2MOE: case F_QWEN3MOE:
+        cJSON_AddStringToObject(c, "hidden_act", "silu");
+        cJSON_AddBoolToObject(c, "use_sliding_window", 0); /* llama.cpp attends over the full context */
+        if (a->family == F_QWEN3 || a->family == F_QWEN3MOE)
+            cJSON_AddBoolToObject(c, "attention_bias", 0);
+        if (a->family == F_QWEN2MOE || a->family == F_QWEN3MOE) {
+            /* llama.cpp renormalises the top-k routing weights for qwen3moe, never for qwen2moe */
+            cJSON_AddBoolToObject(c, "norm_topk_prob", a->family == F_QWEN3MOE);
+            put_all_sparse(c);
+        }
+        if (a->family == F_QWEN2MOE && !cJSON_GetObjectItemCaseSensitive(c, "shared_expert_intermediate_size"))
+            put_u64(c, f, arch, "feed_forward_length", "shared_expert_intermediate_size");
+        break;
+    case F_DEEPSEEK2: {
+        uint64_t gating = 0;
+        (void)get_u(f, arch, "expert_gating_func", &gating);
+        if (gating != 2) { /* softmax gating: DeepSeek-V2 */
+            cJSON_ReplaceItemInObjectCaseSensitive(c, "model_type", cJSON_CreateString("deepseek_v2"));
+            cJSON *ar = cJSON_GetObjectItemCaseSensitive(c, "architectures");
+            cJSON_ReplaceItemInArray(ar, 0, cJSON_CreateString("DeepseekV2ForCausalLM"));
+        }
+        cJSON_AddStringToObject(c, "hidden_act", "silu");
+        cJSON_AddStringToObject(c, "scoring_func", gating == 2 ? "sigmoid" : "softmax");
+        cJSON_AddStringToObject(c, "topk_method", gating == 2 ? "noaux_tc" : "greedy");
+        put_u64(c, f, arch, "attention.q_lora_rank", "q_lora_rank");
+        put_u64(c, f, arch, "attention.kv_lora_rank", "kv_lora_rank");
+        put_u64(c, f, arch, "rope.dimension_count", "qk_rope_head_dim");
+        put_u64(c, f, arch, "attention.value_length", "v_head_dim");
+        if (get_u(f, arch, "attention.key_length", &v) == 0 && get_u(f, arch, "rope.dimension_count", &w) == 0 && v >= w)
+            cJSON_AddNumberToObject(c, "qk_nope_head_dim", (double)(v - w));
+        cJSON_DeleteItemFromObjectCaseSensitive(c, "head_dim"); /* MLA: key_length is nope + rope */
+        put_u64(c, f, arch, "expert_count", "n_routed_experts");
+        put_u64(c, f, arch, "expert_shared_count", "n_shared_experts");
+        put_u64(c, f, arch, "leading_dense_block_count", "first_k_dense_replace");
+        put_f64(c, f, arch, "expert_weights_scale", "routed_scaling_factor");
+        put_u64(c, f, arch, "expert_group_count", "n_group");
+        put_u64(c, f, arch, "expert_group_used_count", "topk_group");
+        const tq_gguf_kv *norm = NULL;
+        char k[512];
+        snprintf(k, sizeof k, "%s.expert_weights_norm", arch);
+        norm = tq_gguf_find_kv(f, k);
+        cJSON_AddBoolToObject(c, "norm_topk_prob", norm && norm->type == TQ_GGUF_BOOL && norm->num.u);
+        cJSON_AddNumberToObject(c, "moe_layer_freq", 1);
+        if (get_d(f, arch, "rope.scaling.yarn_log_multiplier", &d) == 0) {
+            cJSON *r = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
+            if (r) { /* llama.cpp stores 0.1 * mscale_all_dim */
+                cJSON_AddNumberToObject(r, "mscale", d / 0.1);
+                cJSON_AddNumberToObject(r, "mscale_all_dim", d / 0.1);
+            }
+        }
+        break;
+    }
+    case F_GPTOSS:
+        put_u64(c, f, arch, "expert_count", "num_local_experts");
+        put_u64(c, f, arch, "expert_used_count", "experts_per_token");
+        cJSON_AddBoolToObject(c, "attention_bias", 1);
+        cJSON_AddNumberToObject(c, "swiglu_limit", 7.0);
+        if (get_u(f, arch, "block_count", &v) == 0 && v <= 4096) {
+            /* llama.cpp: sliding-window attention on even layers, full attention on odd ones */
+            cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+            for (uint64_t l = 0; l < v; l++)
+                cJSON_AddItemToArray(lt, cJSON_CreateString(l % 2 ? "full_attention" : "sliding_attention"));
+        }
+        break;
+    case F_GEMMA3:
+        cJSON_AddStringToObject(c, "hidden_activation", "gelu_pytorch_tanh");
+        cJSON_AddNumberToObject(c, "sliding_window_pattern", 6); /* llama.cpp: every 6th layer is global */
+        cJSON_AddNumberToObject(c, "rope_local_base_freq", 10000.0); /* llama.cpp's local-layer rope base */
+        if (get_u(f, arch, "block_count", &v) == 0 && get_u(f, arch, "embedding_length", &w) == 0) {
+            uint64_t h = 0, kl = 0;
+            (void)get_u(f, arch, "attention.head_count", &h);
+            (void)get_u(f, arch, "attention.key_length", &kl);
+            /* llama.cpp scales queries by 1/sqrt(hidden / heads) for the 62-layer (27B) model, by
+             * 1/sqrt(head_dim) otherwise */
+            if (v == 62 && h)
+                cJSON_AddNumberToObject(c, "query_pre_attn_scalar", (double)(w / h));
+            else if (kl)
+                cJSON_AddNumberToObject(c, "query_pre_attn_scalar", (double)kl);
+        }
+        break;
+    }
+}
+
 cJSON *tq_gguf_config(const tq_gguf_file *f, const char *arch, uint64_t vocab, int tied, tq_err *e)
 {
     cJSON *c = cJSON_CreateObject();
@@ -143,7 +316,7 @@ cJSON *tq_gguf_config(const tq_gguf_file *f, const char *arch, uint64_t vocab, i
         tq_fail(e, TQ_ENOMEM, "out of memory building config.json");
         return NULL;
     }
-    const arch_info *a = (const arch_info *)tq_gguf_arch_find(arch);
+    const arch_info *a = (const arch_info *)tq_gguf_arch_of(f, arch);
     if (a) {
         cJSON *arr = cJSON_AddArrayToObject(c, "architectures");
         cJSON_AddItemToArray(arr, cJSON_CreateString(a->hf_class));
@@ -164,7 +337,13 @@ cJSON *tq_gguf_config(const tq_gguf_file *f, const char *arch, uint64_t vocab, i
     put_u64(c, f, arch, "expert_count", "num_experts");
     put_u64(c, f, arch, "expert_used_count", "num_experts_per_tok");
     put_u64(c, f, arch, "context_length", "max_position_embeddings");
+    put_u64(c, f, arch, "attention.sliding_window", "sliding_window");
+    put_u64(c, f, "tokenizer.ggml", "bos_token_id", "bos_token_id");
+    put_u64(c, f, "tokenizer.ggml", "eos_token_id", "eos_token_id");
+    put_rope_scaling(c, f, arch);
     if (vocab)
         cJSON_AddNumberToObject(c, "vocab_size", (double)vocab);
+    if (a)
+        put_family(c, f, arch, a);
     return c;
 }

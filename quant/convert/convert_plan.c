@@ -282,9 +282,14 @@ static int shape_elems(const tq_model *m, const tq_tensor_info *t, uint64_t *n, 
     return 0;
 }
 
-static tq_dtype copy_dtype(const tq_convert_opts *o, tq_dtype in)
+/* Output dtype of a tensor left unquantized: --dtype for floats; else the stored dtype, except
+ * a GGUF block-type tensor (presented as exact F32) becomes BF16 like a dequantized module. */
+static tq_dtype copy_dtype(const tq_convert_opts *o, const tq_model_tensor *t)
 {
-    return o->dtype >= 0 && tq_dtype_is_float(in) ? (tq_dtype)o->dtype : in;
+    tq_dtype in = t->info.dtype;
+    if (o->dtype >= 0 && tq_dtype_is_float(in))
+        return (tq_dtype)o->dtype;
+    return t->was_quantized && in == TQ_DT_F32 ? TQ_DT_BF16 : in;
 }
 
 static int convertible(tq_dtype d) { return d == TQ_DT_F16 || d == TQ_DT_BF16 || d == TQ_DT_F32 || d == TQ_DT_F64; }
@@ -357,7 +362,7 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
     const char *name = g->out_name;
     int is_linear = ends_with(name, ".weight") && (g->experts ? t0->ndim == 2 : t0->ndim == 2 || t0->ndim == 3);
     if (!is_linear) /* (a quantized module's bias was planned with it) */
-        return plan_copy(p, g, name, copy_dtype(o, t0->dtype), e) ? 0 : -1;
+        return plan_copy(p, g, name, copy_dtype(o, g->t[0]), e) ? 0 : -1;
     uint64_t E = g->experts ? g->n : t0->ndim == 3 ? t0->shape[0] : 1;
     uint64_t out = t0->shape[t0->ndim - 2], in = t0->shape[t0->ndim - 1];
     size_t plen = strlen(name) - 7;
@@ -374,7 +379,7 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
     if (!note && keep_hit >= 0)
         note = "--keep";
     if (note) {
-        cv_item *it = plan_copy(p, g, name, copy_dtype(o, t0->dtype), e);
+        cv_item *it = plan_copy(p, g, name, copy_dtype(o, g->t[0]), e);
         if (!it)
             goto out;
         it->note = note;
@@ -564,7 +569,7 @@ static int plan_unstack_copy(cv_plan *p, const tq_model_tensor *t, const char *s
     uint64_t E = ti->shape[0], per = 1;
     for (int k = 1; k < ti->ndim; k++)
         per *= ti->shape[k];
-    tq_dtype odt = copy_dtype(p->o, ti->dtype);
+    tq_dtype odt = copy_dtype(p->o, t);
     if (odt != ti->dtype && !convertible(ti->dtype))
         return tq_fail(e, TQ_EUNSUP, "%s: tensor '%s': cannot convert dtype %s", p->m->path, ti->name, tq_dtype_name(ti->dtype));
     cv_item *it = new_item(p, CV_COPY, e);
@@ -642,7 +647,7 @@ static int plan_dequant(cv_plan *p, tq_err *e)
             continue;
         }
         cv_group g = {(char *)nm, 1, &t, 0};
-        if (!plan_copy(p, &g, nm, copy_dtype(p->o, t->info.dtype), e))
+        if (!plan_copy(p, &g, nm, copy_dtype(p->o, t), e))
             return -1;
     }
     if (!found)
@@ -675,7 +680,7 @@ int cv_plan_build(cv_plan *p, const tq_model *m, const tq_convert_opts *o, tq_er
         for (size_t i = 0; i < m->n_tensors; i++) {
             const tq_model_tensor *t = &m->tensors[i];
             cv_group g = {(char *)t->info.name, 1, &t, 0};
-            if (!plan_copy(p, &g, t->info.name, copy_dtype(o, t->info.dtype), e))
+            if (!plan_copy(p, &g, t->info.name, copy_dtype(o, t), e))
                 return -1;
         }
         return 0;

@@ -31,14 +31,19 @@ static const tq_model_tensor *find(const tq_model *m, const char *name)
     return tq_model_find(m, name);
 }
 
+/* The whole tensor as f32 (F16/BF16 tensors, presented as stored, widened exactly). */
 static float *read_all(const tq_model_tensor *t)
 {
-    float *v = malloc(t->info.nbytes ? t->info.nbytes : 4);
-    if (v && tq_model_read(t, 0, v, t->info.nbytes, &err) != 0) {
+    void *raw = malloc(t->info.nbytes ? t->info.nbytes : 4);
+    float *v = malloc(t->info.nelem ? t->info.nelem * 4 : 4);
+    if (!raw || !v || tq_model_read(t, 0, raw, t->info.nbytes, &err) != 0 ||
+        tq_to_f32(t->info.dtype, raw, v, t->info.nelem, &err) != 0) {
         printf("  read %s: %s\n", t->info.name, err.msg);
+        free(raw);
         free(v);
         return NULL;
     }
+    free(raw);
     return v;
 }
 
@@ -212,9 +217,17 @@ static void test_llama_unpermute(void)
             CHECK(gbias[i] == (float)i);
         /* A read that starts mid-row and spans rows. */
         float part[50];
+        unsigned char rawp[200];
         if (tq) {
-            CHECK_OK(tq_model_read(tq, (3 * in + 7) * 4, part, sizeof part, &err));
+            size_t es = tq_dtype_size(tq->info.dtype);
+            CHECK(tq->info.dtype == (f16 ? TQ_DT_F16 : TQ_DT_F32)); /* stored dtype kept */
+            CHECK_OK(tq_model_read(tq, (3 * in + 7) * es, rawp, 50 * es, &err));
+            CHECK_OK(tq_to_f32(tq->info.dtype, rawp, part, 50, &err));
             CHECK(memcmp(part, q + 3 * in + 7, sizeof part) == 0);
+            /* and an odd byte range, through the scratch path */
+            CHECK_OK(tq_model_read(tq, (3 * in + 7) * es + 1, rawp + 1, 50 * es - 3, &err));
+            CHECK_OK(tq_to_f32(tq->info.dtype, rawp, part, 49, &err));
+            CHECK(memcmp(part + 1, q + 3 * in + 8, 48 * 4) == 0);
         }
         free(gq);
         free(gk);
@@ -354,11 +367,12 @@ static void test_qwen3_moe_roundtrip(void)
             CHECKF(t != NULL, "missing %s", ts[i].hf);
             if (!t)
                 continue;
-            CHECK(t->info.ndim == (int)ts[i].n_dims && t->info.dtype == TQ_DT_F32 && !t->was_quantized);
+            CHECK(t->info.ndim == (int)ts[i].n_dims && t->info.dtype == (ts[i].f16 ? TQ_DT_F16 : TQ_DT_F32) &&
+                  !t->was_quantized);
             for (uint32_t d = 0; d < ts[i].n_dims; d++)
                 CHECKF(t->info.shape[d] == ts[i].ne[ts[i].n_dims - 1 - d], "%s: shape", ts[i].hf);
             float *got = read_all(t);
-            CHECKF(got && memcmp(got, orig[i], t->info.nbytes) == 0, "%s: values differ", ts[i].hf);
+            CHECKF(got && memcmp(got, orig[i], t->info.nelem * 4) == 0, "%s: values differ", ts[i].hf);
             free(got);
         }
         CHECK(strcmp(cfg_str(m, "model_type"), "qwen3_moe") == 0);
@@ -378,6 +392,11 @@ static void test_qwen3_moe_roundtrip(void)
         CHECK(cfg_num(m, "max_position_embeddings") == 4096);
         CHECK(cfg_num(m, "vocab_size") == 96);
         CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(m->config, "tie_word_embeddings")));
+        /* what llama.cpp assumes for qwen3moe and mlx-lm's qwen3_moe loader requires */
+        CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m->config, "norm_topk_prob")));
+        CHECK(cfg_num(m, "decoder_sparse_step") == 1);
+        const cJSON *mo = cJSON_GetObjectItemCaseSensitive(m->config, "mlp_only_layers");
+        CHECK(cJSON_IsArray(mo) && cJSON_GetArraySize(mo) == 0);
         const char *const *wv;
         CHECK(tq_gguf_model_warnings(m, &wv) == 0);
         model_free(m);

@@ -59,8 +59,9 @@ static double num(const cJSON *c, const char *k)
     return cJSON_IsNumber(v) ? v->valuedouble : -12345;
 }
 
-/* Two model directories hold the same tensors, byte for byte. */
-static void same_tensors(const char *a_dir, const char *b_dir)
+/* Two model directories hold the same tensors, byte for byte (and TurboQuant modules when
+ * want_quantized). */
+static void same_tensors(const char *a_dir, const char *b_dir, int want_quantized)
 {
     tq_model *a = NULL, *b = NULL;
     CHECK_OK(tq_model_open(&a, a_dir, &err));
@@ -81,7 +82,7 @@ static void same_tensors(const char *a_dir, const char *b_dir)
             free(p);
             free(q);
         }
-        CHECK(quantized > 0); /* TurboQuant did quantize something */
+        CHECK(want_quantized ? quantized > 0 : quantized == 0);
     }
     tq_model_close(a);
     tq_model_close(b);
@@ -182,15 +183,15 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
                 continue;
             CHECKF(b->info.ndim == a->info.ndim && memcmp(b->info.shape, a->info.shape, a->info.ndim * 8) == 0,
                    "%s: shape", a->info.name);
-            CHECK(b->info.dtype == TQ_DT_F32 && !b->was_quantized);
-            uint64_t n = a->info.nelem;
-            void *raw = malloc(a->info.nbytes);
-            float *want = malloc(n * 4), *got = malloc(n * 4);
-            CHECK_OK(tq_model_read(a, 0, raw, a->info.nbytes, &err));
-            CHECK_OK(tq_to_f32(a->info.dtype, raw, want, n, &err));
-            CHECK_OK(tq_model_read(b, 0, got, n * 4, &err));
-            CHECKF(memcmp(want, got, n * 4) == 0, "%s: values differ", a->info.name);
-            free(raw);
+            /* the stored dtype is kept: the same bytes as the safetensors original */
+            CHECKF(b->info.dtype == a->info.dtype && b->info.nbytes == a->info.nbytes && !b->was_quantized, "%s: %s",
+                   a->info.name, tq_dtype_name(b->info.dtype));
+            if (b->info.nbytes != a->info.nbytes)
+                continue;
+            void *want = malloc(a->info.nbytes), *got = malloc(a->info.nbytes);
+            CHECK_OK(tq_model_read(a, 0, want, a->info.nbytes, &err));
+            CHECK_OK(tq_model_read(b, 0, got, a->info.nbytes, &err));
+            CHECKF(memcmp(want, got, a->info.nbytes) == 0, "%s: bytes differ", a->info.name);
             free(want);
             free(got);
         }
@@ -209,23 +210,27 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
         CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gc, "tie_word_embeddings")) ==
               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "tie_word_embeddings")));
         tq_model_close(g);
-        /* TurboQuant from the GGUF equals TurboQuant from the safetensors original. */
-        tq_convert_opts o;
-        tq_convert_opts_default(&o);
-        o.dtype = TQ_DT_F16;
-        o.threads = 2;
-        o.quiet = 1;
-        char qa[4300], qb[4300];
-        snprintf(qa, sizeof qa, "%s/rt-%s-tq-st", t_tmpdir(), tag);
-        snprintf(qb, sizeof qb, "%s/rt-%s-tq-gguf", t_tmpdir(), tag);
-        tq_convert_report ra, rb;
-        CHECK_OK(tq_convert(dir, qa, &o, &ra, &err));
-        tq_convert_report_free(&ra);
-        CHECK_OK(tq_convert(gguf, qb, &o, &rb, &err));
-        tq_convert_report_free(&rb);
-        same_tensors(qa, qb);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", qa, qb);
-        CHECK(system(cmd) == 0);
+        /* TurboQuant (stored dtypes kept, and --dtype f16) and a plain copy from the GGUF equal
+         * the same from the safetensors original, every tensor byte for byte. */
+        for (int mode = 0; mode < 3; mode++) {
+            tq_convert_opts o;
+            tq_convert_opts_default(&o);
+            o.dtype = mode == 1 ? TQ_DT_F16 : -1;
+            o.mode = mode == 2 ? TQ_CONVERT_PLAIN : TQ_CONVERT_QUANTIZE;
+            o.threads = 2;
+            o.quiet = 1;
+            char qa[4300], qb[4300];
+            snprintf(qa, sizeof qa, "%s/rt-%s-tq-st", t_tmpdir(), tag);
+            snprintf(qb, sizeof qb, "%s/rt-%s-tq-gguf", t_tmpdir(), tag);
+            tq_convert_report ra, rb;
+            CHECK_OK(tq_convert(dir, qa, &o, &ra, &err));
+            tq_convert_report_free(&ra);
+            CHECK_OK(tq_convert(gguf, qb, &o, &rb, &err));
+            tq_convert_report_free(&rb);
+            same_tensors(qa, qb, mode != 2);
+            snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", qa, qb);
+            CHECK(system(cmd) == 0);
+        }
     }
     tq_model_close(src);
     remove(gguf);
