@@ -102,6 +102,31 @@ static void kv_f32(gw *w, const char *arch, const char *key, double v)
     gw_kv_f32(w, k, (float)v);
 }
 
+/* tq-run (teacher-forced, 2 threads) on two model directories writes the same logits bytes. */
+static int same_logits(const char *a, const char *b)
+{
+    const char *bin = getenv("BIN");
+    char cmd[9000], la[4200], lb[4200];
+    snprintf(la, sizeof la, "%s/logits-a.f32", t_tmpdir());
+    snprintf(lb, sizeof lb, "%s/logits-b.f32", t_tmpdir());
+    const char *args = "--quiet --threads 2 --tokens 1,7,3,12,5 --max-tokens 4 --force-tokens 9,2,30,4";
+    snprintf(cmd, sizeof cmd, "'%s/tq-run' %s --logits '%s' '%s' >/dev/null && '%s/tq-run' %s --logits '%s' '%s' >/dev/null",
+             bin ? bin : "bin", args, la, a, bin ? bin : "bin", args, lb, b);
+    int ok = system(cmd) == 0;
+    CHECKF(ok, "%s", cmd);
+    FILE *f = fopen(la, "rb");
+    long size = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    if (f)
+        fclose(f);
+    CHECK(size > 4 * 1000); /* 4 steps of logits were written */
+    ok = ok && t_files_equal(la, lb);
+    remove(la);
+    remove(lb);
+    return ok;
+}
+
 static void roundtrip_arch(const char *tag, const char *mk_args, const char *arch, const char *model_type)
 {
     const char *bin = getenv("BIN");
@@ -228,6 +253,22 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
             CHECK_OK(tq_convert(gguf, qb, &o, &rb, &err));
             tq_convert_report_free(&rb);
             same_tensors(qa, qb, mode != 2);
+            if (!strcmp(model_type, "qwen3_moe")) {
+                /* tq-run: plain copy of the GGUF vs the safetensors original itself; TurboQuant
+                 * of the GGUF vs TurboQuant of the safetensors */
+                CHECK(same_logits(mode == 2 ? dir : qa, qb));
+                cJSON *oc = NULL;
+                snprintf(cmd, sizeof cmd, "%s/config.json", qb);
+                CHECK_OK(tq_json_read_file(cmd, 1 << 20, &oc, &err));
+                CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(oc, "norm_topk_prob")));
+                if (oc && mode == 2) {
+                    /* without the field (HF's and tq-run's default false) the logits change */
+                    cJSON_DeleteItemFromObjectCaseSensitive(oc, "norm_topk_prob");
+                    CHECK_OK(tq_json_write_file(cmd, oc, &err));
+                    CHECK(!same_logits(dir, qb));
+                }
+                cJSON_Delete(oc);
+            }
             snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", qa, qb);
             CHECK(system(cmd) == 0);
         }
