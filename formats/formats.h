@@ -131,6 +131,9 @@ typedef struct tq_model {
     tq_model_tensor *tensors;  /* all tensors across shards, sorted by name */
     size_t n_extra;
     char **extra_files;        /* other regular files to copy through (tokenizer...), sorted */
+    size_t n_generated;
+    char **generated_names;    /* files synthesized from the input (GGUF: tokenizer.json, ...) */
+    struct cJSON **generated;  /* their JSON; written unless extra_files has the same name */
     tq_tensor_source *source;  /* GGUF input, else NULL */
     unsigned flags;            /* TQ_MODEL_* given to tq_model_open_ex */
 } tq_model;
@@ -147,7 +150,8 @@ int tq_model_open_ex(tq_model **out, const char *path, unsigned flags, tq_err *e
 void tq_model_close(tq_model *m);
 const tq_model_tensor *tq_model_find(const tq_model *m, const char *name);
 int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len, tq_err *e);
-/* Copy config-free extra files (tokenizer etc.) byte-identically into dir. */
+/* Copy config-free extra files (tokenizer etc.) byte-identically into dir, and write the
+ * generated ones (sorted JSON) that no extra file of the same name replaces. */
 int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e);
 /* GGUF input (formats/gguf_model.c). Called by tq_model_open for a path ending in .gguf, or
  * a directory whose only model files are .gguf: m is zeroed except m->path (and m->flags);
@@ -277,5 +281,10 @@ int tq_gguf_read_raw(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t fi
  * directory has one. Warnings collected while opening (unknown architecture or tensor
  * names, quantized source tensors) live as long as the model; 0 for a non-GGUF model. */
 size_t tq_gguf_model_warnings(const tq_model *m, const char *const **out);
+/* A GGUF vocabulary as out[0] tokenizer.json, out[1] tokenizer_config.json, out[2]
+ * generation_config.json (NULL where the file has nothing for it). A vocabulary tq cannot
+ * describe (not gpt2/llama, or malformed metadata) gives NULLs and a warning in warn. -1 only
+ * when out of memory. */
+int tq_gguf_tokenizer_files(const tq_gguf_file *f, struct cJSON *out[3], char *warn, size_t cap, tq_err *e);
 
 #endif

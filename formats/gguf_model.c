@@ -269,6 +269,35 @@ static uint64_t perm_heads(const tq_gguf_file *f, tq_gguf_role role, uint64_t ro
     return h;
 }
 
+/* tokenizer.json, tokenizer_config.json and generation_config.json from the vocabulary. */
+static int add_tokenizer(tq_model *m, gguf_source *g, const tq_gguf_file *f0, tq_err *e)
+{
+    static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+    cJSON *files[3];
+    char w[1024];
+    if (tq_gguf_tokenizer_files(f0, files, w, sizeof w, e) != 0)
+        return -1;
+    if (w[0])
+        warn(g, "%s", w);
+    if (!(m->generated = tq_calloc(3, sizeof *m->generated, e)) ||
+        !(m->generated_names = tq_calloc(3, sizeof *m->generated_names, e))) {
+        for (int i = 0; i < 3; i++)
+            cJSON_Delete(files[i]);
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!files[i])
+            continue;
+        if (!(m->generated_names[m->n_generated] = tq_strdup(names[i], e))) {
+            for (int k = i; k < 3; k++)
+                cJSON_Delete(files[k]);
+            return -1;
+        }
+        m->generated[m->n_generated++] = files[i];
+    }
+    return 0;
+}
+
 static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
 {
     const tq_gguf_file *f0 = g->files[0];
@@ -375,6 +404,8 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
         if (!m->config && !(m->config = tq_gguf_config(f0, arch, vocab, !has_output, e)))
             rc = -1;
     }
+    if (!rc)
+        rc = add_tokenizer(m, g, f0, e);
     free(arch);
     return rc;
 }

@@ -335,6 +335,10 @@ void tq_model_close(tq_model *m)
     free(m->files);
     free(m->tensors);
     tq_free_strv(m->extra_files, m->n_extra);
+    for (size_t i = 0; i < m->n_generated; i++)
+        cJSON_Delete(m->generated[i]);
+    free(m->generated);
+    tq_free_strv(m->generated_names, m->n_generated);
     cJSON_Delete(m->config);
     if (m->source && m->source->close)
         m->source->close(m->source);
@@ -368,6 +372,18 @@ int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e)
         char *dst = src ? tq_path_join(dir, m->extra_files[i], e) : NULL;
         int rc = dst ? tq_copy_file(src, dst, e) : -1;
         free(src);
+        free(dst);
+        if (rc != 0)
+            return -1;
+    }
+    for (size_t i = 0; i < m->n_generated; i++) {
+        int shadowed = 0;
+        for (size_t k = 0; k < m->n_extra; k++)
+            shadowed |= !strcmp(m->extra_files[k], m->generated_names[i]);
+        if (shadowed || !m->generated[i])
+            continue;
+        char *dst = tq_path_join(dir, m->generated_names[i], e);
+        int rc = dst ? tq_json_write_file(dst, m->generated[i], e) : -1;
         free(dst);
         if (rc != 0)
             return -1;
