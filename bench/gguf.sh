@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GGUF input: single-thread dequantization speed of Q4_K and Q6_K, (1) the kernel alone with
+# GGUF input: single-thread dequantization speed of every ggml block type tq reads (Q4_K first,
+# as the reference row; TQ_BENCH_GGUF_TYPES="Q4_K IQ2_XS" picks some), (1) the kernel alone with
 # its data in cache and (2) end to end through tq_model (what tq-convert reads: pread of the
 # blocks + dequantization into 8 MiB F32 requests, `tq-verify ls --read`), as G weights/s per
 # thread and as a time ratio to `cat` of the same file, plus peak RSS. Rates are given per
@@ -13,7 +14,8 @@ size=${TQ_BENCH_SIZE:-384M}
 [ "$size" = tiny ] && size=16M
 [ "$size" = small ] && size=64M
 make -s -C "$ROOT" "$BUILD/tests/test_gguf_bench" BUILD="$BUILD" >&2
-for type in Q4_K Q6_K; do
+types=${TQ_BENCH_GGUF_TYPES:-Q4_K Q6_K Q8_0 Q8_K IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ4_NL IQ4_XS TQ1_0 TQ2_0 MXFP4}
+for type in $types; do
   f="$TQ_BENCH_DIR/gguf-bench-$type-$size.gguf"
   weights=$("$BUILD/tests/test_gguf_bench" --make "$f" "$type" "$size")
   bytes=$(stat -c %s "$f")

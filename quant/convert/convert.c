@@ -205,6 +205,24 @@ static int copy_warnings(const tq_model *m, tq_convert_report *r, tq_err *e)
     return 0;
 }
 
+/* Quantize mode that quantized no weight (every tensor kept, e.g. all 1-D or all --keep):
+ * almost always a mistake, so say it. */
+static int warn_nothing_quantized(const tq_convert_opts *o, tq_convert_report *r, tq_err *e)
+{
+    if (o->mode != TQ_CONVERT_QUANTIZE || r->q_params)
+        return 0;
+    char **w = realloc(r->warnings, (r->n_warnings + 1) * sizeof *w);
+    if (!w)
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    r->warnings = w;
+    if (!(w[r->n_warnings] = tq_strdup("0 weights were quantized: no tensor is a linear weight that --keep and "
+                                       "the size rules leave to quantize; the output holds the input's tensors",
+                                       e)))
+        return -1;
+    r->n_warnings++;
+    return 0;
+}
+
 int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e)
 {
     double t0 = tq_now(), c0 = cpu_now();
@@ -259,7 +277,7 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
     /* the input may have changed under us only if someone wrote it; the output is complete */
     if (tq_adir_commit(&od, e))
         goto done;
-    if (fill_report(&plan, r, e))
+    if (fill_report(&plan, r, e) || warn_nothing_quantized(o, r, e))
         goto done;
     r->seconds = tq_now() - t0;
     r->cpu_seconds = cpu_now() - c0;
@@ -305,6 +323,7 @@ struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_conver
         cJSON_AddNumberToObject(j, "group_size", (double)o->group_size);
         cJSON_AddStringToObject(j, "scale_method", scale_name(o->scale));
         cJSON_AddNumberToObject(j, "rotation_seed", (double)o->seed);
+        cJSON_AddBoolToObject(j, "nothing_quantized", r->q_params == 0);
     }
     cJSON_AddNumberToObject(j, "threads", r->threads);
     cJSON_AddNumberToObject(j, "seconds", r->seconds);

@@ -301,7 +301,7 @@ void gg_random_block(uint32_t type, uint64_t *rng, int variant, unsigned char *b
             float f = (float)((double)(int64_t)gg_rng(rng) / 9.3e18) / 127.0f;
             memcpy(b, &f, 4);
         } else {
-            b[0] = (unsigned char)(gg_rng(rng) % 255); /* 0xff is NaN in E8M0 */
+            b[0] = (unsigned char)(gg_rng(rng) % 251); /* 0xff is NaN in E8M0; 12 * 2^(e-128) overflows past 250 */
         }
     }
 }

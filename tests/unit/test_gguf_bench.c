@@ -1,4 +1,4 @@
-/* Synthetic K-quant GGUF files for bench/gguf.sh, and a test that the chunked read path
+/* Synthetic GGUF files of any ggml block type for bench/gguf.sh, and a test that the chunked read path
  * (tq_model_read through the GGUF source) equals dequantizing the whole tensor at once.
  *   test_gguf_bench                          run the test
  *   test_gguf_bench --make FILE TYPE BYTES   write a GGUF of about BYTES of TYPE (Q4_K, Q6_K,
@@ -8,6 +8,7 @@
 #include "formats/formats.h"
 #include "check.h"
 #include "gguf_writer.h"
+#include "ggml_grids.h"
 
 #include <stdint.h>
 #include <time.h>
@@ -21,40 +22,23 @@ static double thread_cpu(void)
 
 static tq_err err;
 
-static uint64_t rng(uint64_t *s)
-{
-    uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 typedef struct fill_ctx {
     uint32_t type, block_bytes;
     uint64_t seed;
 } fill_ctx;
 
-/* Random quants with finite, moderate f16 scales (a valid block, not NaN soup). */
+/* Valid blocks of any type (finite, varied scales: ggml_ref.c's generator), block k of tensor t
+ * always the same bytes, so that blocks straddling chunks come out whole. */
 static void fill_blocks(size_t tensor, uint64_t off, unsigned char *buf, size_t len, void *vctx)
 {
     const fill_ctx *c = vctx;
-    uint64_t s = c->seed ^ ((uint64_t)tensor << 40) ^ off;
-    for (size_t i = 0; i < len; i += 8) {
-        uint64_t r = rng(&s);
-        for (size_t k = 0; k < 8 && i + k < len; k++)
-            buf[i + k] = (unsigned char)(r >> (8 * k));
-    }
-    /* Blocks may straddle chunks: patch every scale byte that falls inside this chunk. */
-    size_t dpos = c->type == 14 ? 208 : c->type == 11 ? 108 : c->type == 10 ? 80 : 0;
-    int has_min = c->type == 3 || c->type == 7 || c->type == 10 || c->type == 12 || c->type == 13;
-    for (uint64_t b = off / c->block_bytes * c->block_bytes; b < off + len; b += c->block_bytes) {
-        uint64_t bs = c->seed ^ (b * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)tensor << 40);
-        uint16_t d = (uint16_t)(0x1c00 + (rng(&bs) & 0x3ff)); /* [2^-8, 2^-7) */
-        for (size_t k = 0; k < (has_min ? 4u : 2u); k++) {
-            uint64_t pos = b + dpos + k;
-            if (pos >= off && pos < off + len)
-                buf[pos - off] = (unsigned char)(d >> (8 * (k & 1)));
-        }
+    unsigned char blk[512];
+    for (uint64_t b = off / c->block_bytes; b * c->block_bytes < off + len; b++) {
+        uint64_t s = c->seed ^ (b * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)tensor << 40);
+        gg_random_block(c->type, &s, 0, blk);
+        uint64_t start = b * c->block_bytes, lo = start > off ? start : off;
+        uint64_t hi = start + c->block_bytes < off + len ? start + c->block_bytes : off + len;
+        memcpy(buf + (lo - off), blk + (lo - start), (size_t)(hi - lo));
     }
 }
 
@@ -96,7 +80,7 @@ static uint64_t make_file(const char *path, uint32_t type, uint64_t bytes, uint6
 
 static void test_chunked_reads_match_whole(void)
 {
-    uint32_t types[] = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14};
+    uint32_t types[] = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 29, 34, 35, 39};
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/bench-%u.gguf", t_tmpdir(), types[ti]);
@@ -133,7 +117,7 @@ static void test_chunked_reads_match_whole(void)
             int finite = 1;
             for (uint64_t i = 0; i < gt->nelem; i++)
                 finite &= isfinite(want[i]) != 0;
-            CHECK(finite);
+            CHECKF(finite, "type %s: non-finite values", tq_ggml_type_name(types[ti]));
             free(raw);
             free(want);
             free(got);
