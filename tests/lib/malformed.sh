@@ -1,6 +1,6 @@
 # The malformed-input check shared by the CLI tests of each parser (sourced, not a test).
 #
-#   ls_corpus DIR EXT   runs tq-verify ls on every DIR/*.EXT (DIR is a fuzz seed corpus,
+#   ls_corpus DIR EXT   runs tq-verify ls --read on every DIR/*.EXT (DIR is a fuzz seed corpus,
 #                       tests/fuzz/corpus/TARGET, the one home of the malformed files that the
 #                       fuzz replay reads too). A valid-* file must exit 0; every other file
 #                       must exit 1 with nothing on stdout, and its one error line is printed
@@ -15,7 +15,7 @@ ls_corpus() {
     export LC_ALL=C # glob order
     cd "$dir" || exit 1
     for f in *."$ext"; do
-      tq-verify ls "$f" >"$out" 2>"$err"; rc=$?
+      tq-verify ls --read --quiet "$f" >"$out" 2>"$err"; rc=$?
       if [[ $f == valid-* ]]; then
         [ "$rc" -eq 0 ] || { echo "$f: exit status $rc, expected 0" >&2; cat "$err" >&2; exit 1; }
         continue
