@@ -541,6 +541,89 @@ static void test_llama_huge_heads(void)
     remove(path);
 }
 
+/* An architecture's config.json from a header with the given u32 keys (ARCH.KEY) and tensors. */
+static tq_model *arch_model(const char *arch, const char *const *keys, const uint32_t *vals, size_t n,
+                            const char *const *tensors, size_t nt)
+{
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", arch);
+    for (size_t i = 0; i < n; i++) {
+        char k[256];
+        snprintf(k, sizeof k, "%s.%s", arch, keys[i]);
+        gw_kv_u32(&w, k, vals[i]);
+    }
+    float v[512] = {0};
+    for (size_t i = 0; i < nt; i++) {
+        uint64_t ne[3] = {8, 8, 4};
+        gw_tensor_add(&w, tensors[i], strstr(tensors[i], "_exps") ? 3 : 2, ne, 0, v,
+                      strstr(tensors[i], "_exps") ? 1024 : 256);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/arch-%s.gguf", t_tmpdir(), arch);
+    CHECK(gw_write(&w, path) == 0);
+    gw_free(&w);
+    tq_model *m = open_gguf(path, 0);
+    remove(path);
+    return m;
+}
+
+static int cfg_true(const tq_model *m, const char *k) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m->config, k)); }
+
+/* What llama.cpp assumes per architecture where GGUF has no key, and Mixtral's names. */
+static void test_arch_configs(void)
+{
+    const char *k1[] = {"block_count", "expert_count", "expert_used_count"};
+    uint32_t v1[] = {2, 4, 2};
+    const char *t1[] = {"blk.0.ffn_gate_inp.weight", "blk.0.ffn_gate_exps.weight", "blk.0.ffn_down_exps.weight"};
+    tq_model *m = arch_model("llama", k1, v1, 3, t1, 3);
+    CHECK(m && !strcmp(cfg_str(m, "model_type"), "mixtral") && cfg_num(m, "num_local_experts") == 4);
+    CHECK(m && find(m, "model.layers.0.block_sparse_moe.gate.weight") &&
+          find(m, "model.layers.0.block_sparse_moe.switch_mlp.gate_proj.weight") &&
+          find(m, "model.layers.0.block_sparse_moe.switch_mlp.down_proj.weight"));
+    model_free(m);
+    m = arch_model("qwen2moe", k1, v1, 3, NULL, 0);
+    CHECK(m && !strcmp(cfg_str(m, "model_type"), "qwen2_moe"));
+    const cJSON *ntp = m ? cJSON_GetObjectItemCaseSensitive(m->config, "norm_topk_prob") : NULL;
+    CHECK(cJSON_IsFalse(ntp) && cfg_num(m, "decoder_sparse_step") == 1 && !cfg_true(m, "use_sliding_window"));
+    model_free(m);
+    const char *k2[] = {"block_count", "attention.q_lora_rank", "attention.kv_lora_rank", "rope.dimension_count",
+                        "attention.key_length", "attention.value_length", "expert_gating_func", "leading_dense_block_count",
+                        "expert_shared_count", "expert_count"};
+    uint32_t v2[] = {61, 1536, 512, 64, 192, 128, 2, 3, 1, 256};
+    m = arch_model("deepseek2", k2, v2, 10, NULL, 0);
+    CHECK(m && !strcmp(cfg_str(m, "model_type"), "deepseek_v3") && !strcmp(cfg_str(m, "scoring_func"), "sigmoid"));
+    CHECK(m && cfg_num(m, "qk_nope_head_dim") == 128 && cfg_num(m, "qk_rope_head_dim") == 64 &&
+          cfg_num(m, "v_head_dim") == 128 && cfg_num(m, "q_lora_rank") == 1536 && cfg_num(m, "kv_lora_rank") == 512 &&
+          cfg_num(m, "first_k_dense_replace") == 3 && cfg_num(m, "n_shared_experts") == 1 &&
+          cfg_num(m, "n_routed_experts") == 256 && cfg_num(m, "head_dim") == -1);
+    model_free(m);
+    v2[6] = 1; /* softmax gating: DeepSeek-V2 */
+    m = arch_model("deepseek2", k2, v2, 10, NULL, 0);
+    CHECK(m && !strcmp(cfg_str(m, "model_type"), "deepseek_v2") && !strcmp(cfg_str(m, "scoring_func"), "softmax"));
+    model_free(m);
+    const char *k3[] = {"block_count", "attention.sliding_window"};
+    uint32_t v3[] = {4, 128};
+    m = arch_model("gpt-oss", k3, v3, 2, NULL, 0);
+    const cJSON *lt = m ? cJSON_GetObjectItemCaseSensitive(m->config, "layer_types") : NULL;
+    CHECK(cJSON_GetArraySize(lt) == 4 && !strcmp(cJSON_GetArrayItem(lt, 0)->valuestring, "sliding_attention") &&
+          !strcmp(cJSON_GetArrayItem(lt, 1)->valuestring, "full_attention") && cfg_num(m, "sliding_window") == 128);
+    model_free(m);
+    const char *k4[] = {"block_count", "embedding_length", "attention.head_count", "attention.key_length"};
+    uint32_t v4[] = {34, 2560, 8, 256};
+    m = arch_model("gemma3", k4, v4, 4, NULL, 0);
+    CHECK(m && !strcmp(cfg_str(m, "model_type"), "gemma3_text") && cfg_num(m, "sliding_window_pattern") == 6 &&
+          cfg_num(m, "query_pre_attn_scalar") == 256 && cfg_num(m, "rope_local_base_freq") == 10000);
+    model_free(m);
+    v4[0] = 62;
+    v4[1] = 5376;
+    v4[2] = 32;
+    v4[3] = 128;
+    m = arch_model("gemma3", k4, v4, 4, NULL, 0);
+    CHECK(m && cfg_num(m, "query_pre_attn_scalar") == 168); /* 27B: hidden / heads */
+    model_free(m);
+}
+
 int main(void)
 {
     RUN(test_vectors_keep_names);
@@ -552,5 +635,6 @@ int main(void)
     RUN(test_split_set_and_dirs);
     RUN(test_unknown_arch);
     RUN(test_unsupported_type_warns_then_fails);
+    RUN(test_arch_configs);
     TEST_MAIN_END();
 }
