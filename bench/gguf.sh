@@ -28,7 +28,8 @@ for type in $types; do
   t_deq=$T; c_deq=$CPU; rss=$RSS
   timed "$BIN/tq-verify" ls --read --quiet "$f" # warm page cache
   t_warm=$T; c_warm=$CPU
-  rate() { echo "scale=6; $weights / $1 / 1000000000" | bc -l; }
+  # G weights/s for a time; "nan" when GNU time measured no CPU time at all (tiny files)
+  rate() { if [ "$(echo "$1 > 0" | bc -l)" = 1 ]; then echo "scale=6; $weights / $1 / 1000000000" | bc -l; else echo nan; fi; }
   printf 'gguf %s kernel: %.3f G weights/s/thread (%.3f per CPU s)\n' "$type" "$k_wall" "$k_cpu"
   printf 'gguf %s read+dequant %d MiB (%s weights): %.3f s = %.3f G weights/s/thread (%.3f per CPU s); warm %.3f (%.3f per CPU s); cat %.3f s; time ratio to cat %s; peak RSS %s KiB\n' \
     "$type" $((bytes >> 20)) "$weights" "$t_deq" "$(rate "$t_deq")" "$(rate "$c_deq")" "$(rate "$t_warm")" \
