@@ -32,7 +32,7 @@ int main(int argc, char **argv)
         TQ_OPT_END,
     };
     tq_cli_spec cli = {
-        .usage = "Usage: tq-rowlayout SOURCE.safetensors --out OUT.safetensors [--prefix P] [--page-align N [--pad-stride]]\n"
+        .usage = "Usage: tq-rowlayout [OPTIONS] SOURCE.safetensors --out OUT.safetensors\n"
                  "       tq-rowlayout [SOURCE.safetensors] --check OUT.safetensors\n"
                  "       tq-rowlayout --extract OUT.safetensors --to DIR\n",
         .about = "\n"

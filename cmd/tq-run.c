@@ -62,7 +62,7 @@ int main(int argc, char **argv)
         TQ_OPT_END,
     };
     tq_cli_spec cli = {
-        .usage = "Usage: tq-run [options] MODEL_DIR --tokens ID,ID,...\n"
+        .usage = "Usage: tq-run [OPTIONS] MODEL_DIR --tokens ID,ID,...\n"
                  "       tq-run --compare-logits REF.f32 TEST.f32 --vocab N [--json]\n",
         .about = "Greedy decode from a plain, TurboQuant, MLX affine or split model directory.\n",
         .opts = opts,

@@ -21,7 +21,7 @@ static int cmd_ls(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .command = "ls",
-        .usage = "Usage: tq-verify ls [--json] [--read] [--keep-names] [--quiet] FILE|DIR\n",
+        .usage = "Usage: tq-verify ls [OPTIONS] FILE|DIR\n",
         .about = "List the tensors of a safetensors file or model directory: name, dtype, shape,\n"
                  "file, byte offset and size, one per line (or a JSON document with --json).\n",
         .opts = opts,
@@ -73,7 +73,7 @@ static int cmd_manifest(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .command = "manifest",
-        .usage = "Usage: tq-verify manifest [--threads N] [--json] [--quiet] DIR\n",
+        .usage = "Usage: tq-verify manifest [OPTIONS] DIR\n",
         .about = "Hash every file under DIR and write DIR/SHA256SUMS (the format 'sha256sum -c'\n"
                  "checks) and DIR/tq-manifest.json (sizes, SHA-256 of every file, and dtype, shape,\n"
                  "offsets and SHA-256 of every safetensors tensor and split expert block).\n",
@@ -134,7 +134,7 @@ static int cmd_check(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .command = "check",
-        .usage = "Usage: tq-verify check [--threads N] [--json] [--quiet] DIR|BUNDLE\n",
+        .usage = "Usage: tq-verify check [OPTIONS] DIR|BUNDLE\n",
         .about = "Verify a directory against its tq-manifest.json (or SHA256SUMS), or a .tar.zst\n"
                  "bundle in one streaming pass without extracting it. Every problem is printed on\n"
                  "stdout as 'FILE: [TENSOR|BLOCK: ]what is wrong': a differing file names the\n"
@@ -184,7 +184,7 @@ static int cmd_compare(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .command = "compare",
-        .usage = "Usage: tq-verify compare [--json] [--quiet] A B\n",
+        .usage = "Usage: tq-verify compare [OPTIONS] A B\n",
         .about = "Compare two models tensor by tensor, bit for bit, whatever their sharding: model\n"
                  "directories or .safetensors files. Prints the first differing byte of every\n"
                  "differing tensor, and tensors only in A or only in B.\n",
@@ -243,8 +243,7 @@ static int cmd_golden(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .command = "golden",
-        .usage = "Usage: tq-verify golden [--update [--prompt IDS] [--max-tokens N]] [--threads N]\n"
-                 "                        [--json] [--quiet] MODEL --golden FILE.json\n",
+        .usage = "Usage: tq-verify golden [OPTIONS] MODEL --golden FILE.json\n",
         .about = "Run the reference runtime's validation decode (greedy, the prompt token ids stored\n"
                  "in FILE.json) on MODEL (plain, quantized or split) and compare the generated\n"
                  "tokens and the SHA-256 of all logits with FILE.json.\n",
@@ -308,7 +307,7 @@ static int cmd_pack(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .command = "pack",
-        .usage = "Usage: tq-verify pack [--threads N] [--level L] [--quiet] DIR -o NAME.tar.zst\n",
+        .usage = "Usage: tq-verify pack [OPTIONS] DIR -o NAME.tar.zst\n",
         .about = "Write a deterministic bundle of DIR: tq-manifest.json and SHA256SUMS first\n"
                  "(generated fresh; when DIR has them they must match its content, or pack\n"
                  "refuses), then every file in path order, pax tar with fixed mtime 0, uid/gid 0,\n"
@@ -348,7 +347,7 @@ static int cmd_unpack(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .command = "unpack",
-        .usage = "Usage: tq-verify unpack [--json] [--quiet] BUNDLE -o DIR\n",
+        .usage = "Usage: tq-verify unpack [OPTIONS] BUNDLE -o DIR\n",
         .about = "Verify and extract a bundle into DIR (which must not exist), through\n"
                  "DIR.partial-XXXXXX renamed at the end: a bundle with any problem (hash mismatch,\n"
                  "missing or extra file, unsafe path, link, device, duplicate) leaves nothing.\n",
