@@ -162,19 +162,32 @@ static int parse_json(tq_flash_header *h, const cJSON *j, uint64_t file_size, co
     if (!cJSON_IsObject(j))
         return tq_fail(e, TQ_EDATA, "%s: header is not a JSON object", path);
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
-    if (!cJSON_IsString(fmt))
-        return tq_fail(e, TQ_EDATA, "%s: header has no 'format' string", path);
-    if (strcmp(fmt->valuestring, "moe_flash_v1") == 0)
+    const cJSON *lay0 = cJSON_GetObjectItemCaseSensitive(j, "layout");
+    /* mlx-sniper writes MoE headers without format, page_size and total_size, and keeps
+     * num_experts at the top level (docs/compatibility.md, mlx-sniper): a 'layout' object is
+     * what identifies them. */
+    int peer = !fmt && cJSON_IsObject(lay0);
+    if (!peer && !cJSON_IsString(fmt))
+        return tq_fail(e, TQ_EDATA, "%s: header has no 'format' string (and no 'layout' object)", path);
+    if (peer || strcmp(fmt->valuestring, "moe_flash_v1") == 0)
         h->kind = TQ_FLASH_MOE;
     else if (strcmp(fmt->valuestring, "flash_aligned_v1") == 0)
         h->kind = TQ_FLASH_DENSE;
     else
         return tq_fail(e, TQ_EDATA, "%s: header: unknown format '%.64s' (expected moe_flash_v1 or flash_aligned_v1)",
                        path, fmt->valuestring);
-    if (tq_flash_json_u64(j, "page_size", &h->page_size, path, "header", e) != 0 ||
-        tq_flash_json_u64(j, "layer_idx", &h->layer_idx, path, "header", e) != 0 ||
-        tq_flash_json_u64(j, "total_size", &h->total_size, path, "header", e) != 0)
+    if (tq_flash_json_u64(j, "layer_idx", &h->layer_idx, path, "header", e) != 0)
         return -1;
+    if (peer) {
+        /* its readers read exactly one 16384-byte page; the size is checked below */
+        h->page_size = TQ_FLASH_DEFAULT_ALIGN;
+        h->total_size = file_size;
+        if (file_size == UINT64_MAX)
+            return tq_fail(e, TQ_EDATA, "%s: header has no 'total_size' and the file size is unknown", path);
+    } else if (tq_flash_json_u64(j, "page_size", &h->page_size, path, "header", e) != 0 ||
+               tq_flash_json_u64(j, "total_size", &h->total_size, path, "header", e) != 0) {
+        return -1;
+    }
     if (h->page_size < TQ_FLASH_MIN_ALIGN || h->page_size > TQ_FLASH_MAX_ALIGN || (h->page_size & (h->page_size - 1)))
         return tq_fail(e, TQ_EDATA, "%s: header: page_size %llu is not a power of two in [%u, %u]", path,
                        (unsigned long long)h->page_size, TQ_FLASH_MIN_ALIGN, TQ_FLASH_MAX_ALIGN);
@@ -189,7 +202,8 @@ static int parse_json(tq_flash_header *h, const cJSON *j, uint64_t file_size, co
         const cJSON *lay = cJSON_GetObjectItemCaseSensitive(j, "layout");
         if (!cJSON_IsObject(lay))
             return tq_fail(e, TQ_EDATA, "%s: header has no 'layout' object", path);
-        if (tq_flash_json_u64(lay, "num_experts", &h->num_experts, path, "layout", e) != 0 ||
+        const cJSON *ne = cJSON_GetObjectItemCaseSensitive(lay, "num_experts");
+        if (tq_flash_json_u64(ne || !peer ? lay : j, "num_experts", &h->num_experts, path, ne || !peer ? "layout" : "header", e) != 0 ||
             tq_flash_json_u64(lay, "expert_block_size", &h->expert_block_size, path, "layout", e) != 0 ||
             tq_flash_json_u64(lay, "data_start", &h->data_start, path, "layout", e) != 0)
             return -1;

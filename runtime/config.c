@@ -117,6 +117,12 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     if (get_f64(src, "rope_theta", &c->rope_theta, path, e) ||
         get_f64(src, "rms_norm_eps", &c->eps, path, e))
         goto out;
+    /* newer configs (Qwen3.5, and the flattened ones mlx-sniper writes) keep it in
+     * rope_parameters */
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(src, "rope_parameters");
+    if (!cJSON_GetObjectItemCaseSensitive(src, "rope_theta") && cJSON_IsObject(rp) &&
+        get_f64(rp, "rope_theta", &c->rope_theta, path, e))
+        goto out;
     c->tied = 0;
     get_bool(src, "tie_word_embeddings", &c->tied);
     if (c->arch == RT_QWEN3_MOE) {

@@ -172,9 +172,7 @@ static int load_experts_split(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *
 {
     const rt_config *c = &r->c;
     rt_layer *L = &r->L[l];
-    char rel[600];
-    snprintf(rel, sizeof rel, "%slayer_%02llu.bin", r->c.expert_dir, (unsigned long long)l);
-    char *path = tq_path_join(r->dir, rel, e);
+    char *path = rt_split_file(r->dir, r->c.expert_dir, l, e);
     if (!path)
         return -1;
     tq_flash_header h;

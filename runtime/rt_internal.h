@@ -140,6 +140,8 @@ typedef struct rt_store rt_store;
 /* Tensors of a model directory (or a split dir's pinned file plus its dense FFN files),
  * read on first use into memory. */
 int rt_store_open(rt_store **s, const char *dir, const rt_config *c, tq_err *e);
+/* DIR/SUB/layer_LL.bin, whether or not SUB ends with a slash. */
+char *rt_split_file(const char *dir, const char *sub, uint64_t layer, tq_err *e);
 void rt_store_close(rt_store *s);
 /* 1 and *t filled when present, 0 when absent, -1 on error. name is without the prefix. */
 int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e);

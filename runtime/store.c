@@ -64,9 +64,7 @@ int rt_store_open(rt_store **out, const char *dir, const rt_config *c, tq_err *e
         }
         for (uint64_t l = 0; l < c->layers; l++) {
             s->ffn_fd[l] = -1;
-            char rel[600];
-            snprintf(rel, sizeof rel, "%slayer_%02llu.bin", c->ffn_dir, (unsigned long long)l);
-            char *p = tq_path_join(dir, rel, e);
+            char *p = rt_split_file(dir, c->ffn_dir, l, e);
             if (!p) {
                 rt_store_close(s);
                 return -1;
@@ -96,6 +94,17 @@ int rt_store_open(rt_store **out, const char *dir, const rt_config *c, tq_err *e
     }
     *out = s;
     return 0;
+}
+
+char *rt_split_file(const char *dir, const char *sub, uint64_t layer, tq_err *e)
+{
+    /* "experts/" (tq, mac-code) and "bin" (mlx-sniper) both name a directory */
+    char name[32];
+    snprintf(name, sizeof name, "layer_%02llu.bin", (unsigned long long)layer);
+    char *d = tq_path_join(dir, sub, e);
+    char *p = d ? tq_path_join(d, name, e) : NULL;
+    free(d);
+    return p;
 }
 
 void rt_store_close(rt_store *s)

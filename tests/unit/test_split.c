@@ -730,6 +730,34 @@ static void test_header_parse(void)
     tq_flash_header_free(&h);
 }
 
+static void bad_header(const char *json, const char *needle);
+
+/* mlx-sniper's header (docs/compatibility.md, mlx-sniper): no format, page_size or
+ * total_size, num_experts at the top level, Python's json.dumps spacing, mlx.core. dtypes. */
+static void test_header_peer(void)
+{
+    static const char *peer =
+        "{\"layer_idx\": 1, \"num_experts\": 2, \"layout\": {\"expert_block_size\": 16384, \"data_start\": 16384, "
+        "\"tensors\": {\"switch_mlp.gate_proj.weight\": {\"inner_offset\": 0, \"nbytes\": 64, \"shape_per_expert\": [4, 4], "
+        "\"dtype\": \"mlx.core.uint32\"}, \"switch_mlp.gate_proj.scales\": {\"inner_offset\": 64, \"nbytes\": 8, "
+        "\"shape_per_expert\": [4, 1], \"dtype\": \"mlx.core.bfloat16\"}}}}";
+    size_t n = strlen(peer);
+    char *buf = calloc(1, 16384);
+    memcpy(buf, peer, n);
+    tq_flash_header h;
+    CHECK_OK(tq_flash_parse(&h, buf, 16384, 49152, "p.bin", &err));
+    CHECK(h.kind == TQ_FLASH_MOE && h.num_experts == 2 && h.layer_idx == 1 && h.page_size == 16384 &&
+          h.total_size == 49152 && h.tensors[1].dtype == TQ_DT_BF16);
+    CHECK(tq_flash_find(&h, "mlp.switch_mlp.gate_proj.scales") == &h.tensors[1]);
+    tq_flash_header_free(&h);
+    /* the size is what a peer header has instead of total_size: it must fit E blocks exactly */
+    CHECK(tq_flash_parse(&h, buf, 16384, 49153, "p.bin", &err) == -1 && strstr(err.msg, "!= data_start"));
+    CHECK(tq_flash_parse(&h, buf, 16384, UINT64_MAX, "p.bin", &err) == -1 && strstr(err.msg, "file size is unknown"));
+    free(buf);
+    /* without a layout object a missing format is still an error */
+    bad_header("{\"layer_idx\": 1}", "no 'format' string");
+}
+
 static void bad_header(const char *json, const char *needle)
 {
     tq_flash_header h;
@@ -850,6 +878,7 @@ int main(void)
 {
     RUN(test_header_parse);
     RUN(test_header_hostile);
+    RUN(test_header_peer);
     RUN(test_plan_math);
     RUN(test_moe_mlx_bf16);
     RUN(test_moe_hf_bf16);
