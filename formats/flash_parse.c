@@ -164,11 +164,13 @@ static int parse_json(tq_flash_header *h, const cJSON *j, uint64_t file_size, co
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
     const cJSON *lay0 = cJSON_GetObjectItemCaseSensitive(j, "layout");
     /* mlx-sniper writes MoE headers without format, page_size and total_size, and keeps
-     * num_experts at the top level (docs/compatibility.md, mlx-sniper): a 'layout' object is
-     * what identifies them. */
+     * num_experts at the top level (docs/compatibility.md, mlx-sniper): exactly the keys
+     * layer_idx, num_experts and a 'layout' object identify them. */
     int peer = !fmt && cJSON_IsObject(lay0);
+    for (const cJSON *k = j->child; peer && k; k = k->next)
+        peer = !strcmp(k->string, "layer_idx") || !strcmp(k->string, "num_experts") || !strcmp(k->string, "layout");
     if (!peer && !cJSON_IsString(fmt))
-        return tq_fail(e, TQ_EDATA, "%s: header has no 'format' string (and no 'layout' object)", path);
+        return tq_fail(e, TQ_EDATA, "%s: header has no 'format' string", path);
     if (peer || strcmp(fmt->valuestring, "moe_flash_v1") == 0)
         h->kind = TQ_FLASH_MOE;
     else if (strcmp(fmt->valuestring, "flash_aligned_v1") == 0)

@@ -731,6 +731,7 @@ static void test_header_parse(void)
 }
 
 static void bad_header(const char *json, const char *needle);
+static char *subst(const char *from, const char *to);
 
 /* mlx-sniper's header (docs/compatibility.md, mlx-sniper): no format, page_size or
  * total_size, num_experts at the top level, Python's json.dumps spacing, mlx.core. dtypes. */
@@ -754,8 +755,9 @@ static void test_header_peer(void)
     CHECK(tq_flash_parse(&h, buf, 16384, 49153, "p.bin", &err) == -1 && strstr(err.msg, "!= data_start"));
     CHECK(tq_flash_parse(&h, buf, 16384, UINT64_MAX, "p.bin", &err) == -1 && strstr(err.msg, "file size is unknown"));
     free(buf);
-    /* without a layout object a missing format is still an error */
+    /* without a layout object, or with keys of tq's own header, a missing format is an error */
     bad_header("{\"layer_idx\": 1}", "no 'format' string");
+    bad_header(subst("\"format\":\"moe_flash_v1\",", ""), "no 'format' string");
 }
 
 static void bad_header(const char *json, const char *needle)
