@@ -259,9 +259,17 @@ def write_layer(path, header, src, order, n_exp, block):
             f.write(blk + b"\x00" * (block - len(blk)))
 
 
-def tensor_entry(src, key):
-    _, dt, shape, b, end = src.t[key]
-    return shape[1:], (end - b) // shape[0], "mlx.core." + ST_TO_MLX[dt]
+def block_layout(src, data, order, keys):
+    """Tensors of one expert block packed back to back in `order`; each entry's keys in the
+    order the writer inserts them (json.dumps keeps it). Returns (entries, block size)."""
+    entries, off = {}, 0
+    for key in order:
+        _, dt, shape, b, end = src.t[data[key]]
+        nb = (end - b) // shape[0]
+        v = {"inner_offset": off, "nbytes": nb, "dtype": "mlx.core." + ST_TO_MLX[dt], "shape_per_expert": shape[1:]}
+        entries[key] = {k: v[k] for k in keys}
+        off += nb
+    return entries, (off + PAGE - 1) // PAGE * PAGE
 
 
 def write_pinned(path, src, pinned):
@@ -321,12 +329,7 @@ def write_mac_code(source, out):
         order = ["mlp.switch_mlp.%s.%s" % (p, s) for p in PROJS for s in ("weight", "scales", "biases")
                  if "mlp.switch_mlp.%s.%s" % (p, s) in data]
         n_exp = src.t[data[order[0]]][2][0]
-        tensors, off = {}, 0
-        for key in order:
-            shape, nb, dt = tensor_entry(src, data[key])
-            tensors[key] = {"inner_offset": off, "nbytes": nb, "dtype": dt, "shape_per_expert": shape}
-            off += nb
-        block = (off + PAGE - 1) // PAGE * PAGE
+        tensors, block = block_layout(src, data, order, ("inner_offset", "nbytes", "dtype", "shape_per_expert"))
         header = {"format": "moe_flash_v1", "page_size": PAGE, "layer_idx": layer,
                   "total_size": PAGE + n_exp * block,
                   "layout": {"num_experts": n_exp, "expert_block_size": block, "data_start": PAGE,
@@ -353,12 +356,7 @@ def write_mlx_sniper(source, out):
         data = layers[layer]
         if len(data) < len(order):
             raise Refused("layer %d lacks some of %s" % (layer, order))
-        info, off = {}, 0
-        for key in order:
-            shape, nb, dt = tensor_entry(src, data[key])
-            info[key] = {"inner_offset": off, "nbytes": nb, "shape_per_expert": shape, "dtype": dt}
-            off += nb
-        block = (off + PAGE - 1) // PAGE * PAGE
+        info, block = block_layout(src, data, order, ("inner_offset", "nbytes", "shape_per_expert", "dtype"))
         header = {"layer_idx": layer, "num_experts": n_exp,
                   "layout": {"expert_block_size": block, "data_start": PAGE, "tensors": info}}
         write_layer(os.path.join(out, "bin", "moe_layer_%02d.bin" % layer), header, src,
