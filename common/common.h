@@ -7,6 +7,7 @@
 #ifndef TQ_COMMON_H
 #define TQ_COMMON_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +47,32 @@ void *tq_malloc(size_t n, tq_err *e);
 void *tq_calloc(size_t n, size_t size, tq_err *e);
 char *tq_strdup(const char *s, tq_err *e);
 char *tq_path_join(const char *dir, const char *name, tq_err *e);
+
+/* ---- strings (str.c, utf8.c) ---- */
+/* A growable NUL-terminated string; start from {0}. After a failed allocation appending does
+ * nothing and returns -1, and tq_sb_finish reports it, so callers may check once at the end. */
+typedef struct tq_sb {
+    char *s;
+    size_t len, cap;
+    int oom;
+} tq_sb;
+int tq_sb_put(tq_sb *b, const char *s, size_t n);
+int tq_sb_str(tq_sb *b, const char *s);
+int tq_sb_printf(tq_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The string, which the caller frees ("" when nothing was appended), or NULL with TQ_ENOMEM
+ * after a failed allocation. Leaves b empty either way. */
+char *tq_sb_finish(tq_sb *b, tq_err *e);
+void tq_sb_free(tq_sb *b);
+/* printf into a new string (caller frees); NULL with TQ_ENOMEM when out of memory. */
+char *tq_asprintf(tq_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *tq_vasprintf(tq_err *e, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+/* UTF-8 by RFC 3629: shortest form only, no surrogates (U+D800..U+DFFF), nothing above
+ * U+10FFFF, no sequence cut short by the end of the text. U+0000 counts as valid.
+ * tq_utf8_next: length (1-4) of the sequence at s[0..len) with its code point in *cp, or -1.
+ * tq_utf8_check: 0 when all of s[0..len) is valid; else -1 and *bad (if non-NULL) = the
+ * offset of the first invalid sequence. */
+int tq_utf8_next(const char *s, size_t len, uint32_t *cp);
+int tq_utf8_check(const char *s, size_t len, size_t *bad);
 
 /* ---- files ---- */
 /* Read exactly len bytes at off; a short read is an error naming path and offset. */
@@ -115,15 +142,31 @@ void tq_json_sort(struct cJSON *j);
 char *tq_json_print(struct cJSON *j, tq_err *e);
 /* Write JSON atomically to path (sorted keys). */
 int tq_json_write_file(const char *path, struct cJSON *j, tq_err *e);
-/* Parse a JSON file of at most max bytes; error names the file. */
+/* One JSON value in exactly s[0..len) (no NUL needed), followed by nothing but JSON
+ * whitespace. NULL otherwise; then *at (if non-NULL) is the byte offset of the problem and
+ * *trailing (if non-NULL) is 1 when a whole value parsed but other bytes follow it. */
+struct cJSON *tq_json_parse(const char *s, size_t len, size_t *at, int *trailing);
+/* Parse a JSON file of at most max bytes (tq_json_parse: one value, nothing after it); the
+ * error names the file. */
 int tq_json_read_file(const char *path, size_t max, struct cJSON **out, tq_err *e);
-/* Largest integer a JSON number may hold: cJSON parses numbers as doubles, which are exact
- * only up to 2^53. */
-#define TQ_JSON_MAX_INT 9007199254740992.0
-/* A JSON number that is an exact non-negative integer (<= 2^53) into *out; -1 otherwise. */
+/* Largest integer a JSON number is taken to hold exactly. cJSON parses numbers as doubles:
+ * every integer up to 2^53 - 1 survives, but 2^53 is also what 2^53 + 1 becomes, so it and
+ * everything above are refused (when read) and never written. */
+#define TQ_JSON_MAX_INT 9007199254740991.0
+/* A JSON number that is an exact non-negative integer (<= TQ_JSON_MAX_INT) into *out; -1
+ * otherwise. */
 int tq_json_u64(const struct cJSON *v, uint64_t *out);
-/* Add key: v as a JSON number (exact for v <= 2^53). NULL when out of memory. */
+/* Add key: v as a JSON number (exact for v <= TQ_JSON_MAX_INT). NULL when out of memory. */
 struct cJSON *tq_json_add_u64(struct cJSON *obj, const char *key, uint64_t v);
+/* Canonical JSON (json_canonical.c) = Python json.dumps(v, sort_keys=True): keys sorted by
+ * code point, ", " and ": " separators, non-ASCII and control characters as lowercase \uXXXX
+ * escapes. Refuses (TQ_EUNSUP) what cJSON cannot carry exactly: non-integer numbers,
+ * |n| > TQ_JSON_MAX_INT, duplicate keys, invalid UTF-8, U+0000. cJSON_Raw nodes are copied
+ * verbatim. Caller frees. */
+char *tq_json_canonical(const struct cJSON *j, tq_err *e);
+/* Lexical pre-check of JSON text for tq_json_canonical: every number token is a plain
+ * integer and no string holds \u0000 (cJSON would silently change both). */
+int tq_json_canonical_text_ok(const char *json, size_t len, tq_err *e);
 
 /* ---- misc ---- */
 /* "4096", "512M", "1.5G", "2GiB", "16k": binary units. Returns -1 on bad syntax/overflow. */

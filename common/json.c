@@ -114,20 +114,41 @@ int tq_json_write_file(const char *path, cJSON *j, tq_err *e)
     return rc;
 }
 
+cJSON *tq_json_parse(const char *s, size_t len, size_t *at, int *trailing)
+{
+    const char *end = NULL;
+    if (trailing)
+        *trailing = 0;
+    cJSON *j = cJSON_ParseWithLengthOpts(s, len, &end, 0);
+    if (!j) {
+        if (at)
+            *at = end && end >= s && end <= s + len ? (size_t)(end - s) : 0;
+        return NULL;
+    }
+    for (const char *p = end; p < s + len; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            cJSON_Delete(j);
+            if (at)
+                *at = (size_t)(p - s);
+            if (trailing)
+                *trailing = 1;
+            return NULL;
+        }
+    return j;
+}
+
 int tq_json_read_file(const char *path, size_t max, cJSON **out, tq_err *e)
 {
     char *buf;
-    size_t len;
+    size_t len, at;
+    int trailing;
     if (tq_read_small_file(path, max, &buf, &len, e) != 0)
         return -1;
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
-    if (!j) {
-        size_t at = end ? (size_t)(end - buf) : 0;
-        free(buf);
-        return tq_fail(e, TQ_EDATA, "%s: invalid JSON near byte %zu", path, at);
-    }
+    cJSON *j = tq_json_parse(buf, len, &at, &trailing);
     free(buf);
+    if (!j)
+        return trailing ? tq_fail(e, TQ_EDATA, "%s: bytes after the JSON value at byte %zu", path, at)
+                        : tq_fail(e, TQ_EDATA, "%s: invalid JSON near byte %zu", path, at);
     *out = j;
     return 0;
 }
@@ -137,7 +158,7 @@ int tq_json_u64(const cJSON *v, uint64_t *out)
     if (!cJSON_IsNumber(v))
         return -1;
     double d = v->valuedouble;
-    if (!(d >= 0) || d > TQ_JSON_MAX_INT || floor(d) != d)
+    if (!(d >= 0 && d <= TQ_JSON_MAX_INT) || floor(d) != d)
         return -1;
     *out = (uint64_t)d;
     return 0;

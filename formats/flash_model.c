@@ -4,7 +4,6 @@
 #include "formats/flash_internal.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +101,10 @@ static int add_vt(split_src *s, size_t cap, size_t layer, size_t tensor, int64_t
 {
     if (!name)
         return -1;
+    if (strlen(name) >= 1024) {
+        free(name);
+        return tq_fail(e, TQ_EDATA, "split: tensor name too long");
+    }
     if (s->n_vt >= cap) {
         free(name);
         return tq_fail(e, TQ_EDATA, "split: too many tensors");
@@ -109,21 +112,6 @@ static int add_vt(split_src *s, size_t cap, size_t layer, size_t tensor, int64_t
     s->vt[s->n_vt] = (vtensor){layer, tensor, expert};
     s->names[s->n_vt++] = name;
     return 0;
-}
-
-static char *fmt_name(tq_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *fmt_name(tq_err *e, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof buf) {
-        tq_fail(e, TQ_EDATA, "split: tensor name too long");
-        return NULL;
-    }
-    return tq_strdup(buf, e);
 }
 
 static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const char *dir, int naming, tq_err *e)
@@ -160,14 +148,14 @@ static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const 
         for (size_t k = 0; k < h->n_tensors; k++) {
             const char *tail = tail_of(h->tensors[k].name);
             if (h->kind == TQ_FLASH_DENSE) {
-                if (add_vt(s, cap, i, k, -1, fmt_name(e, "%smlp.%s", L->prefix, tail), e) != 0)
+                if (add_vt(s, cap, i, k, -1, tq_asprintf(e, "%smlp.%s", L->prefix, tail), e) != 0)
                     return -1;
             } else if (nm == TQ_NAMING_MLX) {
-                if (add_vt(s, cap, i, k, -1, fmt_name(e, "%smlp.switch_mlp.%s", L->prefix, tail), e) != 0)
+                if (add_vt(s, cap, i, k, -1, tq_asprintf(e, "%smlp.switch_mlp.%s", L->prefix, tail), e) != 0)
                     return -1;
             } else {
                 for (uint64_t x = 0; x < h->num_experts; x++)
-                    if (add_vt(s, cap, i, k, (int64_t)x, fmt_name(e, "%smlp.experts.%llu.%s", L->prefix, (unsigned long long)x, tail), e) != 0)
+                    if (add_vt(s, cap, i, k, (int64_t)x, tq_asprintf(e, "%smlp.experts.%llu.%s", L->prefix, (unsigned long long)x, tail), e) != 0)
                         return -1;
             }
         }

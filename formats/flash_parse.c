@@ -242,19 +242,13 @@ int tq_flash_parse(tq_flash_header *h, const void *buf, size_t len, uint64_t fil
         return tq_fail(e, TQ_EDATA, "%s: header page is empty (not a moe_flash_v1/flash_aligned_v1 file)", path);
     if (!nul)
         return tq_fail(e, TQ_EDATA, "%s: header JSON is not NUL-terminated within the first %zu bytes", path, len);
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(p, jlen, &end, 0);
+    size_t at;
+    int trailing;
+    cJSON *j = tq_json_parse(p, jlen, &at, &trailing);
     if (!j)
-        return tq_fail(e, TQ_EDATA, "%s: header is not valid JSON (near byte %zu)", path,
-                       end ? (size_t)(end - p) : (size_t)0);
-    size_t used = (size_t)(end - p);
-    while (used < jlen && (p[used] == ' ' || p[used] == '\n' || p[used] == '\r' || p[used] == '\t'))
-        used++;
-    int rc;
-    if (used != jlen)
-        rc = tq_fail(e, TQ_EDATA, "%s: header: bytes after the JSON object at offset %zu", path, used);
-    else
-        rc = parse_json(h, j, file_size, path, e);
+        return trailing ? tq_fail(e, TQ_EDATA, "%s: header: bytes after the JSON object at offset %zu", path, at)
+                        : tq_fail(e, TQ_EDATA, "%s: header is not valid JSON (near byte %zu)", path, at);
+    int rc = parse_json(h, j, file_size, path, e);
     cJSON_Delete(j);
     if (rc == 0 && jlen >= h->page_size)
         rc = tq_fail(e, TQ_EDATA, "%s: header JSON (%zu bytes) does not fit in its %llu-byte page", path, jlen,

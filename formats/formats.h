@@ -61,6 +61,11 @@ typedef struct tq_st_file {
 /* Open and validate every reading rule of man tq-formats(5), SAFETENSORS. */
 int tq_st_open(tq_st_file **out, const char *path, tq_err *e);
 void tq_st_close(tq_st_file *f);
+/* The framing of a safetensors file: the little-endian u64 header length N at byte 0 (at
+ * most TQ_ST_MAX_HEADER, and 8 + N within file_size) and the N header bytes after it, read
+ * from fd into a new NUL-terminated buffer *json (caller frees). Checks the frame only, not
+ * the header; errors name path. tq_st_open and the row-file code both read headers so. */
+int tq_st_read_header(int fd, uint64_t file_size, const char *path, char **json, uint64_t *len, tq_err *e);
 /* Validate a header given as bytes (used by tq_st_open and the fuzzers). file_size is the
  * size the data buffer must fill exactly. Fills f (path used only in messages). */
 int tq_st_parse_header(tq_st_file *f, const char *json, size_t len, uint64_t file_size, tq_err *e);

@@ -26,18 +26,6 @@ static const char *json_type(const cJSON *j)
     return "invalid";
 }
 
-/* A JSON number that is a non-negative integer cJSON holds exactly. */
-static int json_uint(const cJSON *j, uint64_t *out)
-{
-    if (!cJSON_IsNumber(j))
-        return -1;
-    double d = j->valuedouble;
-    if (!(d >= 0) || d > TQ_JSON_MAX_INT || floor(d) != d)
-        return -1;
-    *out = (uint64_t)d;
-    return 0;
-}
-
 static int cmp_name(const void *a, const void *b)
 {
     return strcmp(((const tq_tensor_info *)a)->name, ((const tq_tensor_info *)b)->name);
@@ -92,7 +80,7 @@ static int parse_entry(tq_st_file *f, const char *name, const cJSON *ent, tq_ten
     int k = 0;
     int overflow = 0;
     for (const cJSON *c = js->child; c; c = c->next, k++) {
-        if (json_uint(c, &t->shape[k]) != 0)
+        if (tq_json_u64(c, &t->shape[k]) != 0)
             return tq_fail(e, TQ_EDATA, "%s: tensor '%s': shape[%d] is not an integer in [0, 2^53]", P, name, k);
         if (!overflow && tq_mul_u64(t->nelem, t->shape[k], &t->nelem) != 0)
             overflow = 1;
@@ -110,9 +98,9 @@ static int parse_entry(tq_st_file *f, const char *name, const cJSON *ent, tq_ten
 
     if (!cJSON_IsArray(jo) || cJSON_GetArraySize(jo) != 2)
         return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets is not an array of two integers", P, name);
-    if (json_uint(jo->child, begin) != 0 || json_uint(jo->child->next, end) != 0)
+    if (tq_json_u64(jo->child, begin) != 0 || tq_json_u64(jo->child->next, end) != 0)
         return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets[%d] is not an integer in [0, 2^53]", P, name,
-                       json_uint(jo->child, begin) != 0 ? 0 : 1);
+                       tq_json_u64(jo->child, begin) != 0 ? 0 : 1);
     if (*begin > *end)
         return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets [%llu, %llu]: begin is after end", P, name,
                        (unsigned long long)*begin, (unsigned long long)*end);
@@ -264,21 +252,14 @@ static int parse_header(tq_st_file *f, char *json, int owned, size_t len, uint64
     }
     f->header_json[len] = 0;
 
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(f->header_json, len, &end, 0);
-    if (!root) {
-        size_t at = end && end >= f->header_json ? (size_t)(end - f->header_json) : 0;
-        return tq_fail(e, TQ_EDATA, "%s: header is not valid JSON (near byte offset %zu)", P, 8 + at);
-    }
+    size_t at;
+    int trailing;
+    cJSON *root = tq_json_parse(f->header_json, len, &at, &trailing);
+    if (!root)
+        return trailing ? tq_fail(e, TQ_EDATA, "%s: header has bytes after the JSON object (byte offset %zu)", P, 8 + at)
+                        : tq_fail(e, TQ_EDATA, "%s: header is not valid JSON (near byte offset %zu)", P, 8 + at);
     int rc = -1;
     tq_tensor_info **order = NULL;
-    for (size_t i = (size_t)(end - f->header_json); i < len; i++) {
-        char c = f->header_json[i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-            tq_fail(e, TQ_EDATA, "%s: header has bytes after the JSON object (byte offset %zu)", P, 8 + i);
-            goto out;
-        }
-    }
     if (!cJSON_IsObject(root)) {
         tq_fail(e, TQ_EDATA, "%s: header JSON is %s, not an object", P, json_type(root));
         goto out;
@@ -393,6 +374,36 @@ int tq_st_parse_header(tq_st_file *f, const char *json, size_t len, uint64_t fil
     return parse_header_any(f, (char *)json, 0, len, file_size, e);
 }
 
+int tq_st_read_header(int fd, uint64_t file_size, const char *path, char **json, uint64_t *len, tq_err *e)
+{
+    if (file_size < 8)
+        return tq_fail(e, TQ_EDATA, "%s: file is %llu bytes, too short for the 8-byte header length", path,
+                       (unsigned long long)file_size);
+    unsigned char lb[8];
+    if (tq_pread_full(fd, lb, 8, 0, path, e) != 0)
+        return -1;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | lb[i];
+    if (n > TQ_ST_MAX_HEADER)
+        return tq_fail(e, TQ_EDATA, "%s: header length %llu exceeds the limit of %llu bytes", path,
+                       (unsigned long long)n, (unsigned long long)TQ_ST_MAX_HEADER);
+    if (n > file_size - 8)
+        return tq_fail(e, TQ_EDATA, "%s: header length %llu runs past the end of the file (%llu bytes)", path,
+                       (unsigned long long)n, (unsigned long long)file_size);
+    char *hdr = tq_malloc((size_t)n + 1, e);
+    if (!hdr)
+        return -1;
+    if (tq_pread_full(fd, hdr, (size_t)n, 8, path, e) != 0) {
+        free(hdr);
+        return -1;
+    }
+    hdr[n] = 0;
+    *json = hdr;
+    *len = n;
+    return 0;
+}
+
 int tq_st_open(tq_st_file **out, const char *path, tq_err *e)
 {
     *out = NULL;
@@ -406,33 +417,10 @@ int tq_st_open(tq_st_file **out, const char *path, tq_err *e)
     f->fd = tq_open_regular(path, &size, e);
     if (f->fd < 0)
         goto fail;
-    if (size < 8) {
-        tq_fail(e, TQ_EDATA, "%s: file is %llu bytes, too short for the 8-byte header length", path, (unsigned long long)size);
+    char *hdr;
+    uint64_t n;
+    if (tq_st_read_header(f->fd, size, path, &hdr, &n, e) != 0)
         goto fail;
-    }
-    unsigned char lb[8];
-    if (tq_pread_full(f->fd, lb, 8, 0, path, e) != 0)
-        goto fail;
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--)
-        n = n << 8 | lb[i];
-    if (n > TQ_ST_MAX_HEADER) {
-        tq_fail(e, TQ_EDATA, "%s: header length %llu exceeds the limit of %llu bytes", path, (unsigned long long)n,
-                (unsigned long long)TQ_ST_MAX_HEADER);
-        goto fail;
-    }
-    if (n > size - 8) {
-        tq_fail(e, TQ_EDATA, "%s: header length %llu runs past the end of the file (%llu bytes)", path,
-                (unsigned long long)n, (unsigned long long)size);
-        goto fail;
-    }
-    char *hdr = tq_malloc(n + 1, e);
-    if (!hdr)
-        goto fail;
-    if (tq_pread_full(f->fd, hdr, n, 8, path, e) != 0) {
-        free(hdr);
-        goto fail;
-    }
     if (parse_header_any(f, hdr, 1, n, size, e) != 0)
         goto fail;
     *out = f;

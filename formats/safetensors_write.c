@@ -33,57 +33,17 @@ static int cmp_decl(const void *a, const void *b)
     return strcmp((*(const tq_st_decl *const *)a)->name, (*(const tq_st_decl *const *)b)->name);
 }
 
-/* Growable string. */
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void sb_str(sbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
 /* A JSON string literal, escaped by cJSON. */
-static void sb_json_string(sbuf *b, const char *s)
+static void sb_json_string(tq_sb *b, const char *s)
 {
     cJSON *j = cJSON_CreateString(s);
     char *p = j ? cJSON_PrintUnformatted(j) : NULL;
     if (p)
-        sb_str(b, p);
+        tq_sb_str(b, p);
     else
         b->oom = 1;
     cJSON_free(p);
     cJSON_Delete(j);
-}
-
-static void sb_u64(sbuf *b, uint64_t v)
-{
-    char tmp[24];
-    snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
-    sb_str(b, tmp);
 }
 
 static int check_text(const char *path, const char *what, const char *s, tq_err *e)
@@ -110,7 +70,7 @@ int tq_st_writer_open(tq_st_writer **out, const char *path, const tq_st_decl *de
     pthread_mutex_init(&w->mu, NULL);
     const tq_st_decl **sorted = tq_calloc(n ? n : 1, sizeof *sorted, e);
     size_t *mord = tq_calloc(n_meta ? n_meta : 1, sizeof *mord, e);
-    sbuf hb = {0};
+    tq_sb hb = {0};
     if (!sorted || !mord)
         goto fail_early;
     w->n = n;
@@ -174,59 +134,59 @@ int tq_st_writer_open(tq_st_writer **out, const char *path, const tq_st_decl *de
     }
 
     /* __metadata__ first (as HuggingFace writes it), then tensors in name order */
-    sb_str(&hb, "{");
+    tq_sb_str(&hb, "{");
     if (n_meta) {
-        sb_str(&hb, "\"__metadata__\":{");
+        tq_sb_str(&hb, "\"__metadata__\":{");
         for (size_t i = 0; i < n_meta; i++) {
             if (i)
-                sb_str(&hb, ",");
+                tq_sb_str(&hb, ",");
             sb_json_string(&hb, meta_keys[mord[i]]);
-            sb_str(&hb, ":");
+            tq_sb_str(&hb, ":");
             sb_json_string(&hb, meta_vals[mord[i]]);
         }
-        sb_str(&hb, "}");
+        tq_sb_str(&hb, "}");
     }
     for (size_t i = 0; i < n; i++) {
         const tq_tensor_info *t = &w->t[i];
         if (i || n_meta)
-            sb_str(&hb, ",");
+            tq_sb_str(&hb, ",");
         sb_json_string(&hb, t->name);
-        sb_str(&hb, ":{\"dtype\":\"");
-        sb_str(&hb, tq_dtype_name(t->dtype));
-        sb_str(&hb, "\",\"shape\":[");
+        tq_sb_str(&hb, ":{\"dtype\":\"");
+        tq_sb_str(&hb, tq_dtype_name(t->dtype));
+        tq_sb_str(&hb, "\",\"shape\":[");
         for (int k = 0; k < t->ndim; k++) {
             if (k)
-                sb_str(&hb, ",");
-            sb_u64(&hb, t->shape[k]);
+                tq_sb_str(&hb, ",");
+            tq_sb_printf(&hb, "%llu", (unsigned long long)t->shape[k]);
         }
-        sb_str(&hb, "],\"data_offsets\":[");
-        sb_u64(&hb, t->offset);
-        sb_str(&hb, ",");
-        sb_u64(&hb, t->offset + t->nbytes);
-        sb_str(&hb, "]}");
+        tq_sb_str(&hb, "],\"data_offsets\":[");
+        tq_sb_printf(&hb, "%llu", (unsigned long long)t->offset);
+        tq_sb_str(&hb, ",");
+        tq_sb_printf(&hb, "%llu", (unsigned long long)(t->offset + t->nbytes));
+        tq_sb_str(&hb, "]}");
     }
-    sb_str(&hb, "}");
-    while (!hb.oom && (8 + hb.n) % align)
-        sb_str(&hb, " ");
+    tq_sb_str(&hb, "}");
+    while (!hb.oom && (8 + hb.len) % align)
+        tq_sb_str(&hb, " ");
     if (hb.oom) {
         tq_fail(e, TQ_ENOMEM, "%s: out of memory building the header", path);
         goto fail_early;
     }
-    if (hb.n > TQ_ST_MAX_HEADER) {
-        tq_fail(e, TQ_EUSAGE, "%s: header would be %zu bytes, more than the %llu readers accept", path, hb.n,
+    if (hb.len > TQ_ST_MAX_HEADER) {
+        tq_fail(e, TQ_EUSAGE, "%s: header would be %zu bytes, more than the %llu readers accept", path, hb.len,
                 (unsigned long long)TQ_ST_MAX_HEADER);
         goto fail_early;
     }
     for (size_t i = 0; i < n; i++)
-        w->t[i].offset += 8 + hb.n;
+        w->t[i].offset += 8 + hb.len;
 
     if (tq_afile_open(&w->af, path, 0, e) != 0)
         goto fail_early;
     unsigned char lb[8];
     for (int i = 0; i < 8; i++)
-        lb[i] = (unsigned char)((uint64_t)hb.n >> (8 * i));
+        lb[i] = (unsigned char)((uint64_t)hb.len >> (8 * i));
     if (tq_pwrite_full(w->af.fd, lb, 8, 0, w->af.tmp_path, e) != 0 ||
-        tq_pwrite_full(w->af.fd, hb.s, hb.n, 8, w->af.tmp_path, e) != 0) {
+        tq_pwrite_full(w->af.fd, hb.s, hb.len, 8, w->af.tmp_path, e) != 0) {
         free(hb.s);
         free(sorted);
         free(mord);

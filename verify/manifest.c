@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_EXACT (1ull << 53)
 
 static int cmp_range(const void *a, const void *b)
 {
@@ -256,15 +255,6 @@ int tq_manifest_write(const char *dir, const tq_manifest *m, tq_err *e)
 }
 
 /* ----------------------------------------------------------------- JSON in */
-static int get_u64(const cJSON *v, uint64_t *out)
-{
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (double)MAX_EXACT ||
-        v->valuedouble != (double)(uint64_t)v->valuedouble)
-        return -1;
-    *out = (uint64_t)v->valuedouble;
-    return 0;
-}
-
 static int get_hex(const cJSON *v, unsigned char out[32])
 {
     if (!cJSON_IsString(v) || strlen(v->valuestring) != 64)
@@ -279,7 +269,7 @@ static int parse_range(const cJSON *ro, int kind, tq_mf_range *r, uint64_t fsize
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(ro, "offsets");
     uint64_t b, en;
     if (!cJSON_IsObject(ro) || !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
-        get_u64(cJSON_GetArrayItem(offs, 0), &b) || get_u64(cJSON_GetArrayItem(offs, 1), &en) ||
+        tq_json_u64(cJSON_GetArrayItem(offs, 0), &b) || tq_json_u64(cJSON_GetArrayItem(offs, 1), &en) ||
         b > en || en > fsize)
         return tq_fail(e, TQ_EDATA, "%s: '%s': '%s': bad or out-of-file \"offsets\"", what, path, r->name);
     r->offset = b;
@@ -295,12 +285,12 @@ static int parse_range(const cJSON *ro, int kind, tq_mf_range *r, uint64_t fsize
         snprintf(r->dtype, sizeof r->dtype, "%s", dt->valuestring);
         r->ndim = cJSON_GetArraySize(sh);
         for (int d = 0; d < r->ndim; d++)
-            if (get_u64(cJSON_GetArrayItem(sh, d), &r->shape[d]))
+            if (tq_json_u64(cJSON_GetArrayItem(sh, d), &r->shape[d]))
                 return tq_fail(e, TQ_EDATA, "%s: '%s': tensor '%s': bad \"shape\"", what, path, r->name);
     } else {
         uint64_t l, x;
-        if (get_u64(cJSON_GetObjectItemCaseSensitive(ro, "layer"), &l) ||
-            get_u64(cJSON_GetObjectItemCaseSensitive(ro, "expert"), &x))
+        if (tq_json_u64(cJSON_GetObjectItemCaseSensitive(ro, "layer"), &l) ||
+            tq_json_u64(cJSON_GetObjectItemCaseSensitive(ro, "expert"), &x))
             return tq_fail(e, TQ_EDATA, "%s: '%s': block '%s': bad \"layer\" or \"expert\"", what, path, r->name);
         r->layer = (int64_t)l;
         r->expert = (int64_t)x;
@@ -310,7 +300,7 @@ static int parse_range(const cJSON *ro, int kind, tq_mf_range *r, uint64_t fsize
 
 static int parse_file(const cJSON *fo, tq_mf_file *f, const char *what, tq_err *e)
 {
-    if (!cJSON_IsObject(fo) || get_u64(cJSON_GetObjectItemCaseSensitive(fo, "size"), &f->size) ||
+    if (!cJSON_IsObject(fo) || tq_json_u64(cJSON_GetObjectItemCaseSensitive(fo, "size"), &f->size) ||
         get_hex(cJSON_GetObjectItemCaseSensitive(fo, "sha256"), f->sha256))
         return tq_fail(e, TQ_EDATA, "%s: '%s': needs \"size\" (integer) and \"sha256\" (64 hex digits)", what, f->path);
     const cJSON *tens = cJSON_GetObjectItemCaseSensitive(fo, "tensors");
@@ -347,7 +337,7 @@ static int cmp_mf_file(const void *a, const void *b)
 
 int tq_manifest_from_json(const char *text, size_t len, const char *what, tq_manifest **out, tq_err *e)
 {
-    cJSON *j = cJSON_ParseWithLength(text, len);
+    cJSON *j = tq_json_parse(text, len, NULL, NULL);
     if (!j)
         return tq_fail(e, TQ_EDATA, "%s: not valid JSON", what);
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");

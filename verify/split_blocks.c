@@ -50,9 +50,7 @@ static int add_blocks(const tq_flash_manifest *sm, tq_manifest *m, int with_hash
             const tq_flash_block *b = &sm->blocks[first + x];
             tq_mf_range *r = &f->ranges[f->n_ranges];
             memset(r, 0, sizeof *r);
-            char name[64];
-            snprintf(name, sizeof name, "layer %u expert %u", b->layer, b->expert);
-            if (!(r->name = tq_strdup(name, e)))
+            if (!(r->name = tq_asprintf(e, "layer %u expert %u", b->layer, b->expert)))
                 return -1;
             r->kind = TQ_MF_BLOCK;
             r->layer = b->layer;

@@ -21,7 +21,7 @@ struct cJSON;
 
 /* Identity of the source file a row file was made from. header_sha256 is the SHA-256 of
  * the source header re-serialized the way Python's json.dumps(h, sort_keys=True) does
- * (tq_rows_json_canonical), so files made by MTPLX and by tq agree. */
+ * (tq_json_canonical), so files made by MTPLX and by tq agree. */
 typedef struct tq_rows_identity {
     uint64_t size;
     int64_t mtime_ns, ctime_ns;
@@ -29,14 +29,6 @@ typedef struct tq_rows_identity {
     char header_sha256[65];
 } tq_rows_identity;
 
-/* Canonical JSON = Python json.dumps(v, sort_keys=True): keys sorted by code point, ", " and
- * ": " separators, non-ASCII and control characters as lowercase \uXXXX escapes. Refuses
- * (TQ_EUNSUP) what cJSON cannot carry exactly: non-integer numbers, |n| >= 2^53, duplicate
- * keys, invalid UTF-8, U+0000. cJSON_Raw nodes are copied verbatim. Caller frees. */
-char *tq_rows_json_canonical(const struct cJSON *j, tq_err *e);
-/* Lexical pre-check of JSON text for tq_rows_json_canonical: every number token is a plain
- * integer and no string holds \u0000 (cJSON would silently change both). */
-int tq_rows_json_canonical_text_ok(const char *json, size_t len, tq_err *e);
 /* hex SHA-256 of the canonical form of the JSON header text. */
 int tq_rows_header_sha256(const char *json, size_t len, const char *path, char hex[65], tq_err *e);
 

@@ -27,12 +27,12 @@ static int kept_header_usable(const rows_file *f, tq_err *e)
         return -1;
     if (strcmp(hex, f->id.header_sha256))
         return tq_fail(e, TQ_EDATA, "%s: metadata source_header does not hash to the recorded header_sha256", f->path);
-    cJSON *h = rows_json_parse(f->source_header, f->source_header_len);
+    cJSON *h = tq_json_parse(f->source_header, f->source_header_len, NULL, NULL);
     if (!h || !cJSON_IsObject(h)) {
         cJSON_Delete(h);
         return tq_fail(e, TQ_EDATA, "%s: metadata source_header is not a JSON object", f->path);
     }
-    cJSON *parts = rows_json_parse(f->parts_json, strlen(f->parts_json));
+    cJSON *parts = tq_json_parse(f->parts_json, strlen(f->parts_json), NULL, NULL);
     int n_ten = 0, ok = parts != NULL;
     for (cJSON *c = h->child; c && ok; c = c->next) {
         if (!strcmp(c->string, "__metadata__"))
@@ -44,7 +44,7 @@ static int kept_header_usable(const rows_file *f, tq_err *e)
             snprintf(name, sizeof name, "%s.%s", f->prefix, pr->child->valuestring);
             if (strcmp(name, c->string))
                 continue;
-            char *a = tq_rows_json_canonical(c, NULL), *b = tq_rows_json_canonical(pr->child->next, NULL);
+            char *a = tq_json_canonical(c, NULL), *b = tq_json_canonical(pr->child->next, NULL);
             ok = a && b && !strcmp(a, b);
             free(a);
             free(b);
@@ -109,7 +109,7 @@ static int fresh_header(const rows_file *f, uint64_t *dst_begin, char **out, uin
                 dst_begin[p] = at;
         at += nb;
     }
-    char *json = tq_rows_json_canonical(root, e);
+    char *json = tq_json_canonical(root, e);
     cJSON_Delete(root);
     if (!json)
         return -1;

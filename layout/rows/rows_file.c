@@ -44,25 +44,9 @@ static char *layout_json(const tq_rows_geom *g, tq_err *e)
     cJSON_AddItemToObject(o, "records_per_group", raw_u64(g->per_group));
     cJSON_AddItemToObject(o, "rows", raw_u64(g->rows));
     cJSON_AddItemToObject(o, "slot_bytes", raw_u64(g->slot));
-    char *s = tq_rows_json_canonical(o, e);
+    char *s = tq_json_canonical(o, e);
     cJSON_Delete(o);
     return s;
-}
-
-int rows_utf8_ok(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned c = p[i];
-        size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-        if (!k || i + k > n || (c == 0))
-            return 0;
-        for (size_t j = 1; j < k; j++)
-            if ((p[i + j] & 0xC0) != 0x80)
-                return 0;
-        i += k;
-    }
-    return 1;
 }
 
 int rows_build_header(const rows_table *t, const tq_rows_geom *g, char **out, uint64_t *len,
@@ -85,11 +69,11 @@ int rows_build_header(const rows_table *t, const tq_rows_geom *g, char **out, ui
     cJSON_AddStringToObject(meta, "parts", t->parts_json);
     if (lay)
         cJSON_AddStringToObject(meta, "layout", lay);
-    if (rows_utf8_ok(t->path_abs, strlen(t->path_abs)))
+    if (tq_utf8_check(t->path_abs, strlen(t->path_abs), NULL) == 0)
         cJSON_AddStringToObject(meta, "source_path", t->path_abs);
     const char *sh = t->st->header_json;
     size_t shn = (size_t)t->st->header_len;
-    if (shn <= ROWS_MAX_KEPT_HEADER && !memchr(sh, 0, shn) && rows_utf8_ok(sh, shn))
+    if (shn <= ROWS_MAX_KEPT_HEADER && !memchr(sh, 0, shn) && tq_utf8_check(sh, shn, NULL) == 0)
         cJSON_AddStringToObject(meta, "source_header", sh);
     cJSON_AddItemToObject(root, "__metadata__", meta);
     cJSON_AddStringToObject(ten, "dtype", "U8");
@@ -101,7 +85,7 @@ int rows_build_header(const rows_table *t, const tq_rows_geom *g, char **out, ui
     char name[256];
     snprintf(name, sizeof name, "%s.%s", t->prefix, g->page ? "pages" : "records");
     cJSON_AddItemToObject(root, name, ten);
-    if (!(json = tq_rows_json_canonical(root, e)))
+    if (!(json = tq_json_canonical(root, e)))
         goto done;
     uint64_t n = strlen(json), align = g->page ? g->page : 8;
     uint64_t total = 8 + n;
@@ -130,7 +114,7 @@ static const char *part_names[TQ_ROWS_MAX_PARTS] = {"weight", "scales", "biases"
 
 int rows_parts_from_json(const char *text, uint64_t rows, tq_rows_geom *g, tq_err *e)
 {
-    cJSON *j = rows_json_parse(text, strlen(text));
+    cJSON *j = tq_json_parse(text, strlen(text), NULL, NULL);
     int rc = -1;
     g->n_parts = 0;
     g->stride = 0;
@@ -164,10 +148,10 @@ int rows_parts_from_json(const char *text, uint64_t rows, tq_rows_geom *g, tq_er
         uint64_t r = 0;
         if (!cJSON_IsString(dt) || tq_dtype_from_name(dt->valuestring, &pt->dtype) != 0 ||
             (p == 0 ? pt->dtype != TQ_DT_U32 : pt->dtype != TQ_DT_F16 && pt->dtype != TQ_DT_BF16) ||
-            !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != 2 || rows_json_u64(sh->child, &r) != 0 ||
-            rows_json_u64(sh->child->next, &pt->cols) != 0 || !cJSON_IsArray(of) ||
-            cJSON_GetArraySize(of) != 2 || rows_json_u64(of->child, &pt->begin) != 0 ||
-            rows_json_u64(of->child->next, &pt->end) != 0) {
+            !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != 2 || tq_json_u64(sh->child, &r) != 0 ||
+            tq_json_u64(sh->child->next, &pt->cols) != 0 || !cJSON_IsArray(of) ||
+            cJSON_GetArraySize(of) != 2 || tq_json_u64(of->child, &pt->begin) != 0 ||
+            tq_json_u64(of->child->next, &pt->end) != 0) {
             tq_fail(e, TQ_EDATA, "metadata 'parts': entry of '%s' needs a supported dtype, a 2-D shape and data_offsets",
                     pt->name);
             goto done;
@@ -216,7 +200,7 @@ static const char *meta_str(const cJSON *meta, const char *key)
 
 static int layout_u64(const cJSON *lay, const char *key, uint64_t *v)
 {
-    return rows_json_u64(cJSON_GetObjectItemCaseSensitive(lay, key), v);
+    return tq_json_u64(cJSON_GetObjectItemCaseSensitive(lay, key), v);
 }
 
 int rows_file_open(rows_file *f, const char *path, tq_err *e)
@@ -228,7 +212,7 @@ int rows_file_open(rows_file *f, const char *path, tq_err *e)
     int fd = tq_open_regular(path, &size, e);
     if (fd < 0)
         return -1;
-    if (rows_read_header(fd, size, path, &json, &len, e) != 0) {
+    if (tq_st_read_header(fd, size, path, &json, &len, e) != 0) {
         close(fd);
         return -1;
     }
@@ -253,11 +237,11 @@ int rows_file_parse(rows_file *f, const char *json, uint64_t header_len, uint64_
     f->size = file_size;
     f->header_len = header_len;
     f->data_start = 8 + f->header_len;
-    if (tq_rows_json_canonical_text_ok(json, (size_t)f->header_len, e) != 0) {
+    if (tq_json_canonical_text_ok(json, (size_t)f->header_len, e) != 0) {
         tq_err_prefix(e, "%s: header", path);
         goto fail;
     }
-    if (!(hdr = rows_json_parse(json, (size_t)f->header_len)) || !cJSON_IsObject(hdr)) {
+    if (!(hdr = tq_json_parse(json, (size_t)f->header_len, NULL, NULL)) || !cJSON_IsObject(hdr)) {
         tq_fail(e, TQ_EDATA, "%s: header is not a valid JSON object", path);
         goto fail;
     }
@@ -307,8 +291,8 @@ int rows_file_parse(rows_file *f, const char *json, uint64_t header_len, uint64_
     cJSON *of = cJSON_GetObjectItemCaseSensitive(ten, "data_offsets");
     uint64_t a, b, o0, o1, nb;
     if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "U8") || !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != 2 ||
-        rows_json_u64(sh->child, &a) != 0 || rows_json_u64(sh->child->next, &b) != 0 || !cJSON_IsArray(of) ||
-        cJSON_GetArraySize(of) != 2 || rows_json_u64(of->child, &o0) != 0 || rows_json_u64(of->child->next, &o1) != 0 ||
+        tq_json_u64(sh->child, &a) != 0 || tq_json_u64(sh->child->next, &b) != 0 || !cJSON_IsArray(of) ||
+        cJSON_GetArraySize(of) != 2 || tq_json_u64(of->child, &o0) != 0 || tq_json_u64(of->child->next, &o1) != 0 ||
         tq_mul_u64(a, b, &nb) != 0 || o0 != 0 || o1 != nb) {
         tq_fail(e, TQ_EDATA, "%s: tensor '%s' must be U8 [rows, bytes] with data_offsets [0, rows*bytes]", path,
                 ten->string);
@@ -335,7 +319,7 @@ int rows_file_parse(rows_file *f, const char *json, uint64_t header_len, uint64_
     if (f->paged) {
         const char *ls = meta_str(meta, "layout");
         uint64_t P, S, K, G, R, slot;
-        if (!ls || !(lay = rows_json_parse(ls, strlen(ls))) || layout_u64(lay, "page_size", &P) ||
+        if (!ls || !(lay = tq_json_parse(ls, strlen(ls), NULL, NULL)) || layout_u64(lay, "page_size", &P) ||
             layout_u64(lay, "record_bytes", &S) || layout_u64(lay, "records_per_group", &K) ||
             layout_u64(lay, "group_bytes", &G) || layout_u64(lay, "rows", &R) || layout_u64(lay, "slot_bytes", &slot)) {
             tq_fail(e, TQ_EDATA, "%s: metadata 'layout' must hold integer page_size, record_bytes, "
@@ -379,8 +363,8 @@ int rows_file_parse(rows_file *f, const char *json, uint64_t header_len, uint64_
             goto fail;
         }
     }
-    cJSON *pj = rows_json_parse(ps, strlen(ps));
-    f->parts_json = pj ? tq_rows_json_canonical(pj, e) : NULL;
+    cJSON *pj = tq_json_parse(ps, strlen(ps), NULL, NULL);
+    f->parts_json = pj ? tq_json_canonical(pj, e) : NULL;
     cJSON_Delete(pj);
     if (!f->parts_json) {
         tq_err_prefix(e, "%s: metadata 'parts'", path);

@@ -12,36 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int rows_read_header(int fd, uint64_t file_size, const char *path, char **json, uint64_t *len, tq_err *e)
-{
-    unsigned char b8[8];
-    if (file_size < 8)
-        return tq_fail(e, TQ_EDATA, "%s: %llu bytes, too short for a safetensors header", path,
-                       (unsigned long long)file_size);
-    if (tq_pread_full(fd, b8, 8, 0, path, e) != 0)
-        return -1;
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--)
-        n = n << 8 | b8[i];
-    if (n > TQ_ST_MAX_HEADER)
-        return tq_fail(e, TQ_EDATA, "%s: header length %llu exceeds the %llu-byte limit", path,
-                       (unsigned long long)n, (unsigned long long)TQ_ST_MAX_HEADER);
-    if (n > file_size - 8)
-        return tq_fail(e, TQ_EDATA, "%s: truncated: header length %llu but the file has only %llu bytes",
-                       path, (unsigned long long)n, (unsigned long long)file_size);
-    char *buf = tq_malloc((size_t)n + 1, e);
-    if (!buf)
-        return -1;
-    if (tq_pread_full(fd, buf, (size_t)n, 8, path, e) != 0) {
-        free(buf);
-        return -1;
-    }
-    buf[n] = 0;
-    *json = buf;
-    *len = n;
-    return 0;
-}
-
 static int64_t ns_of(struct timespec t)
 {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
@@ -67,7 +37,7 @@ int rows_identity_fd(int fd, const char *path, tq_rows_identity *id, tq_err *e)
     id->inode = (uint64_t)st.st_ino;
     char *json;
     uint64_t len;
-    if (rows_read_header(fd, id->size, path, &json, &len, e) != 0)
+    if (tq_st_read_header(fd, id->size, path, &json, &len, e) != 0)
         return -1;
     int rc = tq_rows_header_sha256(json, (size_t)len, path, id->header_sha256, e);
     free(json);
@@ -96,23 +66,12 @@ char *tq_rows_identity_json(const tq_rows_identity *id, tq_err *e)
     snprintf(t[4], sizeof t[4], "%" PRId64, id->mtime_ns);
     snprintf(t[5], sizeof t[5], "%" PRIu64, id->size);
     static const char *keys[6] = {"ctime_ns", "device", "header_sha256", "inode", "mtime_ns", "size"};
-    rows_sb b = {0};
-    rows_sb_str(&b, "{");
-    for (int i = 0; i < 6; i++) {
-        if (i)
-            rows_sb_str(&b, ", ");
-        rows_sb_str(&b, "\"");
-        rows_sb_str(&b, keys[i]);
-        rows_sb_str(&b, "\": ");
-        rows_sb_str(&b, t[i]);
-    }
-    rows_sb_str(&b, "}");
-    if (b.failed) {
-        free(b.buf);
-        tq_fail(e, TQ_ENOMEM, "out of memory");
-        return NULL;
-    }
-    return b.buf;
+    tq_sb b = {0};
+    tq_sb_str(&b, "{");
+    for (int i = 0; i < 6; i++)
+        tq_sb_printf(&b, "%s\"%s\": %s", i ? ", " : "", keys[i], t[i]);
+    tq_sb_str(&b, "}");
+    return tq_sb_finish(&b, e);
 }
 
 /* cJSON keeps numbers as doubles, which cannot hold nanosecond times or 64-bit inodes, so
@@ -154,7 +113,7 @@ static int exact_int(const char *text, const char *key, int sign_ok, uint64_t *m
 
 int tq_rows_identity_parse(const char *text, tq_rows_identity *id, tq_err *e)
 {
-    cJSON *j = rows_json_parse(text, strlen(text));
+    cJSON *j = tq_json_parse(text, strlen(text), NULL, NULL);
     if (!j || !cJSON_IsObject(j)) {
         cJSON_Delete(j);
         return tq_fail(e, TQ_EDATA, "source identity is not a JSON object");

@@ -8,22 +8,6 @@
 
 struct cJSON;
 
-/* Growable string. */
-typedef struct rows_sb {
-    char *buf;
-    size_t len, cap;
-    int failed;
-} rows_sb;
-int rows_sb_put(rows_sb *b, const char *s, size_t n);
-int rows_sb_str(rows_sb *b, const char *s);
-
-/* cJSON parse of exactly len bytes; only JSON whitespace may follow the value. */
-struct cJSON *rows_json_parse(const char *s, size_t len);
-/* Exact unsigned integer from a cJSON number (< 2^53); -1 otherwise. */
-int rows_json_u64(const struct cJSON *j, uint64_t *out);
-
-/* Header bytes of a safetensors file read from fd (<= TQ_ST_MAX_HEADER). */
-int rows_read_header(int fd, uint64_t file_size, const char *path, char **json, uint64_t *len, tq_err *e);
 int rows_identity_fd(int fd, const char *path, tq_rows_identity *id, tq_err *e);
 
 /* The source table: validated safetensors file, its parts, its identity. */
@@ -111,8 +95,5 @@ int rows_out_refuse(const char *out, const char *source, tq_err *e);
 int rows_out_reserve(tq_afile *f, uint64_t size, tq_err *e);
 int rows_out_commit(tq_afile *f, tq_err *e);
 char *rows_out_keep(tq_afile *f);
-
-/* Valid UTF-8 without NUL bytes. */
-int rows_utf8_ok(const char *s, size_t n);
 
 #endif

@@ -12,17 +12,6 @@
 
 static const char *part_names[TQ_ROWS_MAX_PARTS] = {"weight", "scales", "biases"};
 
-int rows_json_u64(const cJSON *j, uint64_t *out)
-{
-    if (!cJSON_IsNumber(j))
-        return -1;
-    double d = j->valuedouble;
-    if (!(d >= 0 && d < 9007199254740992.0) || d != (double)(uint64_t)d)
-        return -1;
-    *out = (uint64_t)d;
-    return 0;
-}
-
 void rows_table_close(rows_table *t)
 {
     if (t->st)
@@ -77,7 +66,7 @@ int rows_table_open(rows_table *t, const char *path, const char *prefix, tq_err 
         tq_fail(e, TQ_EDATA, "%s: changed while being opened (%s)", path, diff);
         goto fail;
     }
-    t->hdr = rows_json_parse(t->st->header_json, (size_t)t->st->header_len);
+    t->hdr = tq_json_parse(t->st->header_json, (size_t)t->st->header_len, NULL, NULL);
     if (!t->hdr) {
         tq_fail(e, TQ_EDATA, "%s: header is not valid JSON", path);
         goto fail;
@@ -159,7 +148,7 @@ int rows_table_open(rows_table *t, const char *path, const char *prefix, tq_err 
         cJSON_AddItemToArray(pair, dup);
         cJSON_AddItemToArray(parts, pair);
     }
-    t->parts_json = tq_rows_json_canonical(parts, e);
+    t->parts_json = tq_json_canonical(parts, e);
     cJSON_Delete(parts);
     if (!t->parts_json) {
         tq_err_prefix(e, "%s", path);

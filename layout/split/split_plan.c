@@ -174,9 +174,7 @@ static int build_slot(split_plan *p, split_layer *L, entry *en, size_t a, size_t
 static int layout_layer(split_plan *p, split_layer *L, uint64_t n_exp, const tq_split_opts *o, tq_err *e)
 {
     const int moe = p->kind == TQ_FLASH_MOE;
-    char file[64];
-    snprintf(file, sizeof file, "%s/layer_%02u.bin", moe ? "experts" : "ffn_aligned", L->layer);
-    if (!(L->file = tq_strdup(file, e)))
+    if (!(L->file = tq_asprintf(e, "%s/layer_%02u.bin", moe ? "experts" : "ffn_aligned", L->layer)))
         return -1;
     tq_flash_header *h = &L->hdr;
     h->kind = p->kind;
@@ -191,10 +189,8 @@ static int layout_layer(split_plan *p, split_layer *L, uint64_t n_exp, const tq_
         const split_slot *s = &L->slots[i];
         tq_flash_tensor *t = &h->tensors[i];
         const tq_tensor_info *src = s->stacked ? &s->stacked->info : &s->per_expert[0]->info;
-        char name[64];
-        snprintf(name, sizeof name, "mlp.%s%s.%s", moe ? "switch_mlp." : "", tq_flash_projs[s->rank / 4],
-                 tq_flash_suffixes[s->rank % 4]);
-        if (!(t->name = tq_strdup(name, e)))
+        if (!(t->name = tq_asprintf(e, "mlp.%s%s.%s", moe ? "switch_mlp." : "", tq_flash_projs[s->rank / 4],
+                                    tq_flash_suffixes[s->rank % 4])))
             return -1;
         t->dtype = src->dtype;
         int skip = s->stacked ? 1 : 0;

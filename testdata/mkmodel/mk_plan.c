@@ -3,7 +3,6 @@
  * affine quantization of the linear layers. */
 #include "testdata/mkmodel/mk_internal.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,26 +14,11 @@ typedef struct builder {
     tq_err *e;
 } builder;
 
-static char *fmt(tq_err *e, const char *f, ...) __attribute__((format(printf, 2, 3)));
-static char *fmt(tq_err *e, const char *f, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(buf, sizeof buf, f, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof buf) {
-        tq_fail(e, TQ_EUSAGE, "tensor name too long");
-        return NULL;
-    }
-    return tq_strdup(buf, e);
-}
-
 char *mk_item_key(const mk_item *it, uint64_t expert, tq_err *e)
 {
     if (!it->key_suf)
         return tq_strdup(it->key_pre, e);
-    return fmt(e, "%s%llu%s", it->key_pre, (unsigned long long)expert, it->key_suf);
+    return tq_asprintf(e, "%s%llu%s", it->key_pre, (unsigned long long)expert, it->key_suf);
 }
 
 static int add_decl(builder *b, const char *name, tq_dtype dt, int ndim, const uint64_t *shape)
@@ -100,7 +84,7 @@ static int add_item(builder *b, int kind, const char *base, uint64_t n_exp, uint
     static const char *const sfx[3] = {"weight", "scales", "biases"};
     int nparts = it->bits ? 3 : 1;
     for (int k = 0; k < nparts; k++) {
-        if (!(it->names[k] = fmt(b->e, "%s.%s", base, sfx[k])))
+        if (!(it->names[k] = tq_asprintf(b->e, "%s.%s", base, sfx[k])))
             return -1;
         uint64_t shape[3];
         int nd = 0;
@@ -126,7 +110,7 @@ static int add_item(builder *b, int kind, const char *base, uint64_t n_exp, uint
 
 static int linear(builder *b, const char *base, uint64_t rows, uint64_t cols)
 {
-    char *key = fmt(b->e, "%s.weight", base);
+    char *key = tq_asprintf(b->e, "%s.weight", base);
     if (!key)
         return -1;
     int rc = add_item(b, MK_LINEAR, base, 1, rows, cols, key, NULL, 1);
@@ -137,7 +121,7 @@ static int linear(builder *b, const char *base, uint64_t rows, uint64_t cols)
 /* Embeddings, routers: the recipe, never quantized. */
 static int plain(builder *b, const char *base, uint64_t rows, uint64_t cols)
 {
-    char *key = fmt(b->e, "%s.weight", base);
+    char *key = tq_asprintf(b->e, "%s.weight", base);
     if (!key)
         return -1;
     int rc = add_item(b, MK_LINEAR, base, 1, rows, cols, key, NULL, 0);
@@ -147,7 +131,7 @@ static int plain(builder *b, const char *base, uint64_t rows, uint64_t cols)
 
 static int norm(builder *b, const char *base, uint64_t n)
 {
-    char *key = fmt(b->e, "%s.weight", base);
+    char *key = tq_asprintf(b->e, "%s.weight", base);
     if (!key)
         return -1;
     int rc = add_item(b, MK_NORM, base, 1, 1, n, key, NULL, 0);
@@ -242,7 +226,7 @@ int tq_mk_plan_build(tq_mk_plan *p, const tq_mk_opts *o, tq_err *e)
     builder b = {p, pv, 0, o, e};
     int rc = 0;
     if (o->arch == TQ_MK_NGRAM) {
-        char *key = fmt(e, "%s.weight", o->prefix);
+        char *key = tq_asprintf(e, "%s.weight", o->prefix);
         rc = !key || add_item(&b, MK_LINEAR, o->prefix, 1, o->rows, (uint64_t)o->width, key, NULL, 1);
         free(key);
     } else {

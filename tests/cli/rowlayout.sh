@@ -70,8 +70,16 @@ expect 1 "is the source file itself" t100/model.safetensors --out ./t100/../t100
 expect 1 "missing.safetensors: No such file or directory" missing.safetensors --out e3
 expect 1 "not a row file" --check t100/model.safetensors
 head -c 1000 t24.rows > trunc.rows
-expect 1 "truncated" --check trunc.rows
+expect 1 "runs past the end of the file (1000 bytes)" --check trunc.rows
 expect 1 "source changed" t24/model.safetensors --check t100.rows
+# a source path that is not UTF-8 by the one rule set (common/utf8.c: here a UTF-16 surrogate,
+# which a laxer check once let into the header, where the canonical JSON then refused it): the
+# row file is written without source_path, and checked against the source named again
+sd=$(printf 'src\355\240\200'); mkdir "$sd" && cp t100/model.safetensors "$sd/" || fail "surrogate dir"
+tq-rowlayout "$sd/model.safetensors" --out sur.rows --quiet 2>err || fail "surrogate path: $(cat err)"
+expect 2 "does not record its source path" --check sur.rows
+tq-rowlayout "$sd/model.safetensors" --check sur.rows >out 2>err || fail "surrogate check: $(cat err)"
+grep -q "^sur.rows: OK: 1024 rows" out || fail "surrogate check output: $(cat out)"
 ls e1 e2 e3 e1.partial-* e2.partial-* 2>/dev/null && fail "a failed run left output"
 
 # usage errors: exit 2

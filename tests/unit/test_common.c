@@ -41,6 +41,76 @@ static void test_parse_ids(void)
     CHECK(tq_parse_ids("1,2a", &v, &n, &err) == -1 && strstr(err.msg, "id 2 ('2a')"));
 }
 
+static void test_strings(void)
+{
+    tq_err err = {0};
+    tq_sb b = {0};
+    char *s = tq_sb_finish(&b, &err);
+    CHECK(s && !strcmp(s, ""));
+    free(s);
+    for (int i = 0; i < 300; i++)
+        tq_sb_printf(&b, "%d,", i);
+    tq_sb_str(&b, "end");
+    char big[300];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    tq_sb_printf(&b, "%s", big); /* longer than tq_sb_printf's stack buffer */
+    s = tq_sb_finish(&b, &err);
+    CHECK(s && !strncmp(s, "0,1,2,", 6) && strstr(s, ",299,end") && strlen(strstr(s, "end")) == 3 + 299);
+    CHECK(b.s == NULL && b.len == 0);
+    free(s);
+    s = tq_asprintf(&err, "%s.%llu.%s", "model.layers", 12ull, "weight");
+    CHECK(s && !strcmp(s, "model.layers.12.weight"));
+    free(s);
+}
+
+static void test_utf8(void)
+{
+    uint32_t cp;
+    size_t bad = 99;
+    CHECK(tq_utf8_next("\xe2\x82\xac", 3, &cp) == 3 && cp == 0x20AC);
+    CHECK(tq_utf8_next("\xf4\x8f\xbf\xbf", 4, &cp) == 4 && cp == 0x10FFFF);
+    CHECK(tq_utf8_check("a\0b", 3, &bad) == 0); /* NUL is valid UTF-8 */
+    CHECK(tq_utf8_check("ok \xc3\xa9", 5, NULL) == 0);
+    static const struct { const char *s; size_t len, bad; } no[] = {
+        {"ab\xc0\xaf", 4, 2},          /* overlong '/' */
+        {"\xe0\x80\xaf", 3, 0},        /* overlong, 3 bytes */
+        {"x\xed\xa0\x80", 4, 1},       /* surrogate U+D800 */
+        {"\xf4\x90\x80\x80", 4, 0},   /* above U+10FFFF */
+        {"\xe2\x82", 2, 0},            /* cut short by the end */
+        {"\xe2\x82\xac", 2, 0},        /* cut short by len, not by NUL */
+        {"a\x80", 2, 1},               /* stray continuation byte */
+        {"\xff", 1, 0},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        CHECKF(tq_utf8_check(no[i].s, no[i].len, &bad) == -1 && bad == no[i].bad, "case %zu: bad %zu", i, bad);
+}
+
+static void test_json_exact(void)
+{
+    size_t at = 0;
+    int trailing = 0;
+    cJSON *j = tq_json_parse("{\"a\": 1} \n", 10, &at, &trailing);
+    CHECK(j && !trailing);
+    cJSON_Delete(j);
+    CHECK(tq_json_parse("{\"a\": 1} x", 10, &at, &trailing) == NULL && trailing && at == 9);
+    CHECK(tq_json_parse("{\"a\": }", 8, &at, &trailing) == NULL && !trailing);
+    CHECK(tq_json_parse("[1][2]", 6, &at, &trailing) == NULL && trailing && at == 3);
+    /* exactly len bytes: what follows is not read */
+    j = tq_json_parse("[12]34", 4, NULL, NULL);
+    CHECK(j && cJSON_GetArrayItem(j, 0)->valuedouble == 12);
+    cJSON_Delete(j);
+    uint64_t v;
+    cJSON *n = cJSON_Parse("[9007199254740991, 9007199254740992, 9007199254740993, -1, 1.5, 0]");
+    CHECK(tq_json_u64(cJSON_GetArrayItem(n, 0), &v) == 0 && v == 9007199254740991ull);
+    CHECK(tq_json_u64(cJSON_GetArrayItem(n, 1), &v) == -1); /* 2^53: also what 2^53 + 1 parses to */
+    CHECK(tq_json_u64(cJSON_GetArrayItem(n, 2), &v) == -1);
+    CHECK(tq_json_u64(cJSON_GetArrayItem(n, 3), &v) == -1);
+    CHECK(tq_json_u64(cJSON_GetArrayItem(n, 4), &v) == -1);
+    CHECK(tq_json_u64(cJSON_GetArrayItem(n, 5), &v) == 0 && v == 0);
+    cJSON_Delete(n);
+}
+
 typedef struct work_t {
     int hits[100];
     uint64_t order[100];
@@ -215,6 +285,9 @@ int main(void)
     RUN(test_parse_ids);
     RUN(test_overflow);
     RUN(test_work_queue);
+    RUN(test_strings);
+    RUN(test_utf8);
+    RUN(test_json_exact);
     RUN(test_crc32);
     RUN(test_sha256);
     RUN(test_json_sorted);

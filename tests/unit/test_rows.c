@@ -93,10 +93,10 @@ static void test_canonical_matches_python(void)
         "{\"A\": {}, \"__metadata__\": {\"k\": \"v\"}, \"a\": {\"e\": \"x\", \"x\": false, \"y\": null, \"z\": true, "
         "\"\\u00e9\": \"caf\\u00e9 \\ud83d\\ude00 \\u00e9 \\ud83d\\ude00 \\u007f \\u0001 \\t\\n\\r\\b\\f \\\" \\\\ / ~\"}, "
         "\"b\": [1, -2, 0, 0, 9007199254740991], \"c\": []}";
-    CHECK_OK(tq_rows_json_canonical_text_ok(src, strlen(src), &err));
-    cJSON *j = rows_json_parse(src, strlen(src));
+    CHECK_OK(tq_json_canonical_text_ok(src, strlen(src), &err));
+    cJSON *j = tq_json_parse(src, strlen(src), NULL, NULL);
     CHECK(j != NULL);
-    char *got = tq_rows_json_canonical(j, &err);
+    char *got = tq_json_canonical(j, &err);
     CHECKF(got && !strcmp(got, want), "got %s", got ? got : err.msg);
     free(got);
     cJSON_Delete(j);
@@ -110,23 +110,23 @@ static void test_canonical_refuses(void)
     tq_err err = {0};
     const char *bad_text[] = {"{\"a\": 1.0}", "{\"a\": 1e3}", "{\"a\": 01}", "{\"a\": \"x\\u0000y\"}", "[-]"};
     for (size_t i = 0; i < sizeof bad_text / sizeof *bad_text; i++)
-        CHECKF(tq_rows_json_canonical_text_ok(bad_text[i], strlen(bad_text[i]), &err) != 0, "%s", bad_text[i]);
+        CHECKF(tq_json_canonical_text_ok(bad_text[i], strlen(bad_text[i]), &err) != 0, "%s", bad_text[i]);
     const char *ok_text = "{\"a\": \"\\\\u0000 1.5e3\", \"b\": [0, -7]}";
-    CHECK_OK(tq_rows_json_canonical_text_ok(ok_text, strlen(ok_text), &err));
+    CHECK_OK(tq_json_canonical_text_ok(ok_text, strlen(ok_text), &err));
     const char *bad_tree[] = {"{\"a\": 1, \"a\": 2}", "[9007199254740992]"};
     for (size_t i = 0; i < 2; i++) {
         cJSON *j = cJSON_Parse(bad_tree[i]);
-        char *c = tq_rows_json_canonical(j, &err);
+        char *c = tq_json_canonical(j, &err);
         CHECKF(c == NULL, "%s", bad_tree[i]);
         free(c);
         cJSON_Delete(j);
     }
     cJSON *s = cJSON_CreateString("\xff\xfe");
-    char *c = tq_rows_json_canonical(s, &err);
+    char *c = tq_json_canonical(s, &err);
     CHECK(c == NULL);
     free(c);
     cJSON_Delete(s);
-    CHECK(rows_json_parse("{} x", 4) == NULL);
+    CHECK(tq_json_parse("{} x", 4, NULL, NULL) == NULL);
 }
 
 /* ------------------------------------------------------------------ identity */
