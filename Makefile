@@ -8,7 +8,7 @@ OPT     ?= -O2
 BUILD   ?= build
 BIN     ?= bin
 
-PKGS := libzstd libcrypto libcjson libarchive
+PKGS := libzstd libcrypto libcjson libarchive libpcre2-8 libutf8proc
 
 # Install missing libraries once (Debian/Ubuntu: apt-get, macOS: brew), then go on.
 ifeq ($(filter clean help,$(MAKECMDGOALS)),)
@@ -36,7 +36,7 @@ LDFLAGS += -pthread $(EXTRA_LDFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm
 
 # The library: the toolbox, the formats, the kernels and one folder per pipeline.
-LIBDIRS  := common formats quant quant/convert layout/split layout/rows verify runtime
+LIBDIRS  := common formats quant quant/convert layout/split layout/rows verify runtime tokenizer
 LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIBDIRS))))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB      := $(BUILD)/libtq.a

@@ -1,0 +1,158 @@
+/* tokenizer/tok_internal.h — the loaded tokenizer's parts, shared by the tokenizer/ files. */
+#ifndef TQ_TOK_INTERNAL_H
+#define TQ_TOK_INTERNAL_H
+
+#include "tokenizer/tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdint.h>
+
+#define TOK_MAX_ID (1 << 24) /* ids at or above this are refused (bounds the id tables) */
+
+/* ---- growable byte buffer ---- */
+typedef struct tok_buf {
+    char *p;
+    size_t n, cap;
+} tok_buf;
+int tok_buf_reserve(tok_buf *b, size_t extra);
+int tok_buf_put(tok_buf *b, const void *d, size_t n);
+void tok_buf_free(tok_buf *b);
+
+/* ---- string -> id map (open addressing over an arena of strings) ---- */
+typedef struct tok_map {
+    uint32_t *slot; /* entry index + 1, 0 = empty */
+    size_t cap;     /* power of two */
+    struct tok_ent { uint32_t off, len; int32_t id; uint32_t hash; } *ent;
+    size_t n, ent_cap;
+    tok_buf pool;
+} tok_map;
+uint32_t tok_hash(const void *d, size_t n);
+/* Index of the entry for s, or -1. */
+long tok_map_find(const tok_map *m, const char *s, size_t n);
+/* Adds s -> id; returns the entry index, or -1 when out of memory. *existed says whether s was
+ * there already (its id is then left unchanged). */
+long tok_map_add(tok_map *m, const char *s, size_t n, int32_t id, int *existed);
+void tok_map_free(tok_map *m);
+
+/* ---- (left id, right id) -> (rank, merged id) ---- */
+typedef struct tok_merges {
+    uint64_t *key; /* (left << 32 | right) + 1, 0 = empty */
+    int32_t *rank, *out;
+    size_t cap, n;
+} tok_merges;
+int tok_merges_find(const tok_merges *m, int32_t a, int32_t b, int32_t *rank, int32_t *out);
+
+/* ---- a byte trie of added-token contents, leftmost-longest matching ---- */
+typedef struct tok_trie {
+    struct tok_tnode { int32_t child, sibling, token; uint8_t byte; } *node;
+    size_t n, cap;
+    int32_t root[256]; /* first-level nodes, -1 none */
+} tok_trie;
+
+/* ---- patterns (a literal string or a PCRE2 regex) ---- */
+typedef struct tok_pattern {
+    char *lit; /* literal pattern (String), or NULL for a regex */
+    size_t lit_len;
+    pcre2_code *re;
+} tok_pattern;
+
+enum { N_NFC, N_NFD, N_NFKC, N_NFKD, N_REPLACE, N_PREPEND, N_STRIP, N_LOWER, N_STRIP_ACCENTS };
+typedef struct tok_norm {
+    int kind;
+    tok_pattern pat;
+    char *content; /* Replace content, Prepend prefix */
+    size_t content_len;
+    int left, right; /* Strip */
+} tok_norm;
+
+enum { P_SPLIT, P_BYTELEVEL, P_METASPACE, P_WSPLIT, P_WHITESPACE, P_DIGITS };
+enum { B_REMOVED, B_ISOLATED, B_PREV, B_NEXT, B_CONTIGUOUS };
+enum { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER };
+typedef struct tok_pre {
+    int kind;
+    tok_pattern pat;
+    int behavior, invert;
+    int add_prefix_space, use_regex;  /* ByteLevel */
+    char repl[8];                     /* Metaspace replacement (UTF-8) */
+    size_t repl_len;
+    int prepend, split;               /* Metaspace */
+    int individual;                   /* Digits */
+} tok_pre;
+
+enum { D_BYTELEVEL, D_METASPACE, D_REPLACE, D_BYTEFALLBACK, D_FUSE, D_STRIP };
+typedef struct tok_dec {
+    int kind;
+    tok_pattern pat;
+    char *content; /* Replace content; Strip: the one character stripped */
+    size_t content_len;
+    char repl[8]; /* Metaspace replacement */
+    size_t repl_len;
+    int prefix;   /* Metaspace: drop the first token's leading space */
+    long start, stop;
+} tok_dec;
+
+typedef struct tok_added {
+    char *content;
+    size_t len;
+    int32_t id;
+    int lstrip, rstrip, single_word, normalized, special;
+} tok_added;
+
+struct tq_tok {
+    char *name;
+    /* model */
+    int32_t n_ids;        /* one past the largest id */
+    int32_t *id_ent;      /* id -> vocab entry (-1 none) */
+    int32_t *id_added;    /* id -> added token index (-1 none) */
+    tok_map vocab;        /* model.vocab and added tokens (added tokens win) */
+    tok_merges merges;
+    int32_t unk;          /* -1 when none */
+    int byte_fallback, fuse_unk, ignore_merges;
+    int32_t byte_tok[256];   /* <0xXX> ids for byte fallback, -1 when missing */
+    int32_t level_tok[256];  /* byte-level character ids, -1 when missing */
+    /* pipeline */
+    tok_added *added;
+    size_t n_added;
+    tok_trie raw_trie, norm_trie; /* non-normalized / normalized added tokens */
+    tok_norm *norm;
+    size_t n_norm;
+    tok_pre *pre;
+    size_t n_pre;
+    pcre2_code *gpt2_re; /* ByteLevel use_regex */
+    tok_dec *dec;
+    size_t n_dec;
+    int has_decoder;
+    int32_t *post_single; /* ids of the single-sequence template; -1 marks the sequence */
+    size_t n_post;
+    int32_t bos, eos;
+};
+
+/* ---- UTF-8 ---- */
+/* Length of the valid UTF-8 character at p (n bytes left), 0 if invalid. */
+size_t tok_utf8_len(const unsigned char *p, size_t n, uint32_t *cp);
+/* Byte offset of the first invalid UTF-8 sequence, or n when all is valid. */
+size_t tok_utf8_check(const char *s, size_t n);
+/* Appends s with every invalid sequence replaced by U+FFFD (WHATWG decoder rules). */
+int tok_utf8_sanitize(tok_buf *out, const char *s, size_t n);
+/* Whether s begins with a UTF-8 sequence that is incomplete but could still become valid. */
+size_t tok_utf8_incomplete_tail(const char *s, size_t n);
+/* GPT-2's byte <-> character map: the UTF-8 of byte b's character (1 or 2 bytes). */
+size_t tok_byte_char(unsigned b, char out[2]);
+int tok_char_byte(uint32_t cp); /* -1 when cp is not one of the 256 characters */
+
+/* ---- patterns ---- */
+int tok_pattern_compile(tok_pattern *p, const char *src, size_t len, int is_regex, const char *field, tq_err *e);
+void tok_pattern_free(tok_pattern *p);
+/* Next match of p in s[from..n): *ms, *me; 0 found, 1 none, -1 error. */
+int tok_pattern_next(const tok_pattern *p, pcre2_match_data *md, const char *s, size_t n, size_t from, size_t *ms,
+                     size_t *me, tq_err *e);
+pcre2_code *tok_regex_compile(const char *src, size_t len, const char *field, tq_err *e);
+
+/* ---- loader helpers used by the decoder ---- */
+const char *tok_id_str(const tq_tok *t, int32_t id, size_t *len);
+
+/* Raw decode (invalid UTF-8 left as is) of ids into out. */
+int tok_decode_raw(const tq_tok *t, const int32_t *ids, size_t n, tok_buf *out, tq_err *e);
+
+#endif

@@ -1,0 +1,63 @@
+/* tokenizer/tokenizer.h — HuggingFace tokenizer.json tokenizers: load, encode, decode.
+ *
+ * Covers what the models tq serves use: BPE with byte-level pre-tokenisation (GPT-2 style
+ * byte-to-character map, regex splits such as Qwen2/3, Llama-3, DeepSeek-V3 and o200k), and
+ * SentencePiece-style BPE (the U+2581 metaspace, byte fallback, unk fusing) as Llama-2 and
+ * Gemma write it; NFC/NFD/NFKC/NFKD, Replace, Prepend, Strip and Lowercase normalisers;
+ * added tokens (split out before anything else, honouring lstrip, rstrip, single_word and
+ * normalized); the ByteLevel, Metaspace, Replace, ByteFallback, Fuse and Strip decoders;
+ * TemplateProcessing, Bert/Roberta and ByteLevel post-processors.
+ *
+ * Reference behaviour is transformers.js' (tests/tokenizer/compare.mjs checks it token for
+ * token). Where transformers.js and the Rust tokenizers library differ it follows
+ * transformers.js, namely: "\s" in split regexes is ECMAScript's white space set, and the
+ * "(?i:'s|'t|...)" contraction group is plain ASCII case-insensitive.
+ *
+ * A tokenizer.json is hostile input: every field is checked and a failure names it
+ * ("tokenizer.json: model.merges[12]: 'a' is not in model.vocab"). Loaded tokenizers are
+ * read-only: encode and decode may run on one tq_tok from many threads at once. */
+#ifndef TQ_TOKENIZER_H
+#define TQ_TOKENIZER_H
+
+#include "common/common.h"
+
+typedef struct tq_tok tq_tok;
+
+/* PATH is a directory holding tokenizer.json (and, optionally, tokenizer_config.json for the
+ * bos/eos tokens) or a tokenizer.json file itself. */
+int tq_tok_load(const char *path, tq_tok **out, tq_err *e);
+/* From memory: json is tokenizer.json's text, config tokenizer_config.json's (or NULL); name
+ * prefixes error messages. */
+int tq_tok_load_mem(const char *json, size_t len, const char *config, size_t config_len, const char *name,
+                    tq_tok **out, tq_err *e);
+void tq_tok_free(tq_tok *t);
+
+/* UTF-8 text (invalid UTF-8 is an error naming its byte offset) to token ids; add_special
+ * applies the post-processor (bos and the like). *ids is malloc'ed (free it). */
+int tq_tok_encode(const tq_tok *t, const char *text, size_t len, int add_special, int32_t **ids, size_t *n,
+                  tq_err *e);
+/* Token ids to UTF-8 text (NUL-terminated, length in *len; free it). Byte sequences that are
+ * not valid UTF-8 come out as U+FFFD. An id the tokenizer does not know is an error. */
+int tq_tok_decode(const tq_tok *t, const int32_t *ids, size_t n, char **text, size_t *len, tq_err *e);
+
+/* Incremental decode for streamed output: each push returns the text that is now complete
+ * (bytes of a partial UTF-8 sequence are held until the rest arrives); finish returns what
+ * is left, with an incomplete sequence as U+FFFD. Pointers stay valid until the next call. */
+typedef struct tq_tok_stream tq_tok_stream;
+int tq_tok_stream_new(const tq_tok *t, tq_tok_stream **out, tq_err *e);
+int tq_tok_stream_push(tq_tok_stream *s, int32_t id, const char **text, size_t *len, tq_err *e);
+int tq_tok_stream_finish(tq_tok_stream *s, const char **text, size_t *len, tq_err *e);
+void tq_tok_stream_free(tq_tok_stream *s);
+
+/* One past the largest token id (model vocabulary and added tokens). */
+size_t tq_tok_vocab_size(const tq_tok *t);
+/* The id of an exact token string (vocabulary or added token), or -1. */
+int32_t tq_tok_token_id(const tq_tok *t, const char *token);
+/* bos/eos token ids from tokenizer_config.json, or -1 when it names none. */
+int32_t tq_tok_bos(const tq_tok *t);
+int32_t tq_tok_eos(const tq_tok *t);
+/* Number of added tokens, and the i-th one's content and id (for tests and tools). */
+size_t tq_tok_n_added(const tq_tok *t);
+const char *tq_tok_added(const tq_tok *t, size_t i, int32_t *id);
+
+#endif
