@@ -735,53 +735,94 @@ static void enc_free(enc *x)
     free(x->cache_ids);
 }
 
-int tq_tok_encode(const tq_tok *t, const char *text, size_t len, int add_special, int32_t **ids, size_t *n,
-                  tq_err *e)
+struct tq_tok_enc {
+    enc x;
+};
+
+int tq_tok_enc_new(const tq_tok *t, tq_tok_enc **out, tq_err *e)
 {
+    tq_tok_enc *h = calloc(1, sizeof *h);
+    if (!h || !(h->x.md = pcre2_match_data_create(1, NULL))) {
+        free(h);
+        return oom(e);
+    }
+    h->x.t = t;
+    *out = h;
+    return 0;
+}
+
+void tq_tok_enc_free(tq_tok_enc *h)
+{
+    if (h) {
+        enc_free(&h->x);
+        free(h);
+    }
+}
+
+int tq_tok_enc_run(tq_tok_enc *h, const char *text, size_t len, int add_special, int32_t **ids, size_t *n, tq_err *e)
+{
+    enc *x = &h->x;
+    const tq_tok *t = x->t;
     *ids = NULL;
     *n = 0;
     size_t bad_at = tok_utf8_check(text, len);
     if (bad_at != len)
         return tq_fail(e, TQ_EDATA, "input is not valid UTF-8 at byte %zu", bad_at);
-    enc x = {.t = t, .unk_section = -1};
+    x->text.n = 0;
+    x->n = 0;
+    x->unk_section = -1;
     plist sec = {0};
     int rc = 0;
-    if (!(x.md = pcre2_match_data_create(1, NULL)) || tok_buf_put(&x.text, text, len)) {
+    if (tok_buf_put(&x->text, text, len)) {
         rc = oom(e);
         goto done;
     }
     if (add_special)
         for (size_t i = 0; i < t->n_post && t->post_single[i] >= 0; i++)
-            if (emit(&x, t->post_single[i], -2)) {
+            if (emit(x, t->post_single[i], -2)) {
                 rc = oom(e);
                 goto done;
             }
-    if (t->raw_trie.n ? split_added(&x, &t->raw_trie, 0, len, &sec) : plist_add(&sec, 0, len, -1, 0)) {
+    if (t->raw_trie.n ? split_added(x, &t->raw_trie, 0, len, &sec) : plist_add(&sec, 0, len, -1, 0)) {
         rc = oom(e);
         goto done;
     }
     for (size_t i = 0; !rc && i < sec.n; i++) {
         if (sec.p[i].added >= 0)
-            rc = emit(&x, sec.p[i].added, (long)i) ? oom(e) : 0;
+            rc = emit(x, sec.p[i].added, (long)i) ? oom(e) : 0;
         else
-            rc = encode_section(&x, sec.p[i].off, sec.p[i].len, (long)i, sec.p[i].off == 0, e);
+            rc = encode_section(x, sec.p[i].off, sec.p[i].len, (long)i, sec.p[i].off == 0, e);
     }
     if (!rc && add_special) {
         size_t i = 0;
         while (i < t->n_post && t->post_single[i] >= 0)
             i++;
         for (i++; i < t->n_post && !rc; i++)
-            rc = emit(&x, t->post_single[i], -2) ? oom(e) : 0;
+            rc = emit(x, t->post_single[i], -2) ? oom(e) : 0;
     }
 done:
     free(sec.p);
     if (!rc) {
-        *ids = x.ids;
-        *n = x.n;
-        x.ids = NULL;
-        if (!*ids && !(*ids = malloc(sizeof **ids)))
-            rc = oom(e);
+        if (!(*ids = malloc((x->n ? x->n : 1) * sizeof **ids)))
+            return oom(e);
+        if (x->n)
+            memcpy(*ids, x->ids, x->n * sizeof **ids);
+        *n = x->n;
     }
-    enc_free(&x);
+    if (x->text.cap > (64u << 20)) /* do not keep a huge input's scratch around */
+        tok_buf_free(&x->text);
+    return rc;
+}
+
+int tq_tok_encode(const tq_tok *t, const char *text, size_t len, int add_special, int32_t **ids, size_t *n,
+                  tq_err *e)
+{
+    tq_tok_enc *h;
+    *ids = NULL;
+    *n = 0;
+    if (tq_tok_enc_new(t, &h, e))
+        return -1;
+    int rc = tq_tok_enc_run(h, text, len, add_special, ids, n, e);
+    tq_tok_enc_free(h);
     return rc;
 }

@@ -37,8 +37,7 @@ void tok_map_free(tok_map *m);
 
 /* ---- (left id, right id) -> (rank, merged id) ---- */
 typedef struct tok_merges {
-    uint64_t *key; /* (left << 32 | right) + 1, 0 = empty */
-    int32_t *rank, *out;
+    struct tok_merge { uint64_t key; int32_t rank, out; } *slot; /* key (left << 32 | right) + 1, 0 = empty */
     size_t cap, n;
 } tok_merges;
 int tok_merges_find(const tok_merges *m, int32_t a, int32_t b, int32_t *rank, int32_t *out);

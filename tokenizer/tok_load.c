@@ -211,14 +211,12 @@ static int merge_put(tok_merges *m, int32_t a, int32_t b, int32_t rank, int32_t 
     uint64_t k = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
     uint64_t h = k * 0x9E3779B97F4A7C15ull;
     size_t i = (size_t)(h >> 20) & (m->cap - 1);
-    while (m->key[i] && m->key[i] != k)
+    while (m->slot[i].key && m->slot[i].key != k)
         i = (i + 1) & (m->cap - 1);
-    if (!m->key[i])
+    if (!m->slot[i].key)
         m->n++;
     /* A pair listed twice keeps its later rank, as both tokenizers implementations do. */
-    m->key[i] = k;
-    m->rank[i] = rank;
-    m->out[i] = out;
+    m->slot[i] = (struct tok_merge){k, rank, out};
     return 0;
 }
 
@@ -238,8 +236,7 @@ static int load_merges(tq_tok *t, const cJSON *merges, const path *mp, tq_err *e
         cap *= 2;
     tok_merges *m = &t->merges;
     m->cap = cap;
-    if (!(m->key = calloc(cap, sizeof *m->key)) || !(m->rank = malloc(cap * sizeof *m->rank)) ||
-        !(m->out = malloc(cap * sizeof *m->out)))
+    if (!(m->slot = calloc(cap, sizeof *m->slot)))
         return tq_fail(e, TQ_ENOMEM, "out of memory");
     tok_buf cat = {0};
     const cJSON *it;
@@ -766,9 +763,7 @@ void tq_tok_free(tq_tok *t)
     free(t->id_ent);
     free(t->id_added);
     tok_map_free(&t->vocab);
-    free(t->merges.key);
-    free(t->merges.rank);
-    free(t->merges.out);
+    free(t->merges.slot);
     for (size_t i = 0; i < t->n_added; i++)
         free(t->added[i].content);
     free(t->added);

@@ -131,13 +131,14 @@ int tok_merges_find(const tok_merges *m, int32_t a, int32_t b, int32_t *rank, in
     uint64_t k = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
     uint64_t h = k * 0x9E3779B97F4A7C15ull;
     for (size_t i = (size_t)(h >> 20) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (!m->key[i])
-            return 0;
-        if (m->key[i] == k) {
-            *rank = m->rank[i];
-            *out = m->out[i];
+        const struct tok_merge *x = &m->slot[i];
+        if (x->key == k) {
+            *rank = x->rank;
+            *out = x->out;
             return 1;
         }
+        if (!x->key)
+            return 0;
     }
 }
 

@@ -36,6 +36,13 @@ void tq_tok_free(tq_tok *t);
  * applies the post-processor (bos and the like). *ids is malloc'ed (free it). */
 int tq_tok_encode(const tq_tok *t, const char *text, size_t len, int add_special, int32_t **ids, size_t *n,
                   tq_err *e);
+/* The same with reusable state (scratch buffers and a cache of pre-token encodings) for
+ * encoding many texts: one tq_tok_enc per thread. Results do not depend on the cache. */
+typedef struct tq_tok_enc tq_tok_enc;
+int tq_tok_enc_new(const tq_tok *t, tq_tok_enc **out, tq_err *e);
+int tq_tok_enc_run(tq_tok_enc *x, const char *text, size_t len, int add_special, int32_t **ids, size_t *n,
+                   tq_err *e);
+void tq_tok_enc_free(tq_tok_enc *x);
 /* Token ids to UTF-8 text (NUL-terminated, length in *len; free it). Byte sequences that are
  * not valid UTF-8 come out as U+FFFD. An id the tokenizer does not know is an error. */
 int tq_tok_decode(const tq_tok *t, const int32_t *ids, size_t n, char **text, size_t *len, tq_err *e);
