@@ -325,38 +325,6 @@ static int tokenizer_config(const tq_mk_opts *o, cJSON **out, tq_err *e)
     return 0;
 }
 
-/* A word-level tokenizer.json: <unk>, <s>, </s>, then "t3" .. "t{vocab-1}". Loadable by the
- * tokenizers library; enough for tools that copy or hash tokenizer files. */
-static int tokenizer_json(const tq_mk_opts *o, cJSON **out, tq_err *e)
-{
-    cJSON *j = cJSON_CreateObject(), *model = NULL, *vocab = NULL, *pre = NULL;
-    int bad = !j || !cJSON_AddStringToObject(j, "version", "1.0") ||
-              !cJSON_AddNullToObject(j, "truncation") || !cJSON_AddNullToObject(j, "padding") ||
-              !cJSON_AddArrayToObject(j, "added_tokens") || !cJSON_AddNullToObject(j, "normalizer") ||
-              !(pre = cJSON_AddObjectToObject(j, "pre_tokenizer")) ||
-              !cJSON_AddStringToObject(pre, "type", "WhitespaceSplit") ||
-              !cJSON_AddNullToObject(j, "post_processor") || !cJSON_AddNullToObject(j, "decoder") ||
-              !(model = cJSON_AddObjectToObject(j, "model")) ||
-              !cJSON_AddStringToObject(model, "type", "WordLevel") ||
-              !cJSON_AddStringToObject(model, "unk_token", "<unk>") ||
-              !(vocab = cJSON_AddObjectToObject(model, "vocab"));
-    static const char *const special[3] = {"<unk>", "<s>", "</s>"};
-    for (long i = 0; !bad && i < o->vocab; i++) {
-        char buf[32];
-        if (i < 3)
-            snprintf(buf, sizeof buf, "%s", special[i]);
-        else
-            snprintf(buf, sizeof buf, "t%ld", i);
-        bad = !cJSON_AddNumberToObject(vocab, buf, (double)i);
-    }
-    if (bad) {
-        cJSON_Delete(j);
-        return tq_fail(e, TQ_ENOMEM, "out of memory");
-    }
-    *out = j;
-    return 0;
-}
-
 int tq_mkmodel(const char *dir, const tq_mk_opts *o, tq_err *e)
 {
     tq_mk_plan p;
@@ -373,7 +341,7 @@ int tq_mkmodel(const char *dir, const tq_mk_opts *o, tq_err *e)
     if (!rc && o->arch != TQ_MK_NGRAM) {
         cJSON *t = NULL;
         rc = tokenizer_config(o, &t, e) || write_json(stage, "tokenizer_config.json", t, e) ||
-             tokenizer_json(o, &t, e) || write_json(stage, "tokenizer.json", t, e);
+             tq_mk_tokenizer_json(o, &t, e) || write_json(stage, "tokenizer.json", t, e);
     }
     tq_mk_plan_free(&p);
     if (rc) {

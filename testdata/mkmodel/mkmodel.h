@@ -94,6 +94,9 @@ void tq_mk_plan_free(tq_mk_plan *p);
 
 /* config.json of the model (caller frees with cJSON_Delete). */
 int tq_mk_config(const tq_mk_opts *o, struct cJSON **out, tq_err *e);
+/* tokenizer.json: a byte-level BPE tokenizer (NFC, Qwen2 split regex) with o->vocab ids at
+ * most: <unk> <s> </s>, the 256 bytes, then merges learnt from a built-in text. */
+int tq_mk_tokenizer_json(const tq_mk_opts *o, struct cJSON **out, tq_err *e);
 
 /* Write the model directory DIR: weights (sharded per shard_size), config.json,
  * tokenizer_config.json, tokenizer.json; for ngram DIR/model.safetensors and config.json.

