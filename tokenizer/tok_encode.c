@@ -574,7 +574,7 @@ static int bpe_word(enc *x, const char *w, size_t n, int bytelevel, int32_t **ou
             if (tok_buf_reserve(&x->mapped, 2 * n + 1))
                 return oom(e);
             for (size_t i = 0; i < n; i++)
-                x->mapped.n += tok_byte_char((unsigned char)w[i], x->mapped.p + x->mapped.n);
+                x->mapped.n += tq_tok_byte_char((unsigned char)w[i], x->mapped.p + x->mapped.n);
             key = x->mapped.p, kn = x->mapped.n;
         }
         long k = tok_map_find(&t->vocab, key, kn);
@@ -636,7 +636,7 @@ static int bpe_word(enc *x, const char *w, size_t n, int bytelevel, int32_t **ou
         const char *u = w + s->start;
         size_t ul = s->len;
         if (bytelevel) /* transformers.js falls back to the bytes of the mapped character */
-            ul = tok_byte_char((unsigned char)*u, ch), u = ch;
+            ul = tq_tok_byte_char((unsigned char)*u, ch), u = ch;
         if (unknown(x, u, ul, out, no, cap, e))
             return -1;
     }

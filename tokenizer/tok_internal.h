@@ -136,8 +136,7 @@ size_t tok_utf8_check(const char *s, size_t n);
 int tok_utf8_sanitize(tok_buf *out, const char *s, size_t n);
 /* Whether s begins with a UTF-8 sequence that is incomplete but could still become valid. */
 size_t tok_utf8_incomplete_tail(const char *s, size_t n);
-/* GPT-2's byte <-> character map: the UTF-8 of byte b's character (1 or 2 bytes). */
-size_t tok_byte_char(unsigned b, char out[2]);
+/* GPT-2's byte <-> character map (tq_tok_byte_char in tokenizer.h is the other way). */
 int tok_char_byte(uint32_t cp); /* -1 when cp is not one of the 256 characters */
 
 /* ---- patterns ---- */

@@ -331,7 +331,7 @@ static int load_unk(tq_tok *t, const cJSON *model, tq_err *e)
         char hex[8], ch[2];
         snprintf(hex, sizeof hex, "<0x%02X>", b);
         t->byte_tok[b] = vocab_id(t, hex, 6);
-        t->level_tok[b] = vocab_id(t, ch, tok_byte_char(b, ch));
+        t->level_tok[b] = vocab_id(t, ch, tq_tok_byte_char(b, ch));
     }
     return 0;
 }

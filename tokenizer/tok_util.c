@@ -275,7 +275,7 @@ static uint32_t byte_cp(unsigned b)
     return 256 + k;
 }
 
-size_t tok_byte_char(unsigned b, char out[2])
+size_t tq_tok_byte_char(unsigned b, char out[2])
 {
     uint32_t c = byte_cp(b);
     if (c < 0x80) {

@@ -63,6 +63,8 @@ int32_t tq_tok_token_id(const tq_tok *t, const char *token);
 /* bos/eos token ids from tokenizer_config.json, or -1 when it names none. */
 int32_t tq_tok_bos(const tq_tok *t);
 int32_t tq_tok_eos(const tq_tok *t);
+/* GPT-2's byte-level alphabet: the UTF-8 (1 or 2 bytes) of the character byte b stands for. */
+size_t tq_tok_byte_char(unsigned b, char out[2]);
 /* Number of added tokens, and the i-th one's content and id (for tests and tools). */
 size_t tq_tok_n_added(const tq_tok *t);
 const char *tq_tok_added(const tq_tok *t, size_t i, int32_t *id);

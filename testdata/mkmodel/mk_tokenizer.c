@@ -5,6 +5,7 @@
  * twice. With a vocabulary under 259 only the first bytes fit and the rest encode as <unk>.
  * Every byte depends on --vocab alone. */
 #include "testdata/mkmodel/mk_internal.h"
+#include "tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -62,24 +63,6 @@ static size_t next_piece(const char *s, size_t n, size_t i)
 #undef ALPHA
 #undef DIGIT
 #undef SPACE
-}
-
-/* GPT-2's character for byte b, as UTF-8. */
-static size_t byte_char(unsigned b, char out[3])
-{
-    unsigned c = b;
-    if (!((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE)) {
-        c = 256;
-        for (unsigned x = 0; x < b; x++)
-            c += !((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE);
-    }
-    if (c < 0x80) {
-        out[0] = (char)c;
-        return 1;
-    }
-    out[0] = (char)(0xC0 | (c >> 6));
-    out[1] = (char)(0x80 | (c & 0x3F));
-    return 2;
 }
 
 typedef struct tokset {
@@ -238,7 +221,7 @@ int tq_mk_tokenizer_json(const tq_mk_opts *o, cJSON **out, tq_err *e)
             goto oom;
     for (unsigned b = 0; b < 256; b++) {
         char c[3] = {0};
-        byte_char(b, c);
+        tq_tok_byte_char(b, c);
         if (!(toks.s[toks.n++] = strdup(c)))
             goto oom;
     }

@@ -170,11 +170,17 @@ static int dec_is(const tq_tok *t, const int32_t *ids, size_t n, const char *wan
 #define ENC_SPECIAL(t, text, ...) enc_is(t, text, 1, (const int32_t[]){__VA_ARGS__}, sizeof((const int32_t[]){__VA_ARGS__}) / sizeof(int32_t))
 #define DEC(t, want, ...) dec_is(t, (const int32_t[]){__VA_ARGS__}, sizeof((const int32_t[]){__VA_ARGS__}) / sizeof(int32_t), want)
 
-static void test_bytelevel_merges(void)
+static tq_tok *bytelevel_tok(void)
 {
     char *j = bytelevel_json();
     tq_tok *t = load(j);
     free(j);
+    return t;
+}
+
+static void test_bytelevel_merges(void)
+{
+    tq_tok *t = bytelevel_tok();
     if (!t)
         return;
     CHECK(ENC(t, "hello", 259));
@@ -197,9 +203,7 @@ static void test_bytelevel_merges(void)
 
 static void test_added_flags(void)
 {
-    char *j = bytelevel_json();
-    tq_tok *t = load(j);
-    free(j);
+    tq_tok *t = bytelevel_tok();
     if (!t)
         return;
     CHECK(ENC(t, "a<|end|>b", 'a', 300, 'b'));
@@ -257,9 +261,7 @@ static void test_metaspace_pretokenizer(void)
 
 static void test_stream_holds_partial_utf8(void)
 {
-    char *j = bytelevel_json();
-    tq_tok *t = load(j);
-    free(j);
+    tq_tok *t = bytelevel_tok();
     tq_err err = {0};
     tq_tok_stream *s = NULL;
     if (!t || tq_tok_stream_new(t, &s, &err)) {
