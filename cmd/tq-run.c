@@ -1,9 +1,140 @@
 /* tq-run: reference greedy decoder (argument parsing only; see runtime/runtime.h). */
 #include "cmd/cli.h"
 #include "runtime/runtime.h"
+#include "tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_INPUT_BYTES (1u << 30)
+
+/* All of standard input (a pipe, a terminal or a file), at most MAX_INPUT_BYTES. */
+static int read_stdin(char **out, size_t *len, tq_err *e)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    if (!b)
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    for (;;) {
+        if (n == cap) {
+            char *nb = cap < MAX_INPUT_BYTES ? realloc(b, cap * 2 + 1) : NULL;
+            if (!nb) {
+                free(b);
+                return tq_fail(e, cap < MAX_INPUT_BYTES ? TQ_ENOMEM : TQ_EDATA,
+                               "standard input: more than %u bytes", MAX_INPUT_BYTES);
+            }
+            b = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(0, b + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            free(b);
+            return tq_fail(e, TQ_EIO, "standard input: %s", strerror(errno));
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    b[n] = 0;
+    *out = b;
+    *len = n;
+    return 0;
+}
+
+static int write_out(const char *s, size_t n)
+{
+    if (n && fwrite(s, 1, n, stdout) != n) {
+        fprintf(stderr, "tq-run: standard output: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* --encode: UTF-8 text on standard input -> "id,id,...\n". */
+static int encode_stdin(const tq_tok *t, int add_special)
+{
+    tq_err err = {0};
+    char *text;
+    size_t len, n;
+    int32_t *ids;
+    if (read_stdin(&text, &len, &err))
+        return tq_cli_fail(&err);
+    int rc = tq_tok_encode(t, text, len, add_special, &ids, &n, &err);
+    free(text);
+    if (rc) {
+        tq_err_prefix(&err, "standard input");
+        return tq_cli_fail(&err);
+    }
+    for (size_t i = 0; i < n; i++)
+        printf(i ? ",%d" : "%d", ids[i]);
+    printf("\n");
+    free(ids);
+    return fflush(stdout) ? write_out("x", 1) : 0;
+}
+
+/* --decode: "id,id,..." (white space around it is ignored) on standard input -> text. */
+static int decode_stdin(const tq_tok *t)
+{
+    tq_err err = {0};
+    char *in, *text = NULL;
+    size_t len, n = 0, tl = 0;
+    int32_t *ids = NULL;
+    if (read_stdin(&in, &len, &err))
+        return tq_cli_fail(&err);
+    char *p = in, *end = in + len;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r' || end[-1] == '\t'))
+        end--;
+    *end = 0;
+    int rc = 0;
+    if (p < end && tq_parse_ids(p, &ids, &n, &err)) {
+        tq_err_prefix(&err, "standard input");
+        rc = tq_cli_fail(&err);
+    } else if (tq_tok_decode(t, ids, n, &text, &tl, &err)) {
+        rc = tq_cli_fail(&err);
+    } else {
+        rc = write_out(text, tl);
+        if (!rc && fflush(stdout))
+            rc = write_out("x", 1);
+    }
+    free(in);
+    free(ids);
+    free(text);
+    return rc;
+}
+
+/* Streamed text output: each generated token's complete characters as soon as they exist.
+ * A model may have more ids than its tokenizer; one of those prints as U+FFFD. */
+typedef struct text_out {
+    const tq_tok *t;
+    tq_tok_stream *s;
+    tq_err err;
+    int failed;
+} text_out;
+
+static int on_token(void *user, uint64_t step, int32_t tok)
+{
+    text_out *o = user;
+    const char *p = "\xEF\xBF\xBD";
+    size_t n = 3;
+    (void)step;
+    if (tq_tok_has_id(o->t, tok) && tq_tok_stream_push(o->s, tok, &p, &n, &o->err)) {
+        o->failed = 1;
+        return -1;
+    }
+    if (fwrite(p, 1, n, stdout) != n || fflush(stdout)) {
+        tq_fail(&o->err, TQ_EIO, "standard output: %s", strerror(errno));
+        o->failed = 1;
+        return -1;
+    }
+    return 0;
+}
 
 static int compare(const char *a, const char *b, uint64_t vocab, int json)
 {
@@ -37,9 +168,22 @@ int main(int argc, char **argv)
     tq_cli_ids tokens = {0}, force = {0};
     long max_tokens = 16;
     uint64_t vocab = 0;
-    int json = 0, quiet = 0, rc;
+    int json = 0, quiet = 0, rc, encode = 0, decode = 0, add_special = 0;
+    const char *prompt_text = NULL, *prompt_file = NULL, *tok_dir = NULL;
     tq_opt opts[] = {
-        TQ_OPT_IDS("tokens", 0, &tokens, "LIST", "prompt token ids, comma-separated (required)"),
+        TQ_OPT_IDS("tokens", 0, &tokens, "LIST", "prompt token ids, comma-separated"),
+        TQ_OPT_STR("prompt", 0, &prompt_text, "TEXT",
+                   "prompt text, encoded with the model's tokenizer.json (or --tokenizer's); the generated "
+                   "text is printed as it is generated"),
+        TQ_OPT_STR("prompt-file", 0, &prompt_file, "FILE", "prompt text from a file (UTF-8), as --prompt"),
+        TQ_OPT_STR("tokenizer", 0, &tok_dir, "DIR",
+                   "directory holding tokenizer.json (and tokenizer_config.json): a model directory or a "
+                   "bare tokenizer directory; without a MODEL_DIR, for --encode and --decode"),
+        TQ_OPT_FLAG("encode", 0, &encode,
+                    "read UTF-8 text on standard input, print its token ids comma-separated on one line"),
+        TQ_OPT_FLAG("decode", 0, &decode, "read comma-separated token ids on standard input, print their text"),
+        TQ_OPT_FLAG("add-special", 0, &add_special,
+                    "encode with the tokenizer's special tokens (its post-processor: bos and the like)"),
         TQ_OPT_INT("max-tokens", 0, &max_tokens, 1, 1 << 24, "N", "tokens to generate (default 16)"),
         TQ_OPT_INT("ctx", 0, &o.ctx, 1, 1 << 24, "N", "KV cache positions (default: prompt + max-tokens)"),
         TQ_OPT_INT("threads", 0, &o.threads, 1, 256, "N",
@@ -63,6 +207,8 @@ int main(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .usage = "Usage: tq-run [OPTIONS] MODEL_DIR --tokens ID,ID,...\n"
+                 "       tq-run [OPTIONS] MODEL_DIR --prompt TEXT | --prompt-file FILE\n"
+                 "       tq-run --tokenizer DIR --encode | --decode [--add-special]\n"
                  "       tq-run --compare-logits REF.f32 TEST.f32 --vocab N [--json]\n",
         .about = "Greedy decode from a plain, TurboQuant, MLX affine or split model directory.\n",
         .opts = opts,
@@ -78,20 +224,79 @@ int main(int argc, char **argv)
             return tq_cli_usage_error("--compare-logits needs --vocab N");
         return compare(cmp_a, cli.args[0], vocab, json);
     }
+    if (encode || decode) {
+        if (encode && decode)
+            return tq_cli_usage_error("--encode and --decode go one at a time");
+        if (!tok_dir)
+            return tq_cli_usage_error("--%s needs --tokenizer DIR", encode ? "encode" : "decode");
+        if (cli.n_args || tokens.v || prompt_text || prompt_file)
+            return tq_cli_usage_error("--%s takes no model, tokens or prompt", encode ? "encode" : "decode");
+        if (decode && add_special)
+            return tq_cli_usage_error("--add-special goes with --encode");
+        tq_err err = {0};
+        tq_tok *t;
+        if (tq_tok_load(tok_dir, &t, &err))
+            return tq_cli_fail(&err);
+        rc = encode ? encode_stdin(t, add_special) : decode_stdin(t);
+        tq_tok_free(t);
+        return rc;
+    }
     if (cli.n_args == 0)
         return tq_cli_usage_error("missing MODEL_DIR");
     if (cli.n_args > 1)
         return tq_cli_usage_error("unexpected argument '%s'", cli.args[1]);
-    if (!tokens.v)
-        return tq_cli_usage_error("missing --tokens ID,ID,...");
+    if (!!tokens.v + !!prompt_text + !!prompt_file != 1)
+        return tq_cli_usage_error(tokens.v || prompt_text || prompt_file
+                                      ? "--tokens, --prompt and --prompt-file go one at a time"
+                                      : "missing --tokens ID,ID,... or --prompt TEXT");
+    if (add_special && tokens.v)
+        return tq_cli_usage_error("--add-special goes with --prompt or --prompt-file");
     const char *model = cli.args[0];
     const int32_t *prompt = tokens.v;
     size_t n_prompt = tokens.n;
+    tq_tok *tok = NULL;
+    int32_t *prompt_ids = NULL;
+    text_out tout = {0};
+    if (prompt_text || prompt_file || tok_dir) {
+        tq_err err = {0};
+        char *ftext = NULL;
+        size_t flen = 0;
+        int bad = tq_tok_load(tok_dir ? tok_dir : model, &tok, &err) ||
+                  (prompt_file && tq_read_small_file(prompt_file, MAX_INPUT_BYTES, &ftext, &flen, &err));
+        if (!bad && (prompt_text || prompt_file)) {
+            const char *pt = prompt_text ? prompt_text : ftext;
+            size_t pl = prompt_text ? strlen(prompt_text) : flen;
+            if (tq_tok_encode(tok, pt, pl, add_special, &prompt_ids, &n_prompt, &err)) {
+                tq_err_prefix(&err, "%s", prompt_file ? prompt_file : "--prompt");
+                bad = 1;
+            } else if (!n_prompt) {
+                tq_fail(&err, TQ_EUSAGE, "the prompt encodes to no tokens");
+                bad = 1;
+            }
+            prompt = prompt_ids;
+        }
+        free(ftext);
+        if (!bad && !json && tq_tok_stream_new(tok, &tout.s, &err))
+            bad = 1;
+        if (bad) {
+            tq_tok_free(tok);
+            free(prompt_ids);
+            return tq_cli_fail(&err);
+        }
+        if (tout.s) {
+            tout.t = tok;
+            o.on_token = on_token;
+            o.user = &tout;
+        }
+    }
     o.force_tokens = force.v;
     o.n_force = force.n;
     int32_t *out = malloc((size_t)max_tokens * sizeof *out);
     if (!out) {
         fprintf(stderr, "tq-run: out of memory\n");
+        tq_tok_stream_free(tout.s);
+        tq_tok_free(tok);
+        free(prompt_ids);
         return 1;
     }
     tq_err err = {0};
@@ -102,12 +307,34 @@ int main(int argc, char **argv)
         rc = tq_cli_fail(&err);
     } else {
         if (tq_runner_generate(r, prompt, n_prompt, (size_t)max_tokens, out, &st, &err) != 0)
-            rc = tq_cli_fail(&err);
+            rc = tq_cli_fail(tout.failed ? &tout.err : &err);
         tq_runner_close(r);
+    }
+    if (rc == 0 && tout.s) { /* the rest of the text, then the end of its line */
+        const char *p;
+        size_t n;
+        if (tq_tok_stream_finish(tout.s, &p, &n, &err) != 0)
+            rc = tq_cli_fail(&err);
+        else if (write_out(p, n) || write_out("\n", 1))
+            rc = 1;
     }
     if (rc == 0) {
         if (json) {
-            rc = tq_cli_print_json(tq_run_stats_json(&st, out, st.generated_tokens));
+            cJSON *j = tq_run_stats_json(&st, out, st.generated_tokens);
+            char *gen = NULL;
+            size_t gl;
+            if (j && tok) { /* the prompt's ids, and the generated text (null if it has ids the
+                                tokenizer lacks) */
+                cJSON *pids = cJSON_AddArrayToObject(j, "prompt_ids");
+                for (size_t i = 0; pids && i < n_prompt; i++)
+                    cJSON_AddItemToArray(pids, cJSON_CreateNumber(prompt[i]));
+                if (tq_tok_decode(tok, out, st.generated_tokens, &gen, &gl, &err) == 0)
+                    cJSON_AddStringToObject(j, "text", gen);
+                else
+                    cJSON_AddNullToObject(j, "text");
+            }
+            free(gen);
+            rc = tq_cli_print_json(j);
         } else {
             printf("tokens:");
             for (uint64_t i = 0; i < st.generated_tokens; i++)
@@ -136,5 +363,8 @@ int main(int argc, char **argv)
         }
     }
     free(out);
+    tq_tok_stream_free(tout.s);
+    tq_tok_free(tok);
+    free(prompt_ids);
     return rc;
 }

@@ -234,6 +234,9 @@ static int cmd_golden(int argc, char **argv)
         TQ_OPT_FLAG("update", 'u', &o.update, "rewrite FILE atomically with this run's tokens and hash (creates it)"),
         TQ_OPT_IDS("prompt", 'p', &prompt, "IDS",
                    "with --update: comma-separated prompt token ids (default: keep)"),
+        TQ_OPT_STR("prompt-text", 0, &o.prompt_text, "TEXT",
+                   "with --update: the prompt as text, encoded with MODEL's tokenizer.json (no special tokens "
+                   "added)"),
         TQ_OPT_INT("max-tokens", 'm', &o.max_tokens, 1, 65536, "N",
                    "with --update: tokens to generate (default: keep, or 8)"),
         TQ_OPT_INT("threads", 't', &o.threads, 1, 256, "N", "runtime threads (results do not depend on it)"),
@@ -246,7 +249,8 @@ static int cmd_golden(int argc, char **argv)
         .usage = "Usage: tq-verify golden [OPTIONS] MODEL --golden FILE.json\n",
         .about = "Run the reference runtime's validation decode (greedy, the prompt token ids stored\n"
                  "in FILE.json) on MODEL (plain, quantized or split) and compare the generated\n"
-                 "tokens and the SHA-256 of all logits with FILE.json.\n",
+                 "tokens and the SHA-256 of all logits with FILE.json. When MODEL has a tokenizer.json,\n"
+                 "the prompt's and the generated tokens' text are recorded too, and the text compared.\n",
         .epilog = "Exit status: 0 match (or updated), 1 mismatch or error, 2 bad usage.\n",
         .opts = opts,
     };
@@ -254,8 +258,10 @@ static int cmd_golden(int argc, char **argv)
         return rc;
     if (cli.n_args != 1 || !gpath)
         return tq_cli_usage_error("expected MODEL and --golden FILE.json");
-    if ((prompt.v || o.max_tokens) && !o.update)
-        return tq_cli_usage_error("--prompt and --max-tokens only go with --update");
+    if ((prompt.v || o.prompt_text || o.max_tokens) && !o.update)
+        return tq_cli_usage_error("--prompt, --prompt-text and --max-tokens only go with --update");
+    if (prompt.v && o.prompt_text)
+        return tq_cli_usage_error("--prompt and --prompt-text go one at a time");
     o.prompt = prompt.v;
     o.n_prompt = prompt.n;
     tq_err err = {0};
@@ -275,6 +281,11 @@ static int cmd_golden(int argc, char **argv)
             cJSON_AddStringToObject(j, "expected_logits_sha256", r.expected_sha256);
         }
         cJSON_AddNumberToObject(j, "first_token_diff", (double)r.first_token_diff);
+        if (r.text)
+            cJSON_AddStringToObject(j, "text", r.text);
+        if (r.expected_text)
+            cJSON_AddStringToObject(j, "expected_text", r.expected_text);
+        cJSON_AddBoolToObject(j, "text_differs", r.text_differs);
         tq_cli_print_json(j);
     } else if (!quiet) {
         if (r.expected && !r.match) {
@@ -285,6 +296,8 @@ static int cmd_golden(int argc, char **argv)
                 printf("%s: token count differs\n", gpath);
             if (strcmp(r.logits_sha256, r.expected_sha256))
                 printf("%s: logits sha256 %s, expected %s\n", gpath, r.logits_sha256, r.expected_sha256);
+            if (r.text_differs)
+                printf("%s: the tokens decode to other text than recorded (the tokenizer changed)\n", gpath);
         }
         printf("%s: %s (%zu tokens, logits sha256 %s)\n", gpath,
                r.updated ? "updated" : r.match ? "OK" : "MISMATCH", r.n_tokens, r.logits_sha256);

@@ -204,6 +204,10 @@ int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, siz
         }
         tok = argmax(r->logits, V);
         out_tokens[step] = tok;
+        if (r->o.on_token && r->o.on_token(r->o.user, step, tok) != 0) {
+            tq_fail(e, TQ_EIO, "decoding stopped by the caller at step %llu", (unsigned long long)step);
+            goto out;
+        }
         if (step < r->o.n_force && r->o.force_tokens)
             tok = r->o.force_tokens[step];
         step++;

@@ -38,6 +38,9 @@ typedef struct tq_run_opts {
     size_t n_force;
     /* Called with every step's logits (after the file write); non-zero return aborts. */
     int (*on_logits)(void *user, uint64_t step, const float *logits, uint64_t vocab);
+    /* Called with every generated token as soon as it is chosen (streamed text output);
+     * non-zero return aborts. */
+    int (*on_token)(void *user, uint64_t step, int32_t token);
     void *user;
 } tq_run_opts;
 

@@ -880,6 +880,11 @@ size_t tq_tok_vocab_size(const tq_tok *t)
     return (size_t)t->n_ids;
 }
 
+int tq_tok_has_id(const tq_tok *t, int32_t id)
+{
+    return tok_id_str(t, id, NULL) != NULL;
+}
+
 int32_t tq_tok_token_id(const tq_tok *t, const char *s)
 {
     return vocab_id(t, s, strlen(s));

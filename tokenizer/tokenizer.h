@@ -58,6 +58,8 @@ void tq_tok_stream_free(tq_tok_stream *s);
 
 /* One past the largest token id (model vocabulary and added tokens). */
 size_t tq_tok_vocab_size(const tq_tok *t);
+/* Whether id is a token of this tokenizer (a model's vocabulary may be larger). */
+int tq_tok_has_id(const tq_tok *t, int32_t id);
 /* The id of an exact token string (vocabulary or added token), or -1. */
 int32_t tq_tok_token_id(const tq_tok *t, const char *token);
 /* bos/eos token ids from tokenizer_config.json, or -1 when it names none. */

@@ -1,6 +1,7 @@
 /* tq-verify golden: the runtime's greedy validation decode against a committed golden file. */
 #include "verify/verify_internal.h"
 #include "runtime/runtime.h"
+#include "tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@ void tq_golden_result_free(tq_golden_result *res)
 {
     free(res->tokens);
     free(res->expected);
+    free(res->text);
+    free(res->expected_text);
     memset(res, 0, sizeof *res);
 }
 
@@ -20,6 +23,7 @@ typedef struct golden {
     int32_t *prompt, *tokens;
     size_t n_prompt, max_tokens;
     char sha[65];
+    char *text; /* "text", when recorded */
 } golden;
 
 static int int_array(const cJSON *a, size_t max, int32_t **out, size_t *n)
@@ -43,6 +47,11 @@ static int int_array(const cJSON *a, size_t max, int32_t **out, size_t *n)
     *out = v;
     *n = cnt;
     return 0;
+}
+
+static int text_ok(const cJSON *v)
+{
+    return !v || cJSON_IsString(v);
 }
 
 static int load_golden(const char *path, golden *g, tq_err *e)
@@ -69,6 +78,12 @@ static int load_golden(const char *path, golden *g, tq_err *e)
         tq_fail(e, TQ_EDATA, "%s: \"tokens\" must be max_tokens token ids", path);
     } else if (!cJSON_IsString(sha) || strlen(sha->valuestring) != 64 || tq_verify_parse_hex32(sha->valuestring, d)) {
         tq_fail(e, TQ_EDATA, "%s: \"logits_sha256\" must be 64 hex digits", path);
+    } else if (!text_ok(cJSON_GetObjectItemCaseSensitive(j, "text")) ||
+               !text_ok(cJSON_GetObjectItemCaseSensitive(j, "prompt_text"))) {
+        tq_fail(e, TQ_EDATA, "%s: \"text\" and \"prompt_text\" must be strings when present", path);
+    } else if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "text")) &&
+               !(g->text = tq_strdup(cJSON_GetObjectItemCaseSensitive(j, "text")->valuestring, e))) {
+        /* out of memory: e is set */
     } else {
         g->max_tokens = nt;
         tq_hex(d, 32, g->sha);
@@ -79,9 +94,13 @@ static int load_golden(const char *path, golden *g, tq_err *e)
 }
 
 static int write_golden(const char *path, const int32_t *prompt, size_t np, const int32_t *tokens, size_t nt,
-                        const char *sha, tq_err *e)
+                        const char *sha, const char *prompt_text, const char *text, tq_err *e)
 {
     cJSON *j = cJSON_CreateObject();
+    if (prompt_text)
+        cJSON_AddStringToObject(j, "prompt_text", prompt_text);
+    if (text)
+        cJSON_AddStringToObject(j, "text", text);
     cJSON_AddStringToObject(j, "format", TQ_GOLDEN_FORMAT);
     cJSON *p = cJSON_AddArrayToObject(j, "prompt"), *t = cJSON_AddArrayToObject(j, "tokens");
     for (size_t i = 0; p && i < np; i++)
@@ -95,11 +114,47 @@ static int write_golden(const char *path, const int32_t *prompt, size_t np, cons
     return rc;
 }
 
+/* The model's tokenizer, or NULL when it has no tokenizer.json (-1 when one fails to load). */
+static int model_tokenizer(const char *model, tq_tok **t, tq_err *e)
+{
+    *t = NULL;
+    char *p = tq_is_dir(model) ? tq_path_join(model, "tokenizer.json", e) : NULL;
+    int rc = p && tq_exists(p) ? tq_tok_load(model, t, e) : 0;
+    free(p);
+    return rc;
+}
+
+/* Decoded text of ids, or NULL when an id is not the tokenizer's, on no tokenizer, or when the
+ * text holds a NUL (a JSON string of the file could, the C strings that carry it could not). */
+static char *decode_or_null(const tq_tok *t, const int32_t *ids, size_t n)
+{
+    tq_err ignored;
+    char *s = NULL;
+    size_t len;
+    if (!t)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!tq_tok_has_id(t, ids[i]))
+            return NULL;
+    if (tq_tok_decode(t, ids, n, &s, &len, &ignored))
+        return NULL;
+    if (strlen(s) != len) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
 int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, tq_golden_result *res, tq_err *e)
 {
     memset(res, 0, sizeof *res);
     res->first_token_diff = -1;
     golden g = {0};
+    tq_tok *tok = NULL;
+    int32_t *text_ids = NULL;
+    char *prompt_text = NULL;
+    if (model_tokenizer(model, &tok, e) != 0)
+        goto fail;
     int have = tq_exists(path);
     if (have && load_golden(path, &g, e) != 0)
         goto fail;
@@ -109,6 +164,17 @@ int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, 
     }
     const int32_t *prompt = o->update && o->prompt ? o->prompt : g.prompt;
     size_t np = o->update && o->prompt ? o->n_prompt : g.n_prompt;
+    if (o->update && o->prompt_text) {
+        if (!tok) {
+            tq_fail(e, TQ_EUSAGE, "%s: a text prompt needs the model's tokenizer.json", model);
+            goto fail;
+        }
+        if (tq_tok_encode(tok, o->prompt_text, strlen(o->prompt_text), 0, &text_ids, &np, e) != 0) {
+            tq_err_prefix(e, "--prompt-text");
+            goto fail;
+        }
+        prompt = text_ids;
+    }
     size_t nt = o->update && o->max_tokens ? o->max_tokens : have ? g.max_tokens : 8;
     if (!prompt || !np) {
         tq_fail(e, TQ_EUSAGE, "%s: a new golden file needs a prompt (--prompt IDS)", path);
@@ -141,17 +207,32 @@ int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, 
             res->first_token_diff = (long)cmp;
         res->match = same_run && res->first_token_diff < 0 && !strcmp(res->logits_sha256, g.sha);
     }
+    res->text = decode_or_null(tok, res->tokens, nt);
+    prompt_text = decode_or_null(tok, prompt, np);
+    res->expected_text = g.text;
+    g.text = NULL;
+    if (res->text && res->expected_text && strcmp(res->text, res->expected_text)) {
+        res->text_differs = 1;
+        res->match = 0;
+    }
     if (o->update) {
-        if (write_golden(path, prompt, np, res->tokens, nt, res->logits_sha256, e) != 0)
+        if (write_golden(path, prompt, np, res->tokens, nt, res->logits_sha256, prompt_text, res->text, e) != 0)
             goto fail;
         res->updated = 1;
     }
     free(g.prompt);
     free(g.tokens);
+    free(text_ids);
+    free(prompt_text);
+    tq_tok_free(tok);
     return 0;
 fail:
     free(g.prompt);
     free(g.tokens);
+    free(g.text);
+    free(text_ids);
+    free(prompt_text);
+    tq_tok_free(tok);
     tq_golden_result_free(res);
     return -1;
 }

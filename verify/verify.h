@@ -148,7 +148,10 @@ struct cJSON *tq_cmp_report_json(const tq_cmp_report *r);
 
 /* ---------------------------------------------------------------- golden */
 /* Golden file (tq_golden_v1): {"format": "tq_golden_v1", "prompt": [ids], "max_tokens": N,
- * "tokens": [N ids], "logits_sha256": hex of the SHA-256 of all N x vocab f32 logits}. */
+ * "tokens": [N ids], "logits_sha256": hex of the SHA-256 of all N x vocab f32 logits}, and,
+ * when the model directory has a tokenizer.json, "prompt_text" and "text": the prompt's and
+ * the generated tokens' decoded text (optional: files without them are read as before; "text"
+ * is left out when a generated id is not the tokenizer's). */
 #define TQ_GOLDEN_FORMAT "tq_golden_v1"
 
 typedef struct tq_golden_opts {
@@ -157,6 +160,8 @@ typedef struct tq_golden_opts {
     const int32_t *prompt;    /* with update: new prompt (NULL = keep the file's) */
     size_t n_prompt;
     size_t max_tokens;        /* with update: new length (0 = keep the file's, or 8) */
+    const char *prompt_text;  /* with update: new prompt as text, encoded with the model's
+                                 tokenizer.json (instead of prompt) */
 } tq_golden_opts;
 
 typedef struct tq_golden_result {
@@ -167,6 +172,9 @@ typedef struct tq_golden_result {
     int32_t *expected;        /* the golden file's (NULL when it did not exist) */
     char logits_sha256[65], expected_sha256[65];
     long first_token_diff;    /* -1 when tokens agree */
+    char *text, *expected_text; /* decoded generated text: this run's (NULL without a
+                                   tokenizer) and the golden file's (NULL when not recorded) */
+    int text_differs;         /* both present and different (a tokenizer change) */
 } tq_golden_result;
 
 /* Run the runtime's validation decode (greedy) on model with the golden file's prompt and

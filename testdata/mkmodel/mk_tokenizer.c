@@ -1,8 +1,8 @@
 /* tokenizer.json for generated models: a real byte-level BPE tokenizer in HuggingFace's format
  * (Qwen2-style: NFC, the Qwen2 split regex, GPT-2's byte-to-character map), small enough for
  * tests. Ids: 0 <unk>, 1 <s>, 2 </s> (added, special), 3..258 the 256 bytes' characters in byte
- * order, then merges learnt from a built-in text until the vocabulary is full or no pair occurs
- * twice. With a vocabulary under 259 only the first bytes fit and the rest encode as <unk>.
+ * order, then merges learnt from a built-in text until the vocabulary is full or every word of
+ * the text is one token. With a vocabulary under 259 only the first bytes fit and the rest encode as <unk>.
  * Every byte depends on --vocab alone. */
 #include "testdata/mkmodel/mk_internal.h"
 #include "tokenizer/tokenizer.h"
@@ -97,8 +97,8 @@ static int pair_cmp(const void *x, const void *y)
 }
 
 /* Learns merges: fills toks (id -> string) up to vocab and merges (pairs of ids, in rank
- * order): each time the most frequent adjacent pair (ties: the smaller ids) while it occurs at
- * least twice. */
+ * order): each time the most frequent adjacent pair (ties: the smaller ids), until the
+ * vocabulary is full or every word of the text is one token. */
 static int learn(long vocab, tokset *toks, int32_t (*merges)[2], long *n_merges, tq_err *e)
 {
     size_t n = sizeof train_text - 1;
@@ -139,7 +139,7 @@ static int learn(long vocab, tokset *toks, int32_t (*merges)[2], long *n_merges,
                 pc[np++] = (pairc){w[a].sym[s], w[a].sym[s + 1], w[a].count};
         qsort(pc, np, sizeof *pc, pair_cmp);
         int32_t best_a = -1, best_b = -1;
-        int best = 1;
+        int best = 0;
         for (size_t i = 0; i < np;) {
             size_t k = i;
             int c = 0;
