@@ -31,6 +31,16 @@ float tq_bf16_to_f32(uint16_t h);
 int tq_to_f32(tq_dtype src_dt, const void *src, float *dst, size_t n, tq_err *e);
 int tq_from_f32(tq_dtype dst_dt, const float *src, void *dst, size_t n, tq_err *e);
 
+/* MXFP4 (formats/mxfp4.c): 32 FP4 E2M1 values per 16-byte block, one E8M0 scale 2^(s-127)
+ * per block (s = 255 is NaN). tq_mxfp4_decode writes 32 exact f32 values per block;
+ * ggml_order 0: element 2j/2j+1 = low/high nibble of byte j (safetensors, gpt-oss release),
+ * 1: element j/j+16 = low/high nibble (GGUF block_mxfp4, whose 17-byte blocks callers split
+ * into scale and quants). -1 with *bad_block when a scale is NaN or a value overflows f32. */
+float tq_fp4_e2m1(unsigned nibble);
+int tq_e8m0_scale(uint8_t s, float *out);
+int tq_mxfp4_decode(const uint8_t *blocks, const uint8_t *scales, uint64_t n_blocks, int ggml_order,
+                    float *out, uint64_t *bad_block);
+
 /* ------------------------------------------------------- safetensors read */
 #define TQ_MAX_DIMS 8
 #define TQ_ST_MAX_HEADER 100000000ull
