@@ -21,11 +21,13 @@ int main(int argc, char **argv)
     tq_mk_opts ov = {0};
     tq_mk_arch arch = TQ_MK_QWEN3_MOE;
     int size = 0, json = 0, rc;
-    tq_opt_choice archs[TQ_MK_NGRAM + 2] = {{NULL, 0, 0}};
-    for (int a = 0; a <= TQ_MK_NGRAM; a++)
+    tq_opt_choice archs[TQ_MK_ARCH_COUNT + 1] = {{NULL, 0, 0}};
+    for (int a = 0; a < TQ_MK_ARCH_COUNT; a++)
         archs[a] = (tq_opt_choice){tq_mk_arch_name((tq_mk_arch)a), a, 0};
     tq_opt opts[] = {
-        TQ_OPT_CHOICE("arch", 0, &arch, archs, "A", "llama, qwen3, qwen3_moe (default) or ngram"),
+        TQ_OPT_CHOICE("arch", 0, &arch, archs, "A",
+                      "llama, qwen2, qwen3, qwen2_moe, qwen3_moe (default), qwen3_next, qwen3_5,\n"
+                      "qwen3_5_moe, mixtral, deepseek_v3, kimi_k2, gpt_oss, gemma4 or ngram"),
         TQ_OPT_CHOICE("size", 0, &size, sizes, "S", "preset: tiny (default, a few MB) or 8g (~8 GB bf16)"),
         TQ_OPT_INT("layers", 0, &ov.layers, 1, 1024, "N", "decoder layers"),
         TQ_OPT_INT("hidden", 0, &ov.hidden, 1, 1 << 16, "N", "hidden size"),
@@ -42,7 +44,10 @@ int main(int argc, char **argv)
                     "bytes of tensor data per shard (default 5000000000)"),
         TQ_OPT_INT("seed", 0, &ov.seed, 0, UINT64_MAX, "N", "random seed (default 0)"),
         TQ_OPT_CHOICE("naming", 0, &ov.naming_mlx, namings, NULL,
-                      "qwen3_moe experts per expert (hf) or stacked switch_mlp (mlx)"),
+                      "the family's HuggingFace checkpoint (hf, default) or the MLX form\n"
+                      "tq-convert writes (mlx: stacked experts, MLX names)"),
+        TQ_OPT_INT("mtp", 0, &ov.mtp_layers, 0, 8, "N",
+                   "multi-token-prediction layers (qwen3_next, qwen3_5*, deepseek)"),
         TQ_OPT_FLAG("shared-expert", 0, &ov.shared_expert, "add a shared expert and its gate (qwen2_moe style)"),
         TQ_OPT_FLAG("tie-embeddings", 0, &ov.tie_embeddings, "no lm_head.weight; tie_word_embeddings = true"),
         TQ_OPT_CHOICE("quant", 0, &ov.quant_bits, quants, NULL, "MLX affine quantization of the linear layers"),

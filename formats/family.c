@@ -13,6 +13,11 @@
 #define MLP "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"
 #define SWITCH(c) c ".gate_proj", c ".up_proj", c ".down_proj"
 #define HF_GUD {"gate_proj", "up_proj", NULL, "down_proj"}
+/* The Qwen MoE block: mlp.gate router, mlp.switch_mlp experts, mlp.shared_expert + gate. */
+#define QWEN_MOE .moe_block = "mlp", .hf_proj = HF_GUD, .mlx_container = "mlp.switch_mlp", .experts_key = "num_experts", \
+                 .topk_key = "num_experts_per_tok", .moe_inter_key = "moe_intermediate_size", .routers = L("mlp.gate"), \
+                 .shared = "mlp.shared_expert", .shared_gate = "mlp.shared_expert_gate"
+#define QWEN_MOE_LINEARS SWITCH("mlp.switch_mlp"), SWITCH("mlp.shared_expert"), "mlp.gate", "mlp.shared_expert_gate"
 
 static const tq_family families[TQ_FAM_COUNT] = {
     /* mlx_lm/models/llama.py: Attention {q,k,v,o}_proj, MLP {gate,up,down}_proj, all
@@ -34,25 +39,15 @@ static const tq_family families[TQ_FAM_COUNT] = {
      * stacks mlp.experts.<e>.<proj>.{weight,scales,biases} into switch_mlp. */
     [TQ_FAM_QWEN2_MOE] = {.id = TQ_FAM_QWEN2_MOE, .name = "qwen2_moe", .model_types = L("qwen2_moe"),
                           .architectures = L("Qwen2MoeForCausalLM"), .source = "mlx_lm/models/qwen2_moe.py",
-                          .store = TQ_EXP_SEPARATE, .moe_block = "mlp", .hf_proj = HF_GUD,
-                          .mlx_container = "mlp.switch_mlp", .experts_key = "num_experts",
-                          .topk_key = "num_experts_per_tok", .moe_inter_key = "moe_intermediate_size",
-                          .dense = TQ_DENSE_SPARSE_STEP, .routers = L("mlp.gate"),
-                          .shared = "mlp.shared_expert", .shared_gate = "mlp.shared_expert_gate",
-                          .linears = L(ATTN, MLP, SWITCH("mlp.switch_mlp"), SWITCH("mlp.shared_expert"),
-                                       "mlp.gate", "mlp.shared_expert_gate")},
+                          .store = TQ_EXP_SEPARATE, QWEN_MOE, .dense = TQ_DENSE_SPARSE_STEP,
+                          .linears = L(ATTN, MLP, QWEN_MOE_LINEARS)},
     /* mlx_lm/models/qwen3_moe.py: the qwen2_moe layout without a shared expert (tq also accepts
      * one, as tq-mkmodel --shared-expert writes); dense layers by mlp_only_layers and
      * decoder_sparse_step. */
     [TQ_FAM_QWEN3_MOE] = {.id = TQ_FAM_QWEN3_MOE, .name = "qwen3_moe", .model_types = L("qwen3_moe"),
                           .architectures = L("Qwen3MoeForCausalLM"), .source = "mlx_lm/models/qwen3_moe.py",
-                          .store = TQ_EXP_SEPARATE, .moe_block = "mlp", .hf_proj = HF_GUD,
-                          .mlx_container = "mlp.switch_mlp", .experts_key = "num_experts",
-                          .topk_key = "num_experts_per_tok", .moe_inter_key = "moe_intermediate_size",
-                          .dense = TQ_DENSE_SPARSE_STEP, .routers = L("mlp.gate"),
-                          .shared = "mlp.shared_expert", .shared_gate = "mlp.shared_expert_gate",
-                          .linears = L(ATTN, MLP, SWITCH("mlp.switch_mlp"), SWITCH("mlp.shared_expert"),
-                                       "mlp.gate", "mlp.shared_expert_gate")},
+                          .store = TQ_EXP_SEPARATE, QWEN_MOE, .dense = TQ_DENSE_SPARSE_STEP,
+                          .linears = L(ATTN, MLP, QWEN_MOE_LINEARS)},
     /* mlx_lm/models/qwen3_next.py: linear_attn (Gated DeltaNet: in_proj_qkvz, in_proj_ba,
      * out_proj linear; conv1d, A_log, dt_bias, norm not), gated self_attn (q_proj twice as
      * wide), MoE with shared expert and gate. Its sanitize() runs only when
@@ -62,13 +57,8 @@ static const tq_family families[TQ_FAM_COUNT] = {
      * triggers it, so tq-convert does those transforms itself. */
     [TQ_FAM_QWEN3_NEXT] = {.id = TQ_FAM_QWEN3_NEXT, .name = "qwen3_next", .model_types = L("qwen3_next"),
                            .architectures = L("Qwen3NextForCausalLM"), .source = "mlx_lm/models/qwen3_next.py",
-                           .store = TQ_EXP_SEPARATE, .moe_block = "mlp", .hf_proj = HF_GUD,
-                           .mlx_container = "mlp.switch_mlp", .experts_key = "num_experts",
-                           .topk_key = "num_experts_per_tok", .moe_inter_key = "moe_intermediate_size",
-                           .dense = TQ_DENSE_SPARSE_STEP, .routers = L("mlp.gate"),
-                           .shared = "mlp.shared_expert", .shared_gate = "mlp.shared_expert_gate",
-                           .linears = L(ATTN, MLP, SWITCH("mlp.switch_mlp"), SWITCH("mlp.shared_expert"),
-                                        "mlp.gate", "mlp.shared_expert_gate", "linear_attn.in_proj_qkvz",
+                           .store = TQ_EXP_SEPARATE, QWEN_MOE, .dense = TQ_DENSE_SPARSE_STEP,
+                           .linears = L(ATTN, MLP, QWEN_MOE_LINEARS, "linear_attn.in_proj_qkvz",
                                         "linear_attn.in_proj_ba", "linear_attn.out_proj"),
                            .transforms = TQ_FT_NORM_SHIFT | TQ_FT_CONV_KLAST, .mtp = TQ_MTP_PREFIX,
                            .mtp_keep = 0},
@@ -91,13 +81,8 @@ static const tq_family families[TQ_FAM_COUNT] = {
                             .model_types = L("qwen3_5_moe", "qwen3_5_moe_text"),
                             .architectures = L("Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"),
                             .source = "mlx_lm/models/qwen3_5_moe.py", .wrapped = 1, .store = TQ_EXP_FUSED,
-                            .moe_block = "mlp", .hf_proj = HF_GUD, .mlx_container = "mlp.switch_mlp",
-                            .experts_key = "num_experts", .topk_key = "num_experts_per_tok",
-                            .moe_inter_key = "moe_intermediate_size", .dense = TQ_DENSE_ALL,
-                            .routers = L("mlp.gate"), .shared = "mlp.shared_expert",
-                            .shared_gate = "mlp.shared_expert_gate",
-                            .linears = L(ATTN, SWITCH("mlp.switch_mlp"), SWITCH("mlp.shared_expert"), "mlp.gate",
-                                         "mlp.shared_expert_gate", "linear_attn.in_proj_qkv", "linear_attn.in_proj_z",
+                            QWEN_MOE, .dense = TQ_DENSE_ALL,
+                            .linears = L(ATTN, QWEN_MOE_LINEARS, "linear_attn.in_proj_qkv", "linear_attn.in_proj_z",
                                          "linear_attn.in_proj_b", "linear_attn.in_proj_a", "linear_attn.out_proj"),
                             .mtp = TQ_MTP_PREFIX, .mtp_keep = 1},
     /* mlx_lm/models/mixtral.py: block_sparse_moe.gate (nn.Linear router) and

@@ -3,12 +3,30 @@
 
 #include <string.h>
 
-static const char *const arch_names[] = {"llama", "qwen3", "qwen3_moe", "ngram"};
+static const struct {
+    const char *name;
+    int family; /* tq_family_id, -1 for ngram */
+} archs[TQ_MK_ARCH_COUNT] = {
+    [TQ_MK_LLAMA] = {"llama", TQ_FAM_LLAMA},
+    [TQ_MK_QWEN3] = {"qwen3", TQ_FAM_QWEN3},
+    [TQ_MK_QWEN3_MOE] = {"qwen3_moe", TQ_FAM_QWEN3_MOE},
+    [TQ_MK_NGRAM] = {"ngram", -1},
+    [TQ_MK_QWEN2] = {"qwen2", TQ_FAM_QWEN2},
+    [TQ_MK_QWEN2_MOE] = {"qwen2_moe", TQ_FAM_QWEN2_MOE},
+    [TQ_MK_QWEN3_NEXT] = {"qwen3_next", TQ_FAM_QWEN3_NEXT},
+    [TQ_MK_QWEN3_5] = {"qwen3_5", TQ_FAM_QWEN3_5},
+    [TQ_MK_QWEN3_5_MOE] = {"qwen3_5_moe", TQ_FAM_QWEN3_5_MOE},
+    [TQ_MK_MIXTRAL] = {"mixtral", TQ_FAM_MIXTRAL},
+    [TQ_MK_DEEPSEEK_V3] = {"deepseek_v3", TQ_FAM_DEEPSEEK_V3},
+    [TQ_MK_KIMI_K2] = {"kimi_k2", TQ_FAM_DEEPSEEK_V3},
+    [TQ_MK_GPT_OSS] = {"gpt_oss", TQ_FAM_GPT_OSS},
+    [TQ_MK_GEMMA4] = {"gemma4", TQ_FAM_GEMMA4},
+};
 
 int tq_mk_arch_from_name(const char *s, tq_mk_arch *out)
 {
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, arch_names[i]) == 0) {
+    for (int i = 0; i < TQ_MK_ARCH_COUNT; i++)
+        if (strcmp(s, archs[i].name) == 0) {
             *out = (tq_mk_arch)i;
             return 0;
         }
@@ -17,7 +35,89 @@ int tq_mk_arch_from_name(const char *s, tq_mk_arch *out)
 
 const char *tq_mk_arch_name(tq_mk_arch a)
 {
-    return (unsigned)a < 4 ? arch_names[a] : "?";
+    return (unsigned)a < TQ_MK_ARCH_COUNT ? archs[a].name : "?";
+}
+
+const char *tq_mk_arch_list(void)
+{
+    return "llama, qwen2, qwen3, qwen2_moe, qwen3_moe (default), qwen3_next, qwen3_5, qwen3_5_moe, "
+           "mixtral, deepseek_v3, kimi_k2, gpt_oss, gemma4 or ngram";
+}
+
+const tq_family *tq_mk_family(tq_mk_arch a)
+{
+    return (unsigned)a < TQ_MK_ARCH_COUNT && archs[a].family >= 0 ? tq_family_get((tq_family_id)archs[a].family) : NULL;
+}
+
+int tq_mk_is_moe(tq_mk_arch a)
+{
+    const tq_family *f = tq_mk_family(a);
+    return f && f->store != TQ_EXP_NONE;
+}
+
+/* Tiny presets of the families added with the family table: a few MB, every quantized input
+ * width a multiple of 64, and every branch of the family present (both attention kinds, a
+ * shared expert, a dense first layer, several expert groups, sinks, sliding windows). */
+static void tiny_family(tq_mk_opts *o)
+{
+    o->layers = 2;
+    o->experts = 8;
+    o->top_k = 2;
+    switch (o->arch) {
+    case TQ_MK_QWEN2_MOE:
+        o->shared_inter = 256;
+        break;
+    case TQ_MK_QWEN3_NEXT:
+    case TQ_MK_QWEN3_5:
+    case TQ_MK_QWEN3_5_MOE:
+        /* 4 layers: three Gated DeltaNet layers, then one gated full-attention layer */
+        o->layers = 4;
+        o->head_dim = 64;
+        o->shared_inter = 128;
+        o->lin_k_heads = 2;
+        o->lin_v_heads = 4;
+        o->lin_k_dim = 32;
+        o->lin_v_dim = 32;
+        o->conv_kernel = 4;
+        o->full_attn_interval = 4;
+        o->mtp_layers = o->arch == TQ_MK_QWEN3_NEXT ? 0 : 1;
+        if (o->arch == TQ_MK_QWEN3_5)
+            o->experts = o->top_k = 0;
+        break;
+    case TQ_MK_MIXTRAL:
+        o->intermediate = 128; /* Mixtral's expert width is intermediate_size */
+        break;
+    case TQ_MK_DEEPSEEK_V3:
+    case TQ_MK_KIMI_K2:
+        /* layer 0 dense (first_k_dense_replace 1), q LoRA, 2 expert groups (DeepSeek) */
+        o->layers = 3;
+        o->moe_intermediate = 64;
+        o->q_lora_rank = 64;
+        o->kv_lora_rank = 64;
+        o->qk_nope_dim = 32;
+        o->qk_rope_dim = 32;
+        o->v_head_dim = 32;
+        o->kv_heads = o->heads;
+        o->head_dim = 64; /* qk_nope + qk_rope (not a config key of DeepSeek-V3) */
+        o->n_shared_experts = 1;
+        o->first_dense = 1;
+        o->n_group = o->arch == TQ_MK_DEEPSEEK_V3 ? 2 : 1;
+        o->topk_group = 1;
+        o->mtp_layers = o->arch == TQ_MK_DEEPSEEK_V3; /* DeepSeek-V3 ships one MTP layer, Kimi-K2 none */
+        break;
+    case TQ_MK_GPT_OSS:
+        o->head_dim = 64;
+        o->intermediate = 128; /* gpt-oss: expert width is intermediate_size */
+        o->sliding_window = 8; /* shorter than a test prompt, so the window matters */
+        break;
+    case TQ_MK_GEMMA4:
+        o->moe_intermediate = 64;
+        o->sliding_window = 8;
+        break;
+    default:
+        o->experts = o->top_k = 0;
+        break;
+    }
 }
 
 int tq_mk_preset(tq_mk_opts *o, tq_mk_arch arch, const char *size, tq_err *e)
@@ -28,6 +128,7 @@ int tq_mk_preset(tq_mk_opts *o, tq_mk_arch arch, const char *size, tq_err *e)
     o->shard_size = 5000000000ull; /* HuggingFace's default max_shard_size "5GB" */
     o->seed = 0;
     o->prefix = "ngram";
+    int legacy = arch == TQ_MK_LLAMA || arch == TQ_MK_QWEN3 || arch == TQ_MK_QWEN3_MOE || arch == TQ_MK_NGRAM;
     if (strcmp(size, "tiny") == 0) {
         /* a few MB: small enough that a test converts, splits and runs it in well under a
          * second, but every dimension a multiple of 64 so quantizers see whole groups */
@@ -42,9 +143,12 @@ int tq_mk_preset(tq_mk_opts *o, tq_mk_arch arch, const char *size, tq_err *e)
         o->head_dim = 32;
         o->vocab = 512;
         o->rows = 1024;
+        if (!legacy)
+            tiny_family(o);
     } else if (strcmp(size, "8g") == 0) {
         /* ~8 GB of bf16 with the proportions of released checkpoints (Qwen3-30B-A3B's
-         * attention and expert shapes, fewer layers and experts; Llama-3.2-3B-like dense) */
+         * attention and expert shapes, fewer layers and experts; Llama-3.2-3B-like dense;
+         * Qwen3.5-35B-A3B's hybrid layers with fewer experts) */
         if (arch == TQ_MK_QWEN3_MOE) {
             o->layers = 12;
             o->hidden = 2048;
@@ -56,7 +160,25 @@ int tq_mk_preset(tq_mk_opts *o, tq_mk_arch arch, const char *size, tq_err *e)
             o->kv_heads = 4;
             o->head_dim = 128;
             o->vocab = 151936;
-        } else {
+        } else if (arch == TQ_MK_QWEN3_5_MOE || arch == TQ_MK_QWEN3_NEXT) {
+            tiny_family(o);
+            o->layers = 12;
+            o->hidden = 2048;
+            o->intermediate = 5120;
+            o->moe_intermediate = 512;
+            o->shared_inter = 512;
+            o->experts = 96;
+            o->top_k = 8;
+            o->heads = 16;
+            o->kv_heads = 2;
+            o->head_dim = 256;
+            o->lin_k_heads = 16;
+            o->lin_v_heads = 32;
+            o->lin_k_dim = 128;
+            o->lin_v_dim = 128;
+            o->mtp_layers = 0;
+            o->vocab = 151936;
+        } else if (legacy) {
             o->layers = 32;
             o->hidden = 3072;
             o->intermediate = 8192;
@@ -64,6 +186,9 @@ int tq_mk_preset(tq_mk_opts *o, tq_mk_arch arch, const char *size, tq_err *e)
             o->kv_heads = 8;
             o->head_dim = 128;
             o->vocab = arch == TQ_MK_LLAMA ? 128256 : 151936;
+        } else {
+            return tq_fail(e, TQ_EUSAGE, "--size 8g exists for llama, qwen3, qwen3_moe, qwen3_next, qwen3_5_moe "
+                           "and ngram, not for --arch %s", tq_mk_arch_name(arch));
         }
         o->rows = 80000000; /* 100-byte records: 8 GB */
     } else {
@@ -82,8 +207,51 @@ static int range(const char *what, long v, long lo, long hi, tq_err *e)
     return 0;
 }
 
+static int validate_family(const tq_mk_opts *o, tq_err *e)
+{
+    switch (o->arch) {
+    case TQ_MK_QWEN3_NEXT:
+    case TQ_MK_QWEN3_5:
+    case TQ_MK_QWEN3_5_MOE:
+        if (range("linear heads", o->lin_k_heads, 1, 1024, e) || range("linear heads", o->lin_v_heads, 1, 4096, e) ||
+            range("linear head dim", o->lin_k_dim, 1, 4096, e) || range("linear head dim", o->lin_v_dim, 1, 4096, e) ||
+            range("conv kernel", o->conv_kernel, 1, 64, e) || range("full attention interval", o->full_attn_interval, 1, 1024, e) ||
+            range("mtp", o->mtp_layers, 0, 8, e))
+            return -1;
+        if (o->lin_v_heads % o->lin_k_heads)
+            return tq_fail(e, TQ_EUSAGE, "linear-attention value heads must be a multiple of the key heads");
+        if (o->head_dim % 8)
+            return tq_fail(e, TQ_EUSAGE, "--head-dim must be a multiple of 8 (a quarter of it is rotary)");
+        break;
+    case TQ_MK_DEEPSEEK_V3:
+    case TQ_MK_KIMI_K2:
+        if (range("q lora rank", o->q_lora_rank, 0, 1 << 16, e) || range("kv lora rank", o->kv_lora_rank, 1, 1 << 16, e) ||
+            range("qk nope dim", o->qk_nope_dim, 1, 4096, e) || range("qk rope dim", o->qk_rope_dim, 2, 4096, e) ||
+            range("v head dim", o->v_head_dim, 1, 4096, e) || range("first dense layers", o->first_dense, 0, o->layers, e) ||
+            range("expert groups", o->n_group, 1, o->experts, e) || range("top-k groups", o->topk_group, 1, o->n_group, e))
+            return -1;
+        if (o->qk_rope_dim % 2)
+            return tq_fail(e, TQ_EUSAGE, "the rotary part of a DeepSeek head must be even");
+        if (o->experts % o->n_group)
+            return tq_fail(e, TQ_EUSAGE, "--experts %ld is not a multiple of the %ld expert groups", o->experts, o->n_group);
+        break;
+    case TQ_MK_GPT_OSS:
+    case TQ_MK_GEMMA4:
+        if (range("sliding window", o->sliding_window, 1, 1 << 20, e))
+            return -1;
+        if (o->arch == TQ_MK_GPT_OSS && (o->hidden % 32 || o->intermediate % 32))
+            return tq_fail(e, TQ_EUSAGE, "gpt_oss experts are MXFP4: --hidden and --intermediate must be multiples of 32");
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
 int tq_mk_validate(const tq_mk_opts *o, tq_err *e)
 {
+    if ((unsigned)o->arch >= TQ_MK_ARCH_COUNT)
+        return tq_fail(e, TQ_EUSAGE, "unknown architecture");
     if (o->dtype != TQ_DT_BF16 && o->dtype != TQ_DT_F16 && o->dtype != TQ_DT_F32)
         return tq_fail(e, TQ_EUSAGE, "--dtype must be bf16, f16 or f32");
     if (o->shard_size == 0)
@@ -116,24 +284,35 @@ int tq_mk_validate(const tq_mk_opts *o, tq_err *e)
         return tq_fail(e, TQ_EUSAGE, "--heads %ld is not a multiple of --kv-heads %ld", o->heads, o->kv_heads);
     if ((long long)o->heads * o->head_dim > (1 << 18))
         return tq_fail(e, TQ_EUSAGE, "--heads x --head-dim too large");
+    int moe = tq_mk_is_moe(o->arch);
+    if (o->arch == TQ_MK_MIXTRAL && o->head_dim * o->heads != o->hidden)
+        return tq_fail(e, TQ_EUSAGE, "mixtral's head size is hidden / heads: --head-dim %ld x --heads %ld != --hidden %ld",
+                       o->head_dim, o->heads, o->hidden);
     if (o->arch != TQ_MK_QWEN3_MOE || o->shared_expert)
         if (range("intermediate", o->intermediate, 1, 1 << 18, e))
             return -1;
-    if (o->arch == TQ_MK_QWEN3_MOE) {
+    if (moe) {
         if (range("experts", o->experts, 1, 4096, e) || range("top-k", o->top_k, 1, o->experts, e) ||
             range("moe-intermediate", o->moe_intermediate, 1, 1 << 18, e))
             return -1;
-    } else {
-        if (o->naming_mlx)
-            return tq_fail(e, TQ_EUSAGE, "--naming mlx only applies to --arch qwen3_moe");
-        if (o->shared_expert)
-            return tq_fail(e, TQ_EUSAGE, "--shared-expert only applies to --arch qwen3_moe");
+        if ((o->arch == TQ_MK_QWEN2_MOE || o->arch == TQ_MK_QWEN3_NEXT || o->arch == TQ_MK_QWEN3_5_MOE) &&
+            range("shared expert width", o->shared_inter, 1, 1 << 18, e))
+            return -1;
+    } else if (o->naming_mlx && o->arch != TQ_MK_QWEN3_5) {
+        return tq_fail(e, TQ_EUSAGE, "--naming mlx only applies to MoE architectures and qwen3_5");
     }
+    if (o->shared_expert && o->arch != TQ_MK_QWEN3_MOE)
+        return tq_fail(e, TQ_EUSAGE, "--shared-expert only applies to --arch qwen3_moe (the others have theirs by design)");
+    if (validate_family(o, e))
+        return -1;
     if (o->quant_bits) {
         if (o->quant_bits != 4 && o->quant_bits != 8)
             return tq_fail(e, TQ_EUSAGE, "--quant must be affine4 or affine8");
         if (o->group_size != 32 && o->group_size != 64 && o->group_size != 128)
             return tq_fail(e, TQ_EUSAGE, "--group-size must be 32, 64 or 128 with --quant");
+        if (moe && o->arch != TQ_MK_QWEN3_MOE && !o->naming_mlx)
+            return tq_fail(e, TQ_EUSAGE, "--quant writes MLX checkpoints: use it with --naming mlx for --arch %s",
+                           tq_mk_arch_name(o->arch));
     }
     return 0;
 }

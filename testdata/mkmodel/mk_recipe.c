@@ -112,9 +112,15 @@ void tq_mk_matrix_rows(const tq_mk_matrix *m, uint64_t row0, uint64_t n, float *
     }
 }
 
-void tq_mk_norm_values(uint64_t seed, const char *name, uint64_t i0, uint64_t n, float *out)
+void tq_mk_vector_values(uint64_t seed, const char *name, uint64_t i0, uint64_t n, double mean,
+                         double sigma, float *out)
 {
     uint64_t bulk = tq_mk_key(seed, name) ^ STREAM_BULK;
     for (uint64_t i = 0; i < n; i++)
-        out[i] = (float)(1.0 + TQ_MK_NORM_SIGMA * tq_mk_gauss(bulk, i0 + i));
+        out[i] = (float)(mean + sigma * tq_mk_gauss(bulk, i0 + i));
+}
+
+void tq_mk_norm_values(uint64_t seed, const char *name, uint64_t i0, uint64_t n, float *out)
+{
+    tq_mk_vector_values(seed, name, i0, n, 1.0, TQ_MK_NORM_SIGMA, out);
 }

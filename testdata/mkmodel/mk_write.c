@@ -71,10 +71,7 @@ typedef struct worker {
     uint32_t *packed;       /* one row of packed words */
     float *sc, *bi;         /* one row of f32 scales and biases */
     unsigned char *scb, *bib; /* the block's scales and biases in the model dtype */
-    size_t cur_item;        /* cached matrix: item / expert */
-    uint64_t cur_expert;
-    int have_matrix;
-    tq_mk_matrix m;
+    mk_cache cache;         /* recipe matrices of the current item / expert */
 } worker;
 
 static int write_part(job *j, const task *t, int k, const void *data, tq_err *e)
@@ -93,45 +90,25 @@ static void put_le32(unsigned char *p, uint32_t v)
     p[3] = (unsigned char)(v >> 24);
 }
 
-static int compute_values(worker *wk, const task *t, tq_err *e)
-{
-    job *j = wk->j;
-    const mk_item *it = t->it;
-    char *key;
-    if (it->kind == MK_NORM) {
-        if (!(key = mk_item_key(it, t->expert, e)))
-            return -1;
-        tq_mk_norm_values(j->o->seed, key, 0, it->cols, wk->vals);
-        free(key);
-        return 0;
-    }
-    if (!wk->have_matrix || wk->cur_item != t->item || wk->cur_expert != t->expert) {
-        if (wk->have_matrix)
-            tq_mk_matrix_free(&wk->m);
-        wk->have_matrix = 0;
-        if (!(key = mk_item_key(it, t->expert, e)))
-            return -1;
-        int rc = tq_mk_matrix_init(&wk->m, j->o->seed, key, it->rows, it->cols, e);
-        free(key);
-        if (rc)
-            return -1;
-        wk->have_matrix = 1;
-        wk->cur_item = t->item;
-        wk->cur_expert = t->expert;
-    }
-    tq_mk_matrix_rows(&wk->m, t->row0, t->n, wk->vals);
-    return 0;
-}
-
 static int run_task(worker *wk, const task *t, tq_err *e)
 {
     job *j = wk->j;
     const mk_item *it = t->it;
     tq_dtype dt = j->o->dtype;
     uint64_t nvals = t->n * it->cols;
-    if (compute_values(wk, t, e) || tq_from_f32(dt, wk->vals, wk->bytes, nvals, e))
+    if (mk_item_values(it, t->item, j->o->seed, t->expert, t->row0, t->n, wk->vals, &wk->cache, e))
         return -1;
-    if (!it->bits)
+    if (it->enc == MK_ENC_MXFP4) {
+        uint64_t nb = nvals / 32;
+        for (uint64_t b = 0; b < nb; b++)
+            tq_mk_mxfp4_encode(wk->vals + b * 32, wk->bytes + b * 16, wk->scb + b);
+        return write_part(j, t, 0, wk->bytes, e) || write_part(j, t, 1, wk->scb, e) ? -1 : 0;
+    }
+    if (it->enc == MK_ENC_DTYPE)
+        dt = it->dt;
+    if (tq_from_f32(dt, wk->vals, wk->bytes, nvals, e))
+        return -1;
+    if (it->enc == MK_ENC_DTYPE)
         return write_part(j, t, 0, wk->bytes, e);
     /* quantize what a real checkpoint holds: the values rounded to the model dtype */
     if (tq_to_f32(dt, wk->bytes, wk->vals, nvals, e))
@@ -156,7 +133,10 @@ static int run_task(worker *wk, const task *t, tq_err *e)
 static uint64_t task_bytes(const task *t)
 {
     const mk_item *it = t->it;
-    return t->n * (it->out_row_bytes[0] + (it->bits ? it->out_row_bytes[1] + it->out_row_bytes[2] : 0));
+    uint64_t b = 0;
+    for (int k = 0; k < it->nparts; k++)
+        b += it->out_row_bytes[k];
+    return t->n * b;
 }
 
 static int mk_block(tq_work *q, void *ctx, int w, uint64_t k, tq_err *e)
@@ -187,8 +167,7 @@ static int worker_alloc(worker *wk, uint64_t max_cols, tq_err *e)
 
 static void worker_free(worker *wk)
 {
-    if (wk->have_matrix)
-        tq_mk_matrix_free(&wk->m);
+    mk_cache_free(&wk->cache);
     free(wk->vals);
     free(wk->bytes);
     free(wk->packed);
@@ -217,7 +196,7 @@ static int generate(const char *dir, const tq_mk_opts *o, tq_mk_plan *p, tq_err 
         mk_item *it = &pv->items[i];
         if (it->cols > max_cols)
             max_cols = it->cols;
-        for (int k = 0; k < (it->bits ? 3 : 1); k++)
+        for (int k = 0; k < it->nparts; k++)
             if ((it->widx[k] = tq_model_writer_index(j.w, it->names[k])) < 0) {
                 tq_model_writer_abort(j.w);
                 return tq_fail(e, TQ_EIO, "%s: tensor '%s' missing from the writer", dir, it->names[k]);

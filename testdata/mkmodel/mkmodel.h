@@ -12,6 +12,7 @@
 #define TQ_MKMODEL_H
 
 #include "common/common.h"
+#include "formats/family.h"
 #include "formats/formats.h"
 
 /* ------------------------------------------------------------ the recipe */
@@ -50,15 +51,35 @@ int tq_mk_matrix_is_tail(const tq_mk_matrix *m, uint64_t row, uint64_t col);
 void tq_mk_matrix_rows(const tq_mk_matrix *m, uint64_t row0, uint64_t n, float *out);
 /* Norm weights 1 + 0.05 z for the vector NAME, elements [i0, i0+n). */
 void tq_mk_norm_values(uint64_t seed, const char *name, uint64_t i0, uint64_t n, float *out);
+/* Any other vector (biases, zero-centred norms, A_log, dt_bias, sinks): mean + sigma z. */
+void tq_mk_vector_values(uint64_t seed, const char *name, uint64_t i0, uint64_t n, double mean,
+                         double sigma, float *out);
+/* MXFP4 encoding of 32 values (gpt-oss experts): the smallest power-of-two scale with
+ * max|w| / scale <= 6, each value rounded to the nearest FP4 E2M1 (ties to the even code);
+ * element 2j in the low nibble of byte j. Decoding is formats.h's tq_mxfp4_decode. */
+void tq_mk_mxfp4_encode(const float *w, uint8_t blocks[16], uint8_t *scale);
 
 /* ------------------------------------------------------------- models */
-typedef enum tq_mk_arch { TQ_MK_LLAMA, TQ_MK_QWEN3, TQ_MK_QWEN3_MOE, TQ_MK_NGRAM } tq_mk_arch;
+/* One per model family of formats/family.h (kimi_k2 is deepseek_v3 with Kimi's config), plus
+ * the ngram row table. The first four keep their old numbers. */
+typedef enum tq_mk_arch {
+    TQ_MK_LLAMA, TQ_MK_QWEN3, TQ_MK_QWEN3_MOE, TQ_MK_NGRAM, TQ_MK_QWEN2, TQ_MK_QWEN2_MOE,
+    TQ_MK_QWEN3_NEXT, TQ_MK_QWEN3_5, TQ_MK_QWEN3_5_MOE, TQ_MK_MIXTRAL, TQ_MK_DEEPSEEK_V3,
+    TQ_MK_KIMI_K2, TQ_MK_GPT_OSS, TQ_MK_GEMMA4, TQ_MK_ARCH_COUNT
+} tq_mk_arch;
 
 typedef struct tq_mk_opts {
     tq_mk_arch arch;
     long layers, hidden, intermediate, moe_intermediate, experts, top_k;
     long heads, kv_heads, head_dim, vocab;
     int shared_expert;         /* qwen2_moe-style shared expert (intermediate = `intermediate`) */
+    /* family dimensions (presets; see tq-mkmodel(1)) */
+    long shared_inter;         /* shared expert width (qwen2_moe, qwen3_next, qwen3_5_moe) */
+    long mtp_layers;           /* MTP head layers (qwen3_next, qwen3_5*: mtp.*; deepseek: extra layer) */
+    long lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, conv_kernel, full_attn_interval;
+    long q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    long n_shared_experts, first_dense, n_group, topk_group;
+    long sliding_window;       /* gpt_oss, gemma4 */
     int naming_mlx;            /* stacked mlp.switch_mlp.* experts instead of per-expert names */
     int tie_embeddings;
     tq_dtype dtype;            /* BF16, F16 or F32 */
@@ -77,6 +98,12 @@ typedef struct tq_mk_opts {
 
 int tq_mk_arch_from_name(const char *s, tq_mk_arch *out);
 const char *tq_mk_arch_name(tq_mk_arch a);
+/* "llama, qwen2, ..." for usage messages */
+const char *tq_mk_arch_list(void);
+/* The family an arch generates (NULL for ngram). */
+const tq_family *tq_mk_family(tq_mk_arch a);
+/* An arch whose routed experts tq-mkmodel writes (any MoE family). */
+int tq_mk_is_moe(tq_mk_arch a);
 /* Defaults for arch at preset size ("tiny" or "8g"). */
 int tq_mk_preset(tq_mk_opts *o, tq_mk_arch arch, const char *size, tq_err *e);
 /* Check option consistency (usage errors: TQ_EUSAGE). */

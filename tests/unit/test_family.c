@@ -1,0 +1,198 @@
+/* formats/family.c: recognising a config, the dense/MoE layer rules, tensor-name analysis for
+ * every expert form (HF separate, fused, MXFP4, MLX stacked), MLX root renaming, the linear
+ * whitelist and never-quantize reasons; formats/mxfp4.c against values worked out by hand from
+ * the OCP MX spec (E2M1 codes, E8M0 scales). */
+#include "formats/family.h"
+#include "formats/formats.h"
+#include "tests/unit/check.h"
+
+#include <cjson/cJSON.h>
+
+static cJSON *cfg(const char *json)
+{
+    return cJSON_Parse(json);
+}
+
+static void test_detect(void)
+{
+    static const struct { const char *json, *family; } cases[] = {
+        {"{\"model_type\":\"mistral\"}", "llama"},
+        {"{\"model_type\":\"kimi_k2\"}", "deepseek_v3"},
+        {"{\"model_type\":\"qwen3_5_moe\",\"text_config\":{\"model_type\":\"qwen3_5_moe_text\"}}", "qwen3_5_moe"},
+        {"{\"model_type\":\"unknown_vlm\",\"text_config\":{\"model_type\":\"qwen3_5_moe_text\"}}", "qwen3_5_moe"},
+        {"{\"architectures\":[\"MixtralForCausalLM\"]}", "mixtral"},
+        {"{\"model_type\":\"gemma4_text\"}", "gemma4"},
+        {"{\"model_type\":\"gpt_oss\"}", "gpt_oss"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cJSON *c = cfg(cases[i].json);
+        const tq_family *f = tq_family_detect(c);
+        CHECKF(f && !strcmp(f->name, cases[i].family), "%s", cases[i].json);
+        cJSON_Delete(c);
+    }
+    cJSON *c = cfg("{\"model_type\":\"rwkv7\"}");
+    CHECK(tq_family_detect(c) == NULL);
+    CHECK(tq_family_detect(NULL) == NULL);
+    cJSON_Delete(c);
+}
+
+static void test_layer_rules(void)
+{
+    tq_err err = {0};
+    const tq_family *ds = tq_family_get(TQ_FAM_DEEPSEEK_V3), *qm = tq_family_get(TQ_FAM_QWEN3_MOE);
+    cJSON *c = cfg("{\"n_routed_experts\":8,\"first_k_dense_replace\":3,\"moe_layer_freq\":2}");
+    int want[8] = {0, 0, 0, 0, 1, 0, 1, 0};
+    for (int l = 0; l < 8; l++)
+        CHECKF(tq_family_layer_is_moe(ds, c, (uint64_t)l, &err) == want[l], "deepseek layer %d", l);
+    cJSON_Delete(c);
+    c = cfg("{\"num_experts\":8,\"decoder_sparse_step\":2,\"mlp_only_layers\":[3]}");
+    int want2[6] = {0, 1, 0, 0, 0, 1};
+    for (int l = 0; l < 6; l++)
+        CHECKF(tq_family_layer_is_moe(qm, c, (uint64_t)l, &err) == want2[l], "qwen3_moe layer %d", l);
+    cJSON_Delete(c);
+    c = cfg("{\"num_experts\":0}"); /* mlx-lm builds dense MLPs without experts */
+    CHECK(tq_family_layer_is_moe(qm, c, 0, &err) == 0);
+    cJSON_Delete(c);
+    c = cfg("{\"num_experts\":8,\"mlp_only_layers\":[\"x\"]}");
+    CHECK(tq_family_layer_is_moe(qm, c, 0, &err) < 0 && strstr(err.msg, "mlp_only_layers"));
+    cJSON_Delete(c);
+    c = cfg("{\"num_experts\":-2}");
+    CHECK(tq_family_layer_is_moe(qm, c, 0, &err) < 0 && strstr(err.msg, "num_experts"));
+    cJSON_Delete(c);
+    c = cfg("{\"text_config\":{\"num_experts\":4,\"layer_types\":[\"linear_attention\",\"bogus\"]}}");
+    const tq_family *q35 = tq_family_get(TQ_FAM_QWEN3_5_MOE);
+    CHECK(tq_family_layer_is_moe(q35, c, 1, &err) == 1);
+    CHECK(tq_family_attn_kind(q35, c, 0, &err) == TQ_ATTN_LINEAR);
+    CHECK(tq_family_attn_kind(q35, c, 1, &err) < 0 && strstr(err.msg, "layer_types[1]"));
+    cJSON_Delete(c);
+}
+
+static void name(const tq_family *f, const char *n, tq_name_info *ni)
+{
+    tq_family_name(f, 4, n, ni);
+}
+
+static void test_names(void)
+{
+    tq_name_info ni;
+    const tq_family *mx = tq_family_get(TQ_FAM_MIXTRAL), *q35 = tq_family_get(TQ_FAM_QWEN3_5_MOE);
+    const tq_family *oss = tq_family_get(TQ_FAM_GPT_OSS), *ds = tq_family_get(TQ_FAM_DEEPSEEK_V3);
+    const tq_family *g4 = tq_family_get(TQ_FAM_GEMMA4);
+    name(mx, "model.layers.12.block_sparse_moe.experts.7.w3.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_SEPARATE && ni.layer == 12 && ni.expert == 7 &&
+          ni.proj == TQ_PROJ_UP && !strcmp(ni.suffix, "weight"));
+    name(mx, "model.layers.1.block_sparse_moe.switch_mlp.down_proj.scales", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_STACKED && ni.proj == TQ_PROJ_DOWN && !strcmp(ni.suffix, "scales"));
+    name(mx, "model.layers.1.block_sparse_moe.gate.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_ROUTER);
+    name(mx, "model.layers.01.block_sparse_moe.gate.weight", &ni); /* leading zero: not a layer */
+    CHECK(ni.role == TQ_ROLE_OTHER && !ni.has_layer);
+    name(q35, "model.language_model.layers.3.mlp.experts.gate_up_proj", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_FUSED && ni.proj == TQ_PROJ_GATE_UP &&
+          ni.layer_len == strlen("model.language_model.layers.3."));
+    name(q35, "language_model.model.layers.3.mlp.switch_mlp.up_proj.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_STACKED && ni.proj == TQ_PROJ_UP);
+    name(q35, "language_model.model.layers.3.mlp.shared_expert_gate.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_SHARED_GATE);
+    name(q35, "model.language_model.layers.3.mlp.shared_expert.up_proj.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_SHARED);
+    name(q35, "mtp.layers.0.mlp.experts.gate_up_proj", &ni);
+    CHECK(ni.role == TQ_ROLE_MTP && ni.has_layer && ni.layer == 0);
+    name(oss, "model.layers.0.mlp.experts.gate_up_proj_blocks", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_MXFP4 && ni.proj == TQ_PROJ_GATE_UP && !strcmp(ni.suffix, "blocks"));
+    name(oss, "model.layers.0.mlp.experts.down_proj_bias", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_MXFP4 && ni.proj == TQ_PROJ_DOWN && !strcmp(ni.suffix, "bias"));
+    name(oss, "model.layers.0.mlp.experts.gate_proj.bias", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_STACKED && ni.proj == TQ_PROJ_GATE);
+    name(oss, "model.layers.0.mlp.router.bias", &ni);
+    CHECK(ni.role == TQ_ROLE_ROUTER);
+    name(ds, "model.layers.2.mlp.gate.e_score_correction_bias", &ni);
+    CHECK(ni.role == TQ_ROLE_ROUTER);
+    name(ds, "model.layers.2.mlp.shared_experts.down_proj.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_SHARED);
+    name(ds, "model.layers.0.mlp.down_proj.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_FFN);
+    name(ds, "model.layers.4.mlp.experts.0.up_proj.weight", &ni); /* layer 4 of 4: the MTP layer */
+    CHECK(ni.role == TQ_ROLE_MTP && ni.layer == 4);
+    name(g4, "model.language_model.layers.0.experts.down_proj", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_FUSED && ni.proj == TQ_PROJ_DOWN);
+    name(g4, "model.language_model.layers.0.router.per_expert_scale", &ni);
+    CHECK(ni.role == TQ_ROLE_ROUTER);
+    name(g4, "model.language_model.layers.0.mlp.gate_proj.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_FFN);
+    CHECK(tq_family_looks_like_expert("model.layers.0.mlp.experts.3.gate_proj.weight"));
+    CHECK(tq_family_looks_like_expert("layers.0.switch_glu.gate_proj.weight"));
+    CHECK(!tq_family_looks_like_expert("model.layers.0.mlp.shared_experts.gate_proj.weight"));
+}
+
+static void test_mlx_names_and_rules(void)
+{
+    char b[256];
+    const tq_family *q35 = tq_family_get(TQ_FAM_QWEN3_5_MOE), *ds = tq_family_get(TQ_FAM_DEEPSEEK_V3);
+    const tq_family *qn = tq_family_get(TQ_FAM_QWEN3_NEXT), *oss = tq_family_get(TQ_FAM_GPT_OSS);
+    CHECK(tq_family_mlx_name(q35, "model.language_model.layers.0.mlp.gate.weight", b, sizeof b) == 0 &&
+          !strcmp(b, "language_model.model.layers.0.mlp.gate.weight"));
+    CHECK(tq_family_mlx_name(q35, "lm_head.weight", b, sizeof b) == 0 && !strcmp(b, "language_model.lm_head.weight"));
+    CHECK(tq_family_mlx_name(q35, "mtp.fc.weight", b, sizeof b) == 0 && !strcmp(b, "mtp.fc.weight"));
+    CHECK(tq_family_hf_name(q35, "language_model.model.norm.weight", b, sizeof b) == 0 &&
+          !strcmp(b, "model.language_model.norm.weight"));
+    CHECK(tq_family_mlx_name(ds, "lm_head.weight", b, sizeof b) == 0 && !strcmp(b, "lm_head.weight"));
+    CHECK(tq_family_mlx_name(q35, "model.language_model.x", b, 8) != 0);
+    CHECK(tq_family_is_linear(q35, "language_model.model.layers.2.linear_attn.in_proj_qkv"));
+    CHECK(tq_family_is_linear(q35, "language_model.lm_head"));
+    CHECK(!tq_family_is_linear(q35, "language_model.model.layers.2.linear_attn.conv1d"));
+    CHECK(!tq_family_is_linear(ds, "model.layers.2.self_attn.kv_b_proj"));
+    CHECK(tq_family_is_linear(ds, "model.layers.2.self_attn.kv_a_proj_with_mqa"));
+    CHECK(tq_family_is_linear(oss, "model.layers.2.mlp.experts.down_proj"));
+    CHECK(!tq_family_is_linear(oss, "model.layers.2.self_attn.sinks"));
+    CHECK(tq_family_keep_reason(ds, "model.layers.2.self_attn.kv_b_proj.weight") != NULL);
+    CHECK(tq_family_keep_reason(oss, "model.layers.2.mlp.router.weight") != NULL);
+    CHECK(tq_family_keep_reason(q35, "language_model.model.layers.2.mlp.gate.weight") != NULL);
+    CHECK(tq_family_keep_reason(NULL, "model.layers.2.self_attn.indexer.wk.weight") != NULL);
+    CHECK(tq_family_keep_reason(q35, "language_model.model.layers.2.mlp.switch_mlp.gate_proj.weight") == NULL);
+    CHECK(tq_family_norm_is_shifted(qn, "model.layers.0.input_layernorm.weight"));
+    CHECK(tq_family_norm_is_shifted(qn, "model.norm.weight"));
+    CHECK(!tq_family_norm_is_shifted(qn, "model.layers.0.linear_attn.norm.weight"));
+    CHECK(!tq_family_norm_is_shifted(qn, "mtp.layers.0.input_layernorm.weight"));
+    CHECK(!tq_family_norm_is_shifted(q35, "model.norm.weight"));
+    /* layer-file order: gate < up < gate_up < down; weight < blocks < scales < biases < bias */
+    CHECK(tq_family_slot_rank(TQ_PROJ_GATE, "bias") < tq_family_slot_rank(TQ_PROJ_UP, "weight"));
+    CHECK(tq_family_slot_rank(TQ_PROJ_GATE_UP, "") < tq_family_slot_rank(TQ_PROJ_DOWN, "weight"));
+    CHECK(tq_family_slot_rank(TQ_PROJ_DOWN, "scales") < tq_family_slot_rank(TQ_PROJ_DOWN, "biases"));
+    CHECK(tq_family_slot_rank(TQ_PROJ_DOWN, "codebook") < 0);
+}
+
+/* E2M1 codes 0..7 are 0, .5, 1, 1.5, 2, 3, 4, 6 (8..15 negative); E8M0 s is 2^(s-127). */
+static void test_mxfp4(void)
+{
+    uint8_t blocks[32], scales[2] = {127, 130};
+    for (int j = 0; j < 16; j++) {
+        blocks[j] = (uint8_t)(j | (15 - j) << 4); /* low nibble j, high 15 - j */
+        blocks[16 + j] = 0x7F;                      /* low 15 (-6), high 7 (6) */
+    }
+    float out[64];
+    uint64_t bad = 99;
+    CHECK(tq_mxfp4_decode(blocks, scales, 2, 0, out, &bad) == 0);
+    static const float v[16] = {0, .5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -.5f, -1, -1.5f, -2, -3, -4, -6};
+    for (int j = 0; j < 16; j++) {
+        CHECKF(out[2 * j] == v[j] && out[2 * j + 1] == v[15 - j], "element %d", j);
+        CHECK(out[32 + 2 * j] == -48.0f && out[32 + 2 * j + 1] == 48.0f); /* x 2^3 */
+    }
+    CHECK(signbit(out[16]) && out[16] == 0.0f); /* code 8 is -0 */
+    CHECK(tq_mxfp4_decode(blocks, scales, 1, 1, out, &bad) == 0);
+    CHECK(out[1] == .5f && out[17] == v[14]); /* GGUF order: j low, j + 16 high */
+    uint8_t s255 = 255, s254 = 254, tiny = 0;
+    CHECK(tq_mxfp4_decode(blocks, &s255, 1, 0, out, &bad) == -1 && bad == 0);
+    CHECK(tq_mxfp4_decode(blocks + 16, &s254, 1, 0, out, &bad) == -1); /* 6 x 2^127 overflows */
+    CHECK(tq_mxfp4_decode(blocks, &tiny, 1, 0, out, &bad) == 0 && out[2] == ldexpf(1.0f, -128));
+}
+
+int main(void)
+{
+    RUN(test_detect);
+    RUN(test_layer_rules);
+    RUN(test_names);
+    RUN(test_mlx_names_and_rules);
+    RUN(test_mxfp4);
+    TEST_MAIN_END();
+}
