@@ -26,15 +26,15 @@ int main(int argc, char **argv)
         archs[a] = (tq_opt_choice){tq_mk_arch_name((tq_mk_arch)a), a, 0};
     tq_opt opts[] = {
         TQ_OPT_CHOICE("arch", 0, &arch, archs, "A",
-                      "llama, qwen2, qwen3, qwen2_moe, qwen3_moe (default), qwen3_next, qwen3_5,\n"
+                      "llama, qwen2, qwen3, qwen2_moe, qwen3_moe (default), qwen3_next, qwen3_5, "
                       "qwen3_5_moe, mixtral, deepseek_v3, kimi_k2, gpt_oss, gemma4 or ngram"),
         TQ_OPT_CHOICE("size", 0, &size, sizes, "S", "preset: tiny (default, a few MB) or 8g (~8 GB bf16)"),
         TQ_OPT_INT("layers", 0, &ov.layers, 1, 1024, "N", "decoder layers"),
         TQ_OPT_INT("hidden", 0, &ov.hidden, 1, 1 << 16, "N", "hidden size"),
         TQ_OPT_INT("intermediate", 0, &ov.intermediate, 1, 1 << 18, "N", "dense (and shared-expert) MLP width"),
         TQ_OPT_INT("moe-intermediate", 0, &ov.moe_intermediate, 1, 1 << 18, "N", "routed-expert MLP width"),
-        TQ_OPT_INT("experts", 0, &ov.experts, 1, 4096, "N", "routed experts per layer (qwen3_moe)"),
-        TQ_OPT_INT("top-k", 0, &ov.top_k, 1, 4096, "N", "experts per token (qwen3_moe)"),
+        TQ_OPT_INT("experts", 0, &ov.experts, 1, 4096, "N", "routed experts per layer (MoE families)"),
+        TQ_OPT_INT("top-k", 0, &ov.top_k, 1, 4096, "N", "experts per token (MoE families)"),
         TQ_OPT_INT("heads", 0, &ov.heads, 1, 1024, "N", "attention heads"),
         TQ_OPT_INT("kv-heads", 0, &ov.kv_heads, 1, 1024, "N", "key/value heads (must divide --heads)"),
         TQ_OPT_INT("head-dim", 0, &ov.head_dim, 1, 4096, "N", "head dimension (even)"),
@@ -44,7 +44,7 @@ int main(int argc, char **argv)
                     "bytes of tensor data per shard (default 5000000000)"),
         TQ_OPT_INT("seed", 0, &ov.seed, 0, UINT64_MAX, "N", "random seed (default 0)"),
         TQ_OPT_CHOICE("naming", 0, &ov.naming_mlx, namings, NULL,
-                      "the family's HuggingFace checkpoint (hf, default) or the MLX form\n"
+                      "the family's HuggingFace checkpoint (hf, default) or the MLX form "
                       "tq-convert writes (mlx: stacked experts, MLX names)"),
         TQ_OPT_INT("mtp", 0, &ov.mtp_layers, 0, 8, "N",
                    "multi-token-prediction layers (qwen3_next, qwen3_5*, deepseek)"),
