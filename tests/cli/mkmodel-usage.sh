@@ -3,7 +3,7 @@ set -u
 . "$ROOT/tests/lib/common.sh"
 expect() { expect_msg "$1" "$2" tq-mkmodel "${@:3}"; } # expect STATUS MESSAGE-SUBSTRING ARGS...
 expect 2 "missing OUTPUT_DIR"
-expect 2 "invalid value 'gpt2' for --arch (expected llama, qwen3, qwen3_moe or ngram)" --arch gpt2 o
+expect 2 "invalid value 'gpt2' for --arch (expected llama, qwen2, qwen3, qwen2_moe, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe, mixtral, deepseek_v3, kimi_k2, gpt_oss, gemma4 or ngram)" --arch gpt2 o
 expect 2 "invalid value 'big' for --size (expected tiny or 8g)" --size big o
 expect 2 "invalid value 'x' for --layers" --layers x o
 expect 2 "invalid value 'int8' for --dtype (expected bf16, f16 or f32)" --dtype int8 o
