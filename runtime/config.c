@@ -14,11 +14,11 @@ static int get_u64(const cJSON *j, const char *key, uint64_t *out, int required,
             return tq_fail(e, TQ_EDATA, "%s: missing \"%s\"", path, key);
         return 0;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (double)max ||
-        v->valuedouble != (double)(uint64_t)v->valuedouble)
+    uint64_t x;
+    if (tq_json_u64(v, &x) != 0 || x > max)
         return tq_fail(e, TQ_EDATA, "%s: \"%s\" must be an integer in [0, %llu]", path, key,
                        (unsigned long long)max);
-    *out = (uint64_t)v->valuedouble;
+    *out = x;
     return 0;
 }
 
@@ -147,11 +147,12 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         }
         const cJSON *mo = cJSON_GetObjectItemCaseSensitive(src, "mlp_only_layers");
         for (const cJSON *it = cJSON_IsArray(mo) ? mo->child : NULL; it; it = it->next) {
-            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= (double)c->layers) {
+            uint64_t L;
+            if (tq_json_u64(it, &L) != 0 || L >= c->layers) {
                 tq_fail(e, TQ_EDATA, "%s: mlp_only_layers holds a bad layer index", path);
                 goto out;
             }
-            c->mlp_only[(uint64_t)it->valuedouble] = 1;
+            c->mlp_only[L] = 1;
         }
     }
     /* MLX affine defaults. */

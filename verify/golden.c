@@ -37,12 +37,12 @@ static int int_array(const cJSON *a, size_t max, int32_t **out, size_t *n)
     const cJSON *it;
     cJSON_ArrayForEach(it, a)
     {
-        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 2147483647.0 ||
-            it->valuedouble != (double)(int32_t)it->valuedouble) {
+        uint64_t x;
+        if (tq_json_u64(it, &x) != 0 || x > INT32_MAX) {
             free(v);
             return -1;
         }
-        v[i++] = (int32_t)it->valuedouble;
+        v[i++] = (int32_t)x;
     }
     *out = v;
     *n = cnt;
@@ -63,6 +63,7 @@ static int load_golden(const char *path, golden *g, tq_err *e)
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "max_tokens");
     const cJSON *sha = cJSON_GetObjectItemCaseSensitive(j, "logits_sha256");
     size_t nt = 0;
+    uint64_t want = 0;
     unsigned char d[32];
     int rc = -1;
     if (!cJSON_IsObject(j) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, TQ_GOLDEN_FORMAT)) {
@@ -70,11 +71,10 @@ static int load_golden(const char *path, golden *g, tq_err *e)
     } else if (int_array(cJSON_GetObjectItemCaseSensitive(j, "prompt"), MAX_TOKENS, &g->prompt, &g->n_prompt) ||
                !g->n_prompt) {
         tq_fail(e, TQ_EDATA, "%s: \"prompt\" must be a non-empty array of token ids", path);
-    } else if (!cJSON_IsNumber(mt) || mt->valuedouble < 1 || mt->valuedouble > MAX_TOKENS ||
-               mt->valuedouble != (double)(size_t)mt->valuedouble) {
+    } else if (tq_json_u64(mt, &want) != 0 || want < 1 || want > MAX_TOKENS) {
         tq_fail(e, TQ_EDATA, "%s: \"max_tokens\" must be an integer in [1, %u]", path, MAX_TOKENS);
     } else if (int_array(cJSON_GetObjectItemCaseSensitive(j, "tokens"), MAX_TOKENS, &g->tokens, &nt) ||
-               nt != (size_t)mt->valuedouble) {
+               nt != want) {
         tq_fail(e, TQ_EDATA, "%s: \"tokens\" must be max_tokens token ids", path);
     } else if (!cJSON_IsString(sha) || strlen(sha->valuestring) != 64 || tq_verify_parse_hex32(sha->valuestring, d)) {
         tq_fail(e, TQ_EDATA, "%s: \"logits_sha256\" must be 64 hex digits", path);
