@@ -1,28 +1,40 @@
-/* MLX affine quantization (mlx/backend/cpu/quantized.cpp `quantize`), reproduced in f32 so
- * generated quantized checkpoints match what `mlx.core.quantize` would write. */
+/* MLX affine quantization, bit for bit as `mlx.core.quantize` computes it (docs/quantization.md,
+ * MLX affine): the rule of MLX's Metal kernel (what mlx_lm.convert runs on a Mac) or of its CPU
+ * path (mlx/backend/cpu/quantized.cpp), in f32 with the operation order of those sources. */
 #include "quant/quant.h"
 
 #include <math.h>
 
-void tq_affine_quantize_row(const float *w, uint64_t cols, int bits, int group,
-                            uint32_t *packed, float *scales, float *biases)
+int tq_affine_quantize_row_rule(const float *w, uint64_t cols, int bits, int group, int rule,
+                                uint32_t *packed, float *scales, float *biases, uint64_t *bad)
 {
     const float n_bins = (float)((1 << bits) - 1);
     const float eps = 1e-7f;
     const int per_word = 32 / bits;
+    const int gpu = rule == TQ_AFFINE_GPU;
     uint64_t n_groups = cols / (uint64_t)group;
+    for (uint64_t i = 0; i < cols; i++)
+        if (!isfinite(w[i])) {
+            *bad = i;
+            return -1;
+        }
     for (uint64_t g = 0; g < n_groups; g++) {
         const float *x = w + g * (uint64_t)group;
-        float w_min = INFINITY, w_max = -INFINITY;
+        /* CPU: min/max from +inf/-inf. GPU: the minimum starts at the dtype's largest finite
+         * value (never above a finite input) and the maximum at 0, so a group of negative
+         * values keeps 0 as its top edge. */
+        float w_min = INFINITY, w_max = gpu ? 0.0f : -INFINITY;
         for (int j = 0; j < group; j++) {
-            w_max = fmaxf(w_max, x[j]);
-            w_min = fminf(w_min, x[j]);
+            w_max = w_max < x[j] ? x[j] : w_max;
+            w_min = x[j] < w_min ? x[j] : w_min;
         }
         int mask = fabsf(w_min) > fabsf(w_max);
-        float scale = fmaxf((w_max - w_min) / n_bins, eps);
+        float scale = (w_max - w_min) / n_bins;
+        scale = scale < eps ? eps : scale;
         scale = mask ? scale : -scale;
         float edge = mask ? w_min : w_max;
-        float q0 = rintf(edge / scale);
+        /* halfway cases: the GPU's round() goes away from zero, the CPU's rint() to even */
+        float q0 = gpu ? roundf(edge / scale) : rintf(edge / scale);
         float bias = 0.0f;
         if (q0 != 0.0f) {
             scale = edge / q0;
@@ -32,8 +44,10 @@ void tq_affine_quantize_row(const float *w, uint64_t cols, int bits, int group,
         for (int k = 0; k < group / per_word; k++) {
             uint32_t word = 0;
             for (int i = 0; i < per_word; i++) {
-                float q = rintf((x[k * per_word + i] - bias) / scale);
-                q = fminf(fmaxf(q, 0.0f), n_bins);
+                float v = (x[k * per_word + i] - bias) / scale;
+                float q = gpu ? roundf(v) : rintf(v);
+                q = q > n_bins ? n_bins : q;
+                q = q > 0.0f ? q : 0.0f; /* the CPU clamps; on the GPU q is never below -0 */
                 word |= (uint32_t)q << (i * bits);
             }
             out[k] = word;
@@ -41,6 +55,14 @@ void tq_affine_quantize_row(const float *w, uint64_t cols, int bits, int group,
         scales[g] = scale;
         biases[g] = bias;
     }
+    return 0;
+}
+
+void tq_affine_quantize_row(const float *w, uint64_t cols, int bits, int group,
+                            uint32_t *packed, float *scales, float *biases)
+{
+    uint64_t bad;
+    (void)tq_affine_quantize_row_rule(w, cols, bits, group, TQ_AFFINE_CPU, packed, scales, biases, &bad);
 }
 
 void tq_affine_dequantize_row(const uint32_t *packed, const float *scales,

@@ -95,11 +95,19 @@ int tq_quantize_row(const tq_qspec *q, const float *w, size_t n, void *scratch, 
                     uint16_t *scales, double *err2, double *sum2, tq_err *e);
 
 /* ------------------------------------------------------- MLX affine (quant/affine.c) */
-/* One row of `cols` values (already rounded to the model dtype, given as f32) quantized the
- * way MLX's CPU affine_quantize does: per group, scale from min/max with the larger-magnitude
- * edge exactly representable, q = clamp(rint((w - bias) / scale), 0, 2^bits - 1), packed
- * LSB-first 32/bits per u32 word. scales/biases get cols/group f32 values (caller rounds
- * them to the model dtype). bits in {2, 4, 8}; cols % group == 0; group % (32/bits) == 0. */
+/* mlx.core.quantize's two rules (docs/quantization.md, MLX affine): its Metal kernels (what
+ * mlx_lm.convert runs on a Mac: group maximum starts at 0, halfway cases round away from
+ * zero) and its CPU path (min/max of the group, ties to even). */
+enum tq_affine_rule { TQ_AFFINE_GPU = 0, TQ_AFFINE_CPU = 1 };
+/* One row of `cols` values (already rounded to the weight's dtype, given as f32) quantized per
+ * group of `group`: q = clamp(round((w - bias) / scale), 0, 2^bits - 1), packed LSB-first
+ * 32/bits per u32 word. scales/biases get cols/group f32 values before the dtype rounding
+ * (the caller rounds them to the weight's dtype, as MLX stores them; q was computed with the
+ * unrounded scale, as in MLX). bits in {2, 4, 8}; cols % group == 0; group % (32/bits) == 0.
+ * Returns -1 with *bad = the column of the first NaN or infinity (nothing is written then). */
+int tq_affine_quantize_row_rule(const float *w, uint64_t cols, int bits, int group, int rule,
+                                uint32_t *packed, float *scales, float *biases, uint64_t *bad);
+/* The CPU rule on finite input (tq-mkmodel's generator). */
 void tq_affine_quantize_row(const float *w, uint64_t cols, int bits, int group,
                             uint32_t *packed, float *scales, float *biases);
 /* Inverse: w = scale * q + bias (f32), for tests and tools that check dequantization. */
