@@ -11,6 +11,10 @@
 
 static const tq_opt_choice scales[] = {{"rms", TQ_SCALE_RMS, 0}, {"lsq", TQ_SCALE_LSQ, 0}, {NULL, 0, 0}};
 static const tq_opt_choice group_sizes[] = {{"32", 32, 0}, {"64", 64, 0}, {"128", 128, 0}, {NULL, 0, 0}};
+static const tq_opt_choice methods[] = {{"turboquant", TQ_METHOD_TURBOQUANT, 0}, {"affine", TQ_METHOD_AFFINE, 0},
+                                        {NULL, 0, 0}};
+static const tq_opt_choice rules[] = {{"gpu", TQ_AFFINE_GPU, 0}, {"cpu", TQ_AFFINE_CPU, 0}, {NULL, 0, 0}};
+static const tq_opt_choice embeds[] = {{"keep", TQ_EMBED_KEEP, 0}, {"affine4", 4, 0}, {"affine8", 8, 0}, {NULL, 0, 0}};
 static const tq_opt_choice dtypes[] = {{"bf16", TQ_DT_BF16, 0}, {"f16", TQ_DT_F16, 0}, {"fp16", TQ_DT_F16, 1},
                                        {"f32", TQ_DT_F32, 0},   {"fp32", TQ_DT_F32, 1}, {NULL, 0, 0}};
 
@@ -25,8 +29,8 @@ static int add_bits_for(void *ctx, const char *val, char *why, size_t cap)
 {
     bits_for *b = ctx;
     const char *eq = strrchr(val, '=');
-    if (!eq || eq == val || eq[1] < '2' || eq[1] > '4' || eq[2]) {
-        snprintf(why, cap, "expected REGEX=B with B 2, 3 or 4");
+    if (!eq || eq == val || eq[1] < '2' || (eq[1] > '4' && eq[1] != '8') || eq[2]) {
+        snprintf(why, cap, "expected REGEX=B with B 2, 3 or 4 (affine: 4 or 8)");
         return -1;
     }
     if (!(b->re[b->n] = strndup(val, (size_t)(eq - val)))) {
@@ -54,9 +58,10 @@ static void print_summary(const tq_convert_report *r, const tq_convert_opts *o, 
     tq_format_size(r->bytes, out_h, sizeof out_h);
     printf("%s: %zu tensors, %s -> %s in %.2f s (%d threads)\n", out, r->n, in_h, out_h, r->seconds, r->threads);
     if (o->mode == TQ_CONVERT_QUANTIZE)
-        printf("quantized %llu weights: %.4f bits/weight (incl. scales, codebooks, signs), %.4f bits/weight overall, "
+        printf("quantized %llu weights: %.4f bits/weight (incl. %s), %.4f bits/weight overall, "
                "relative MSE %.5f\n",
-               (unsigned long long)r->q_params, r->bpw_quantized, r->bpw_total, r->rel_mse);
+               (unsigned long long)r->q_params, r->bpw_quantized,
+               o->method == TQ_METHOD_AFFINE ? "scales and biases" : "scales, codebooks, signs", r->bpw_total, r->rel_mse);
 }
 
 int main(int argc, char **argv)
@@ -72,7 +77,9 @@ int main(int argc, char **argv)
         return 1;
     }
     tq_opt opts[] = {
-        TQ_OPT_INT("bits", 0, &o.bits, 2, 4, "B", "2, 3 or 4 bits per weight (default 3)"),
+        TQ_OPT_CHOICE("method", 0, &o.method, methods, "M",
+                      "turboquant (default) or affine: MLX's own format, bit for bit as mlx.core.quantize"),
+        TQ_OPT_INT("bits", 0, &o.bits, 2, 8, "B", "bits per weight: 2, 3 or 4 (default 3); affine 4 (default) or 8"),
         TQ_OPT_CHOICE("group-size", 0, &o.group_size, group_sizes, "G", "32, 64 or 128 inputs per scale (default 64)"),
         TQ_OPT_CHOICE("scale", 0, &o.scale, scales, NULL,
                       "group scale: RMS (the reference recipe) or least squares for the chosen indices, "
@@ -80,6 +87,12 @@ int main(int argc, char **argv)
         TQ_OPT_INT("seed", 0, &o.seed, 0, 2147483647, "S", "rotation_seed for the signs (default 42)"),
         TQ_OPT_CALL("bits-for", 0, add_bits_for, &bf, "REGEX=B",
                     "B bits for tensors matching the POSIX extended REGEX (repeatable; the last match wins)"),
+        TQ_OPT_CHOICE("affine-rule", 0, &o.affine_rule, rules, "R",
+                      "affine: gpu (default; MLX's Metal kernels, what mlx_lm.convert runs on a Mac) or cpu "
+                      "(MLX's CPU path)"),
+        TQ_OPT_CHOICE("embed", 0, &o.embed, embeds, "E",
+                      "embeddings: keep, affine4 or affine8 (default: turboquant keeps them, affine "
+                      "quantizes them with --bits)"),
         TQ_OPT_STRS("keep", 0, &keep, "REGEX", "leave matching tensors unquantized (repeatable)"),
         TQ_OPT_CHOICE("dtype", 0, &o.dtype, dtypes, "D",
                       "bf16, f16 or f32 for unquantized float tensors (default: as input; with --dequantize "
@@ -87,7 +100,8 @@ int main(int argc, char **argv)
         TQ_OPT_SIZE("shard-size", 0, &o.shard_size, 1, UINT64_MAX, 0, "SIZE",
                     "tensor bytes per output shard (default 5G)"),
         TQ_OPT_INT("threads", 0, &o.threads, 1, 1024, "N", "worker threads (default: number of cores)"),
-        TQ_OPT_FLAG("dequantize", 0, &deq, "TurboQuant model -> plain float model, rotation undone"),
+        TQ_OPT_FLAG("dequantize", 0, &deq,
+                    "quantized model -> plain float model (TurboQuant: rotation undone; affine: scale*q+bias)"),
         TQ_OPT_FLAG("no-quantize", 0, &noq, "plain dtype conversion (with --dtype), names unchanged"),
         TQ_OPT_FLAG("keep-names", 0, &o.keep_names,
                     "keep input names: no stacking of HF experts into switch_mlp (or unstacking with --dequantize)"),
@@ -100,7 +114,8 @@ int main(int argc, char **argv)
         .usage = "Usage: tq-convert [OPTIONS] INPUT OUTPUT_DIR\n",
         .about = "Quantize a HuggingFace model directory or .safetensors file (or a GGUF file) to a\n"
                  "TurboQuant model directory loadable by TurboQuant-MLX: block Hadamard rotation with\n"
-                 "per-module random signs, Lloyd-Max codebooks, per-group f16 scales. Data-free.\n",
+                 "per-module random signs, Lloyd-Max codebooks, per-group f16 scales. Data-free.\n"
+                 "With --method affine, to MLX's affine 4- or 8-bit format as mlx_lm.convert writes it.\n",
         .epilog = "Exit status: 0 ok, 1 bad data or I/O error, 2 bad usage.\n",
         .opts = opts,
     };
@@ -115,6 +130,16 @@ int main(int argc, char **argv)
         tq_cli_usage_error("expected INPUT and OUTPUT_DIR");
         goto out;
     }
+    if (o.method == TQ_METHOD_AFFINE && (tq_cli_given(&cli, "scale") > 0 || tq_cli_given(&cli, "seed") > 0)) {
+        tq_cli_usage_error("--scale and --seed are TurboQuant options, not --method affine ones");
+        goto out;
+    }
+    if (o.method != TQ_METHOD_AFFINE && tq_cli_given(&cli, "affine-rule") > 0) {
+        tq_cli_usage_error("--affine-rule goes with --method affine");
+        goto out;
+    }
+    if (o.method == TQ_METHOD_AFFINE && tq_cli_given(&cli, "bits") <= 0)
+        o.bits = 4;
     const char *in = cli.args[0], *outdir = cli.args[1];
     o.mode = deq ? TQ_CONVERT_DEQUANTIZE : noq ? TQ_CONVERT_PLAIN : TQ_CONVERT_QUANTIZE;
     o.n_bits_for = bf.n;

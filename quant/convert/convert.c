@@ -17,6 +17,9 @@ void tq_convert_opts_default(tq_convert_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->mode = TQ_CONVERT_QUANTIZE;
+    o->method = TQ_METHOD_TURBOQUANT;
+    o->affine_rule = TQ_AFFINE_GPU;
+    o->embed = TQ_EMBED_DEFAULT;
     o->bits = 3;
     o->group_size = 64;
     o->scale = TQ_SCALE_LSQ;
@@ -30,13 +33,20 @@ static int check_opts(const tq_convert_opts *o, tq_err *e)
 {
     if (o->mode < 0 || o->mode > TQ_CONVERT_PLAIN)
         return tq_fail(e, TQ_EUSAGE, "unknown mode %d", o->mode);
-    if (o->bits < 2 || o->bits > 4)
-        return tq_fail(e, TQ_EUSAGE, "--bits must be 2, 3 or 4");
+    int affine = o->method == TQ_METHOD_AFFINE;
+    if (o->method != TQ_METHOD_TURBOQUANT && !affine)
+        return tq_fail(e, TQ_EUSAGE, "unknown method %d", o->method);
+    if (affine ? o->bits != 4 && o->bits != 8 : o->bits < 2 || o->bits > 4)
+        return tq_fail(e, TQ_EUSAGE, affine ? "--bits must be 4 or 8 with --method affine" : "--bits must be 2, 3 or 4");
     if (o->group_size != 32 && o->group_size != 64 && o->group_size != 128)
         return tq_fail(e, TQ_EUSAGE, "--group-size must be 32, 64 or 128");
     for (size_t i = 0; i < o->n_bits_for; i++)
-        if (o->bits_for_bits[i] < 2 || o->bits_for_bits[i] > 4)
-            return tq_fail(e, TQ_EUSAGE, "--bits-for '%s': bits must be 2, 3 or 4", o->bits_for_re[i]);
+        if (affine ? o->bits_for_bits[i] != 4 && o->bits_for_bits[i] != 8 : o->bits_for_bits[i] < 2 || o->bits_for_bits[i] > 4)
+            return tq_fail(e, TQ_EUSAGE, "--bits-for '%s': bits must be %s", o->bits_for_re[i], affine ? "4 or 8" : "2, 3 or 4");
+    if (o->affine_rule != TQ_AFFINE_GPU && o->affine_rule != TQ_AFFINE_CPU)
+        return tq_fail(e, TQ_EUSAGE, "unknown affine rule %d", o->affine_rule);
+    if (o->embed != TQ_EMBED_DEFAULT && o->embed != TQ_EMBED_KEEP && o->embed != 4 && o->embed != 8)
+        return tq_fail(e, TQ_EUSAGE, "--embed must be keep, affine4 or affine8");
     if (o->scale != TQ_SCALE_RMS && o->scale != TQ_SCALE_LSQ)
         return tq_fail(e, TQ_EUSAGE, "unknown scale method");
     if (o->dtype >= 0 && o->dtype != TQ_DT_F16 && o->dtype != TQ_DT_BF16 && o->dtype != TQ_DT_F32)
@@ -79,7 +89,21 @@ static int write_config(const cv_plan *p, const tq_model *m, const tq_convert_op
     if (!c)
         return tq_fail(e, TQ_ENOMEM, "out of memory");
     int ok = 1;
-    if (o->mode == TQ_CONVERT_QUANTIZE) {
+    if (o->mode == TQ_CONVERT_QUANTIZE && o->method == TQ_METHOD_AFFINE) {
+        /* as mlx_lm.convert writes it: {"group_size", "bits", "mode": "affine"} plus per-module
+         * entries, and the same object again as quantization_config */
+        cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization");
+        cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization_config");
+        cJSON *q = p->qconfig ? cJSON_Duplicate(p->qconfig, 1) : cJSON_CreateObject();
+        ok = q && cJSON_AddNumberToObject(q, "group_size", (double)o->group_size) &&
+             cJSON_AddNumberToObject(q, "bits", o->bits) && cJSON_AddStringToObject(q, "mode", "affine");
+        cJSON *q2 = ok ? cJSON_Duplicate(q, 1) : NULL;
+        ok = ok && q2;
+        if (q)
+            cJSON_AddItemToObject(c, "quantization", q);
+        if (q2)
+            cJSON_AddItemToObject(c, "quantization_config", q2);
+    } else if (o->mode == TQ_CONVERT_QUANTIZE) {
         cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization");
         cJSON *q = p->qconfig ? cJSON_Duplicate(p->qconfig, 1) : cJSON_CreateObject();
         ok = q && cJSON_AddStringToObject(q, "mode", "turboquant") && cJSON_AddNumberToObject(q, "bits", o->bits) &&
@@ -147,7 +171,16 @@ static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
             return -1;
         t->note = it->note;
         t->params = it->E * it->rows * it->cols;
-        if (it->kind == CV_QUANT) {
+        if (it->kind == CV_AFFINE) {
+            t->quantized = t->affine = 1;
+            t->bits = it->bits;
+            t->group_size = it->group;
+            t->bytes = t->params / 8 * (uint64_t)it->bits + t->params / it->group * 2 * tq_dtype_size(it->qdtype);
+            r->q_params += t->params;
+            r->q_bytes += t->bytes;
+            qe += it->err2;
+            qs += it->sum2;
+        } else if (it->kind == CV_QUANT) {
             t->quantized = 1;
             t->bits = it->bits;
             t->group_size = it->group;
@@ -159,9 +192,10 @@ static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
             qs += it->sum2;
         } else {
             t->bytes = t->params * tq_dtype_size(it->out_dtype);
-            if (it->kind == CV_DEQUANT) {
+            if (it->kind == CV_DEQUANT || it->kind == CV_AFFINE_DEQUANT) {
                 t->bits = it->bits;
                 t->group_size = it->group;
+                t->affine = it->kind == CV_AFFINE_DEQUANT;
             }
         }
         t->rel_mse = it->sum2 > 0 ? it->err2 / it->sum2 : 0;
@@ -169,8 +203,10 @@ static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
         r->bytes += t->bytes;
         if (it->kind == CV_COPY)
             r->in_bytes += t->params * tq_dtype_size(it->src_dtype);
-        else if (it->kind == CV_QUANT)
+        else if (it->kind == CV_QUANT || it->kind == CV_AFFINE)
             r->in_bytes += t->params * tq_dtype_size(it->src_dtype);
+        else if (it->kind == CV_AFFINE_DEQUANT)
+            r->in_bytes += t->params / 8 * (uint64_t)it->bits + t->params / it->group * 2 * tq_dtype_size(it->qdtype);
         else
             r->in_bytes += t->params / it->cols * (tq_pack_words(it->cols, it->bits) * 4 + it->cols / it->group * 2);
     }
@@ -319,10 +355,15 @@ struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_conver
     }
     cJSON_AddStringToObject(j, "mode", modes[o->mode]);
     if (o->mode == TQ_CONVERT_QUANTIZE) {
+        cJSON_AddStringToObject(j, "method", o->method == TQ_METHOD_AFFINE ? "affine" : "turboquant");
         cJSON_AddNumberToObject(j, "bits", o->bits);
         cJSON_AddNumberToObject(j, "group_size", (double)o->group_size);
-        cJSON_AddStringToObject(j, "scale_method", scale_name(o->scale));
-        cJSON_AddNumberToObject(j, "rotation_seed", (double)o->seed);
+        if (o->method == TQ_METHOD_AFFINE) {
+            cJSON_AddStringToObject(j, "affine_rule", o->affine_rule == TQ_AFFINE_CPU ? "cpu" : "gpu");
+        } else {
+            cJSON_AddStringToObject(j, "scale_method", scale_name(o->scale));
+            cJSON_AddNumberToObject(j, "rotation_seed", (double)o->seed);
+        }
         cJSON_AddBoolToObject(j, "nothing_quantized", r->q_params == 0);
     }
     cJSON_AddNumberToObject(j, "threads", r->threads);
@@ -351,6 +392,8 @@ struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_conver
         cJSON_AddStringToObject(x, "name", t->name);
         cJSON_AddStringToObject(x, "source", t->source);
         cJSON_AddBoolToObject(x, "quantized", t->quantized);
+        if (t->affine)
+            cJSON_AddStringToObject(x, "method", "affine");
         if (t->bits) {
             cJSON_AddNumberToObject(x, "bits", t->bits);
             cJSON_AddNumberToObject(x, "group_size", (double)t->group_size);

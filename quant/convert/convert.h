@@ -12,10 +12,20 @@
  * or a plain dtype copy.
  * Output goes to OUT.partial-XXXXXX and is renamed into place only when complete. */
 enum tq_convert_mode { TQ_CONVERT_QUANTIZE = 0, TQ_CONVERT_DEQUANTIZE = 1, TQ_CONVERT_PLAIN = 2 };
+/* Quantization method: TurboQuant (man tq-formats(5), TURBOQUANT WEIGHTS) or MLX's own affine
+ * format (MLX AFFINE WEIGHTS), bit for bit as mlx.core.quantize writes it. */
+enum tq_convert_method { TQ_METHOD_TURBOQUANT = 0, TQ_METHOD_AFFINE = 1 };
+/* Embeddings: -1 the method's default (TurboQuant: kept; affine: quantized like every linear,
+ * as mlx-lm does), 0 kept as they are, 4 or 8 MLX affine at that many bits. */
+enum { TQ_EMBED_DEFAULT = -1, TQ_EMBED_KEEP = 0 };
 
 typedef struct tq_convert_opts {
     int mode;               /* enum tq_convert_mode */
-    int bits;               /* 2, 3, 4 */
+    int method;             /* enum tq_convert_method */
+    int affine_rule;        /* enum tq_affine_rule (affine: TQ_AFFINE_GPU, what mlx_lm.convert
+                               computes on a Mac) */
+    int embed;              /* TQ_EMBED_DEFAULT, TQ_EMBED_KEEP, 4 or 8 */
+    int bits;               /* TurboQuant 2, 3, 4; affine 4, 8 */
     size_t group_size;      /* 32, 64, 128 */
     int scale;              /* enum tq_scale_method */
     uint64_t seed;          /* rotation_seed (42) */
@@ -38,7 +48,8 @@ void tq_convert_opts_default(tq_convert_opts *o);
 typedef struct tq_convert_tensor {
     char *name;             /* output tensor (quantized: the module's P.weight) */
     char *source;           /* first input tensor it came from */
-    int quantized;          /* 1: TurboQuant module, 0: copied/converted/dequantized */
+    int quantized;          /* 1: quantized module (TurboQuant or affine), 0: copied/converted/dequantized */
+    int affine;             /* quantized (or dequantized) as MLX affine */
     int bits;
     size_t group_size;
     uint64_t params;        /* weights (elements) in the output tensor(s) */

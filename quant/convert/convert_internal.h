@@ -11,14 +11,15 @@
 #include "formats/formats.h"
 #include "quant/convert/convert.h"
 
-enum cv_kind { CV_COPY, CV_QUANT, CV_DEQUANT };
+enum cv_kind { CV_COPY, CV_QUANT, CV_DEQUANT, CV_AFFINE, CV_AFFINE_DEQUANT };
 
 /* Part p of an item (an expert, or the whole tensor when E == 1). */
 typedef struct cv_part {
     const tq_model_tensor *src;  /* COPY/QUANT: the values; DEQUANT: the packed weight */
     uint64_t src_off;            /* element offset of the part in src */
-    const tq_model_tensor *scales; /* DEQUANT */
+    const tq_model_tensor *scales; /* DEQUANT, AFFINE_DEQUANT */
     uint64_t scales_off;
+    const tq_model_tensor *biases; /* AFFINE_DEQUANT */
     long out;                    /* output tensor (writer index) */
     uint64_t out_off;            /* element offset of the part in it */
 } cv_part;
@@ -39,6 +40,10 @@ typedef struct cv_item {
     float codebook[16];          /* DEQUANT: the file's codebook */
     float *signs;                /* cols signs */
     long out_scales, out_codebook, out_signs; /* QUANT outputs (weight is parts[].out) */
+    /* AFFINE / AFFINE_DEQUANT: scales and biases dtype, MLX rule; AFFINE also writes biases */
+    tq_dtype qdtype;
+    int affine_rule;
+    long out_biases;
     const char *note;            /* why a candidate stayed unquantized */
     int bias_of_quant;           /* COPY of a TurboQuant module's bias (counted in its bytes) */
     /* results */

@@ -41,7 +41,7 @@ static cv_item *new_item(cv_plan *p, int kind, tq_err *e)
     cv_item *it = &p->items[p->n_items++];
     memset(it, 0, sizeof *it);
     it->kind = kind;
-    it->out_scales = it->out_codebook = it->out_signs = -1;
+    it->out_scales = it->out_codebook = it->out_signs = it->out_biases = -1;
     return it;
 }
 
@@ -340,17 +340,133 @@ static cv_item *plan_copy(cv_plan *p, const cv_group *g, const char *name, tq_dt
     return it;
 }
 
-static int add_override(cv_plan *p, const char *module, int bits, size_t gs, tq_err *e)
+/* config.json's entry for module P: {"bits", "group_size"[, "mode"]}, or false (bits 0). */
+static int add_override(cv_plan *p, const char *module, int bits, size_t gs, const char *mode, tq_err *e)
 {
     if (!p->qconfig && !(p->qconfig = cJSON_CreateObject()))
         return tq_fail(e, TQ_ENOMEM, "out of memory");
     cJSON *v = bits ? cJSON_CreateObject() : cJSON_CreateFalse();
-    if (!v || (bits && (!cJSON_AddNumberToObject(v, "bits", bits) || !cJSON_AddNumberToObject(v, "group_size", (double)gs)))) {
+    if (!v || (bits && (!cJSON_AddNumberToObject(v, "bits", bits) || !cJSON_AddNumberToObject(v, "group_size", (double)gs) ||
+                        (mode && !cJSON_AddStringToObject(v, "mode", mode))))) {
         cJSON_Delete(v);
         return tq_fail(e, TQ_ENOMEM, "out of memory");
     }
     cJSON_AddItemToObject(p->qconfig, module, v);
     return 0;
+}
+
+/* The bias of quantized module P, stacked like its weight, planned with it in dtype dt. */
+static int claim_bias(cv_plan *p, cv_group *groups, size_t ng, const char *P, tq_dtype dt, tq_err *e)
+{
+    char *bname = fmt(e, "%s.bias", P, NULL, NULL);
+    if (!bname)
+        return -1;
+    for (size_t k = 0; k < ng; k++)
+        if (!strcmp(groups[k].out_name, bname)) {
+            cv_item *b = plan_copy(p, &groups[k], bname, dt, e);
+            if (!b) {
+                free(bname);
+                return -1;
+            }
+            b->bias_of_quant = 1;
+            groups[k].n = SIZE_MAX; /* planned */
+        }
+    free(bname);
+    return 0;
+}
+
+/* MLX affine module P (man tq-formats(5), MLX AFFINE WEIGHTS): P.weight U32, P.scales and
+ * P.biases in the weight's dtype (--dtype, else the input's; f64 becomes f32, which MLX
+ * computes in), and its bias as an unquantized tensor. */
+static int plan_affine(cv_plan *p, cv_group *groups, size_t ng, size_t gi, const char *P, int bits, size_t gs,
+                       tq_err *e)
+{
+    const cv_group *g = &groups[gi];
+    const tq_tensor_info *t0 = &g->t[0]->info;
+    uint64_t E = g->experts ? g->n : t0->ndim == 3 ? t0->shape[0] : 1;
+    uint64_t out = t0->shape[t0->ndim - 2], in = t0->shape[t0->ndim - 1];
+    tq_dtype qdt = copy_dtype(p->o, g->t[0]);
+    if (qdt == TQ_DT_F64)
+        qdt = TQ_DT_F32;
+    uint64_t words = in / (32 / (uint64_t)bits), ngr = in / gs;
+    uint64_t sw[3] = {E, out, words}, ss[3] = {E, out, ngr};
+    int nd = g->experts || t0->ndim == 3 ? 3 : 2;
+    char *nm_s = fmt(e, "%s.scales", P, NULL, NULL), *nm_b = fmt(e, "%s.biases", P, NULL, NULL);
+    long dw = nm_s && nm_b ? declare(p, g->out_name, TQ_DT_U32, nd, nd == 3 ? sw : sw + 1, e) : -1;
+    long ds = dw >= 0 ? declare(p, nm_s, qdt, nd, nd == 3 ? ss : ss + 1, e) : -1;
+    long db = ds >= 0 ? declare(p, nm_b, qdt, nd, nd == 3 ? ss : ss + 1, e) : -1;
+    free(nm_s), free(nm_b);
+    if (db < 0)
+        return -1;
+    cv_item *it = new_item(p, CV_AFFINE, e);
+    if (!it || !(it->name = tq_strdup(g->out_name, e)) || !(it->source = tq_strdup(t0->name, e)) ||
+        !(it->parts = tq_calloc(E, sizeof *it->parts, e)))
+        return -1;
+    it->E = E;
+    it->rows = out;
+    it->cols = in;
+    it->src_dtype = t0->dtype;
+    it->out_dtype = TQ_DT_U32;
+    it->qdtype = qdt;
+    it->affine_rule = p->o->affine_rule;
+    it->bits = bits;
+    it->group = gs;
+    it->out_scales = ds;
+    it->out_biases = db;
+    for (uint64_t k = 0; k < E; k++) {
+        it->parts[k].src = g->experts ? g->t[k] : g->t[0];
+        it->parts[k].src_off = g->experts ? 0 : k * out * in;
+        it->parts[k].out = dw;
+        it->parts[k].out_off = k * out * words;
+    }
+    return claim_bias(p, groups, ng, P, copy_dtype(p->o, g->t[0]), e);
+}
+
+static int is_embedding(const char *P) { return strstr(P, "embed") || strstr(P, "wte"); }
+static int is_router(const char *P)
+{
+    return ends_with(P, "mlp.gate") || strstr(P, "router") || ends_with(P, "shared_expert_gate");
+}
+
+/* --method affine: mlx-lm's choice of modules (docs/quantization.md, MLX affine): every
+ * linear layer and embedding whose input dimension the group size divides, routers at 8 bits
+ * group 64 as mlx-lm's Qwen MoE classes ask, --embed and --bits-for and --keep on top. */
+static int plan_affine_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, const char *P, int keep_hit,
+                             int bits_hit, tq_err *e)
+{
+    const tq_convert_opts *o = p->o;
+    const cv_group *g = &groups[gi];
+    const tq_tensor_info *t0 = &g->t[0]->info;
+    uint64_t in = t0->shape[t0->ndim - 1];
+    int bits = bits_hit >= 0 ? o->bits_for_bits[bits_hit] : o->bits;
+    size_t gs = o->group_size;
+    const char *note = NULL;
+    if (is_embedding(P)) {
+        if (o->embed == TQ_EMBED_KEEP)
+            note = "--embed keep";
+        else if (o->embed > 0)
+            bits = o->embed;
+    } else if (is_router(P) && bits_hit < 0) {
+        bits = 8;
+        gs = 64;
+    }
+    if (!note && keep_hit >= 0)
+        note = "--keep";
+    if (!note && in % gs)
+        note = "input dimension not divisible by the group size";
+    if (note) {
+        cv_item *it = plan_copy(p, g, g->out_name, copy_dtype(o, g->t[0]), e);
+        if (!it)
+            return -1;
+        it->note = note;
+        return keep_hit >= 0 && in % gs == 0 ? add_override(p, P, 0, 0, NULL, e) : 0;
+    }
+    if (!convertible(t0->dtype))
+        return tq_fail(e, TQ_EUNSUP, "%s: tensor '%s': dtype %s cannot be quantized (F16, BF16, F32, F64 can; --keep copies it)",
+                       p->m->path, t0->name, tq_dtype_name(t0->dtype));
+    if ((bits != o->bits || gs != o->group_size) && add_override(p, P, bits, gs, NULL, e))
+        return -1;
+    return plan_affine(p, groups, ng, gi, P, bits, gs, e);
 }
 
 /* Quantize mode: one group. */
@@ -376,6 +492,16 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
     if (regex_any(o->keep_re, o->n_keep, name, t0->name, e, &keep_hit) ||
         regex_any(o->bits_for_re, o->n_bits_for, name, t0->name, e, &bits_hit))
         goto out;
+    if (o->method == TQ_METHOD_AFFINE) {
+        rc = plan_affine_group(p, groups, ng, gi, P, keep_hit, bits_hit, e);
+        goto out;
+    }
+    /* --embed affine4|affine8: the embedding table as MLX affine beside TurboQuant linears */
+    if (is_embedding(P) && o->embed > 0 && keep_hit < 0 && in % o->group_size == 0 && convertible(t0->dtype)) {
+        rc = add_override(p, P, o->embed, o->group_size, "affine", e) ? -1
+             : plan_affine(p, groups, ng, gi, P, o->embed, o->group_size, e);
+        goto out;
+    }
     if (!note && keep_hit >= 0)
         note = "--keep";
     if (note) {
@@ -383,7 +509,7 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
         if (!it)
             goto out;
         it->note = note;
-        if (keep_hit >= 0 && !rule_note(P, out, in, o->group_size) && add_override(p, P, 0, 0, e))
+        if (keep_hit >= 0 && !rule_note(P, out, in, o->group_size) && add_override(p, P, 0, 0, NULL, e))
             goto out;
         rc = 0;
         goto out;
@@ -394,7 +520,7 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
         goto out;
     }
     int bits = bits_hit >= 0 ? o->bits_for_bits[bits_hit] : o->bits;
-    if (bits != o->bits && add_override(p, P, bits, o->group_size, e))
+    if (bits != o->bits && add_override(p, P, bits, o->group_size, NULL, e))
         goto out;
     uint64_t words = tq_pack_words(in, bits), ng_ = in / o->group_size;
     uint64_t sw[3] = {E, out, words}, ss[3] = {E, out, ng_}, sc[1] = {1ull << bits}, sg[1] = {in};
@@ -438,21 +564,7 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
         it->parts[k].out_off = k * out * words;
     }
     /* its bias, stacked like the weight, stored F16 (man tq-formats(5), TURBOQUANT WEIGHTS) */
-    char *bname = fmt(e, "%s.bias", P, NULL, NULL);
-    if (!bname)
-        goto out;
-    for (size_t k = 0; k < ng; k++)
-        if (!strcmp(groups[k].out_name, bname)) {
-            cv_item *b = plan_copy(p, &groups[k], bname, TQ_DT_F16, e);
-            if (!b) {
-                free(bname);
-                goto out;
-            }
-            b->bias_of_quant = 1;
-            groups[k].n = SIZE_MAX; /* planned */
-        }
-    free(bname);
-    rc = 0;
+    rc = claim_bias(p, groups, ng, P, TQ_DT_F16, e);
 out:
     free(P);
     return rc;
@@ -472,61 +584,24 @@ static int read_f16_vec(const tq_model_tensor *t, float *dst, uint64_t n, tq_err
     return 0;
 }
 
-static int plan_dequant_module(cv_plan *p, const char *P, const tq_model_tensor *w, tq_err *e)
+/* The parts of a dequantize item (it->E, rows, cols, bits, group and out_dtype set): each
+ * expert's packed rows and scales (and biases), written under the stacked name or, for
+ * switch_mlp stacks unless --keep-names, per-expert HF names. */
+static int dequant_parts(cv_plan *p, cv_item *it, const char *P, const tq_model_tensor *w, const tq_model_tensor *s,
+                         const tq_model_tensor *b, tq_err *e)
 {
-    const tq_model *m = p->m;
-    char *ns = fmt(e, "%s.scales", P, NULL, NULL), *nc = fmt(e, "%s.codebook", P, NULL, NULL), *ng = fmt(e, "%s.signs", P, NULL, NULL);
-    const tq_model_tensor *s = ns ? tq_model_find(m, ns) : NULL, *c = nc ? tq_model_find(m, nc) : NULL,
-                          *g = ng ? tq_model_find(m, ng) : NULL;
-    free(ns), free(nc), free(ng);
     const tq_tensor_info *wi = &w->info;
-    if (!s || !c || !g)
-        return tq_fail(e, TQ_EDATA, "%s: '%s' has packed weights but lacks its scales, codebook or signs", m->path, wi->name);
     int nd = wi->ndim;
-    uint64_t ncb = c->info.ndim == 1 ? c->info.shape[0] : 0, in = g->info.ndim == 1 ? g->info.shape[0] : 0;
-    int bits = ncb == 2 ? 1 : ncb == 4 ? 2 : ncb == 8 ? 3 : ncb == 16 ? 4 : 0;
-    if (wi->dtype != TQ_DT_U32 || (nd != 2 && nd != 3) || s->info.ndim != nd || s->info.dtype != TQ_DT_F16 ||
-        c->info.dtype != TQ_DT_F16 || g->info.dtype != TQ_DT_F16 || !bits || !in)
-        return tq_fail(e, TQ_EDATA, "%s: module '%s': weight/scales/codebook/signs have unexpected dtypes or ranks", m->path, P);
-    uint64_t E = nd == 3 ? wi->shape[0] : 1, out = wi->shape[nd - 2], ngr = s->info.shape[nd - 1];
-    int same_lead = nd == 2 || s->info.shape[0] == E;
-    if (!ngr || in % ngr || !same_lead || s->info.shape[nd - 2] != out || wi->shape[nd - 1] != tq_pack_words(in, bits))
-        return tq_fail(e, TQ_EDATA, "%s: module '%s': shapes of weight [%llu words], scales [%llu groups] and signs [%llu] disagree",
-                       m->path, P, (unsigned long long)wi->shape[nd - 1], (unsigned long long)ngr, (unsigned long long)in);
-    size_t gsz = (size_t)(in / ngr), block = tq_hadamard_block(in);
-    int mm;
-    uint64_t NN;
-    if (tq_hadamard_split(block, &mm, &NN))
-        return tq_fail(e, TQ_EDATA, "%s: module '%s': no Hadamard block for %llu inputs", m->path, P, (unsigned long long)in);
-    tq_dtype odt = p->o->dtype >= 0 ? (tq_dtype)p->o->dtype : TQ_DT_BF16;
-    /* unstack to HF per-expert names unless --keep-names */
+    uint64_t E = it->E, out = it->rows, in = it->cols, words = wi->shape[nd - 1], ngr = in / it->group;
+    tq_dtype odt = it->out_dtype;
     const char *sw = strstr(P, ".switch_mlp.");
     int unstack = nd == 3 && sw && !p->o->keep_names;
-    cv_item *it = new_item(p, CV_DEQUANT, e);
-    if (!it || !(it->source = tq_strdup(wi->name, e)) || !(it->name = tq_strdup(wi->name, e)) ||
-        !(it->parts = tq_calloc(E, sizeof *it->parts, e)) || !(it->signs = tq_malloc(in * sizeof *it->signs, e)))
-        return -1;
-    it->E = E;
-    it->rows = out;
-    it->cols = in;
-    it->bits = bits;
-    it->group = gsz;
-    it->block = block;
-    it->src_dtype = TQ_DT_U32;
-    it->out_dtype = odt;
-    if (read_f16_vec(g, it->signs, in, e))
-        return -1;
-    for (uint64_t j = 0; j < in; j++)
-        if (it->signs[j] != 1.0f && it->signs[j] != -1.0f)
-            return tq_fail(e, TQ_EDATA, "%s: '%s.signs'[%llu] is not ±1", m->path, P, (unsigned long long)j);
-    if (read_f16_vec(c, it->codebook, ncb, e))
-        return -1;
-    uint64_t words = wi->shape[nd - 1];
     for (uint64_t k = 0; k < E; k++) {
         cv_part *pt = &it->parts[k];
         pt->src = w;
         pt->src_off = k * out * words;
         pt->scales = s;
+        pt->biases = b;
         pt->scales_off = k * out * ngr;
         if (unstack) {
             char num[32];
@@ -560,6 +635,120 @@ static int plan_dequant_module(cv_plan *p, const char *P, const tq_model_tensor 
         }
     }
     return 0;
+}
+
+/* Bits and group size of affine module P: its own entry in config.json's quantization (or
+ * quantization_config) block, else the block's; 0 when there is none. */
+static void affine_params(const tq_model *m, const char *P, int *bits, uint64_t *group)
+{
+    *bits = 0;
+    *group = 0;
+    const cJSON *q = m->config ? cJSON_GetObjectItemCaseSensitive(m->config, "quantization") : NULL;
+    if (!cJSON_IsObject(q) && m->config)
+        q = cJSON_GetObjectItemCaseSensitive(m->config, "quantization_config");
+    if (!cJSON_IsObject(q))
+        return;
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(q, P);
+    const cJSON *src = cJSON_IsObject(mo) ? mo : q;
+    uint64_t b = 0, g = 0;
+    const cJSON *bj = cJSON_GetObjectItemCaseSensitive(src, "bits"), *gj = cJSON_GetObjectItemCaseSensitive(src, "group_size");
+    if (bj && gj && tq_json_u64(bj, &b) == 0 && tq_json_u64(gj, &g) == 0 && b <= 32) {
+        *bits = (int)b;
+        *group = g;
+    }
+}
+
+/* An MLX affine module: P.weight U32, P.scales and P.biases of one float dtype, bits and group
+ * size from config.json and checked against the shapes. The weights come out in the scales'
+ * dtype (what mx.dequantize gives) unless --dtype. */
+static int plan_affine_dequant(cv_plan *p, const char *P, const tq_model_tensor *w, tq_err *e)
+{
+    const tq_model *m = p->m;
+    char *ns = fmt(e, "%s.scales", P, NULL, NULL), *nb = fmt(e, "%s.biases", P, NULL, NULL);
+    const tq_model_tensor *s = ns ? tq_model_find(m, ns) : NULL, *b = nb ? tq_model_find(m, nb) : NULL;
+    free(ns), free(nb);
+    const tq_tensor_info *wi = &w->info;
+    int nd = wi->ndim, bits;
+    uint64_t group;
+    affine_params(m, P, &bits, &group);
+    if (bits != 2 && bits != 4 && bits != 8)
+        return tq_fail(e, TQ_EUNSUP, "%s: module '%s': config.json gives no affine bits tq reads (2, 4 or 8; found %d)",
+                       m->path, P, bits);
+    tq_dtype sdt = s->info.dtype;
+    if (!b || (nd != 2 && nd != 3) || s->info.ndim != nd || b->info.ndim != nd || b->info.dtype != sdt ||
+        (sdt != TQ_DT_F16 && sdt != TQ_DT_BF16 && sdt != TQ_DT_F32))
+        return tq_fail(e, TQ_EDATA, "%s: module '%s': weight/scales/biases have unexpected dtypes or ranks", m->path, P);
+    uint64_t E = nd == 3 ? wi->shape[0] : 1, out = wi->shape[nd - 2], ngr = s->info.shape[nd - 1], in;
+    int same = 1;
+    for (int d = 0; d < nd; d++)
+        same &= s->info.shape[d] == b->info.shape[d] && (d == nd - 1 || s->info.shape[d] == wi->shape[d]);
+    if (!group || tq_mul_u64(ngr, group, &in) || !same || in % (32 / (uint64_t)bits) ||
+        wi->shape[nd - 1] != in / (32 / (uint64_t)bits))
+        return tq_fail(e, TQ_EDATA, "%s: module '%s': weight [%llu words], scales [%llu groups] disagree with %d bits group %llu",
+                       m->path, P, (unsigned long long)wi->shape[nd - 1], (unsigned long long)ngr, bits,
+                       (unsigned long long)group);
+    cv_item *it = new_item(p, CV_AFFINE_DEQUANT, e);
+    if (!it || !(it->source = tq_strdup(wi->name, e)) || !(it->name = tq_strdup(wi->name, e)) ||
+        !(it->parts = tq_calloc(E, sizeof *it->parts, e)))
+        return -1;
+    it->E = E;
+    it->rows = out;
+    it->cols = in;
+    it->bits = bits;
+    it->group = (size_t)group;
+    it->src_dtype = TQ_DT_U32;
+    it->qdtype = sdt;
+    it->out_dtype = p->o->dtype >= 0 ? (tq_dtype)p->o->dtype : sdt;
+    return dequant_parts(p, it, P, w, s, b, e);
+}
+
+static int plan_dequant_module(cv_plan *p, const char *P, const tq_model_tensor *w, tq_err *e)
+{
+    const tq_model *m = p->m;
+    char *ns = fmt(e, "%s.scales", P, NULL, NULL), *nc = fmt(e, "%s.codebook", P, NULL, NULL), *ng = fmt(e, "%s.signs", P, NULL, NULL);
+    const tq_model_tensor *s = ns ? tq_model_find(m, ns) : NULL, *c = nc ? tq_model_find(m, nc) : NULL,
+                          *g = ng ? tq_model_find(m, ng) : NULL;
+    free(ns), free(nc), free(ng);
+    const tq_tensor_info *wi = &w->info;
+    if (!s || !c || !g)
+        return tq_fail(e, TQ_EDATA, "%s: '%s' has packed weights but lacks its scales, codebook or signs", m->path, wi->name);
+    int nd = wi->ndim;
+    uint64_t ncb = c->info.ndim == 1 ? c->info.shape[0] : 0, in = g->info.ndim == 1 ? g->info.shape[0] : 0;
+    int bits = ncb == 2 ? 1 : ncb == 4 ? 2 : ncb == 8 ? 3 : ncb == 16 ? 4 : 0;
+    if (wi->dtype != TQ_DT_U32 || (nd != 2 && nd != 3) || s->info.ndim != nd || s->info.dtype != TQ_DT_F16 ||
+        c->info.dtype != TQ_DT_F16 || g->info.dtype != TQ_DT_F16 || !bits || !in)
+        return tq_fail(e, TQ_EDATA, "%s: module '%s': weight/scales/codebook/signs have unexpected dtypes or ranks", m->path, P);
+    uint64_t E = nd == 3 ? wi->shape[0] : 1, out = wi->shape[nd - 2], ngr = s->info.shape[nd - 1];
+    int same_lead = nd == 2 || s->info.shape[0] == E;
+    if (!ngr || in % ngr || !same_lead || s->info.shape[nd - 2] != out || wi->shape[nd - 1] != tq_pack_words(in, bits))
+        return tq_fail(e, TQ_EDATA, "%s: module '%s': shapes of weight [%llu words], scales [%llu groups] and signs [%llu] disagree",
+                       m->path, P, (unsigned long long)wi->shape[nd - 1], (unsigned long long)ngr, (unsigned long long)in);
+    size_t gsz = (size_t)(in / ngr), block = tq_hadamard_block(in);
+    int mm;
+    uint64_t NN;
+    if (tq_hadamard_split(block, &mm, &NN))
+        return tq_fail(e, TQ_EDATA, "%s: module '%s': no Hadamard block for %llu inputs", m->path, P, (unsigned long long)in);
+    tq_dtype odt = p->o->dtype >= 0 ? (tq_dtype)p->o->dtype : TQ_DT_BF16;
+    cv_item *it = new_item(p, CV_DEQUANT, e);
+    if (!it || !(it->source = tq_strdup(wi->name, e)) || !(it->name = tq_strdup(wi->name, e)) ||
+        !(it->parts = tq_calloc(E, sizeof *it->parts, e)) || !(it->signs = tq_malloc(in * sizeof *it->signs, e)))
+        return -1;
+    it->E = E;
+    it->rows = out;
+    it->cols = in;
+    it->bits = bits;
+    it->group = gsz;
+    it->block = block;
+    it->src_dtype = TQ_DT_U32;
+    it->out_dtype = odt;
+    if (read_f16_vec(g, it->signs, in, e))
+        return -1;
+    for (uint64_t j = 0; j < in; j++)
+        if (it->signs[j] != 1.0f && it->signs[j] != -1.0f)
+            return tq_fail(e, TQ_EDATA, "%s: '%s.signs'[%llu] is not ±1", m->path, P, (unsigned long long)j);
+    if (read_f16_vec(c, it->codebook, ncb, e))
+        return -1;
+    return dequant_parts(p, it, P, w, s, NULL, e);
 }
 
 /* A stacked tensor (bias) of a dequantized stack, unstacked to per-expert names. */
@@ -619,7 +808,9 @@ static int plan_dequant(cv_plan *p, tq_err *e)
             char sname[4200];
             snprintf(sname, sizeof sname, "%s.scales", P);
             if (tq_model_find(m, sname)) {
-                if (plan_dequant_module(p, P, t, e))
+                char cname[4200];
+                snprintf(cname, sizeof cname, "%s.codebook", P);
+                if (tq_model_find(m, cname) ? plan_dequant_module(p, P, t, e) : plan_affine_dequant(p, P, t, e))
                     return -1;
                 found++;
                 continue;
@@ -627,8 +818,8 @@ static int plan_dequant(cv_plan *p, tq_err *e)
         }
         /* the module's other tensors were consumed above */
         int consumed = 0;
-        static const char *sfx[] = {".scales", ".codebook", ".signs"};
-        for (int k = 0; k < 3 && !consumed; k++)
+        static const char *sfx[] = {".scales", ".codebook", ".signs", ".biases"};
+        for (int k = 0; k < 4 && !consumed; k++)
             if (ends_with(nm, sfx[k])) {
                 size_t pl = n - strlen(sfx[k]);
                 memcpy(P, nm, pl);
@@ -651,7 +842,7 @@ static int plan_dequant(cv_plan *p, tq_err *e)
             return -1;
     }
     if (!found)
-        return tq_fail(e, TQ_EDATA, "%s: no TurboQuant modules (P.weight U32 with P.scales) to dequantize", m->path);
+        return tq_fail(e, TQ_EDATA, "%s: no quantized modules (P.weight U32 with P.scales) to dequantize", m->path);
     return 0;
 }
 
@@ -745,6 +936,8 @@ int cv_plan_resolve(cv_plan *p, tq_model_writer *w, tq_err *e)
             it->out_codebook = map[it->out_codebook];
         if (it->out_signs >= 0)
             it->out_signs = map[it->out_signs];
+        if (it->out_biases >= 0)
+            it->out_biases = map[it->out_biases];
     }
     free(map);
     return 0;

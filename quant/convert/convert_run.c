@@ -5,6 +5,7 @@
 #include "quant/quant_internal.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,13 +125,96 @@ static int job_dequant(cv_worker *wk, cv_job *j, tq_err *e)
     return tq_model_writer_write(wk->sh->w, (size_t)pt->out, (pt->out_off + j->first * in) * osz, out, rows * in * osz, e);
 }
 
+/* MLX affine (docs/quantization.md, MLX affine): each row rounded to the weight's dtype (as
+ * MLX sees it after --dtype), quantized by MLX's rule, scales and biases stored in that dtype;
+ * the error sums use the stored scales and biases. */
+static int job_affine(cv_worker *wk, cv_job *j, tq_err *e)
+{
+    cv_item *it = j->it;
+    const cv_part *pt = &it->parts[j->part];
+    size_t isz = tq_dtype_size(it->src_dtype), qsz = tq_dtype_size(it->qdtype);
+    size_t in = (size_t)it->cols, rows = (size_t)j->count, group = it->group;
+    size_t words = in / (32 / (size_t)it->bits), ng = in / group;
+    void *src = grow(&wk->in, rows * in * isz, e);
+    float *f = src ? grow(&wk->f32, (2 * in + 4 * ng) * sizeof(float), e) : NULL;
+    void *tmp = f ? grow(&wk->out, in * qsz, e) : NULL;
+    uint32_t *pk = tmp ? grow(&wk->words, rows * words * 4, e) : NULL;
+    unsigned char *sb = pk ? grow(&wk->scales, 2 * rows * ng * qsz, e) : NULL;
+    if (!sb || tq_model_read(pt->src, (pt->src_off + j->first * in) * isz, src, rows * in * isz, e))
+        return -1;
+    float *back = f + in, *fs = back + in, *fb = fs + ng, *rs = fb + ng, *rb = rs + ng;
+    unsigned char *sc = sb, *bi = sb + rows * ng * qsz;
+    double e2 = 0, s2 = 0;
+    for (size_t r = 0; r < rows; r++) {
+        uint64_t row = j->first + r, bad;
+        if (tq_to_f32(it->src_dtype, (const char *)src + r * in * isz, f, in, e))
+            return -1;
+        if (it->src_dtype != it->qdtype &&
+            (tq_from_f32(it->qdtype, f, tmp, in, e) || tq_to_f32(it->qdtype, tmp, f, in, e)))
+            return -1;
+        if (tq_affine_quantize_row_rule(f, in, it->bits, (int)group, it->affine_rule, pk + r * words, fs, fb, &bad))
+            return tq_fail(e, TQ_EDATA, "tensor '%s' row %llu column %llu: %s weight%s (MLX affine quantization needs finite weights)",
+                           it->source, (unsigned long long)row, (unsigned long long)bad, f[bad] != f[bad] ? "NaN" : "infinite",
+                           it->src_dtype != it->qdtype ? " after conversion to the output dtype" : "");
+        if (tq_from_f32(it->qdtype, fs, sc + r * ng * qsz, ng, e) || tq_from_f32(it->qdtype, fb, bi + r * ng * qsz, ng, e) ||
+            tq_to_f32(it->qdtype, sc + r * ng * qsz, rs, ng, e) || tq_to_f32(it->qdtype, bi + r * ng * qsz, rb, ng, e))
+            return -1;
+        for (size_t g = 0; g < ng; g++)
+            if (!isfinite(rs[g]) || !isfinite(rb[g]))
+                return tq_fail(e, TQ_EDATA, "tensor '%s' row %llu group %zu: the scale %g does not fit in %s (use --dtype f32 or bf16)",
+                               it->source, (unsigned long long)row, g, (double)fs[g], tq_dtype_name(it->qdtype));
+        tq_affine_dequantize_row(pk + r * words, rs, rb, in, it->bits, (int)group, back);
+        for (size_t c = 0; c < in; c++) {
+            double d = (double)f[c] - (double)back[c];
+            e2 += d * d;
+            s2 += (double)f[c] * (double)f[c];
+        }
+    }
+    j->err2 = e2;
+    j->sum2 = s2;
+    uint64_t row0 = (uint64_t)j->part * it->rows + j->first;
+    return tq_model_writer_write(wk->sh->w, (size_t)pt->out, row0 * words * 4, pk, rows * words * 4, e) ||
+                   tq_model_writer_write(wk->sh->w, (size_t)it->out_scales, row0 * ng * qsz, sc, rows * ng * qsz, e) ||
+                   tq_model_writer_write(wk->sh->w, (size_t)it->out_biases, row0 * ng * qsz, bi, rows * ng * qsz, e)
+               ? -1
+               : 0;
+}
+
+/* w = scale·q + bias in f32 (man tq-formats(5), MLX AFFINE WEIGHTS), rounded to the output dtype. */
+static int job_affine_dequant(cv_worker *wk, cv_job *j, tq_err *e)
+{
+    cv_item *it = j->it;
+    const cv_part *pt = &it->parts[j->part];
+    size_t in = (size_t)it->cols, rows = (size_t)j->count, osz = tq_dtype_size(it->out_dtype), qsz = tq_dtype_size(it->qdtype);
+    size_t words = in / (32 / (size_t)it->bits), ng = in / it->group;
+    uint32_t *pk = grow(&wk->words, rows * words * 4, e);
+    unsigned char *sb = pk ? grow(&wk->scales, 2 * rows * ng * qsz, e) : NULL;
+    float *f = sb ? grow(&wk->f32, (in + 2 * ng) * sizeof(float), e) : NULL;
+    char *out = f ? grow(&wk->out, rows * in * osz, e) : NULL;
+    uint64_t s0 = (pt->scales_off + j->first * ng) * qsz;
+    if (!out || tq_model_read(pt->src, (pt->src_off + j->first * words) * 4, pk, rows * words * 4, e) ||
+        tq_model_read(pt->scales, s0, sb, rows * ng * qsz, e) || tq_model_read(pt->biases, s0, sb + rows * ng * qsz, rows * ng * qsz, e))
+        return -1;
+    float *fs = f + in, *fb = fs + ng;
+    for (size_t r = 0; r < rows; r++) {
+        if (tq_to_f32(it->qdtype, sb + r * ng * qsz, fs, ng, e) || tq_to_f32(it->qdtype, sb + (rows + r) * ng * qsz, fb, ng, e))
+            return -1;
+        tq_affine_dequantize_row(pk + r * words, fs, fb, in, it->bits, (int)it->group, f);
+        if (tq_from_f32(it->out_dtype, f, out + r * in * osz, in, e))
+            return -1;
+    }
+    return tq_model_writer_write(wk->sh->w, (size_t)pt->out, (pt->out_off + j->first * in) * osz, out, rows * in * osz, e);
+}
+
 static uint64_t job_in_bytes(const cv_job *j)
 {
     const cv_item *it = j->it;
     if (it->kind == CV_COPY)
         return j->count * tq_dtype_size(it->src_dtype);
-    if (it->kind == CV_QUANT)
+    if (it->kind == CV_QUANT || it->kind == CV_AFFINE)
         return j->count * it->cols * tq_dtype_size(it->src_dtype);
+    if (it->kind == CV_AFFINE_DEQUANT)
+        return j->count * (it->cols / (32 / (uint64_t)it->bits) * 4 + it->cols / it->group * 2 * tq_dtype_size(it->qdtype));
     return j->count * (tq_pack_words(it->cols, it->bits) * 4 + it->cols / it->group * 2);
 }
 
@@ -145,6 +229,8 @@ static void job_src_range(const cv_job *j, int *fd, uint64_t *off, uint64_t *len
     uint64_t esz = tq_dtype_size(pt->src->info.dtype), per = it->kind == CV_COPY ? 1 : it->cols;
     if (it->kind == CV_DEQUANT) /* packed words; its scales are a tenth of that */
         per = tq_pack_words(it->cols, it->bits);
+    if (it->kind == CV_AFFINE_DEQUANT)
+        per = it->cols / (32 / (uint64_t)it->bits);
     *fd = pt->src->file->fd;
     *off = pt->src->info.offset + (pt->src_off + j->first * per) * esz;
     *len = j->count * per * esz;
@@ -169,7 +255,14 @@ static int run_job(tq_work *w, void *ctx, int worker, uint64_t k, tq_err *e)
     cv_worker *wk = &sh->wk[worker];
     cv_job *j = &sh->jobs[k];
     prefetch(sh, (size_t)k + (size_t)sh->threads);
-    int rc = j->it->kind == CV_COPY ? job_copy(wk, j, e) : j->it->kind == CV_QUANT ? job_quant(wk, j, e) : job_dequant(wk, j, e);
+    int rc;
+    switch (j->it->kind) {
+    case CV_COPY: rc = job_copy(wk, j, e); break;
+    case CV_QUANT: rc = job_quant(wk, j, e); break;
+    case CV_DEQUANT: rc = job_dequant(wk, j, e); break;
+    case CV_AFFINE: rc = job_affine(wk, j, e); break;
+    default: rc = job_affine_dequant(wk, j, e); break;
+    }
     if (rc == 0)
         tq_work_progress(w, job_in_bytes(j));
     return rc;

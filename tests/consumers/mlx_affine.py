@@ -16,6 +16,8 @@ Both compute q with the f32 scale and store scale and bias cast to the weight's 
         P.weight U32 with P.scales and P.biases) must be MLX's quantization of MODEL_IN's
         P.weight with the bits and group size config.json gives (per-module entries too):
         words, scales and biases byte for byte. Prints the number of modules checked.
+  mlx_affine.py dequant-check MODEL_Q MODEL_DEQ   tq-convert --dequantize --dtype f32 of
+        MODEL_Q gave f32(f32(scale * q) + bias) for every weight
   mlx_affine.py vectors                            print the edge-case vectors of
         tests/unit/test_affine.c as C initializers
 """
@@ -136,7 +138,7 @@ def check(model_in, model_out, rule):
         _, sdt, sshape, _, _ = out.t[name]
         rows = prod(sshape[:-1])
         cols = sshape[-1] * group
-        wsrc = source_rows(src, P, rows, cols)
+        wsrc = source_rows(src, P, rows, cols, sdt)
         words, scales, biases = out.bytes(P + ".weight"), out.bytes(name), out.bytes(P + ".biases")
         wb, sb = cols * bits // 8, sshape[-1] * len(to_dtype_bits(0.0, sdt))
         for r in range(rows):
@@ -157,12 +159,17 @@ def prod(xs):
     return p
 
 
-def source_rows(src, P, rows, cols):
-    """row r of P.weight in the source (stacked, or per-expert HF names), as f32 values"""
+def source_rows(src, P, rows, cols, qdt):
+    """row r of P.weight in the source (stacked, or per-expert HF names), as the f32 values MLX
+    quantizes: cast to the scales' dtype first (the model's dtype after --dtype)"""
+    def cast(vals, dt):
+        if dt == qdt:
+            return vals
+        return from_dtype(b"".join(to_dtype_bits(v, qdt) for v in vals), qdt)
     if P + ".weight" in src.t:
         _, dt, _, _, _ = src.t[P + ".weight"]
         size = {"F32": 4, "F16": 2, "BF16": 2}[dt]
-        return lambda r: from_dtype(src.bytes(P + ".weight", r * cols * size, (r + 1) * cols * size), dt)
+        return lambda r: cast(from_dtype(src.bytes(P + ".weight", r * cols * size, (r + 1) * cols * size), dt), dt)
     base, proj = P.split(".switch_mlp.")
     first = "%s.experts.0.%s.weight" % (base, proj)
     _, dt, shape, _, _ = src.t[first]
@@ -172,8 +179,44 @@ def source_rows(src, P, rows, cols):
     def row(r):
         name = "%s.experts.%d.%s.weight" % (base, r // per, proj)
         k = r % per
-        return from_dtype(src.bytes(name, k * cols * size, (k + 1) * cols * size), dt)
+        return cast(from_dtype(src.bytes(name, k * cols * size, (k + 1) * cols * size), dt), dt)
     return row
+
+
+def dequant_check(model_q, model_d):
+    """every affine module of model_q, dequantized in model_d (stacked or per-expert names, f32),
+    equals f32(f32(scale * q) + bias) element for element"""
+    q, d = Model(model_q), Model(model_d)
+    n = 0
+    for name in sorted(q.t):
+        if not name.endswith(".scales") or name[:-7] + ".biases" not in q.t:
+            continue
+        P = name[:-7]
+        bits, group = module_params(q.config, P)
+        _, sdt, sshape, _, _ = q.t[name]
+        scales = from_dtype(q.bytes(name), sdt)
+        biases = from_dtype(q.bytes(P + ".biases"), sdt)
+        words = [w for (w,) in struct.iter_unpack("<I", q.bytes(P + ".weight"))]
+        per, mask = 32 // bits, (1 << bits) - 1
+        want = []
+        for i in range(len(words) * per):
+            qv = (words[i // per] >> ((i % per) * bits)) & mask
+            g = i // group
+            want.append(f32(f32(scales[g] * qv) + biases[g]))
+        if P + ".weight" in d.t:
+            got = from_dtype(d.bytes(P + ".weight"), d.t[P + ".weight"][1])
+        else:
+            base, proj = P.split(".switch_mlp.")
+            got = []
+            for e in range(sshape[0]):
+                k = "%s.experts.%d.%s.weight" % (base, e, proj)
+                got += from_dtype(d.bytes(k), d.t[k][1])
+        if got != want:
+            print("%s: dequantized values differ from scale * q + bias" % P)
+            return 1
+        n += 1
+    print("%d modules dequantize to scale * q + bias" % n)
+    return 0 if n else 1
 
 
 # Edge cases of tests/unit/test_affine.c: (label, bits, group, values)
@@ -205,6 +248,8 @@ def vectors():
 def main(argv):
     if len(argv) == 5 and argv[1] == "check" and argv[4] in ("gpu", "cpu"):
         return check(argv[2], argv[3], argv[4])
+    if len(argv) == 4 and argv[1] == "dequant-check":
+        return dequant_check(argv[2], argv[3])
     if len(argv) == 2 and argv[1] == "vectors":
         vectors()
         return 0

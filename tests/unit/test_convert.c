@@ -552,7 +552,7 @@ static void test_bad_inputs(void)
     CHECK(no_leftovers());
     /* dequantize something that is not quantized */
     o.mode = TQ_CONVERT_DEQUANTIZE;
-    CHECK(convert(in, out, &o, NULL, &err) == -1 && strstr(err.msg, "no TurboQuant modules"));
+    CHECK(convert(in, out, &o, NULL, &err) == -1 && strstr(err.msg, "no quantized modules"));
 }
 
 /* GGUF input (tensors presented as F32, experts already stacked 3-D): quantizing it gives

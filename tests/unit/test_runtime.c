@@ -4,6 +4,11 @@
 #include "runtime/runtime.h"
 #include "tests/unit/check.h"
 #include "tests/unit/rt_fixture.h"
+#include "formats/formats.h"
+#include "quant/convert/convert.h"
+
+#include <cjson/cJSON.h>
+#include <string.h>
 
 #include <unistd.h>
 
@@ -55,13 +60,13 @@ static int run_model(const char *dir, int threads, fx_logits *b, int32_t *toks, 
     return tq_run_validate(dir, prompt, NP, NGEN, &o, toks, sha, err);
 }
 
-/* Runtime vs naive: max |a - b| / max |b| per step ≤ 1e-4, greedy tokens equal. */
-static void check_against_naive(fx_cfg c, const char *name)
+/* Runtime on dir vs the naive forward of m: max |a - b| / max |b| per step ≤ 1e-4, greedy
+ * tokens equal. */
+static void compare_naive(const fx_model *pm, const char *dir, const char *name)
 {
-    char dir[512];
-    model_dir(dir, sizeof dir, name);
-    fx_model m;
-    CHECK(fx_generate(&c, dir, &m) == 0);
+    const fx_model m_ = *pm, *mp = &m_;
+#define m (*mp)
+    fx_cfg c = m.c;
     tq_err err = {0};
     fx_logits b = {calloc((size_t)NGEN * (size_t)c.vocab, sizeof(float)), 0, 0, NGEN};
     int32_t toks[NGEN];
@@ -100,7 +105,138 @@ static void check_against_naive(fx_cfg c, const char *name)
     free(s.kc);
     free(s.vc);
     free(b.v);
+#undef m
+}
+
+static void check_against_naive(fx_cfg c, const char *name)
+{
+    char dir[512];
+    model_dir(dir, sizeof dir, name);
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    compare_naive(&m, dir, name);
     fx_free(&m);
+}
+
+/* ---- models written by tq-convert --method affine, against the naive forward of their
+ * dequantized weights: w = scale·q + bias in f64 from the stored words, scales and biases
+ * (man tq-formats(5), MLX AFFINE WEIGHTS), bits and group size from config.json. */
+static double dt_value(tq_dtype dt, const unsigned char *p)
+{
+    float f;
+    if (dt == TQ_DT_F32) {
+        memcpy(&f, p, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return dt == TQ_DT_F16 ? tq_f16_to_f32(h) : tq_bf16_to_f32(h);
+}
+
+/* Replace d with expert `ex` of module P of the converted model when P is quantized there. */
+static void dequant_into(tq_model *mo, const cJSON *cfg, const char *P, int ex, dmat *d, int *n_done)
+{
+    char nw[256], ns[256], nb[256];
+    snprintf(nw, sizeof nw, "%s.weight", P);
+    snprintf(ns, sizeof ns, "%s.scales", P);
+    snprintf(nb, sizeof nb, "%s.biases", P);
+    const tq_model_tensor *w = tq_model_find(mo, nw), *s = tq_model_find(mo, ns), *b = tq_model_find(mo, nb);
+    if (!s)
+        return;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(cfg, "quantization"), *mq = cJSON_GetObjectItemCaseSensitive(q, P);
+    const cJSON *src = cJSON_IsObject(mq) ? mq : q;
+    int bits = cJSON_GetObjectItemCaseSensitive(src, "bits")->valueint;
+    int group = cJSON_GetObjectItemCaseSensitive(src, "group_size")->valueint;
+    int rows = d->rows, cols = d->cols, epw = 32 / bits, ng = cols / group;
+    size_t ssz = tq_dtype_size(s->info.dtype);
+    uint32_t *words = malloc((size_t)rows * (size_t)(cols / epw) * 4);
+    unsigned char *sc = malloc((size_t)rows * (size_t)ng * ssz), *bi = malloc((size_t)rows * (size_t)ng * ssz);
+    tq_err err = {0};
+    uint64_t base = (uint64_t)ex * (uint64_t)rows;
+    CHECK_OK(tq_model_read(w, base * (uint64_t)(cols / epw) * 4, words, (size_t)rows * (size_t)(cols / epw) * 4, &err));
+    CHECK_OK(tq_model_read(s, base * (uint64_t)ng * ssz, sc, (size_t)rows * (size_t)ng * ssz, &err));
+    CHECK_OK(tq_model_read(b, base * (uint64_t)ng * ssz, bi, (size_t)rows * (size_t)ng * ssz, &err));
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) {
+            uint32_t qv = (words[(size_t)r * (size_t)(cols / epw) + (size_t)(j / epw)] >> ((j % epw) * bits)) & ((1u << bits) - 1);
+            size_t gi = (size_t)r * (size_t)ng + (size_t)(j / group);
+            d->w[(size_t)r * (size_t)cols + (size_t)j] = dt_value(s->info.dtype, sc + gi * ssz) * qv + dt_value(b->info.dtype, bi + gi * ssz);
+        }
+    free(words);
+    free(sc);
+    free(bi);
+    (*n_done)++;
+}
+
+static void check_converted_affine(fx_cfg c, int bits, int rule, const char *name)
+{
+    char dir[512], out[600];
+    model_dir(dir, sizeof dir, name);
+    snprintf(out, sizeof out, "%s-affine", dir);
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    tq_convert_opts o;
+    tq_convert_opts_default(&o);
+    o.method = TQ_METHOD_AFFINE;
+    o.bits = bits;
+    o.group_size = 32;
+    o.affine_rule = rule;
+    o.threads = 2;
+    o.quiet = 1;
+    tq_convert_report r;
+    tq_err err = {0};
+    CHECK_OK(tq_convert(dir, out, &o, &r, &err));
+    tq_convert_report_free(&r);
+    tq_model *mo = NULL;
+    CHECK_OK(tq_model_open(&mo, out, &err));
+    int done = 0;
+    if (mo) {
+        dequant_into(mo, mo->config, "model.embed_tokens", 0, &m.embed, &done);
+        if (m.lm.w != m.embed.w)
+            dequant_into(mo, mo->config, "lm_head", 0, &m.lm, &done);
+        static const char *const att[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+        static const char *const mlp[3] = {"gate_proj", "up_proj", "down_proj"};
+        for (int l = 0; l < c.layers; l++) {
+            fx_layer *L = &m.L[l];
+            char P[200];
+            dmat *a[4] = {&L->q, &L->k, &L->v, &L->o}, *f[3] = {&L->gate, &L->up, &L->down}, *sh[3] = {&L->sg, &L->su, &L->sd};
+            for (int i = 0; i < 4; i++) {
+                snprintf(P, sizeof P, "model.layers.%d.self_attn.%s", l, att[i]);
+                dequant_into(mo, mo->config, P, 0, a[i], &done);
+            }
+            for (int i = 0; i < 3; i++) {
+                snprintf(P, sizeof P, "model.layers.%d.mlp.%s", l, mlp[i]);
+                if (f[i]->w)
+                    dequant_into(mo, mo->config, P, 0, f[i], &done);
+                snprintf(P, sizeof P, "model.layers.%d.mlp.shared_expert.%s", l, mlp[i]);
+                if (sh[i]->w)
+                    dequant_into(mo, mo->config, P, 0, sh[i], &done);
+                snprintf(P, sizeof P, "model.layers.%d.mlp.switch_mlp.%s", l, mlp[i]);
+                for (int x = 0; L->eg && x < c.experts; x++)
+                    dequant_into(mo, mo->config, P, x, i == 0 ? &L->eg[x] : i == 1 ? &L->eu[x] : &L->ed[x], &done);
+            }
+            snprintf(P, sizeof P, "model.layers.%d.mlp.gate", l);
+            if (L->router.w)
+                dequant_into(mo, mo->config, P, 0, &L->router, &done);
+            snprintf(P, sizeof P, "model.layers.%d.mlp.shared_expert_gate", l);
+            if (L->sgate.w)
+                dequant_into(mo, mo->config, P, 0, &L->sgate, &done);
+        }
+        tq_model_close(mo);
+    }
+    CHECKF(done >= 4 * c.layers + 1, "%s: only %d modules were quantized", name, done);
+    compare_naive(&m, out, name);
+    fx_free(&m);
+}
+
+static void naive_converted_affine(void)
+{
+    check_converted_affine(base_cfg(FX_LLAMA, FX_BF16), 4, TQ_AFFINE_GPU, "conv-llama-aff4-gpu");
+    check_converted_affine(base_cfg(FX_QWEN3, FX_F16), 8, TQ_AFFINE_CPU, "conv-qwen3-aff8-cpu");
+    fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_BF16);
+    c.hf_expert_names = 1;
+    c.shared_inter = 64;
+    check_converted_affine(c, 4, TQ_AFFINE_GPU, "conv-moe-hf-shared-aff4");
 }
 
 static void naive_llama_f32(void) { check_against_naive(base_cfg(FX_LLAMA, FX_F32), "llama-f32"); }
@@ -252,6 +388,7 @@ int main(void)
     RUN(naive_moe_bf16_hf_shared);
     RUN(naive_moe_tq3);
     RUN(naive_moe_aff4_nonorm);
+    RUN(naive_converted_affine);
     RUN(threads_identical);
     RUN(errors);
     TEST_MAIN_END();
