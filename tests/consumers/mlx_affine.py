@@ -127,15 +127,20 @@ def module_params(cfg, module):
     return q["bits"], q["group_size"]
 
 
+def affine_modules(m):
+    """(P, bits, group, scales dtype, scales shape) of every affine module of m"""
+    for name in sorted(m.t):
+        if name.endswith(".scales") and name[:-7] + ".biases" in m.t:
+            bits, group = module_params(m.config, name[:-7])
+            _, sdt, sshape, _, _ = m.t[name]
+            yield name[:-7], bits, group, sdt, sshape
+
+
 def check(model_in, model_out, rule):
     src, out = Model(model_in), Model(model_out)
     n = 0
-    for name in sorted(out.t):
-        if not name.endswith(".scales") or name[:-7] + ".biases" not in out.t:
-            continue
-        P = name[:-7]
-        bits, group = module_params(out.config, P)
-        _, sdt, sshape, _, _ = out.t[name]
+    for P, bits, group, sdt, sshape in affine_modules(out):
+        name = P + ".scales"
         rows = prod(sshape[:-1])
         cols = sshape[-1] * group
         wsrc = source_rows(src, P, rows, cols, sdt)
@@ -188,13 +193,8 @@ def dequant_check(model_q, model_d):
     equals f32(f32(scale * q) + bias) element for element"""
     q, d = Model(model_q), Model(model_d)
     n = 0
-    for name in sorted(q.t):
-        if not name.endswith(".scales") or name[:-7] + ".biases" not in q.t:
-            continue
-        P = name[:-7]
-        bits, group = module_params(q.config, P)
-        _, sdt, sshape, _, _ = q.t[name]
-        scales = from_dtype(q.bytes(name), sdt)
+    for P, bits, group, sdt, sshape in affine_modules(q):
+        scales = from_dtype(q.bytes(P + ".scales"), sdt)
         biases = from_dtype(q.bytes(P + ".biases"), sdt)
         words = [w for (w,) in struct.iter_unpack("<I", q.bytes(P + ".weight"))]
         per, mask = 32 // bits, (1 << bits) - 1
