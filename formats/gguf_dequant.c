@@ -513,16 +513,17 @@ static void deq_iq1_m(const unsigned char *x, float *y, uint64_t nb)
     }
 }
 
-/* The non-linear 4-bit levels of IQ4_NL / IQ4_XS. */
-static const int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/* The non-linear 4-bit levels of IQ4_NL / IQ4_XS (ggml's int8 levels, held as the floats they
+ * convert to exactly). */
+static const float iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 static void deq_iq4_nl(const unsigned char *x, float *y, uint64_t nb)
 {
     for (uint64_t i = 0; i < nb; i++, x += 18, y += 32) {
         const float d = h2f(x);
         for (int j = 0; j < 16; j++) {
-            y[j] = d * (float)iq4_levels[x[2 + j] & 0xf];
-            y[j + 16] = d * (float)iq4_levels[x[2 + j] >> 4];
+            y[j] = d * iq4_levels[x[2 + j] & 0xf];
+            y[j + 16] = d * iq4_levels[x[2 + j] >> 4];
         }
     }
 }
@@ -538,8 +539,8 @@ static void deq_iq4_xs(const unsigned char *x, float *y, uint64_t nb)
             const int ls = (int)(((x[4 + ib / 2] >> (4 * (ib % 2))) & 0xf) | (((sh >> (2 * ib)) & 3) << 4));
             const float dl = d * (float)(ls - 32);
             for (int j = 0; j < 16; j++) {
-                y[j] = dl * (float)iq4_levels[qs[j] & 0xf];
-                y[j + 16] = dl * (float)iq4_levels[qs[j] >> 4];
+                y[j] = dl * iq4_levels[qs[j] & 0xf];
+                y[j + 16] = dl * iq4_levels[qs[j] >> 4];
             }
         }
     }
@@ -604,7 +605,7 @@ static void deq_q8_k(const unsigned char *x, float *y, uint64_t nb)
 
 /* MXFP4: an E8M0 exponent e, 16 bytes of E2M1 nibbles (low nibble elements 0..15). ggml keeps
  * the E2M1 values doubled as integers and halves the scale: 2^(e-128), exact for every e. */
-static const int8_t mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+static const float mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 static inline float e8m0_half(unsigned e)
 {
@@ -619,8 +620,8 @@ static void deq_mxfp4(const unsigned char *x, float *y, uint64_t nb)
     for (uint64_t i = 0; i < nb; i++, x += 17, y += 32) {
         const float d = e8m0_half(x[0]);
         for (int j = 0; j < 16; j++) {
-            y[j] = (float)mxfp4_levels[x[1 + j] & 0xf] * d;
-            y[j + 16] = (float)mxfp4_levels[x[1 + j] >> 4] * d;
+            y[j] = mxfp4_levels[x[1 + j] & 0xf] * d;
+            y[j + 16] = mxfp4_levels[x[1 + j] >> 4] * d;
         }
     }
 }
