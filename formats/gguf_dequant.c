@@ -382,7 +382,7 @@ static void deq_iq2_xxs(const unsigned char *x, float *y, uint64_t nb)
             const uint32_t aux = le32(q + 4);
             const float db = d * (0.5f + (float)(aux >> 28)) * 0.25f;
             for (int l = 0; l < 4; l++, y += 8)
-                grid8(y, db, tq_iq2xxs_grid[q[l]], iq_signs((aux >> (7 * l)) & 127));
+                grid8(y, db, tq_ggml_iq2xxs_grid[q[l]], iq_signs((aux >> (7 * l)) & 127));
         }
     }
 }
@@ -397,7 +397,7 @@ static void deq_iq2_xs(const unsigned char *x, float *y, uint64_t nb)
             const float db[2] = {d * (0.5f + (float)(sc & 0xf)) * 0.25f, d * (0.5f + (float)(sc >> 4)) * 0.25f};
             for (int l = 0; l < 4; l++, y += 8) {
                 const unsigned q = le16(x + 2 + 2 * (4 * ib + l));
-                grid8(y, db[l / 2], tq_iq2xs_grid[q & 511], iq_signs(q >> 9));
+                grid8(y, db[l / 2], tq_ggml_iq2xs_grid[q & 511], iq_signs(q >> 9));
             }
         }
     }
@@ -412,7 +412,7 @@ static void deq_iq2_s(const unsigned char *x, float *y, uint64_t nb)
         for (int ib = 0; ib < 8; ib++, qs += 4, sg += 4) {
             const float db[2] = {d * (0.5f + (float)(sc[ib] & 0xf)) * 0.25f, d * (0.5f + (float)(sc[ib] >> 4)) * 0.25f};
             for (int l = 0; l < 4; l++, y += 8)
-                grid8(y, db[l / 2], tq_iq2s_grid[qs[l] | ((qh[ib] << (8 - 2 * l)) & 0x300)], sg[l]);
+                grid8(y, db[l / 2], tq_ggml_iq2s_grid[qs[l] | ((qh[ib] << (8 - 2 * l)) & 0x300)], sg[l]);
         }
     }
 }
@@ -437,7 +437,7 @@ static void deq_iq3_xxs(const unsigned char *x, float *y, uint64_t nb)
             const uint32_t aux = le32(x + 66 + 4 * ib);
             const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
             for (int l = 0; l < 4; l++, y += 8)
-                grid4x2(y, db, tq_iq3xxs_grid[qs[2 * l]], tq_iq3xxs_grid[qs[2 * l + 1]],
+                grid4x2(y, db, tq_ggml_iq3xxs_grid[qs[2 * l]], tq_ggml_iq3xxs_grid[qs[2 * l + 1]],
                         iq_signs((aux >> (7 * l)) & 127));
         }
     }
@@ -454,8 +454,8 @@ static void deq_iq3_s(const unsigned char *x, float *y, uint64_t nb)
             const unsigned s = ib % 2 ? sc[ib / 2] >> 4 : sc[ib / 2] & 0xf;
             const float db = d * (float)(1 + 2 * (int)s);
             for (int l = 0; l < 4; l++, y += 8)
-                grid4x2(y, db, tq_iq3s_grid[qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256)],
-                        tq_iq3s_grid[qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256)], sg[l]);
+                grid4x2(y, db, tq_ggml_iq3s_grid[qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256)],
+                        tq_ggml_iq3s_grid[qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256)], sg[l]);
         }
     }
 }
@@ -481,7 +481,7 @@ static void deq_iq1_s(const unsigned char *x, float *y, uint64_t nb)
             const float dl = d * (float)(2 * (int)((qh >> 12) & 7) + 1);
             const float delta = qh & 0x8000 ? -IQ1_DELTA : IQ1_DELTA;
             for (int l = 0; l < 4; l++, y += 8)
-                grid1(y, dl, tq_iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)], delta);
+                grid1(y, dl, tq_ggml_iq1s_grid[qs[l] | (((qh >> (3 * l)) & 7) << 8)], delta);
         }
     }
 }
@@ -507,7 +507,7 @@ static void deq_iq1_m(const unsigned char *x, float *y, uint64_t nb)
             const float dl1 = d * (float)(2 * (int)(s & 7) + 1), dl2 = d * (float)(2 * (int)((s >> 3) & 7) + 1);
             for (int l = 0; l < 4; l++, y += 8) {
                 const unsigned h = l < 2 ? qh[0] : qh[1], nib = l % 2 ? h >> 4 : h & 0xf;
-                grid1(y, l < 2 ? dl1 : dl2, tq_iq1s_grid[qs[l] | ((nib & 7) << 8)], nib & 8 ? -IQ1_DELTA : IQ1_DELTA);
+                grid1(y, l < 2 ? dl1 : dl2, tq_ggml_iq1s_grid[qs[l] | ((nib & 7) << 8)], nib & 8 ? -IQ1_DELTA : IQ1_DELTA);
             }
         }
     }

@@ -13,8 +13,8 @@ enum {
 };
 
 /* The i-quant lattices (gguf_iq_tables.c): entry k holds grid point k, element j in byte j. */
-extern const uint64_t tq_iq2xxs_grid[256], tq_iq2xs_grid[512], tq_iq2s_grid[1024], tq_iq1s_grid[2048];
-extern const uint32_t tq_iq3xxs_grid[256], tq_iq3s_grid[512];
+extern const uint64_t tq_ggml_iq2xxs_grid[256], tq_ggml_iq2xs_grid[512], tq_ggml_iq2s_grid[1024], tq_ggml_iq1s_grid[2048];
+extern const uint32_t tq_ggml_iq3xxs_grid[256], tq_ggml_iq3s_grid[512];
 
 /* Architectures with a known HF name mapping (opaque). */
 typedef struct tq_gguf_arch tq_gguf_arch;

@@ -60,17 +60,17 @@ static void check_lattice(const char *name, const void *table, int wide, unsigne
 
 static void test_lattices(void)
 {
-    check_lattice("iq2xxs_grid", tq_iq2xxs_grid, 1, 256, gg_compact_2bit_256, 2, gg_level_iq2,
+    check_lattice("iq2xxs_grid", tq_ggml_iq2xxs_grid, 1, 256, gg_compact_2bit_256, 2, gg_level_iq2,
                   "05826b5d3e472a3a78f196be62ac78acf81df0f909626e12ab9fa2a5d490dd54");
-    check_lattice("iq2xs_grid", tq_iq2xs_grid, 1, 512, gg_compact_2bit_512, 2, gg_level_iq2,
+    check_lattice("iq2xs_grid", tq_ggml_iq2xs_grid, 1, 512, gg_compact_2bit_512, 2, gg_level_iq2,
                   "06e47aaca60b4dc1d9b5a3f34540437058a6b142b4d7a59d5ded769b4d1bf1de");
-    check_lattice("iq2s_grid", tq_iq2s_grid, 1, 1024, gg_compact_2bit_1024, 2, gg_level_iq2,
+    check_lattice("iq2s_grid", tq_ggml_iq2s_grid, 1, 1024, gg_compact_2bit_1024, 2, gg_level_iq2,
                   "e1aa1473412b0552c2174c30ef22ab4073f6a181b85a17056e8249bd2932fd88");
-    check_lattice("iq1s_grid", tq_iq1s_grid, 1, 2048, gg_compact_1bit_2048, 2, gg_level_iq1,
+    check_lattice("iq1s_grid", tq_ggml_iq1s_grid, 1, 2048, gg_compact_1bit_2048, 2, gg_level_iq1,
                   "07540ffc1aeaf6ad4d97e96b0fcc765aae39671d4ae4a27bbd0e796fde167c6a");
-    check_lattice("iq3xxs_grid", tq_iq3xxs_grid, 0, 256, gg_compact_3bit_256, 3, gg_level_iq3xxs,
+    check_lattice("iq3xxs_grid", tq_ggml_iq3xxs_grid, 0, 256, gg_compact_3bit_256, 3, gg_level_iq3xxs,
                   "46e35f5a997efdee6c99ce57854c8a0d4f0ff8ca57e5e8a60c0793ea580acf5d");
-    check_lattice("iq3s_grid", tq_iq3s_grid, 0, 512, gg_compact_3bit_512, 3, gg_level_iq3s,
+    check_lattice("iq3s_grid", tq_ggml_iq3s_grid, 0, 512, gg_compact_3bit_512, 3, gg_level_iq3s,
                   "bd1af4945a1717c65610b0284e4628b9a1ba3b306fae3a06f6e5f597356e349f");
     /* The sign bytes (an even count of minus signs), which both sides derive by rule, against
      * ggml's published ksigns_iq2xs table. */
@@ -83,7 +83,7 @@ static void test_lattices(void)
     CHECK(strcmp(h, "a76742a603f8beca5212ecce0f1f02f11a4887fd2f7c8b15aca0ea3eb3380c31") == 0);
     /* A flipped entry is noticed twice: by the expansion and by the digest. */
     uint64_t copy[256];
-    memcpy(copy, tq_iq2xxs_grid, sizeof copy);
+    memcpy(copy, tq_ggml_iq2xxs_grid, sizeof copy);
     copy[77] ^= 1ull << 40;
     CHECK(lattice_diffs(copy, 1, 256, gg_compact_2bit_256, 2, gg_level_iq2,
                         "05826b5d3e472a3a78f196be62ac78acf81df0f909626e12ab9fa2a5d490dd54") == 2);
