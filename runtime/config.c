@@ -1,19 +1,31 @@
-/* config.json → model dimensions for the reference decoder. */
+/* config.json → model dimensions for the reference decoder: per family, which keys hold what,
+ * each layer's token mixer and MLP kind, the rotary embedding table (default, linear, llama3,
+ * YaRN) and the routing rule. Every value is checked before use; an error names the key.
+ * The facts per family are in docs/runtime.md. */
 #include "runtime/rt_internal.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int get_u64(const cJSON *j, const char *key, uint64_t *out, int required, uint64_t max,
-                   const char *path, tq_err *e)
+/* Keys are looked up in the text part (text_config of a multimodal checkpoint) first, then at
+ * the top level. */
+typedef struct cfgsrc {
+    const cJSON *src, *top;
+    const char *path;
+} cfgsrc;
+
+static const cJSON *item(const cfgsrc *s, const char *key)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!v || cJSON_IsNull(v)) {
-        if (required)
-            return tq_fail(e, TQ_EDATA, "%s: missing \"%s\"", path, key);
-        return 0;
-    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s->src, key);
+    if ((!v || cJSON_IsNull(v)) && s->top != s->src)
+        v = cJSON_GetObjectItemCaseSensitive(s->top, key);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static int u64_of(const cJSON *v, const char *key, uint64_t *out, uint64_t max, const char *path, tq_err *e)
+{
     uint64_t x;
     if (tq_json_u64(v, &x) != 0 || x > max)
         return tq_fail(e, TQ_EDATA, "%s: \"%s\" must be an integer in [0, %llu]", path, key,
@@ -22,22 +34,46 @@ static int get_u64(const cJSON *j, const char *key, uint64_t *out, int required,
     return 0;
 }
 
-static int get_f64(const cJSON *j, const char *key, double *out, const char *path, tq_err *e)
+static int get_u64(const cfgsrc *s, const char *key, uint64_t *out, int required, uint64_t max, tq_err *e)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    const cJSON *v = item(s, key);
+    if (!v) {
+        if (required)
+            return tq_fail(e, TQ_EDATA, "%s: missing \"%s\"", s->path, key);
+        return 0;
+    }
+    return u64_of(v, key, out, max, s->path, e);
+}
+
+/* A positive number (0 < v <= 1e12; with zero_ok 0 too); absent leaves *out. */
+static int num_in(const cJSON *v, const char *key, double *out, int zero_ok, const char *path, tq_err *e)
+{
     if (!v || cJSON_IsNull(v))
         return 0;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || v->valuedouble > 1e12)
-        return tq_fail(e, TQ_EDATA, "%s: \"%s\" must be a positive number", path, key);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 || (zero_ok && v->valuedouble == 0)) || v->valuedouble > 1e12)
+        return tq_fail(e, TQ_EDATA, "%s: \"%s\" must be a %s number", path, key, zero_ok ? "non-negative" : "positive");
     *out = v->valuedouble;
     return 0;
 }
 
-static int get_bool(const cJSON *j, const char *key, int *out)
+static int num_of(const cJSON *v, const char *key, double *out, const char *path, tq_err *e)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (cJSON_IsBool(v))
-        *out = cJSON_IsTrue(v);
+    return num_in(v, key, out, 0, path, e);
+}
+
+static int get_f64(const cfgsrc *s, const char *key, double *out, tq_err *e)
+{
+    return num_of(item(s, key), key, out, s->path, e);
+}
+
+static int get_bool(const cfgsrc *s, const char *key, int *out, tq_err *e)
+{
+    const cJSON *v = item(s, key);
+    if (!v)
+        return 0;
+    if (!cJSON_IsBool(v))
+        return tq_fail(e, TQ_EDATA, "%s: \"%s\" must be true or false", s->path, key);
+    *out = cJSON_IsTrue(v);
     return 0;
 }
 
@@ -53,6 +89,371 @@ static int get_str(const cJSON *j, const char *key, char *out, size_t cap, const
 }
 
 #define DIM_MAX (1ull << 24)
+
+static const struct {
+    const char *model_type;
+    int arch;
+} arch_names[] = {
+    {"llama", RT_LLAMA},         {"mistral", RT_LLAMA},          {"qwen3", RT_QWEN3},
+    {"qwen3_moe", RT_QWEN3_MOE}, {"mixtral", RT_MIXTRAL},        {"deepseek_v3", RT_DEEPSEEK},
+    {"kimi_k2", RT_DEEPSEEK},    {"gpt_oss", RT_GPT_OSS},        {"qwen3_next", RT_QWEN3_NEXT},
+    {"qwen3_5", RT_QWEN3_NEXT},  {"qwen3_5_text", RT_QWEN3_NEXT}, {"qwen3_5_moe", RT_QWEN3_NEXT},
+    {"qwen3_5_moe_text", RT_QWEN3_NEXT},
+};
+
+/* ---------------------------------------------------------------- rotary embedding */
+static double mscale_of(double factor, double m)
+{
+    return factor <= 1 ? 1.0 : 0.1 * m * rt_log(factor) + 1.0;
+}
+
+#define RT_PI 3.14159265358979323846
+
+/* The rope table: inv_freq[i] = theta^(-2i/dim), changed as the scaling block says. Every
+ * angle is computed in double from rt_exp/rt_log, the same bits on every platform. */
+static int rope_table(rt_config *c, const cJSON *rs, uint64_t max_pos, const char *path, tq_err *e)
+{
+    rt_rope *r = &c->rope;
+    uint64_t h = r->dim / 2;
+    r->factor = 1.0;
+    r->inv_freq = calloc(h ? h : 1, sizeof *r->inv_freq);
+    if (!r->inv_freq)
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    double lt = rt_log(c->rope_theta);
+    for (uint64_t i = 0; i < h; i++)
+        r->inv_freq[i] = rt_exp(-(double)(2 * i) / (double)r->dim * lt);
+    char type[32] = "default";
+    if (rs && !cJSON_IsObject(rs))
+        return tq_fail(e, TQ_EDATA, "%s: \"rope_scaling\" must be an object or null", path);
+    if (rs && (get_str(rs, "rope_type", type, sizeof type, path, e) ||
+               (!cJSON_GetObjectItemCaseSensitive(rs, "rope_type") && get_str(rs, "type", type, sizeof type, path, e))))
+        return -1;
+    if (!strcmp(type, "default") || !strcmp(type, "mrope"))
+        return 0;
+    double factor = 0;
+    if (num_of(cJSON_GetObjectItemCaseSensitive(rs, "factor"), "rope_scaling.factor", &factor, path, e))
+        return -1;
+    if (!(factor > 0))
+        return tq_fail(e, TQ_EDATA, "%s: rope_scaling type \"%s\" needs a positive \"factor\"", path, type);
+    double orig = (double)max_pos;
+    if (num_of(cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings"),
+               "rope_scaling.original_max_position_embeddings", &orig, path, e))
+        return -1;
+    if (!strcmp(type, "linear")) {
+        for (uint64_t i = 0; i < h; i++)
+            r->inv_freq[i] /= factor;
+        return 0;
+    }
+    if (!strcmp(type, "llama3")) {
+        double lo = 1.0, hi = 4.0;
+        if (num_of(cJSON_GetObjectItemCaseSensitive(rs, "low_freq_factor"), "rope_scaling.low_freq_factor", &lo, path, e) ||
+            num_of(cJSON_GetObjectItemCaseSensitive(rs, "high_freq_factor"), "rope_scaling.high_freq_factor", &hi, path, e))
+            return -1;
+        if (!(hi > lo))
+            return tq_fail(e, TQ_EDATA, "%s: rope_scaling.high_freq_factor must exceed low_freq_factor", path);
+        double low_wl = orig / lo, high_wl = orig / hi;
+        for (uint64_t i = 0; i < h; i++) {
+            double inv = r->inv_freq[i], wl = 2 * RT_PI / inv;
+            if (wl > low_wl) {
+                r->inv_freq[i] = inv / factor;
+            } else if (!(wl < high_wl)) { /* between the two: blend */
+                double sm = (orig / wl - lo) / (hi - lo);
+                r->inv_freq[i] = (1 - sm) * inv / factor + sm * inv;
+            }
+        }
+        return 0;
+    }
+    if (strcmp(type, "yarn"))
+        return tq_fail(e, TQ_EUNSUP, "%s: rope_scaling type \"%s\" is not supported (default, linear, llama3, yarn)",
+                       path, type);
+    double beta_fast = 32, beta_slow = 1, ms = 0, ms_all = 0, af = 0;
+    int truncate = 1;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "truncate");
+    if (t && !cJSON_IsBool(t))
+        return tq_fail(e, TQ_EDATA, "%s: rope_scaling.truncate must be true or false", path);
+    if (t)
+        truncate = cJSON_IsTrue(t);
+    if (num_of(cJSON_GetObjectItemCaseSensitive(rs, "beta_fast"), "rope_scaling.beta_fast", &beta_fast, path, e) ||
+        num_of(cJSON_GetObjectItemCaseSensitive(rs, "beta_slow"), "rope_scaling.beta_slow", &beta_slow, path, e) ||
+        num_in(cJSON_GetObjectItemCaseSensitive(rs, "mscale"), "rope_scaling.mscale", &ms, 1, path, e) ||
+        num_in(cJSON_GetObjectItemCaseSensitive(rs, "mscale_all_dim"), "rope_scaling.mscale_all_dim", &ms_all, 1, path, e) ||
+        num_of(cJSON_GetObjectItemCaseSensitive(rs, "attention_factor"), "rope_scaling.attention_factor", &af, path, e))
+        return -1;
+    if (af > 0)
+        r->factor = af;
+    else if (ms > 0 && ms_all > 0)
+        r->factor = mscale_of(factor, ms) / mscale_of(factor, ms_all);
+    else
+        r->factor = mscale_of(factor, 1.0);
+    /* the dims whose wavelength fits beta_fast (resp. beta_slow) turns in the original
+     * context bound the blend between extrapolated and interpolated frequencies */
+    double dim = (double)r->dim, lb = 2 * lt;
+    double low = dim * rt_log(orig / (beta_fast * 2 * RT_PI)) / lb;
+    double high = dim * rt_log(orig / (beta_slow * 2 * RT_PI)) / lb;
+    if (truncate) {
+        low = floor(low);
+        high = ceil(high);
+    }
+    if (low < 0)
+        low = 0;
+    if (high > dim - 1)
+        high = dim - 1;
+    if (low == high)
+        high += 0.001;
+    for (uint64_t i = 0; i < h; i++) {
+        double ramp = ((double)i - low) / (high - low);
+        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+        double extra = r->inv_freq[i], inter = extra / factor;
+        r->inv_freq[i] = inter * ramp + extra * (1 - ramp);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- per family */
+static int bad_dims(const char *path, const char *what, tq_err *e)
+{
+    return tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: %s", path, what);
+}
+
+/* The layer list of layer_types when present: unknown kinds are refused by name. */
+static int layer_types(rt_config *c, const cfgsrc *s, int linear_ok, int sliding_ok, tq_err *e)
+{
+    const cJSON *lt = item(s, "layer_types");
+    if (!lt)
+        return 1;
+    if (!cJSON_IsArray(lt) || (uint64_t)cJSON_GetArraySize(lt) != c->layers)
+        return tq_fail(e, TQ_EDATA, "%s: \"layer_types\" must list one kind per layer (%llu)", s->path,
+                       (unsigned long long)c->layers);
+    uint64_t l = 0;
+    for (const cJSON *it = lt->child; it; it = it->next, l++) {
+        const char *v = cJSON_IsString(it) ? it->valuestring : "";
+        if (!strcmp(v, "full_attention"))
+            c->mixer[l] = RT_MIX_FULL;
+        else if (linear_ok && !strcmp(v, "linear_attention"))
+            c->mixer[l] = RT_MIX_LINEAR;
+        else if (sliding_ok && !strcmp(v, "sliding_attention"))
+            c->mixer[l] = RT_MIX_SLIDING;
+        else
+            return tq_fail(e, TQ_EDATA, "%s: layer_types[%llu] is %s%s%s, not a layer type of %s (%s)", s->path,
+                           (unsigned long long)l, cJSON_IsString(it) ? "\"" : "", cJSON_IsString(it) ? v : "not a string",
+                           cJSON_IsString(it) ? "\"" : "", c->arch_name,
+                           linear_ok ? "full_attention, linear_attention" : "full_attention, sliding_attention");
+    }
+    return 0;
+}
+
+static int moe_common(rt_config *c, const cfgsrc *s, const char *experts_key, const char *inter_key, tq_err *e)
+{
+    /* gpt-oss configs also spell experts per token "experts_per_token" (GGUF-derived ones only so) */
+    const char *topk_key = !item(s, "num_experts_per_tok") && item(s, "experts_per_token") ? "experts_per_token"
+                                                                                         : "num_experts_per_tok";
+    if (get_u64(s, experts_key, &c->experts, 1, 1u << 16, e) || get_u64(s, topk_key, &c->top_k, 1, 1u << 16, e) ||
+        get_u64(s, inter_key, &c->moe_inter, 1, DIM_MAX, e))
+        return -1;
+    if (c->experts == 0 || c->top_k == 0 || c->top_k > c->experts || c->top_k > 64 || c->moe_inter == 0)
+        return tq_fail(e, TQ_EDATA, "%s: inconsistent MoE dims (%s %llu, num_experts_per_tok %llu, at most 64)", s->path,
+                       experts_key, (unsigned long long)c->experts, (unsigned long long)c->top_k);
+    return 0;
+}
+
+/* qwen3_moe / qwen3_next: MoE unless the layer is in mlp_only_layers or (l + 1) % decoder_sparse_step. */
+static int sparse_step_layers(rt_config *c, const cfgsrc *s, tq_err *e)
+{
+    uint64_t step = 1;
+    if (get_u64(s, "decoder_sparse_step", &step, 0, 4096, e))
+        return -1;
+    if (step == 0)
+        return tq_fail(e, TQ_EDATA, "%s: \"decoder_sparse_step\" must be at least 1", s->path);
+    for (uint64_t l = 0; l < c->layers; l++)
+        c->moe[l] = (l + 1) % step == 0;
+    const cJSON *mo = item(s, "mlp_only_layers");
+    if (mo && !cJSON_IsArray(mo))
+        return tq_fail(e, TQ_EDATA, "%s: \"mlp_only_layers\" must be a list of layer numbers", s->path);
+    for (const cJSON *it = mo ? mo->child : NULL; it; it = it->next) {
+        uint64_t L;
+        if (tq_json_u64(it, &L) != 0 || L >= c->layers)
+            return tq_fail(e, TQ_EDATA, "%s: mlp_only_layers holds a bad layer index", s->path);
+        c->moe[L] = 0;
+    }
+    return 0;
+}
+
+static int cfg_qwen3_moe(rt_config *c, const cfgsrc *s, tq_err *e)
+{
+    c->norm_topk = 0;
+    if (moe_common(c, s, "num_experts", "moe_intermediate_size", e) ||
+        get_u64(s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
+        get_bool(s, "norm_topk_prob", &c->norm_topk, e))
+        return -1;
+    return sparse_step_layers(c, s, e);
+}
+
+static int cfg_mixtral(rt_config *c, const cfgsrc *s, tq_err *e)
+{
+    if (moe_common(c, s, "num_local_experts", "intermediate_size", e))
+        return -1;
+    c->norm_topk = 1; /* the top-k probabilities are always renormalised */
+    memset(c->moe, 1, c->layers);
+    return 0;
+}
+
+/* sliding_window of a family that uses it on every layer when set (mistral, mixtral) */
+static int window_all(rt_config *c, const cfgsrc *s, tq_err *e)
+{
+    if (get_u64(s, "sliding_window", &c->window, 0, 1ull << 40, e))
+        return -1;
+    if (c->window)
+        memset(c->mixer, RT_MIX_SLIDING, c->layers);
+    return 0;
+}
+
+static int cfg_deepseek(rt_config *c, const cfgsrc *s, const cJSON *rs, tq_err *e)
+{
+    c->norm_topk = 0;
+    c->route = RT_ROUTE_SIGMOID_GROUP;
+    c->route_scale = 1.0;
+    uint64_t n_shared = 0, first_dense = 0, freq = 1;
+    if (get_u64(s, "kv_lora_rank", &c->kv_lora, 1, DIM_MAX, e) || get_u64(s, "q_lora_rank", &c->q_lora, 0, DIM_MAX, e) ||
+        get_u64(s, "qk_nope_head_dim", &c->qk_nope, 1, 65536, e) ||
+        get_u64(s, "qk_rope_head_dim", &c->qk_rope, 1, 65536, e) || get_u64(s, "v_head_dim", &c->v_head, 1, 65536, e))
+        return -1;
+    if (c->kv_lora == 0 || c->qk_nope == 0 || c->v_head == 0)
+        return bad_dims(s->path, "kv_lora_rank, qk_nope_head_dim and v_head_dim must be positive", e);
+    if (c->qk_rope == 0 || c->qk_rope % 2)
+        return bad_dims(s->path, "qk_rope_head_dim must be even and positive", e);
+    c->head_dim = c->qk_nope + c->qk_rope;
+    memset(c->mixer, RT_MIX_MLA, c->layers);
+    const cJSON *ne = item(s, "n_routed_experts");
+    if (ne) {
+        if (moe_common(c, s, "n_routed_experts", "moe_intermediate_size", e) ||
+            get_u64(s, "n_shared_experts", &n_shared, 0, 4096, e) ||
+            get_u64(s, "first_k_dense_replace", &first_dense, 0, 4096, e) ||
+            get_u64(s, "moe_layer_freq", &freq, 0, 4096, e) || get_bool(s, "norm_topk_prob", &c->norm_topk, e) ||
+            get_f64(s, "routed_scaling_factor", &c->route_scale, e))
+            return -1;
+        c->n_group = 1;
+        c->topk_group = 1;
+        if (get_u64(s, "n_group", &c->n_group, 0, 4096, e) || get_u64(s, "topk_group", &c->topk_group, 0, 4096, e))
+            return -1;
+        if (freq == 0)
+            return tq_fail(e, TQ_EDATA, "%s: \"moe_layer_freq\" must be at least 1", s->path);
+        if (c->n_group == 0 || c->n_group > 64 || c->experts % c->n_group || c->topk_group == 0 ||
+            c->topk_group > c->n_group)
+            return tq_fail(e, TQ_EDATA, "%s: n_group %llu (at most 64) / topk_group %llu do not divide %llu experts", s->path,
+                           (unsigned long long)c->n_group, (unsigned long long)c->topk_group,
+                           (unsigned long long)c->experts);
+        if (c->n_group > 1 && c->experts / c->n_group < 2)
+            return tq_fail(e, TQ_EDATA, "%s: n_group %llu leaves fewer than 2 experts per group", s->path,
+                           (unsigned long long)c->n_group);
+        if (c->topk_group * (c->experts / c->n_group) < c->top_k)
+            return tq_fail(e, TQ_EDATA, "%s: topk_group %llu groups hold fewer than num_experts_per_tok %llu experts",
+                           s->path, (unsigned long long)c->topk_group, (unsigned long long)c->top_k);
+        char method[32] = "noaux_tc", scoring[32] = "sigmoid";
+        if (get_str(s->src, "topk_method", method, sizeof method, s->path, e) ||
+            get_str(s->src, "scoring_func", scoring, sizeof scoring, s->path, e))
+            return -1;
+        if (strcmp(method, "noaux_tc") || strcmp(scoring, "sigmoid"))
+            return tq_fail(e, TQ_EUNSUP, "%s: topk_method \"%s\" with scoring_func \"%s\" is not supported (noaux_tc, sigmoid)",
+                           s->path, method, scoring);
+        c->shared_inter = n_shared * c->moe_inter;
+        for (uint64_t l = 0; l < c->layers; l++)
+            c->moe[l] = l >= first_dense && l % freq == 0;
+    }
+    /* the softmax scale grows with the YaRN mscale of all dims, squared */
+    c->att_scale = 1.0 / sqrt((double)c->head_dim);
+    if (rs) {
+        double factor = 0, ms_all = 0;
+        if (num_of(cJSON_GetObjectItemCaseSensitive(rs, "factor"), "rope_scaling.factor", &factor, s->path, e) ||
+            num_in(cJSON_GetObjectItemCaseSensitive(rs, "mscale_all_dim"), "rope_scaling.mscale_all_dim", &ms_all, 1,
+                   s->path, e))
+            return -1;
+        if (ms_all > 0 && factor > 0) {
+            double m = mscale_of(factor, ms_all);
+            c->att_scale *= m * m;
+        }
+    }
+    c->rope.dim = c->qk_rope;
+    c->rope.interleaved = 1;
+    return 0;
+}
+
+static int cfg_gpt_oss(rt_config *c, const cfgsrc *s, tq_err *e)
+{
+    if (moe_common(c, s, "num_local_experts", "intermediate_size", e))
+        return -1;
+    c->route = RT_ROUTE_TOPK_SOFTMAX;
+    c->sinks = 1;
+    c->clamped_swiglu = 1;
+    c->swiglu_alpha = 1.702;
+    c->swiglu_limit = 7.0;
+    if (get_f64(s, "swiglu_limit", &c->swiglu_limit, e) || get_u64(s, "sliding_window", &c->window, 0, 1ull << 40, e))
+        return -1;
+    memset(c->moe, 1, c->layers);
+    int rc = layer_types(c, s, 0, 1, e);
+    if (rc < 0)
+        return -1;
+    if (rc) /* no list: sliding on even layers, full on odd ones */
+        for (uint64_t l = 0; l < c->layers; l++)
+            c->mixer[l] = l % 2 ? RT_MIX_FULL : RT_MIX_SLIDING;
+    for (uint64_t l = 0; l < c->layers; l++)
+        if (c->mixer[l] == RT_MIX_SLIDING && c->window == 0)
+            return tq_fail(e, TQ_EDATA, "%s: layer %llu is sliding_attention but \"sliding_window\" is missing", s->path,
+                           (unsigned long long)l);
+    return 0;
+}
+
+static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
+{
+    c->qk_norm = 1;
+    c->att_gate = 1;
+    uint64_t interval = 4;
+    if (get_u64(s, "linear_num_key_heads", &c->lk_heads, 1, 4096, e) ||
+        get_u64(s, "linear_num_value_heads", &c->lv_heads, 1, 4096, e) ||
+        get_u64(s, "linear_key_head_dim", &c->lk_dim, 1, 65536, e) ||
+        get_u64(s, "linear_value_head_dim", &c->lv_dim, 1, 65536, e) ||
+        get_u64(s, "linear_conv_kernel_dim", &c->conv_k, 1, 64, e) ||
+        get_u64(s, "full_attention_interval", &interval, 0, 4096, e))
+        return -1;
+    if (c->lk_heads == 0 || c->lv_heads == 0 || c->lv_heads % c->lk_heads)
+        return bad_dims(s->path, "linear_num_value_heads must be a positive multiple of linear_num_key_heads", e);
+    if (c->lk_dim == 0 || c->lv_dim == 0)
+        return bad_dims(s->path, "linear_key_head_dim and linear_value_head_dim must be positive", e);
+    if (c->conv_k == 0)
+        return tq_fail(e, TQ_EDATA, "%s: \"linear_conv_kernel_dim\" must be at least 1", s->path);
+    int rc = layer_types(c, s, 1, 0, e);
+    if (rc < 0)
+        return -1;
+    if (rc) {
+        if (interval == 0)
+            return tq_fail(e, TQ_EDATA, "%s: \"full_attention_interval\" must be at least 1", s->path);
+        for (uint64_t l = 0; l < c->layers; l++)
+            c->mixer[l] = (l + 1) % interval ? RT_MIX_LINEAR : RT_MIX_FULL;
+    }
+    /* MoE when the config has experts (qwen3_5 dense models have none) */
+    if (item(s, "num_experts") && item(s, "num_experts")->valuedouble != 0) {
+        c->norm_topk = 1;
+        if (moe_common(c, s, "num_experts", "moe_intermediate_size", e) ||
+            get_u64(s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
+            get_bool(s, "norm_topk_prob", &c->norm_topk, e) || sparse_step_layers(c, s, e))
+            return -1;
+    }
+    /* partial rotary: a top-level key (qwen3_next) or inside rope_parameters (qwen3_5) */
+    double prf = 1.0;
+    const cJSON *rp = item(s, "rope_parameters");
+    if (rp && !cJSON_IsObject(rp))
+        return tq_fail(e, TQ_EDATA, "%s: \"rope_parameters\" must be an object", s->path);
+    if (get_f64(s, "partial_rotary_factor", &prf, e) ||
+        num_of(cJSON_GetObjectItemCaseSensitive(rp, "partial_rotary_factor"), "rope_parameters.partial_rotary_factor",
+               &prf, s->path, e))
+        return -1;
+    if (prf > 1)
+        return tq_fail(e, TQ_EDATA, "%s: \"partial_rotary_factor\" must be in (0, 1]", s->path);
+    c->rope.dim = (uint64_t)((double)c->head_dim * prf);
+    c->rope.dim -= c->rope.dim % 2;
+    if (c->rope.dim == 0)
+        return bad_dims(s->path, "head_dim x partial_rotary_factor leaves no rotary dims", e);
+    return 0;
+}
 
 int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
 {
@@ -70,91 +471,113 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     }
     /* Multimodal checkpoints keep the language model's fields in text_config. */
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "text_config");
-    const cJSON *src = cJSON_IsObject(tc) ? tc : j;
+    cfgsrc s = {cJSON_IsObject(tc) ? tc : j, j, path};
     char mt[64] = "";
-    if (get_str(src, "model_type", mt, sizeof mt, path, e) != 0)
+    if (get_str(s.src, "model_type", mt, sizeof mt, path, e) != 0)
         goto out;
-    if (!strcmp(mt, "llama") || !strcmp(mt, "mistral"))
-        c->arch = RT_LLAMA;
-    else if (!strcmp(mt, "qwen3"))
-        c->arch = RT_QWEN3;
-    else if (!strcmp(mt, "qwen3_moe"))
-        c->arch = RT_QWEN3_MOE;
-    else {
-        tq_fail(e, TQ_EUNSUP, "%s: model_type \"%s\" is not supported (llama, qwen3, qwen3_moe)",
-                path, mt);
+    if (!*mt && s.src != j && get_str(j, "model_type", mt, sizeof mt, path, e) != 0)
+        goto out;
+    size_t a = 0;
+    while (a < sizeof arch_names / sizeof *arch_names && strcmp(arch_names[a].model_type, mt))
+        a++;
+    if (a == sizeof arch_names / sizeof *arch_names) {
+        tq_fail(e, TQ_EUNSUP, "%s: model_type \"%s\" is not supported (llama, mistral, qwen3, qwen3_moe, mixtral, "
+                "deepseek_v3, kimi_k2, gpt_oss, qwen3_next, qwen3_5, qwen3_5_moe)", path, mt);
         goto out;
     }
+    c->arch = arch_names[a].arch;
     snprintf(c->arch_name, sizeof c->arch_name, "%s", mt);
-    c->qk_norm = c->arch != RT_LLAMA;
+    c->qk_norm = c->arch == RT_QWEN3 || c->arch == RT_QWEN3_MOE;
     c->rope_theta = 10000.0;
     c->eps = 1e-6;
-    c->sparse_step = 1;
-    if (get_u64(src, "hidden_size", &c->hidden, 1, DIM_MAX, path, e) ||
-        get_u64(src, "num_hidden_layers", &c->layers, 1, 4096, path, e) ||
-        get_u64(src, "num_attention_heads", &c->heads, 1, 4096, path, e) ||
-        get_u64(src, "vocab_size", &c->vocab, 1, 1ull << 26, path, e) ||
-        get_u64(src, "intermediate_size", &c->inter, c->arch != RT_QWEN3_MOE, DIM_MAX, path, e))
+    c->route = RT_ROUTE_SOFTMAX;
+    c->route_scale = 1.0;
+    uint64_t max_pos = 2048;
+    int dense_only = c->arch == RT_LLAMA || c->arch == RT_QWEN3;
+    if (get_u64(&s, "hidden_size", &c->hidden, 1, DIM_MAX, e) ||
+        get_u64(&s, "num_hidden_layers", &c->layers, 1, 4096, e) ||
+        get_u64(&s, "num_attention_heads", &c->heads, 1, 4096, e) ||
+        get_u64(&s, "vocab_size", &c->vocab, 1, 1ull << 26, e) ||
+        get_u64(&s, "intermediate_size", &c->inter, dense_only, DIM_MAX, e) ||
+        get_u64(&s, "max_position_embeddings", &max_pos, 0, 1ull << 40, e))
         goto out;
     c->kv_heads = c->heads;
-    if (get_u64(src, "num_key_value_heads", &c->kv_heads, 0, 4096, path, e))
+    if (get_u64(&s, "num_key_value_heads", &c->kv_heads, 0, 4096, e))
         goto out;
     if (c->heads == 0 || c->hidden == 0 || c->layers == 0 || c->vocab == 0 || c->kv_heads == 0 ||
         c->heads % c->kv_heads) {
-        tq_fail(e, TQ_EDATA, "%s: inconsistent dims (hidden %llu, layers %llu, heads %llu, kv heads %llu)",
-                path, (unsigned long long)c->hidden, (unsigned long long)c->layers,
+        tq_fail(e, TQ_EDATA, "%s: inconsistent dims (hidden_size %llu, num_hidden_layers %llu, num_attention_heads %llu, "
+                "num_key_value_heads %llu)", path, (unsigned long long)c->hidden, (unsigned long long)c->layers,
                 (unsigned long long)c->heads, (unsigned long long)c->kv_heads);
         goto out;
     }
     c->head_dim = c->hidden / c->heads;
-    if (get_u64(src, "head_dim", &c->head_dim, 0, 65536, path, e))
+    if (get_u64(&s, "head_dim", &c->head_dim, 0, 65536, e))
         goto out;
-    if (c->head_dim == 0 || c->head_dim % 2) {
-        tq_fail(e, TQ_EDATA, "%s: head_dim %llu must be even and non-zero", path,
+    if (c->arch != RT_DEEPSEEK && (c->head_dim == 0 || c->head_dim % 2)) {
+        tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: head_dim %llu must be even and non-zero", path,
                 (unsigned long long)c->head_dim);
         goto out;
     }
-    if (get_f64(src, "rope_theta", &c->rope_theta, path, e) ||
-        get_f64(src, "rms_norm_eps", &c->eps, path, e))
+    if (get_f64(&s, "rope_theta", &c->rope_theta, e) || get_f64(&s, "rms_norm_eps", &c->eps, e) ||
+        get_bool(&s, "tie_word_embeddings", &c->tied, e))
         goto out;
-    /* newer configs (Qwen3.5, and the flattened ones mlx-sniper writes) keep it in
+    /* newer configs (Qwen3.5, and the flattened ones mlx-sniper writes) keep the base in
      * rope_parameters */
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(src, "rope_parameters");
-    if (!cJSON_GetObjectItemCaseSensitive(src, "rope_theta") && cJSON_IsObject(rp) &&
-        get_f64(rp, "rope_theta", &c->rope_theta, path, e))
+    const cJSON *rpar = item(&s, "rope_parameters");
+    if (!item(&s, "rope_theta") && cJSON_IsObject(rpar) &&
+        num_of(cJSON_GetObjectItemCaseSensitive(rpar, "rope_theta"), "rope_parameters.rope_theta", &c->rope_theta, path, e))
         goto out;
-    c->tied = 0;
-    get_bool(src, "tie_word_embeddings", &c->tied);
-    if (c->arch == RT_QWEN3_MOE) {
-        c->norm_topk = 0;
-        if (get_u64(src, "num_experts", &c->experts, 1, 1u << 16, path, e) ||
-            get_u64(src, "num_experts_per_tok", &c->top_k, 1, 1u << 16, path, e) ||
-            get_u64(src, "moe_intermediate_size", &c->moe_inter, 1, DIM_MAX, path, e) ||
-            get_u64(src, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, path, e) ||
-            get_u64(src, "decoder_sparse_step", &c->sparse_step, 0, 4096, path, e))
-            goto out;
-        get_bool(src, "norm_topk_prob", &c->norm_topk);
-        if (c->top_k == 0 || c->experts == 0 || c->top_k > c->experts || c->moe_inter == 0 ||
-            c->sparse_step == 0) {
-            tq_fail(e, TQ_EDATA, "%s: inconsistent MoE dims (experts %llu, top-k %llu)", path,
-                    (unsigned long long)c->experts, (unsigned long long)c->top_k);
-            goto out;
-        }
-        c->mlp_only = calloc(c->layers, 1);
-        if (!c->mlp_only) {
-            tq_fail(e, TQ_ENOMEM, "out of memory");
-            goto out;
-        }
-        const cJSON *mo = cJSON_GetObjectItemCaseSensitive(src, "mlp_only_layers");
-        for (const cJSON *it = cJSON_IsArray(mo) ? mo->child : NULL; it; it = it->next) {
-            uint64_t L;
-            if (tq_json_u64(it, &L) != 0 || L >= c->layers) {
-                tq_fail(e, TQ_EDATA, "%s: mlp_only_layers holds a bad layer index", path);
-                goto out;
-            }
-            c->mlp_only[L] = 1;
-        }
+    c->mixer = calloc(c->layers, 1);
+    c->moe = calloc(c->layers, 1);
+    if (!c->mixer || !c->moe) {
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+        goto out;
     }
+    const cJSON *rs = item(&s, "rope_scaling");
+    c->rope.dim = c->head_dim;
+    switch (c->arch) {
+    case RT_LLAMA:
+        if (!strcmp(mt, "mistral") && window_all(c, &s, e))
+            goto out;
+        break;
+    case RT_QWEN3_MOE:
+        if (cfg_qwen3_moe(c, &s, e))
+            goto out;
+        break;
+    case RT_MIXTRAL:
+        if (cfg_mixtral(c, &s, e) || window_all(c, &s, e))
+            goto out;
+        break;
+    case RT_DEEPSEEK:
+        if (cfg_deepseek(c, &s, rs, e))
+            goto out;
+        break;
+    case RT_GPT_OSS:
+        if (cfg_gpt_oss(c, &s, e))
+            goto out;
+        break;
+    case RT_QWEN3_NEXT:
+        if (cfg_qwen3_next(c, &s, e))
+            goto out;
+        /* qwen3_5 keeps rope settings in rope_parameters (the text part needs only theta and
+         * the partial factor: mRoPE's three position axes are one axis for text) */
+        if (!rs && cJSON_IsObject(item(&s, "rope_parameters")))
+            rs = item(&s, "rope_parameters");
+        break;
+    default:
+        break;
+    }
+    for (uint64_t l = 0; l < c->layers; l++)
+        if (!c->moe[l] && c->inter == 0) {
+            tq_fail(e, TQ_EDATA, "%s: missing \"intermediate_size\" (layer %llu has a dense MLP)", path,
+                    (unsigned long long)l);
+            goto out;
+        }
+    if (c->att_scale == 0)
+        c->att_scale = 1.0 / sqrt((double)c->head_dim);
+    if (rope_table(c, rs, max_pos, path, e))
+        goto out;
     /* MLX affine defaults. */
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "quantization");
     if (!cJSON_IsObject(q))
@@ -162,8 +585,8 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     c->q_bits = 4;
     c->q_group = 64;
     if (cJSON_IsObject(q)) {
-        if (get_u64(q, "bits", &c->q_bits, 0, 32, path, e) ||
-            get_u64(q, "group_size", &c->q_group, 0, 1u << 20, path, e))
+        cfgsrc qs = {q, q, path};
+        if (get_u64(&qs, "bits", &c->q_bits, 0, 32, e) || get_u64(&qs, "group_size", &c->q_group, 0, 1u << 20, e))
             goto out;
     }
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "streaming");
@@ -181,8 +604,9 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
             tq_fail(e, TQ_EDATA, "%s: streaming paths must stay inside the model directory", path);
             goto out;
         }
+        cfgsrc ss = {st, st, path};
         uint64_t v = 0;
-        if (get_u64(st, "num_layers", &v, 0, 4096, path, e))
+        if (get_u64(&ss, "num_layers", &v, 0, 4096, e))
             goto out;
         if (v && v != c->layers) {
             tq_fail(e, TQ_EDATA, "%s: streaming.num_layers %llu != num_hidden_layers %llu", path,
@@ -190,7 +614,7 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
             goto out;
         }
         v = 0;
-        if (get_u64(st, "num_experts", &v, 0, 1u << 16, path, e))
+        if (get_u64(&ss, "num_experts", &v, 0, 1u << 16, e))
             goto out;
         if (v && v != c->experts) {
             tq_fail(e, TQ_EDATA, "%s: streaming.num_experts %llu != num_experts %llu", path,
@@ -203,21 +627,25 @@ out:
     free(path);
     if (rc == 0 && json_out)
         *json_out = j;
-    else {
+    else
         cJSON_Delete(j);
-        if (rc != 0) {
-            free(c->mlp_only);
-            c->mlp_only = NULL;
-        }
-    }
+    if (rc != 0)
+        rt_config_free(c);
     return rc;
+}
+
+void rt_config_free(rt_config *c)
+{
+    free(c->mixer);
+    free(c->moe);
+    free(c->rope.inv_freq);
+    c->mixer = c->moe = NULL;
+    c->rope.inv_freq = NULL;
 }
 
 int rt_layer_is_moe(const rt_config *c, uint64_t l)
 {
-    if (c->arch != RT_QWEN3_MOE)
-        return 0;
-    return !c->mlp_only[l] && (l + 1) % c->sparse_step == 0;
+    return l < c->layers && c->moe[l];
 }
 
 void rt_config_affine(const cJSON *cfg, const char *module, uint64_t *bits, uint64_t *group,

@@ -56,11 +56,19 @@ uint64_t tq_runner_vocab(const tq_runner *r)
 
 static void free_state(tq_runner *r)
 {
-    float **bufs[] = {&r->kc, &r->vc, &r->x, &r->h, &r->q, &r->k, &r->v, &r->att, &r->ao,
-                      &r->mo, &r->eo, &r->g, &r->u, &r->rl, &r->logits};
+    float **bufs[] = {&r->x, &r->h, &r->q, &r->k, &r->v, &r->qg, &r->att, &r->ao, &r->mo, &r->eo, &r->g,
+                      &r->u, &r->rl, &r->logits, &r->rcos, &r->rsin};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) {
         free(*bufs[i]);
         *bufs[i] = NULL;
+    }
+    for (uint64_t l = 0; r->L && l < r->c.layers; l++) {
+        rt_layer *L = &r->L[l];
+        free(L->kc);
+        free(L->vc);
+        free(L->conv_state);
+        free(L->ssm);
+        L->kc = L->vc = L->conv_state = L->ssm = NULL;
     }
     free(r->scr.xr);
     r->scr.xr = NULL;
@@ -76,39 +84,64 @@ void tq_runner_close(tq_runner *r)
     rt_model_free(r);
     rt_pool_destroy(r->pool);
     cJSON_Delete(r->cfg);
-    free(r->c.mlp_only);
+    rt_config_free(&r->c);
     free(r->dir);
     free(r);
 }
 
-/* The decoding state of tq_runner (shapes in rt_internal.h), zeroed. */
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* The decoding state of tq_runner and of each layer (shapes in rt_internal.h), zeroed. */
 static int alloc_state(tq_runner *r, tq_err *e)
 {
     const rt_config *c = &r->c;
-    uint64_t kvd = c->kv_heads * c->head_dim, qd = c->heads * c->head_dim, kv;
-    if (tq_mul_u64(c->layers * r->ctx, kvd, &kv) || kv > (SIZE_MAX / 8))
-        return tq_fail(e, TQ_EUSAGE, "KV cache for a context of %llu tokens is too large",
-                       (unsigned long long)r->ctx);
-    uint64_t ff = c->inter; /* ffn: the widest MLP, dense, routed or shared */
-    if (c->moe_inter > ff)
-        ff = c->moe_inter;
+    uint64_t hd = c->head_dim, qd = c->heads * hd, kvd = c->kv_heads * hd;
+    uint64_t Kd = c->lk_heads * c->lk_dim, Vd = c->lv_heads * c->lv_dim, C = 2 * Kd + Vd;
+    uint64_t ff = max_u64(c->inter, c->moe_inter); /* ffn: the widest MLP, dense, routed or shared */
     for (uint64_t l = 0; l < c->layers; l++)
-        if (r->L[l].has_shared && r->L[l].sg.rows > ff)
-            ff = r->L[l].sg.rows;
-    uint64_t big = c->hidden > qd ? c->hidden : qd; /* max(hidden, heads * head_dim) */
-    r->kc = tq_calloc(kv ? kv : 1, sizeof(float), e);
-    r->vc = r->kc ? tq_calloc(kv ? kv : 1, sizeof(float), e) : NULL;
-    if (!r->vc)
-        return -1;
+        if (r->L[l].has_shared)
+            ff = max_u64(ff, r->L[l].sg.rows);
+    /* big: every activation a mixer makes fits */
+    uint64_t big = max_u64(c->hidden, 2 * qd);
+    big = max_u64(big, max_u64(c->heads * (c->qk_nope + c->qk_rope), c->heads * c->v_head));
+    big = max_u64(big, max_u64(c->kv_lora + c->qk_rope, c->q_lora));
+    big = max_u64(big, 2 * Kd + 2 * Vd);
+    uint64_t att;
+    if (tq_mul_u64(c->heads, r->ctx + 1, &att) || att > (SIZE_MAX / 8))
+        return tq_fail(e, TQ_EUSAGE, "context of %llu tokens is too large", (unsigned long long)r->ctx);
     struct {
         float **p;
         uint64_t n;
-    } a[] = {{&r->x, big}, {&r->h, big}, {&r->q, qd}, {&r->k, kvd}, {&r->v, kvd}, {&r->att, c->heads * r->ctx},
-             {&r->ao, qd}, {&r->mo, big}, {&r->eo, big}, {&r->g, ff}, {&r->u, ff},
-             {&r->rl, c->experts + 1}, {&r->logits, c->vocab}};
+    } a[] = {{&r->x, big}, {&r->h, big}, {&r->q, big}, {&r->k, big}, {&r->v, big}, {&r->qg, big}, {&r->att, att},
+             {&r->ao, big}, {&r->mo, big}, {&r->eo, big}, {&r->g, ff}, {&r->u, ff}, {&r->rl, 2 * c->experts + 1},
+             {&r->logits, c->vocab}, {&r->rcos, c->rope.dim / 2 + 1}, {&r->rsin, c->rope.dim / 2 + 1}};
     for (size_t i = 0; i < sizeof a / sizeof *a; i++)
         if (!(*a[i].p = tq_calloc(a[i].n ? a[i].n : 1, sizeof(float), e)))
             return -1;
+    for (uint64_t l = 0; l < c->layers; l++) {
+        rt_layer *L = &r->L[l];
+        uint64_t kv = 0;
+        if (L->mixer == RT_MIX_LINEAR) {
+            uint64_t ssm;
+            if (tq_mul_u64(c->lv_heads * c->lv_dim, c->lk_dim, &ssm) || ssm > (SIZE_MAX / 8))
+                return tq_fail(e, TQ_EDATA, "the linear-attention state of layer %llu is too large", (unsigned long long)l);
+            if (!(L->conv_state = tq_calloc(c->conv_k > 1 ? (c->conv_k - 1) * C : 1, sizeof(float), e)) ||
+                !(L->ssm = tq_calloc(ssm ? ssm : 1, sizeof(float), e)))
+                return -1;
+            continue;
+        }
+        L->kw = L->mixer == RT_MIX_MLA ? c->kv_lora + c->qk_rope : kvd;
+        if (tq_mul_u64(r->ctx, L->kw, &kv) || kv > (SIZE_MAX / 8))
+            return tq_fail(e, TQ_EUSAGE, "KV cache for a context of %llu tokens is too large",
+                           (unsigned long long)r->ctx);
+        if (!(L->kc = tq_calloc(kv ? kv : 1, sizeof(float), e)))
+            return -1;
+        if (L->mixer != RT_MIX_MLA && !(L->vc = tq_calloc(kv ? kv : 1, sizeof(float), e)))
+            return -1;
+    }
     return 0;
 }
 

@@ -291,17 +291,17 @@ int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scrat
 int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e)
 {
     if (r >= l->rows)
-        return tq_fail(e, TQ_EDATA, "token id %llu is outside the vocabulary (%llu rows)",
-                       (unsigned long long)r, (unsigned long long)l->rows);
+        return tq_fail(e, TQ_EDATA, "row %llu is outside the matrix (%llu rows)", (unsigned long long)r,
+                       (unsigned long long)l->rows);
     if (l->kind == RT_DENSE) {
         const char *base = (const char *)l->w + r * l->cols * tq_dtype_size(l->wdt);
         for (uint64_t j = 0; j < l->cols; j++)
             out[j] = rt_load_f(l->wdt, base, j);
         return 0;
     }
+    const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
+    const uint32_t bits = (uint32_t)l->bits, mask = (1u << bits) - 1, epw = 32 / bits;
     if (l->kind == RT_AFFINE) {
-        const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
-        const uint32_t bits = (uint32_t)l->bits, mask = (1u << bits) - 1, epw = 32 / bits;
         for (uint64_t j = 0; j < l->cols; j++) {
             uint32_t q = (w[j / epw] >> ((j % epw) * bits)) & mask;
             uint64_t gi = r * l->ngroups + j / l->group;
@@ -309,5 +309,15 @@ int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e)
         }
         return 0;
     }
-    return tq_fail(e, TQ_EUNSUP, "TurboQuant-quantized embeddings are not supported");
+    /* TurboQuant: codebook value times the group scale gives the rotated row; the inverse block
+     * transform and the signs give the row itself (docs/quantization.md) */
+    for (uint64_t j = 0; j < l->cols; j++) {
+        uint32_t q = (w[j / epw] >> ((j % epw) * bits)) & mask;
+        out[j] = rt_load_f(l->cdt, l->codebook, q) * rt_load_f(l->sdt, l->scales, r * l->ngroups + j / l->group);
+    }
+    if (tq_hadamard(out, l->cols, tq_hadamard_block(l->cols), 1) != 0)
+        return tq_fail(e, TQ_EDATA, "no Hadamard block for an input axis of %llu", (unsigned long long)l->cols);
+    for (uint64_t j = 0; j < l->cols; j++)
+        out[j] *= rt_load_f(l->gdt, l->signs, j);
+    return 0;
 }

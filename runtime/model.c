@@ -63,7 +63,7 @@ static int load_linear(tq_runner *r, const char *module, uint64_t rows, uint64_t
     if (get_parts(r->store, module, 0, &mp, e) != 0)
         return -1;
     char full[512];
-    snprintf(full, sizeof full, "%s%s", rt_store_prefix(r->store), module);
+    rt_store_name(r->store, module, full, sizeof full);
     uint64_t bits, group;
     rt_config_affine(r->cfg, full, &bits, &group, &r->c);
     if (rt_linear_from_parts(full, &mp.p, rows, cols, bits, group, l, e) != 0)
@@ -72,73 +72,178 @@ static int load_linear(tq_runner *r, const char *module, uint64_t rows, uint64_t
     return 0;
 }
 
+/* load_linear when MODULE.weight exists: 1 loaded, 0 absent, -1 error. */
+static int load_linear_opt(tq_runner *r, const char *module, uint64_t rows, uint64_t cols, rt_linear *l, tq_err *e)
+{
+    char w[512];
+    rt_tensor t;
+    snprintf(w, sizeof w, "%s.weight", module);
+    int rc = rt_store_get(r->store, w, &t, e);
+    if (rc <= 0)
+        return rc;
+    return load_linear(r, module, rows, cols, l, e) ? -1 : 1;
+}
+
 static int has_tensor(tq_runner *r, const char *name, rt_tensor *t, tq_err *e)
 {
     rt_tensor tmp;
     return rt_store_get(r->store, name, t ? t : &tmp, e);
 }
 
-static int load_norm(tq_runner *r, const char *name, uint64_t n, float **out, tq_err *e)
+/* A float vector of n values (a norm's weight + shift: 1 for norms stored as offsets from 1,
+ * else 0; A_log, dt_bias, sinks, correction biases with shift 0). */
+static int load_vec(tq_runner *r, const char *name, uint64_t n, float shift, float **out, tq_err *e)
 {
     rt_tensor t;
+    char full[512];
+    rt_store_name(r->store, name, full, sizeof full);
     int rc = rt_store_get(r->store, name, &t, e);
     if (rc < 0)
         return -1;
     if (rc == 0)
-        return tq_fail(e, TQ_EDATA, "tensor '%s%s' is missing", rt_store_prefix(r->store), name);
+        return tq_fail(e, TQ_EDATA, "tensor '%s' is missing", full);
     if (t.ndim != 1 || t.shape[0] != n ||
         (t.dt != TQ_DT_F32 && t.dt != TQ_DT_F16 && t.dt != TQ_DT_BF16))
-        return tq_fail(e, TQ_EDATA, "tensor '%s%s': expected [%llu] floats", rt_store_prefix(r->store),
-                       name, (unsigned long long)n);
+        return tq_fail(e, TQ_EDATA, "tensor '%s': expected [%llu] floats", full, (unsigned long long)n);
     float *v = tq_malloc(n * sizeof *v, e);
     if (!v)
         return -1;
     for (uint64_t i = 0; i < n; i++)
-        v[i] = rt_load_f(t.dt, t.data, i);
+        v[i] = rt_load_f(t.dt, t.data, i) + shift;
     *out = v;
     return 0;
 }
 
+static int load_norm(tq_runner *r, const char *name, uint64_t n, float **out, tq_err *e)
+{
+    return load_vec(r, name, n, r->norm_shift, out, e);
+}
+
 static const char *proj_name[3] = {"gate_proj", "up_proj", "down_proj"};
 
-/* Stacked switch_mlp or per-expert HF tensors, resident. */
+/* Where a family keeps its MoE tensors, relative to the layer (docs/runtime.md). */
+typedef struct moe_names {
+    const char *router;      /* the router module: logits = router · h (+ bias) */
+    const char *stacked;     /* MLX: <stacked>.<gate|up|down>_proj.* with the expert axis first */
+    const char *experts;     /* HF: <experts>.<e>.<proj[k]>.*, or fused <experts>.gate_up_proj */
+    const char *proj[3];     /* HF per-expert names of gate, up, down */
+    const char *shared;      /* shared expert MLP, or NULL */
+    const char *shared_gate; /* its sigmoid gate, or NULL */
+} moe_names;
+
+static const moe_names *names_of(int arch)
+{
+    static const moe_names qwen = {"mlp.gate", "mlp.switch_mlp", "mlp.experts", {"gate_proj", "up_proj", "down_proj"},
+                                   "mlp.shared_expert", "mlp.shared_expert_gate"};
+    static const moe_names mixtral = {"block_sparse_moe.gate", "block_sparse_moe.switch_mlp", "block_sparse_moe.experts",
+                                      {"w1", "w3", "w2"}, NULL, NULL};
+    static const moe_names deepseek = {"mlp.gate", "mlp.switch_mlp", "mlp.experts", {"gate_proj", "up_proj", "down_proj"},
+                                       "mlp.shared_experts", NULL};
+    static const moe_names gpt_oss = {"mlp.router", "mlp.experts", "mlp.experts", {"gate_proj", "up_proj", "down_proj"},
+                                      NULL, NULL};
+    switch (arch) {
+    case RT_MIXTRAL: return &mixtral;
+    case RT_DEEPSEEK: return &deepseek;
+    case RT_GPT_OSS: return &gpt_oss;
+    default: return &qwen;
+    }
+}
+
+/* Bind em's template to a stacked tensor set (expert axis first). */
+static int bind_stacked(tq_runner *r, const char *module, uint64_t rows, uint64_t cols, rt_emat *em, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    mod_parts mp;
+    if (get_parts(r->store, module, c->experts, &mp, e) != 0)
+        return -1;
+    char full[512];
+    rt_store_name(r->store, module, full, sizeof full);
+    uint64_t bits, group;
+    rt_config_affine(r->cfg, full, &bits, &group, c);
+    if (rt_linear_from_parts(full, &mp.p, rows, cols, bits, group, &em->t, e) != 0)
+        return -1;
+    note_kind(r, &em->t);
+    int idx[4] = {0, 1, 2, 5};
+    for (int i = 0; i < 4; i++)
+        if (mp.have[idx[i]]) {
+            em->base[i] = mp.t[idx[i]].data;
+            em->stride[i] = mp.t[idx[i]].nbytes;
+        }
+    return 0;
+}
+
+/* HF fused experts: gate_up_proj [E, 2I, H] (rows 0..I-1 gate, I..2I-1 up) and down_proj
+ * [E, H, I], plain float tensors without a ".weight" suffix. */
+static int bind_fused(tq_runner *r, const char *gu_name, const char *down_name, rt_emat *em[3], tq_err *e)
+{
+    const rt_config *c = &r->c;
+    uint64_t E = c->experts, I = c->moe_inter, H = c->hidden;
+    rt_tensor gu, dn;
+    char full[512];
+    int rc = rt_store_get(r->store, down_name, &dn, e);
+    if (rc <= 0)
+        return rc < 0 ? -1 : tq_fail(e, TQ_EDATA, "tensor '%s' is missing",
+                                     rt_store_name(r->store, down_name, full, sizeof full));
+    if (rt_store_get(r->store, gu_name, &gu, e) < 0)
+        return -1;
+    const rt_tensor *t[2] = {&gu, &dn};
+    const char *nm[2] = {gu_name, down_name};
+    uint64_t want[2][2] = {{2 * I, H}, {H, I}};
+    for (int i = 0; i < 2; i++)
+        if (t[i]->ndim != 3 || t[i]->shape[0] != E || t[i]->shape[1] != want[i][0] || t[i]->shape[2] != want[i][1] ||
+            (t[i]->dt != TQ_DT_F32 && t[i]->dt != TQ_DT_F16 && t[i]->dt != TQ_DT_BF16))
+            return tq_fail(e, TQ_EDATA, "tensor '%s': expected [%llu, %llu, %llu] floats (fused experts)",
+                           rt_store_name(r->store, nm[i], full, sizeof full), (unsigned long long)E,
+                           (unsigned long long)want[i][0], (unsigned long long)want[i][1]);
+    uint64_t es = tq_dtype_size(gu.dt);
+    for (int k = 0; k < 3; k++) {
+        const rt_tensor *src = k == 2 ? &dn : &gu;
+        rt_linear *l = &em[k]->t;
+        memset(l, 0, sizeof *l);
+        l->kind = RT_DENSE;
+        l->wdt = src->dt;
+        l->rows = k == 2 ? H : I;
+        l->cols = k == 2 ? I : H;
+        l->w = src->data;
+        em[k]->base[0] = (const uint8_t *)src->data + (k == 1 ? I * H * es : 0);
+        em[k]->stride[0] = src->nbytes / E;
+        note_kind(r, l);
+    }
+    return 1;
+}
+
+/* Routed experts, resident: stacked (MLX), fused (HF qwen3_5_moe) or one tensor set per
+ * expert (HF). */
 static int load_experts_resident(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *e)
 {
     const rt_config *c = &r->c;
+    const moe_names *nm = names_of(c->arch);
     uint64_t dims[3][2] = {{c->moe_inter, c->hidden}, {c->moe_inter, c->hidden}, {c->hidden, c->moe_inter}};
-    for (int k = 0; k < 3; k++) {
-        char module[256], wname[300];
-        snprintf(module, sizeof module, "model.layers.%llu.mlp.switch_mlp.%s", (unsigned long long)l,
-                 proj_name[k]);
-        snprintf(wname, sizeof wname, "%s.weight", module);
-        int rc = has_tensor(r, wname, NULL, e);
-        if (rc < 0)
-            return -1;
-        if (rc) {
-            mod_parts mp;
-            if (get_parts(r->store, module, c->experts, &mp, e) != 0)
+    char module[256], wname[300], down[300];
+    snprintf(module, sizeof module, "model.layers.%llu.%s.%s", (unsigned long long)l, nm->stacked, proj_name[0]);
+    snprintf(wname, sizeof wname, "%s.weight", module);
+    int rc = has_tensor(r, wname, NULL, e);
+    if (rc < 0)
+        return -1;
+    if (rc) {
+        for (int k = 0; k < 3; k++) {
+            snprintf(module, sizeof module, "model.layers.%llu.%s.%s", (unsigned long long)l, nm->stacked, proj_name[k]);
+            if (bind_stacked(r, module, dims[k][0], dims[k][1], em[k], e) != 0)
                 return -1;
-            char full[512];
-            snprintf(full, sizeof full, "%s%s", rt_store_prefix(r->store), module);
-            uint64_t bits, group;
-            rt_config_affine(r->cfg, full, &bits, &group, c);
-            if (rt_linear_from_parts(full, &mp.p, dims[k][0], dims[k][1], bits, group, &em[k]->t, e) != 0)
-                return -1;
-            note_kind(r, &em[k]->t);
-            int idx[4] = {0, 1, 2, 5};
-            for (int i = 0; i < 4; i++)
-                if (mp.have[idx[i]]) {
-                    em[k]->base[i] = mp.t[idx[i]].data;
-                    em[k]->stride[i] = mp.t[idx[i]].nbytes;
-                }
-            continue;
         }
+        return 0;
+    }
+    snprintf(wname, sizeof wname, "model.layers.%llu.%s.gate_up_proj", (unsigned long long)l, nm->experts);
+    snprintf(down, sizeof down, "model.layers.%llu.%s.down_proj", (unsigned long long)l, nm->experts);
+    if ((rc = has_tensor(r, wname, NULL, e)) != 0)
+        return rc < 0 || bind_fused(r, wname, down, em, e) < 0 ? -1 : 0;
+    for (int k = 0; k < 3; k++) {
         em[k]->per_expert = tq_calloc(c->experts, sizeof(rt_linear), e);
         if (!em[k]->per_expert)
             return -1;
         for (uint64_t x = 0; x < c->experts; x++) {
-            snprintf(module, sizeof module, "model.layers.%llu.mlp.experts.%llu.%s", (unsigned long long)l,
-                     (unsigned long long)x, proj_name[k]);
+            snprintf(module, sizeof module, "model.layers.%llu.%s.%llu.%s", (unsigned long long)l, nm->experts,
+                     (unsigned long long)x, nm->proj[k]);
             if (load_linear(r, module, dims[k][0], dims[k][1], &em[k]->per_expert[x], e) != 0)
                 return -1;
         }
@@ -147,21 +252,24 @@ static int load_experts_resident(tq_runner *r, uint64_t l, rt_emat *em[3], tq_er
 }
 
 /* Find a per-expert tensor of a moe_flash_v1 header under any of its spellings. */
-static const tq_flash_tensor *flash_part(const tq_flash_header *h, int k, const char *suffix)
+static const tq_flash_tensor *flash_part(const tq_flash_header *h, const moe_names *nm, int k, const char *suffix)
 {
-    char name[128];
-    snprintf(name, sizeof name, "mlp.switch_mlp.%s.%s", proj_name[k], suffix);
+    char name[160];
+    snprintf(name, sizeof name, "%s.%s.%s", nm->stacked, proj_name[k], suffix);
     const tq_flash_tensor *t = tq_flash_find(h, name);
     if (t)
         return t;
-    snprintf(name, sizeof name, ".%s.%s", proj_name[k], suffix);
-    size_t nl = strlen(name);
-    for (size_t i = 0; i < h->n_tensors; i++) {
-        size_t tl = strlen(h->tensors[i].name);
-        if (tl >= nl && !strcmp(h->tensors[i].name + tl - nl, name))
-            return &h->tensors[i];
-        if (!strcmp(h->tensors[i].name, name + 1))
-            return &h->tensors[i];
+    const char *projs[2] = {proj_name[k], nm->proj[k]};
+    for (int p = 0; p < 2; p++) {
+        snprintf(name, sizeof name, ".%s.%s", projs[p], suffix);
+        size_t nl = strlen(name);
+        for (size_t i = 0; i < h->n_tensors; i++) {
+            size_t tl = strlen(h->tensors[i].name);
+            if (tl >= nl && !strcmp(h->tensors[i].name + tl - nl, name))
+                return &h->tensors[i];
+            if (!strcmp(h->tensors[i].name, name + 1))
+                return &h->tensors[i];
+        }
     }
     return NULL;
 }
@@ -171,6 +279,7 @@ static const tq_flash_tensor *flash_part(const tq_flash_header *h, int k, const 
 static int load_experts_split(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *e)
 {
     const rt_config *c = &r->c;
+    const moe_names *nm = names_of(c->arch);
     rt_layer *L = &r->L[l];
     char *path = rt_split_file(r->dir, r->c.expert_dir, l, e);
     if (!path)
@@ -198,7 +307,7 @@ static int load_experts_split(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *
         for (int i = 0; i < 6; i++) {
             if (idx[i] < 0)
                 continue;
-            const tq_flash_tensor *ft = flash_part(&h, k, part_suffix[i]);
+            const tq_flash_tensor *ft = flash_part(&h, nm, k, part_suffix[i]);
             if (!ft)
                 continue;
             uint64_t end;
@@ -217,8 +326,7 @@ static int load_experts_split(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *
         }
         /* codebook and signs are pinned */
         char module[256];
-        snprintf(module, sizeof module, "model.layers.%llu.mlp.switch_mlp.%s", (unsigned long long)l,
-                 proj_name[k]);
+        snprintf(module, sizeof module, "model.layers.%llu.%s.%s", (unsigned long long)l, nm->stacked, proj_name[k]);
         for (int i = 3; i <= 4; i++) {
             char name[300];
             snprintf(name, sizeof name, "%s.%s", module, part_suffix[i]);
@@ -234,7 +342,7 @@ static int load_experts_split(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *
         mp.p.signs = mp.have[4] ? &mp.t[4] : NULL;
         mp.p.bias = mp.have[5] ? &mp.t[5] : NULL;
         char full[512];
-        snprintf(full, sizeof full, "%s%s", rt_store_prefix(r->store), module);
+        rt_store_name(r->store, module, full, sizeof full);
         uint64_t bits, group;
         rt_config_affine(r->cfg, full, &bits, &group, c);
         if (rt_linear_from_parts(full, &mp.p, dims[k][0], dims[k][1], bits, group, &em[k]->t, e) != 0) {
@@ -298,6 +406,187 @@ static int load_blocks_resident(tq_runner *r, uint64_t l, tq_err *e)
     return 0;
 }
 
+/* Softmax attention of layer L (std names): q (x2 with the output gate), k, v, o (+ biases
+ * when the checkpoint has them), per-head norms, sinks. */
+static int load_attention(tq_runner *r, uint64_t l, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    rt_layer *L = &r->L[l];
+    uint64_t qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim;
+    char n[256];
+#define P(fmt) (snprintf(n, sizeof n, "model.layers.%llu." fmt, (unsigned long long)l), n)
+    if (load_linear(r, P("self_attn.q_proj"), c->att_gate ? 2 * qd : qd, c->hidden, &L->q, e) ||
+        load_linear(r, P("self_attn.k_proj"), kd, c->hidden, &L->k, e) ||
+        load_linear(r, P("self_attn.v_proj"), kd, c->hidden, &L->v, e) ||
+        load_linear(r, P("self_attn.o_proj"), c->hidden, qd, &L->o, e))
+        return -1;
+    if (c->qk_norm && (load_norm(r, P("self_attn.q_norm.weight"), c->head_dim, &L->q_norm, e) ||
+                       load_norm(r, P("self_attn.k_norm.weight"), c->head_dim, &L->k_norm, e)))
+        return -1;
+    if (c->sinks && load_vec(r, P("self_attn.sinks"), c->heads, 0, &L->sinks, e))
+        return -1;
+    return 0;
+}
+
+/* Multi-head latent attention: q_proj or q_a_proj + q_a_layernorm + q_b_proj,
+ * kv_a_proj_with_mqa + kv_a_layernorm, kv_b_proj (any kind: its rows are read one by one),
+ * o_proj. */
+static int load_mla(tq_runner *r, uint64_t l, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    rt_layer *L = &r->L[l];
+    uint64_t qh = c->qk_nope + c->qk_rope;
+    char n[256];
+    if (c->q_lora) {
+        if (load_linear(r, P("self_attn.q_a_proj"), c->q_lora, c->hidden, &L->q_a, e) ||
+            load_vec(r, P("self_attn.q_a_layernorm.weight"), c->q_lora, 0, &L->q_a_norm, e) ||
+            load_linear(r, P("self_attn.q_b_proj"), c->heads * qh, c->q_lora, &L->q_b, e))
+            return -1;
+    } else if (load_linear(r, P("self_attn.q_proj"), c->heads * qh, c->hidden, &L->q, e)) {
+        return -1;
+    }
+    return load_linear(r, P("self_attn.kv_a_proj_with_mqa"), c->kv_lora + c->qk_rope, c->hidden, &L->kv_a, e) ||
+                   load_vec(r, P("self_attn.kv_a_layernorm.weight"), c->kv_lora, 0, &L->kv_a_norm, e) ||
+                   load_linear(r, P("self_attn.kv_b_proj"), c->heads * (c->qk_nope + c->v_head), c->kv_lora, &L->kv_b, e) ||
+                   load_linear(r, P("self_attn.o_proj"), c->hidden, c->heads * c->v_head, &L->o, e)
+               ? -1
+               : 0;
+}
+
+/* The depthwise conv weight: HF stores [C, 1, K], the MLX form [C, K, 1]; the same bytes in
+ * either case, read as [C][K]. *hf says which layout it was. */
+static int load_conv(tq_runner *r, const char *name, uint64_t C, uint64_t K, float **out, int *hf, tq_err *e)
+{
+    rt_tensor t;
+    char full[512];
+    rt_store_name(r->store, name, full, sizeof full);
+    int rc = rt_store_get(r->store, name, &t, e);
+    if (rc <= 0)
+        return rc < 0 ? -1 : tq_fail(e, TQ_EDATA, "tensor '%s' (the conv state's weights) is missing", full);
+    int ok = t.ndim == 3 && t.shape[0] == C && ((t.shape[1] == 1 && t.shape[2] == K) || (t.shape[1] == K && t.shape[2] == 1));
+    if (!ok || (t.dt != TQ_DT_F32 && t.dt != TQ_DT_F16 && t.dt != TQ_DT_BF16))
+        return tq_fail(e, TQ_EDATA, "tensor '%s': expected [%llu, 1, %llu] or [%llu, %llu, 1] floats "
+                       "(linear_conv_kernel_dim %llu)", full, (unsigned long long)C, (unsigned long long)K,
+                       (unsigned long long)C, (unsigned long long)K, (unsigned long long)K);
+    *hf = t.shape[2] != 1;
+    float *v = tq_malloc(C * K * sizeof *v, e);
+    if (!v)
+        return -1;
+    for (uint64_t i = 0; i < C * K; i++)
+        v[i] = rt_load_f(t.dt, t.data, i);
+    *out = v;
+    return 0;
+}
+
+/* Gated DeltaNet: in_proj_qkvz + in_proj_ba (qwen3_next) or in_proj_qkv, _z, _b, _a
+ * (qwen3_5); conv1d, A_log, dt_bias, the gated norm, out_proj. */
+static int load_deltanet(tq_runner *r, uint64_t l, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    rt_layer *L = &r->L[l];
+    uint64_t Kd = c->lk_heads * c->lk_dim, Vd = c->lv_heads * c->lv_dim, C = 2 * Kd + Vd, nv = c->lv_heads;
+    char n[256];
+    int rc = load_linear_opt(r, P("linear_attn.in_proj_qkvz"), 2 * Kd + 2 * Vd, c->hidden, &L->qkvz, e);
+    if (rc < 0)
+        return -1;
+    L->fused_in = rc;
+    if (rc ? load_linear(r, P("linear_attn.in_proj_ba"), 2 * nv, c->hidden, &L->ba, e)
+           : load_linear(r, P("linear_attn.in_proj_qkv"), C, c->hidden, &L->qkv, e) ||
+                 load_linear(r, P("linear_attn.in_proj_z"), Vd, c->hidden, &L->z, e) ||
+                 load_linear(r, P("linear_attn.in_proj_b"), nv, c->hidden, &L->b, e) ||
+                 load_linear(r, P("linear_attn.in_proj_a"), nv, c->hidden, &L->a, e))
+        return -1;
+    int hf;
+    return load_conv(r, P("linear_attn.conv1d.weight"), C, c->conv_k, &L->conv_w, &hf, e) ||
+                   load_vec(r, P("linear_attn.A_log"), nv, 0, &L->A_log, e) ||
+                   load_vec(r, P("linear_attn.dt_bias"), nv, 0, &L->dt_bias, e) ||
+                   load_vec(r, P("linear_attn.norm.weight"), c->lv_dim, 0, &L->gnorm, e) ||
+                   load_linear(r, P("linear_attn.out_proj"), c->hidden, Vd, &L->o, e)
+               ? -1
+               : 0;
+}
+
+/* Qwen3-Next / Qwen3.5 HF checkpoints store the decoder norms as offsets from 1; their MLX
+ * form (mlx-lm's sanitize, tq-convert) stores 1 + w. mlx-lm tells them apart by the conv1d
+ * layout ([C, 1, K] is HF): so does this, from the first linear-attention layer. */
+static int norms_are_offsets(tq_runner *r, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    if (c->arch != RT_QWEN3_NEXT)
+        return 0;
+    for (uint64_t l = 0; l < c->layers; l++)
+        if (c->mixer[l] == RT_MIX_LINEAR) {
+            char n[256];
+            rt_tensor t;
+            int rc = rt_store_get(r->store, P("linear_attn.conv1d.weight"), &t, e);
+            if (rc < 0)
+                return -1;
+            return rc == 0 || (t.ndim == 3 && t.shape[2] != 1);
+        }
+    return 1; /* no linear layer to tell by: the HF convention */
+}
+
+/* Dense MLP, or the router, the shared expert(s) and the routed experts of layer l. */
+static int load_mlp(tq_runner *r, uint64_t l, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    rt_layer *L = &r->L[l];
+    const moe_names *nm = names_of(c->arch);
+    char n[256];
+    L->moe = rt_layer_is_moe(c, l);
+    if (!L->moe)
+        return load_linear(r, P("mlp.gate_proj"), c->inter, c->hidden, &L->gate, e) ||
+                       load_linear(r, P("mlp.up_proj"), c->inter, c->hidden, &L->up, e) ||
+                       load_linear(r, P("mlp.down_proj"), c->hidden, c->inter, &L->down, e)
+                   ? -1
+                   : 0;
+    snprintf(n, sizeof n, "model.layers.%llu.%s", (unsigned long long)l, nm->router);
+    if (load_linear(r, n, c->experts, c->hidden, &L->router, e) != 0)
+        return -1;
+    if (c->route == RT_ROUTE_SIGMOID_GROUP) {
+        snprintf(n, sizeof n, "model.layers.%llu.%s.e_score_correction_bias", (unsigned long long)l, nm->router);
+        if (load_vec(r, n, c->experts, 0, &L->score_bias, e))
+            return -1;
+    }
+    if (nm->shared) {
+        char sh[300];
+        rt_tensor sw;
+        snprintf(sh, sizeof sh, "model.layers.%llu.%s.gate_proj.weight", (unsigned long long)l, nm->shared);
+        int rc = has_tensor(r, sh, &sw, e);
+        if (rc < 0)
+            return -1;
+        if (rc) {
+            uint64_t si = c->shared_inter ? c->shared_inter : (sw.ndim == 2 ? sw.shape[0] : 0);
+            char m[3][300];
+            for (int k = 0; k < 3; k++)
+                snprintf(m[k], sizeof m[k], "model.layers.%llu.%s.%s", (unsigned long long)l, nm->shared, proj_name[k]);
+            L->has_shared = 1;
+            if (load_linear(r, m[0], si, c->hidden, &L->sg, e) || load_linear(r, m[1], si, c->hidden, &L->su, e) ||
+                load_linear(r, m[2], c->hidden, si, &L->sd, e))
+                return -1;
+            if (nm->shared_gate) {
+                snprintf(n, sizeof n, "model.layers.%llu.%s", (unsigned long long)l, nm->shared_gate);
+                if (load_linear(r, n, 1, c->hidden, &L->sgate, e))
+                    return -1;
+                L->has_sgate = 1;
+            }
+        } else if (c->shared_inter && c->arch == RT_DEEPSEEK) {
+            char full[512];
+            return tq_fail(e, TQ_EDATA, "tensor '%s' is missing (n_shared_experts is set)",
+                           rt_store_name(r->store, sh, full, sizeof full));
+        }
+    }
+#undef P
+    rt_emat *em[3] = {&L->eg, &L->eu, &L->ed};
+    if (c->split) {
+        if (load_experts_split(r, l, em, e) != 0)
+            return -1;
+        L->streamed = 1;
+        return 0;
+    }
+    return load_experts_resident(r, l, em, e);
+}
+
 int rt_model_load(tq_runner *r, tq_err *e)
 {
     const rt_config *c = &r->c;
@@ -305,8 +594,6 @@ int rt_model_load(tq_runner *r, tq_err *e)
         return -1;
     if (load_linear(r, "model.embed_tokens", c->vocab, c->hidden, &r->embed, e) != 0)
         return -1;
-    if (r->embed.kind == RT_TQ)
-        return tq_fail(e, TQ_EUNSUP, "%s: TurboQuant-quantized embeddings are not supported", r->dir);
     int rc = has_tensor(r, "lm_head.weight", NULL, e);
     if (rc < 0)
         return -1;
@@ -316,6 +603,9 @@ int rt_model_load(tq_runner *r, tq_err *e)
     } else {
         r->lm_head = r->embed;
     }
+    if ((rc = norms_are_offsets(r, e)) < 0)
+        return -1;
+    r->norm_shift = rc ? 1.0f : 0.0f;
     if (load_norm(r, "model.norm.weight", c->hidden, &r->final_norm, e) != 0)
         return -1;
     r->L = tq_calloc(c->layers, sizeof *r->L, e);
@@ -323,56 +613,20 @@ int rt_model_load(tq_runner *r, tq_err *e)
         return -1;
     for (uint64_t l = 0; l < c->layers; l++)
         r->L[l].src.fd = -1;
-    uint64_t qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim;
     for (uint64_t l = 0; l < c->layers; l++) {
         rt_layer *L = &r->L[l];
         char n[256];
-#define P(fmt) (snprintf(n, sizeof n, "model.layers.%llu." fmt, (unsigned long long)l), n)
-        if (load_norm(r, P("input_layernorm.weight"), c->hidden, &L->in_norm, e) ||
-            load_norm(r, P("post_attention_layernorm.weight"), c->hidden, &L->post_norm, e) ||
-            load_linear(r, P("self_attn.q_proj"), qd, c->hidden, &L->q, e) ||
-            load_linear(r, P("self_attn.k_proj"), kd, c->hidden, &L->k, e) ||
-            load_linear(r, P("self_attn.v_proj"), kd, c->hidden, &L->v, e) ||
-            load_linear(r, P("self_attn.o_proj"), c->hidden, qd, &L->o, e))
+        L->mixer = c->mixer[l];
+        snprintf(n, sizeof n, "model.layers.%llu.input_layernorm.weight", (unsigned long long)l);
+        if (load_norm(r, n, c->hidden, &L->in_norm, e))
             return -1;
-        if (c->qk_norm && (load_norm(r, P("self_attn.q_norm.weight"), c->head_dim, &L->q_norm, e) ||
-                           load_norm(r, P("self_attn.k_norm.weight"), c->head_dim, &L->k_norm, e)))
+        snprintf(n, sizeof n, "model.layers.%llu.post_attention_layernorm.weight", (unsigned long long)l);
+        if (load_norm(r, n, c->hidden, &L->post_norm, e))
             return -1;
-        L->moe = rt_layer_is_moe(c, l);
-        if (!L->moe) {
-            if (c->inter == 0)
-                return tq_fail(e, TQ_EDATA, "%s/config.json: intermediate_size is needed for layer %llu",
-                               r->dir, (unsigned long long)l);
-            if (load_linear(r, P("mlp.gate_proj"), c->inter, c->hidden, &L->gate, e) ||
-                load_linear(r, P("mlp.up_proj"), c->inter, c->hidden, &L->up, e) ||
-                load_linear(r, P("mlp.down_proj"), c->hidden, c->inter, &L->down, e))
-                return -1;
-            continue;
-        }
-        if (load_linear(r, P("mlp.gate"), c->experts, c->hidden, &L->router, e) != 0)
+        rc = L->mixer == RT_MIX_LINEAR ? load_deltanet(r, l, e) : L->mixer == RT_MIX_MLA ? load_mla(r, l, e)
+                                                                                        : load_attention(r, l, e);
+        if (rc || load_mlp(r, l, e))
             return -1;
-        rt_tensor sw;
-        rc = has_tensor(r, P("mlp.shared_expert.gate_proj.weight"), &sw, e);
-        if (rc < 0)
-            return -1;
-        if (rc) {
-            uint64_t si = c->shared_inter ? c->shared_inter : (sw.ndim == 2 ? sw.shape[0] : 0);
-            L->has_shared = 1;
-            if (load_linear(r, P("mlp.shared_expert.gate_proj"), si, c->hidden, &L->sg, e) ||
-                load_linear(r, P("mlp.shared_expert.up_proj"), si, c->hidden, &L->su, e) ||
-                load_linear(r, P("mlp.shared_expert.down_proj"), c->hidden, si, &L->sd, e) ||
-                load_linear(r, P("mlp.shared_expert_gate"), 1, c->hidden, &L->sgate, e))
-                return -1;
-        }
-#undef P
-        rt_emat *em[3] = {&L->eg, &L->eu, &L->ed};
-        if (c->split) {
-            if (load_experts_split(r, l, em, e) != 0)
-                return -1;
-            L->streamed = 1;
-        } else if (load_experts_resident(r, l, em, e) != 0) {
-            return -1;
-        }
     }
     int any_streamed = 0;
     for (uint64_t l = 0; l < c->layers; l++)
@@ -398,10 +652,10 @@ void rt_model_free(tq_runner *r)
     if (r->L) {
         for (uint64_t l = 0; l < r->c.layers; l++) {
             rt_layer *L = &r->L[l];
-            free(L->in_norm);
-            free(L->post_norm);
-            free(L->q_norm);
-            free(L->k_norm);
+            float *vecs[] = {L->in_norm, L->post_norm, L->q_norm, L->k_norm, L->sinks, L->q_a_norm, L->kv_a_norm,
+                             L->conv_w, L->A_log, L->dt_bias, L->gnorm, L->score_bias};
+            for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++)
+                free(vecs[i]);
             free_emat(&L->eg);
             free_emat(&L->eu);
             free_emat(&L->ed);

@@ -8,7 +8,41 @@
 #include <pthread.h>
 
 /* ------------------------------------------------------------ config */
-enum rt_arch { RT_LLAMA, RT_QWEN3, RT_QWEN3_MOE };
+/* Families the decoder runs (docs/runtime.md walks through one layer of each). */
+enum rt_arch {
+    RT_LLAMA,      /* llama, mistral */
+    RT_QWEN3,
+    RT_QWEN3_MOE,
+    RT_MIXTRAL,
+    RT_DEEPSEEK,   /* deepseek_v3, kimi_k2 */
+    RT_GPT_OSS,
+    RT_QWEN3_NEXT, /* qwen3_next, qwen3_5, qwen3_5_moe: hybrid linear / gated full attention */
+};
+
+/* What a layer's token mixer is. */
+enum rt_mixer {
+    RT_MIX_FULL,    /* softmax attention over every earlier position */
+    RT_MIX_SLIDING, /* softmax attention over the last `window` positions */
+    RT_MIX_LINEAR,  /* Gated DeltaNet: conv state + recurrent state, no KV cache */
+    RT_MIX_MLA,     /* multi-head latent attention: cache of the compressed kv */
+};
+
+/* How the router's logits become expert weights. */
+enum rt_route {
+    RT_ROUTE_SOFTMAX,       /* softmax over all experts, top-k, renormalised when norm_topk */
+    RT_ROUTE_TOPK_SOFTMAX,  /* top-k logits, softmax over those k (gpt-oss) */
+    RT_ROUTE_SIGMOID_GROUP, /* sigmoid, + correction bias for choosing, group-limited top-k,
+                             * renormalised when norm_topk, times route_scale (DeepSeek-V3) */
+};
+
+/* Rotary embedding of one layer kind: `dim` leading dims of each head rotated, pair i turned
+ * by pos * inv_freq[i], cos and sin multiplied by `factor` (YaRN attention factor). */
+typedef struct rt_rope {
+    uint64_t dim;
+    int interleaved;  /* pairs (2i, 2i+1) (DeepSeek) instead of (i, i + dim/2) */
+    double factor;
+    double *inv_freq; /* [dim / 2] */
+} rt_rope;
 
 typedef struct rt_config {
     int arch;
@@ -17,11 +51,26 @@ typedef struct rt_config {
     double rope_theta, eps;
     int tied;
     int qk_norm;
+    unsigned char *mixer;  /* [layers] enum rt_mixer */
+    unsigned char *moe;    /* [layers] 1 = routed experts, 0 = dense MLP */
+    /* attention */
+    rt_rope rope;
+    double att_scale;      /* softmax scale of q.k */
+    uint64_t window;       /* sliding-window layers: positions attended (the current one included) */
+    int att_gate;          /* qwen3_next: q_proj gives query and gate per head; out *= sigmoid(gate) */
+    int sinks;             /* gpt-oss: a learned per-head logit joins every softmax */
+    /* multi-head latent attention (DeepSeek-V3) */
+    uint64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
+    /* Gated DeltaNet (qwen3_next) */
+    uint64_t lk_heads, lv_heads, lk_dim, lv_dim, conv_k;
     /* MoE */
     uint64_t experts, top_k, moe_inter, shared_inter;
     int norm_topk;
-    uint64_t sparse_step;
-    unsigned char *mlp_only; /* per layer: 1 = dense MLP in a MoE model */
+    int route;             /* enum rt_route */
+    double route_scale;    /* routed_scaling_factor (1 = none) */
+    uint64_t n_group, topk_group;
+    int clamped_swiglu;    /* gpt-oss: min(g, limit), clamp(u, -limit, limit), g*sigmoid(alpha g)*(u+1) */
+    double swiglu_alpha, swiglu_limit;
     /* MLX affine defaults from the "quantization" block */
     uint64_t q_bits, q_group;
     /* split directory */
@@ -32,6 +81,7 @@ typedef struct rt_config {
 } rt_config;
 
 int rt_config_load(rt_config *c, const char *dir, struct cJSON **json_out, tq_err *e);
+void rt_config_free(rt_config *c);
 int rt_layer_is_moe(const rt_config *c, uint64_t l);
 /* Affine bits/group for a module: per-module override in the quantization block, else default. */
 void rt_config_affine(const struct cJSON *cfg, const char *module, uint64_t *bits, uint64_t *group,
@@ -87,7 +137,7 @@ void rt_kernels_init(void);
 float rt_load_f(tq_dtype dt, const void *p, uint64_t i);
 /* y[0..rows) = W x. x has cols entries. */
 int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scratch *s, tq_err *e);
-/* Dequantize row r of a dense or affine matrix (embedding lookup). */
+/* Row r of a matrix as floats, any kind (embedding lookup, MLA up-projection rows). */
 int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e);
 
 /* ------------------------------------------------------------ math (rt_math.c) */
@@ -149,7 +199,10 @@ uint64_t rt_store_bytes(const rt_store *s);
 /* Once everything resident is loaded: drop the files' pages from the OS page cache (the
  * data now lives in our buffers; a streaming engine should not hold it twice). */
 void rt_store_drop_cache(rt_store *s);
-const char *rt_store_prefix(const rt_store *s);
+/* The checkpoint's name of a tensor or module the decoder calls "model.X" / "lm_head.X": the
+ * roots of multimodal checkpoints put the language model under "language_model.model." (MLX)
+ * or "model.language_model." (HF). Written into buf, returned. */
+const char *rt_store_name(const rt_store *s, const char *name, char *buf, size_t cap);
 
 /* One matrix described by its parts (shapes without an expert axis). */
 typedef struct rt_parts {
@@ -171,17 +224,40 @@ void rt_emat_bind(const rt_emat *m, uint64_t e, const uint8_t *block, rt_linear 
 
 /* ------------------------------------------------------------ model */
 typedef struct rt_layer {
-    float *in_norm, *post_norm, *q_norm, *k_norm;
+    int mixer;                       /* enum rt_mixer */
+    float *in_norm, *post_norm;      /* [H] */
+    /* softmax attention: q [heads * hd] (x2 with the output gate), k, v [kv_heads * hd], o */
     rt_linear q, k, v, o;
+    float *q_norm, *k_norm;          /* [hd] per-head RMSNorm weights (qwen3, qwen3_next) */
+    float *sinks;                    /* [heads] gpt-oss */
+    /* multi-head latent attention: q (or q_a -> q_a_norm -> q_b), kv_a -> kv_a_norm, kv_b, o */
+    rt_linear q_a, q_b, kv_a, kv_b;
+    float *q_a_norm, *kv_a_norm;     /* [q_lora], [kv_lora] */
+    /* Gated DeltaNet: fused (qkvz, ba) or split (qkv, z, b, a) input projections, out in o */
+    rt_linear qkvz, ba, qkv, z, b, a;
+    int fused_in;
+    float *conv_w;                   /* [C][K] depthwise causal conv, C = 2 * Hk * Dk + Hv * Dv */
+    float *A_log, *dt_bias;          /* [Hv] */
+    float *gnorm;                    /* [Dv] the gated RMSNorm's weight */
+    /* MLP */
     int moe;
     rt_linear gate, up, down;        /* dense MLP */
-    rt_linear router;
+    rt_linear router;                /* [E] logits (+ bias for gpt-oss) */
+    float *score_bias;               /* [E] DeepSeek e_score_correction_bias */
     rt_emat eg, eu, ed;              /* routed experts */
     int has_shared;
-    rt_linear sg, su, sd, sgate;     /* shared expert and its sigmoid gate (rows 1) */
+    rt_linear sg, su, sd, sgate;     /* shared expert(s) and, qwen-style, its sigmoid gate (rows 1) */
+    int has_sgate;
     int streamed;
     rt_block_src src;
     uint8_t *resident_blocks;        /* split dir with --resident: all blocks of the layer */
+    /* Decoding state of this layer (decode.c alloc_state), zeroed at the start. */
+    float *kc;                       /* [ctx][kw] keys after norm and RoPE; MLA: [ctx][kv_lora + qk_rope]
+                                      * normalised latent then the rotated shared key */
+    float *vc;                       /* [ctx][kw] values (not used by MLA) */
+    uint64_t kw;                     /* floats per cached position */
+    float *conv_state;               /* [K - 1][C] the last inputs of the conv (linear layers) */
+    float *ssm;                      /* [Hv][Dv][Dk] the recurrent state (linear layers) */
 } rt_layer;
 
 struct tq_runner {
@@ -194,31 +270,36 @@ struct tq_runner {
     rt_cache *cache;
     rt_linear embed, lm_head;
     float *final_norm;
+    float norm_shift;                /* 1: decoder norms are stored as offsets from 1 (qwen3_next HF) */
     rt_layer *L;
     int weights_mask;                /* bit per kind seen: 1 dense, 2 affine, 4 tq */
     tq_dtype dense_dt;
     uint64_t resident_extra;         /* bytes of resident expert blocks */
     double load_s;
     int used;
-    /* Decoding state (decode.c alloc_state). hd = head_dim, ffn = the largest of
-     * intermediate_size, moe_intermediate_size and the shared expert's; x, h, mo and eo are
-     * allocated max(hidden, heads * hd) floats, of which [hidden] are used. */
-    float *kc;                       /* [layers][ctx][kv_heads * hd] keys, after norm and RoPE */
-    float *vc;                       /* [layers][ctx][kv_heads * hd] values */
-    uint64_t ctx;                    /* KV cache positions */
+    /* Decoding state (decode.c alloc_state). hd = head_dim; ffn = the largest MLP width
+     * (dense, routed or shared); big = the largest of hidden, heads * hd and every
+     * projection a mixer makes (the buffers below are allocated that long). */
+    uint64_t ctx;                    /* cached positions */
     float *x;                        /* [hidden] the residual stream */
-    float *h;                        /* [hidden] RMSNorm(x): the input of attention, MLP, head */
-    float *q;                        /* [heads * hd] queries of this position, head-major */
-    float *k;                        /* [kv_heads * hd] keys of this position */
-    float *v;                        /* [kv_heads * hd] values of this position */
-    float *att;                      /* [heads][ctx] scores, then softmax weights (first pos+1) */
-    float *ao;                       /* [heads * hd] attention output, the input of o_proj */
-    float *mo;                       /* [hidden] a block's output (o_proj, MLP or MoE), added to x */
+    float *h;                        /* [hidden] RMSNorm(x): the input of a mixer, MLP, head */
+    float *q;                        /* attention: [heads * hd] queries (MLA: heads * (nope + rope));
+                                      * linear: the fused projection, then [C] mixed q|k|v */
+    float *k;                        /* attention: [kv_heads * hd] keys; MLA: [kv_lora + rope];
+                                      * linear: [C] conv output */
+    float *v;                        /* attention: [kv_heads * hd] values; linear: [Hv * Dv] z */
+    float *qg;                       /* [heads * hd] the output gate (qwen3_next); linear: b, a */
+    float *att;                      /* [heads][ctx + 1] scores, then softmax weights */
+    float *ao;                       /* [heads * hd] (MLA: heads * v_head; linear: Hv * Dv) the
+                                      * mixer output, the input of o_proj / out_proj */
+    float *mo;                       /* [hidden] a block's output (mixer, MLP or MoE), added to x */
     float *eo;                       /* [hidden] one expert's (or the shared expert's) output */
-    float *g;                        /* [ffn] gate projection, then silu(gate) * up */
+    float *g;                        /* [ffn] gate projection, then act(gate) * up */
     float *u;                        /* [ffn] up projection */
-    float *rl;                       /* [experts] router logits, then probabilities */
+    float *rl;                       /* [2 * experts] router logits, then probabilities (sigmoid
+                                      * routing: scores, then the scores it chooses by) */
     float *logits;                   /* [vocab] */
+    float *rcos, *rsin;              /* [rope dim / 2] this position's rotation */
     rt_scratch scr;                  /* rt_matvec's transformed activation */
 };
 
@@ -227,5 +308,17 @@ int rt_model_load(struct tq_runner *r, tq_err *e);
 int rt_load_block_hashes(struct tq_runner *r, tq_err *e);
 void rt_model_free(struct tq_runner *r);
 int rt_forward(struct tq_runner *r, int32_t token, uint64_t pos, tq_err *e);
+
+/* ------------------------------------------------------------ forward pieces */
+/* out[n] = w[n] * x[n] / sqrt(mean(x²) + eps) (w NULL: 1), sum of squares in double; out may be x. */
+void rt_rmsnorm(float *out, const float *x, const float *w, uint64_t n, double eps);
+/* Turn the first r->c.rope.dim dims of one head v by this position's rcos/rsin. */
+void rt_rope_apply(const struct tq_runner *r, float *v);
+float rt_silu(float x);
+float rt_sigmoid(float x);
+/* Mixers of layer l at position pos: r->h -> r->mo (attention.c, deltanet.c). */
+int rt_attention(struct tq_runner *r, uint64_t l, uint64_t pos, tq_err *e);
+int rt_mla(struct tq_runner *r, uint64_t l, uint64_t pos, tq_err *e);
+int rt_deltanet(struct tq_runner *r, uint64_t l, tq_err *e);
 
 #endif

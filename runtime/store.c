@@ -11,7 +11,8 @@
 struct rt_store {
     tq_model *m;
     void **data;             /* per model tensor, loaded lazily */
-    char prefix[32];
+    char root[32];           /* where the language model's "model." tensors are */
+    char lm_root[32];        /* where "lm_head." is */
     uint64_t bytes;
     /* dense split: per layer ffn_aligned header + fd */
     uint64_t n_ffn;
@@ -48,9 +49,20 @@ int rt_store_open(rt_store **out, const char *dir, const rt_config *c, tq_err *e
         rt_store_close(s);
         return -1;
     }
-    if (!tq_model_find(s->m, "model.embed_tokens.weight") &&
-        tq_model_find(s->m, "language_model.model.embed_tokens.weight"))
-        strcpy(s->prefix, "language_model.");
+    /* The language model's root: plain, MLX multimodal or HF multimodal checkpoint. */
+    static const char *const roots[][2] = {{"model.", "lm_head."},
+                                           {"language_model.model.", "language_model.lm_head."},
+                                           {"model.language_model.", "lm_head."}};
+    strcpy(s->root, roots[0][0]);
+    strcpy(s->lm_root, roots[0][1]);
+    for (size_t i = 1; i < sizeof roots / sizeof *roots && !tq_model_find(s->m, "model.embed_tokens.weight"); i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%sembed_tokens.weight", roots[i][0]);
+        if (tq_model_find(s->m, name)) {
+            strcpy(s->root, roots[i][0]);
+            strcpy(s->lm_root, roots[i][1]);
+        }
+    }
     if (c->split) {
         /* Dense FFNs of a split dense model live in ffn_aligned/layer_LL.bin. */
         s->n_ffn = c->layers;
@@ -156,9 +168,17 @@ uint64_t rt_store_bytes(const rt_store *s)
     return s->bytes;
 }
 
-const char *rt_store_prefix(const rt_store *s)
+const char *rt_store_name(const rt_store *s, const char *name, char *buf, size_t cap)
 {
-    return s->prefix;
+    if (!strncmp(name, "model.", 6))
+        snprintf(buf, cap, "%s%s", s->root, name + 6);
+    else if (!strncmp(name, "lm_head.", 8))
+        snprintf(buf, cap, "%s%s", s->lm_root, name + 8);
+    else if (!strcmp(name, "lm_head")) /* the module: the root without its dot */
+        snprintf(buf, cap, "%.*s", (int)strlen(s->lm_root) - 1, s->lm_root);
+    else
+        snprintf(buf, cap, "%s", name);
+    return buf;
 }
 
 /* "model.layers.L.REST" → (L, REST) */
@@ -208,9 +228,9 @@ static int get_ffn(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
 int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
 {
     char full[512];
-    if ((size_t)snprintf(full, sizeof full, "%s%s", s->prefix, name) >= sizeof full)
+    if (strlen(name) + sizeof s->root >= sizeof full)
         return tq_fail(e, TQ_EDATA, "tensor name too long: %s", name);
-    const tq_model_tensor *mt = tq_model_find(s->m, full);
+    const tq_model_tensor *mt = tq_model_find(s->m, rt_store_name(s, name, full, sizeof full));
     if (!mt)
         return s->n_ffn ? get_ffn(s, name, t, e) : 0;
     size_t i = (size_t)(mt - s->m->tensors);

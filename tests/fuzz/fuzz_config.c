@@ -41,10 +41,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rt_config_load(&c, dir, &j, &e) == 0) {
         if (!j || c.heads == 0 || c.kv_heads == 0 || c.heads % c.kv_heads || c.head_dim == 0 || c.head_dim % 2)
             abort();
-        if (c.arch == RT_QWEN3_MOE && (c.top_k == 0 || c.top_k > c.experts || c.sparse_step == 0 || !c.mlp_only))
+        if (!c.mixer || !c.moe || !c.rope.inv_freq || c.rope.dim > c.head_dim + c.qk_rope || c.rope.dim % 2)
             abort();
-        for (uint64_t l = 0; l < c.layers; l++)
-            (void)rt_layer_is_moe(&c, l);
+        for (uint64_t l = 0; l < c.layers; l++) {
+            if (rt_layer_is_moe(&c, l) && (c.top_k == 0 || c.top_k > c.experts || c.top_k > 64))
+                abort();
+            if (c.mixer[l] == RT_MIX_LINEAR && (c.lk_heads == 0 || c.lv_heads % c.lk_heads || c.conv_k == 0))
+                abort();
+            if (c.mixer[l] == RT_MIX_SLIDING && c.window == 0)
+                abort();
+        }
         static const char *mods[] = {"model.layers.0.mlp.gate", "lm_head", "model.embed_tokens", ""};
         for (size_t i = 0; i < sizeof mods / sizeof *mods; i++) {
             uint64_t bits, group;
@@ -52,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (bits > 32 || group > (1u << 20))
                 abort();
         }
-        free(c.mlp_only);
+        rt_config_free(&c);
         cJSON_Delete(j);
     } else if (j || !e.msg[0]) {
         abort();

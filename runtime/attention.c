@@ -1,0 +1,216 @@
+/* Softmax attention mixers: grouped-query attention (full or sliding window, optional per-head
+ * q/k RMSNorm, partial rotary, attention sinks, sigmoid output gate) and DeepSeek's multi-head
+ * latent attention over a cache of the compressed kv. Each head is computed whole by one
+ * thread with a fixed summation order. docs/runtime.md has the shapes step by step. */
+#include "runtime/rt_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct att_ctx {
+    tq_runner *r;
+    const rt_layer *L;
+    uint64_t pos, t0; /* attend to positions t0..pos */
+};
+
+/* Heads [b, en) at position pos: for head h (kv group kh = h / (heads / kv_heads)), softmax
+ * over t in [t0, pos] of scale · q·k_t (with the head's sink logit in the denominator when the
+ * model has sinks), then the weighted sum of v_t into ao. */
+static void att_task(void *vctx, uint64_t b, uint64_t en)
+{
+    struct att_ctx *a = vctx;
+    tq_runner *r = a->r;
+    const rt_config *c = &r->c;
+    uint64_t hd = c->head_dim, kvd = c->kv_heads * hd, group = c->heads / c->kv_heads;
+    const float *kc = a->L->kc, *vc = a->L->vc; /* [ctx][kvd] */
+    float scale = (float)c->att_scale;
+    for (uint64_t h = b; h < en; h++) {
+        const float *q = r->q + h * hd; /* [hd] */
+        uint64_t kh = h / group;
+        float *sc = r->att + h * (r->ctx + 1); /* [pos + 1] used */
+        float mx = -INFINITY;
+        for (uint64_t t = a->t0; t <= a->pos; t++) {
+            const float *k = kc + t * kvd + kh * hd; /* [hd] */
+            float s = 0;
+            for (uint64_t i = 0; i < hd; i++)
+                s += q[i] * k[i];
+            sc[t] = s * scale;
+            if (sc[t] > mx)
+                mx = sc[t];
+        }
+        float sink = a->L->sinks ? a->L->sinks[h] : 0.0f;
+        if (a->L->sinks && sink > mx)
+            mx = sink;
+        float sum = 0;
+        for (uint64_t t = a->t0; t <= a->pos; t++) {
+            sc[t] = rt_expf(sc[t] - mx);
+            sum += sc[t];
+        }
+        if (a->L->sinks)
+            sum += rt_expf(sink - mx);
+        float *o = r->ao + h * hd; /* [hd] */
+        memset(o, 0, hd * sizeof *o);
+        for (uint64_t t = a->t0; t <= a->pos; t++) {
+            const float *v = vc + t * kvd + kh * hd; /* [hd] */
+            float p = sc[t] / sum;
+            for (uint64_t i = 0; i < hd; i++)
+                o[i] += p * v[i];
+        }
+    }
+}
+
+/* Grouped-query attention of layer l at position pos: h [H] → q [heads·hd] (with the output
+ * gate, q_proj gives [heads][2·hd]: query then gate per head, the gates go to qg), k, v [kvd]
+ * (+ biases) → q_norm / k_norm per head when the model has them → RoPE on the first rope.dim
+ * dims of each head → cache row pos → ao [heads·hd] (· sigmoid(gate)) → o_proj → mo [H]. */
+int rt_attention(tq_runner *r, uint64_t l, uint64_t pos, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    rt_layer *L = &r->L[l];
+    uint64_t hd = c->head_dim, kvd = c->kv_heads * hd;
+    if (rt_matvec(r->pool, &L->q, r->h, r->q, &r->scr, e) || rt_matvec(r->pool, &L->k, r->h, r->k, &r->scr, e) ||
+        rt_matvec(r->pool, &L->v, r->h, r->v, &r->scr, e))
+        return -1;
+    if (c->att_gate)
+        for (uint64_t h = 0; h < c->heads; h++) { /* [heads][query | gate] → q [heads·hd], qg [heads·hd] */
+            memcpy(r->qg + h * hd, r->q + 2 * h * hd + hd, hd * sizeof(float));
+            memmove(r->q + h * hd, r->q + 2 * h * hd, hd * sizeof(float));
+        }
+    for (uint64_t h = 0; h < c->heads; h++) {
+        if (L->q_norm)
+            rt_rmsnorm(r->q + h * hd, r->q + h * hd, L->q_norm, hd, c->eps);
+        rt_rope_apply(r, r->q + h * hd);
+    }
+    for (uint64_t h = 0; h < c->kv_heads; h++) {
+        if (L->k_norm)
+            rt_rmsnorm(r->k + h * hd, r->k + h * hd, L->k_norm, hd, c->eps);
+        rt_rope_apply(r, r->k + h * hd);
+    }
+    memcpy(L->kc + pos * kvd, r->k, kvd * sizeof(float));
+    memcpy(L->vc + pos * kvd, r->v, kvd * sizeof(float));
+    struct att_ctx a = {r, L, pos, 0};
+    if (L->mixer == RT_MIX_SLIDING && pos + 1 > c->window)
+        a.t0 = pos + 1 - c->window;
+    rt_pool_for(r->pool, c->heads, att_task, &a);
+    if (c->att_gate)
+        for (uint64_t i = 0; i < c->heads * hd; i++)
+            r->ao[i] *= rt_sigmoid(r->qg[i]);
+    return rt_matvec(r->pool, &L->o, r->ao, r->mo, &r->scr, e);
+}
+
+/* ---------------------------------------------------------------- latent attention */
+struct mla_ctx {
+    tq_runner *r;
+    const rt_layer *L;
+    uint64_t pos;
+    int failed;
+};
+
+/* Heads [b, en): the query's no-rope part is taken into the latent space through kv_b's key
+ * rows of the head (qa [kv_lora] = Σ_d q_nope[d] · kv_b[h·(nope+v) + d]), so
+ * score_t = scale · (qa · latent_t + q_rope · k_rope_t); the softmax-weighted latent
+ * ol [kv_lora] = Σ_t p_t latent_t goes out through the head's value rows:
+ * ao[h·v + i] = kv_b[h·(nope+v) + nope + i] · ol. Same products as expanding k and v per
+ * position, in the other order. */
+static void mla_task(void *vctx, uint64_t b, uint64_t en)
+{
+    struct mla_ctx *a = vctx;
+    tq_runner *r = a->r;
+    const rt_config *c = &r->c;
+    const rt_layer *L = a->L;
+    uint64_t nope = c->qk_nope, rope = c->qk_rope, vh = c->v_head, kvl = c->kv_lora, W = kvl + rope;
+    float *row = malloc(kvl * sizeof *row), *qa = malloc(kvl * sizeof *qa), *ol = malloc(kvl * sizeof *ol);
+    tq_err err;
+    if (!row || !qa || !ol) {
+        a->failed = 1; /* benign race: every writer stores 1 */
+        goto out;
+    }
+    float scale = (float)c->att_scale;
+    for (uint64_t h = b; h < en; h++) {
+        const float *q = r->q + h * (nope + rope); /* [nope | rope] */
+        uint64_t base = h * (nope + vh);
+        memset(qa, 0, kvl * sizeof *qa);
+        for (uint64_t d = 0; d < nope; d++) {
+            if (rt_linear_row(&L->kv_b, base + d, row, &err) != 0) {
+                a->failed = 1;
+                goto out;
+            }
+            for (uint64_t j = 0; j < kvl; j++)
+                qa[j] += q[d] * row[j];
+        }
+        float *sc = r->att + h * (r->ctx + 1);
+        float mx = -INFINITY;
+        for (uint64_t t = 0; t <= a->pos; t++) {
+            const float *lat = L->kc + t * W; /* [kv_lora | rope] */
+            float s = 0, sr = 0;
+            for (uint64_t j = 0; j < kvl; j++)
+                s += qa[j] * lat[j];
+            for (uint64_t j = 0; j < rope; j++)
+                sr += q[nope + j] * lat[kvl + j];
+            sc[t] = (s + sr) * scale;
+            if (sc[t] > mx)
+                mx = sc[t];
+        }
+        float sum = 0;
+        for (uint64_t t = 0; t <= a->pos; t++) {
+            sc[t] = rt_expf(sc[t] - mx);
+            sum += sc[t];
+        }
+        memset(ol, 0, kvl * sizeof *ol);
+        for (uint64_t t = 0; t <= a->pos; t++) {
+            const float *lat = L->kc + t * W;
+            float p = sc[t] / sum;
+            for (uint64_t j = 0; j < kvl; j++)
+                ol[j] += p * lat[j];
+        }
+        for (uint64_t i = 0; i < vh; i++) {
+            if (rt_linear_row(&L->kv_b, base + nope + i, row, &err) != 0) {
+                a->failed = 1;
+                goto out;
+            }
+            float s = 0;
+            for (uint64_t j = 0; j < kvl; j++)
+                s += row[j] * ol[j];
+            r->ao[h * vh + i] = s;
+        }
+    }
+out:
+    free(row);
+    free(qa);
+    free(ol);
+}
+
+/* Latent attention of layer l at position pos: h [H] → q [heads·(nope+rope)] (q_proj, or
+ * q_a_proj → q_a_layernorm → q_b_proj) and kv_a_proj_with_mqa → [kv_lora | rope]: the latent
+ * is RMS-normalised (kv_a_layernorm), the rope part is one key head shared by all heads; RoPE
+ * (interleaved pairs) on every head's q_rope and on k_rope → cache row pos → heads → ao
+ * [heads·v_head] → o_proj → mo [H]. */
+int rt_mla(tq_runner *r, uint64_t l, uint64_t pos, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    rt_layer *L = &r->L[l];
+    uint64_t nope = c->qk_nope, rope = c->qk_rope, kvl = c->kv_lora, W = kvl + rope;
+    if (c->q_lora) {
+        float *t = r->v; /* [q_lora] */
+        if (rt_matvec(r->pool, &L->q_a, r->h, t, &r->scr, e))
+            return -1;
+        rt_rmsnorm(t, t, L->q_a_norm, c->q_lora, 1e-6);
+        if (rt_matvec(r->pool, &L->q_b, t, r->q, &r->scr, e))
+            return -1;
+    } else if (rt_matvec(r->pool, &L->q, r->h, r->q, &r->scr, e)) {
+        return -1;
+    }
+    if (rt_matvec(r->pool, &L->kv_a, r->h, r->k, &r->scr, e))
+        return -1;
+    rt_rmsnorm(r->k, r->k, L->kv_a_norm, kvl, 1e-6);
+    rt_rope_apply(r, r->k + kvl);
+    for (uint64_t h = 0; h < c->heads; h++)
+        rt_rope_apply(r, r->q + h * (nope + rope) + nope);
+    memcpy(L->kc + pos * W, r->k, W * sizeof(float));
+    struct mla_ctx a = {r, L, pos, 0};
+    rt_pool_for(r->pool, c->heads, mla_task, &a);
+    if (a.failed)
+        return tq_fail(e, TQ_ENOMEM, "out of memory in latent attention (kv_lora_rank %llu)", (unsigned long long)kvl);
+    return rt_matvec(r->pool, &L->o, r->ao, r->mo, &r->scr, e);
+}
