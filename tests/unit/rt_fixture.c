@@ -200,42 +200,54 @@ typedef struct fx_slot {
 static const float fx_cb3[8] = {-2.1519453f, -1.3439091f, -0.7560052f, -0.2450941f,
                                 0.2450941f,  0.7560052f,  1.3439091f,  2.1519453f};
 
+/* rows x cols values of the recipe written at base in float kind k (F32/BF16/F16), returned
+ * as the f64 values the file holds. */
+static dmat fx_fill_float(unsigned char *base, int k, int rows, int cols)
+{
+    dmat m = fx_dmat(rows, cols);
+    double sd = 1.0 / sqrt((double)cols);
+    for (int i = 0; i < rows * cols; i++) {
+        float v = (float)(fx_gauss() * sd);
+        if (fx_uniform() < 0.003)
+            v *= 12.0f; /* a few heavy-tailed entries */
+        if (k == FX_F32) {
+            memcpy(base + 4 * (size_t)i, &v, 4);
+            m.w[i] = v;
+        } else if (k == FX_BF16) {
+            uint16_t h = fx_bf16(v);
+            memcpy(base + 2 * (size_t)i, &h, 2);
+            m.w[i] = fx_bf16_d(h);
+        } else {
+            if (fabsf(v) < 1e-4f)
+                v = 1e-4f;
+            uint16_t h = fx_f16(v);
+            memcpy(base + 2 * (size_t)i, &h, 2);
+            m.w[i] = fx_f16_d(h);
+        }
+    }
+    return m;
+}
+
+static const char *fx_float_dtype(int k)
+{
+    return k == FX_F32 ? "F32" : k == FX_BF16 ? "BF16" : "F16";
+}
+
 static dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, int cols, int E, int ex, fx_slot *sl,
                       int force_float)
 {
-    dmat m = fx_dmat(rows, cols);
     double sd = 1.0 / sqrt((double)cols);
     char nm[200];
     int k = force_float ? FX_F32 : kind;
     if (k == FX_F32 || k == FX_BF16 || k == FX_F16) {
-        const char *dt = k == FX_F32 ? "F32" : k == FX_BF16 ? "BF16" : "F16";
         uint64_t es = k == FX_F32 ? 4 : 2;
         if (ex == 0 || !E) {
             snprintf(nm, sizeof nm, "%s.weight", name);
-            sl->w = fx_add_mat(f, nm, dt, E, rows, (uint64_t)cols, es);
+            sl->w = fx_add_mat(f, nm, fx_float_dtype(k), E, rows, (uint64_t)cols, es);
         }
-        unsigned char *base = (unsigned char *)sl->w + (uint64_t)ex * (uint64_t)rows * (uint64_t)cols * es;
-        for (int i = 0; i < rows * cols; i++) {
-            float v = (float)(fx_gauss() * sd);
-            if (fx_uniform() < 0.003)
-                v *= 12.0f; /* a few heavy-tailed entries */
-            if (k == FX_F32) {
-                memcpy(base + 4 * (size_t)i, &v, 4);
-                m.w[i] = v;
-            } else if (k == FX_BF16) {
-                uint16_t h = fx_bf16(v);
-                memcpy(base + 2 * (size_t)i, &h, 2);
-                m.w[i] = fx_bf16_d(h);
-            } else {
-                if (fabsf(v) < 1e-4f)
-                    v = 1e-4f;
-                uint16_t h = fx_f16(v);
-                memcpy(base + 2 * (size_t)i, &h, 2);
-                m.w[i] = fx_f16_d(h);
-            }
-        }
-        return m;
+        return fx_fill_float((unsigned char *)sl->w + (uint64_t)ex * (uint64_t)rows * (uint64_t)cols * es, k, rows, cols);
     }
+    dmat m = fx_dmat(rows, cols);
     if (k == FX_AFF4 || k == FX_AFF8) {
         int bits = k == FX_AFF4 ? 4 : 8, group = 32, epw = 32 / bits, wpr = cols / epw, ng = cols / group;
         if (ex == 0 || !E) {
@@ -350,6 +362,366 @@ static int fx_write_config(const fx_cfg *c, const char *dir)
     return fclose(fp);
 }
 
+/* ---------------------------------------------------------------- the other families */
+static int fx_is_aff(int k) { return k == FX_AFF4 || k == FX_AFF8; }
+static int fx_is_tq(int k) { return k == FX_TQ3 || k == FX_TQ4 || k == FX_TQ2; }
+
+/* A float vector: mean + sd * gauss, stored F32 (dtype "F32") under name; its f64 values. */
+static double *fx_vec(fx_file *f, const char *name, int n, double mean, double sd)
+{
+    double *v = malloc((size_t)n * sizeof *v);
+    float *d = fx_add(f, name, "F32", 1, (uint64_t)n, 0, 0, 4);
+    for (int i = 0; i < n; i++) {
+        d[i] = (float)(mean + sd * fx_gauss());
+        v[i] = d[i];
+    }
+    return v;
+}
+
+/* A norm of a model whose HF form stores norms as offsets from 1 (qwen3_next): the effective
+ * weight 1 + 0.2 g is stored minus 1 (HF) or as is (MLX). Returns the effective weights. */
+static double *fx_norm_maybe_offset(fx_file *f, const char *name, int n, int offset)
+{
+    if (!offset)
+        return fx_norm(f, name, n);
+    double *v = malloc((size_t)n * sizeof *v);
+    float *d = fx_add(f, name, "F32", 1, (uint64_t)n, 0, 0, 4);
+    for (int i = 0; i < n; i++) {
+        d[i] = (float)(0.2 * fx_gauss());
+        v[i] = (double)d[i] + 1.0;
+    }
+    return v;
+}
+
+/* [E][n] biases of stacked experts, one tensor [E, n]. */
+static double **fx_vec_stacked(fx_file *f, const char *name, int E, int n)
+{
+    double **v = calloc((size_t)E, sizeof *v);
+    float *d = fx_add(f, name, "F32", 2, (uint64_t)E, (uint64_t)n, 0, 4);
+    for (int x = 0; x < E; x++) {
+        v[x] = malloc((size_t)n * sizeof **v);
+        for (int i = 0; i < n; i++) {
+            d[x * n + i] = (float)(0.05 * fx_gauss());
+            v[x][i] = d[x * n + i];
+        }
+    }
+    return v;
+}
+
+static const char *fx_model_type(int arch)
+{
+    static const char *const n[] = {"llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "gpt_oss", "qwen3_next",
+                                    "qwen3_5_moe"};
+    return n[arch];
+}
+
+/* config.json of the families after qwen3_moe, with the keys their released configs use. */
+static int fx_write_family_config(const fx_cfg *c, const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        return -1;
+    int wrapped = c->arch == FX_QWEN3_5_MOE;
+    fprintf(fp, "{\"model_type\": \"%s\", \"tie_word_embeddings\": %s", fx_model_type(c->arch), c->tied ? "true" : "false");
+    if (wrapped)
+        fprintf(fp, ", \"text_config\": {\"model_type\": \"qwen3_5_moe_text\"");
+    fprintf(fp, ", \"hidden_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
+                "\"num_key_value_heads\": %d, \"vocab_size\": %d, \"rms_norm_eps\": %g, \"max_position_embeddings\": 4096",
+            c->hidden, c->layers, c->heads, c->kv_heads, c->vocab, c->eps);
+    if (c->arch != FX_DEEPSEEK)
+        fprintf(fp, ", \"head_dim\": %d", c->head_dim);
+    if (c->arch != FX_QWEN3_5_MOE)
+        fprintf(fp, ", \"rope_theta\": %g", c->theta);
+    if (c->inter)
+        fprintf(fp, ", \"intermediate_size\": %d", c->inter);
+    if (c->yarn)
+        fprintf(fp, ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": %g, \"original_max_position_embeddings\": %g, "
+                    "\"beta_fast\": %g, \"beta_slow\": %g, \"mscale\": %g, \"mscale_all_dim\": %g, \"truncate\": %s}",
+                c->rs_factor, c->rs_orig, c->rs_beta_fast, c->rs_beta_slow, c->rs_mscale, c->rs_mscale_all,
+                c->rs_truncate ? "true" : "false");
+    else
+        fprintf(fp, ", \"rope_scaling\": null");
+    switch (c->arch) {
+    case FX_MIXTRAL:
+        fprintf(fp, ", \"num_local_experts\": %d, \"num_experts_per_tok\": %d", c->experts, c->top_k);
+        if (c->window)
+            fprintf(fp, ", \"sliding_window\": %d", c->window);
+        else
+            fprintf(fp, ", \"sliding_window\": null");
+        break;
+    case FX_DEEPSEEK:
+        fprintf(fp, ", \"kv_lora_rank\": %d, \"qk_nope_head_dim\": %d, \"qk_rope_head_dim\": %d, \"v_head_dim\": %d, "
+                    "\"n_routed_experts\": %d, \"num_experts_per_tok\": %d, \"moe_intermediate_size\": %d, "
+                    "\"n_shared_experts\": %d, \"first_k_dense_replace\": %d, \"moe_layer_freq\": 1, \"n_group\": %d, "
+                    "\"topk_group\": %d, \"norm_topk_prob\": %s, \"routed_scaling_factor\": %g, \"topk_method\": \"noaux_tc\", "
+                    "\"scoring_func\": \"sigmoid\"",
+                c->kv_lora, c->qk_nope, c->qk_rope, c->v_head, c->experts, c->top_k, c->moe_inter, c->n_shared,
+                c->first_dense, c->n_group, c->topk_group, c->norm_topk ? "true" : "false", c->route_scale);
+        if (c->q_lora)
+            fprintf(fp, ", \"q_lora_rank\": %d", c->q_lora);
+        else
+            fprintf(fp, ", \"q_lora_rank\": null");
+        break;
+    case FX_GPT_OSS:
+        fprintf(fp, ", \"num_local_experts\": %d, \"num_experts_per_tok\": %d, \"sliding_window\": %d, "
+                    "\"swiglu_limit\": %g, \"attention_bias\": true, \"layer_types\": [",
+                c->experts, c->top_k, c->window, c->swiglu_limit);
+        for (int l = 0; l < c->layers; l++)
+            fprintf(fp, "%s\"%s\"", l ? ", " : "", l % 2 ? "full_attention" : "sliding_attention");
+        fprintf(fp, "]");
+        break;
+    default: /* qwen3_next, qwen3_5_moe */
+        fprintf(fp, ", \"linear_num_key_heads\": %d, \"linear_num_value_heads\": %d, \"linear_key_head_dim\": %d, "
+                    "\"linear_value_head_dim\": %d, \"linear_conv_kernel_dim\": %d, \"num_experts\": %d, "
+                    "\"num_experts_per_tok\": %d, \"moe_intermediate_size\": %d, \"shared_expert_intermediate_size\": %d, "
+                    "\"norm_topk_prob\": %s, \"decoder_sparse_step\": 1",
+                c->lk_heads, c->lv_heads, c->lk_dim, c->lv_dim, c->conv_k, c->experts, c->top_k, c->moe_inter,
+                c->shared_inter, c->norm_topk ? "true" : "false");
+        if (c->mlp_only)
+            fprintf(fp, ", \"mlp_only_layers\": [%d]", c->mlp_only - 1);
+        else
+            fprintf(fp, ", \"mlp_only_layers\": []");
+        if (c->layer_types) {
+            fprintf(fp, ", \"layer_types\": [");
+            for (int l = 0; l < c->layers; l++)
+                fprintf(fp, "%s\"%s\"", l ? ", " : "", (l + 1) % c->full_interval ? "linear_attention" : "full_attention");
+            fprintf(fp, "]");
+        } else {
+            fprintf(fp, ", \"full_attention_interval\": %d", c->full_interval);
+        }
+        if (wrapped)
+            fprintf(fp, ", \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": %g, \"partial_rotary_factor\": %g, "
+                        "\"mrope_section\": [1, 1, 2], \"mrope_interleaved\": true}}",
+                    c->theta, c->prf);
+        else
+            fprintf(fp, ", \"partial_rotary_factor\": %g", c->prf);
+        break;
+    }
+    if (fx_is_aff(c->kind))
+        fprintf(fp, ", \"quantization\": {\"group_size\": 32, \"bits\": %d}", c->kind == FX_AFF4 ? 4 : 8);
+    if (fx_is_tq(c->kind))
+        fprintf(fp, ", \"quantization\": {\"mode\": \"turboquant\", \"group_size\": 32, \"bits\": %d}",
+                c->kind == FX_TQ3 ? 3 : c->kind == FX_TQ4 ? 4 : 2);
+    fprintf(fp, "}\n");
+    return fclose(fp);
+}
+
+/* Routed experts of layer L (prefix P = "<root>layers.L."): HF per-expert names (PROJ[k]
+ * under EXP.<e>.), HF fused (EXP.gate_up_proj / EXP.down_proj, float kinds) or MLX stacked
+ * (STK.<gate|up|down>_proj). */
+static void fx_experts(fx_file *f, const fx_cfg *c, fx_layer *L, const char *P, const char *exp, const char *stk,
+                       const char *const proj[3], int fused, int bias)
+{
+    int E = c->experts, K = c->kind, I = c->moe_inter, H = c->hidden;
+    char b[300];
+    L->eg = calloc((size_t)E, sizeof(dmat));
+    L->eu = calloc((size_t)E, sizeof(dmat));
+    L->ed = calloc((size_t)E, sizeof(dmat));
+    if (fused) { /* [E, 2I, H]: rows 0..I-1 gate, I..2I-1 up; [E, H, I] down */
+        int k = K == FX_F32 || K == FX_BF16 || K == FX_F16 ? K : FX_BF16;
+        uint64_t es = k == FX_F32 ? 4 : 2;
+        snprintf(b, sizeof b, "%s%s.gate_up_proj", P, exp);
+        unsigned char *gu = fx_add(f, b, fx_float_dtype(k), 3, (uint64_t)E, 2 * (uint64_t)I, (uint64_t)H, es);
+        snprintf(b, sizeof b, "%s%s.down_proj", P, exp);
+        unsigned char *dn = fx_add(f, b, fx_float_dtype(k), 3, (uint64_t)E, (uint64_t)H, (uint64_t)I, es);
+        for (int x = 0; x < E; x++) {
+            L->eg[x] = fx_fill_float(gu + (size_t)x * 2 * I * H * es, k, I, H);
+            L->eu[x] = fx_fill_float(gu + ((size_t)x * 2 * I + I) * H * es, k, I, H);
+            L->ed[x] = fx_fill_float(dn + (size_t)x * H * I * es, k, H, I);
+        }
+        return;
+    }
+    fx_slot sl = {0}, sg = {0}, su = {0}, sdn = {0};
+    for (int x = 0; x < E; x++) {
+        if (c->hf_expert_names) {
+            snprintf(b, sizeof b, "%s%s.%d.%s", P, exp, x, proj[0]);
+            L->eg[x] = fx_matrix(f, b, K, I, H, 0, 0, &sl, 0);
+            snprintf(b, sizeof b, "%s%s.%d.%s", P, exp, x, proj[1]);
+            L->eu[x] = fx_matrix(f, b, K, I, H, 0, 0, &sl, 0);
+            snprintf(b, sizeof b, "%s%s.%d.%s", P, exp, x, proj[2]);
+            L->ed[x] = fx_matrix(f, b, K, H, I, 0, 0, &sl, 0);
+        } else {
+            snprintf(b, sizeof b, "%s%s.gate_proj", P, stk);
+            L->eg[x] = fx_matrix(f, b, K, I, H, E, x, &sg, 0);
+            snprintf(b, sizeof b, "%s%s.up_proj", P, stk);
+            L->eu[x] = fx_matrix(f, b, K, I, H, E, x, &su, 0);
+            snprintf(b, sizeof b, "%s%s.down_proj", P, stk);
+            L->ed[x] = fx_matrix(f, b, K, H, I, E, x, &sdn, 0);
+        }
+    }
+    if (bias) {
+        snprintf(b, sizeof b, "%s%s.gate_proj.bias", P, stk);
+        L->egb = fx_vec_stacked(f, b, E, I);
+        snprintf(b, sizeof b, "%s%s.up_proj.bias", P, stk);
+        L->eub = fx_vec_stacked(f, b, E, I);
+        snprintf(b, sizeof b, "%s%s.down_proj.bias", P, stk);
+        L->edb = fx_vec_stacked(f, b, E, H);
+    }
+}
+
+static int fx_generate_family(const fx_cfg *c, const char *dir, fx_model *m)
+{
+    if (fx_write_family_config(c, dir) != 0)
+        return -1;
+    fx_file f = {0};
+    fx_slot sl;
+    memset(&sl, 0, sizeof sl);
+    int K = c->kind, aff = fx_is_aff(K), tq = fx_is_tq(K), H = c->hidden;
+    int hybrid = c->arch == FX_QWEN3_NEXT || c->arch == FX_QWEN3_5_MOE;
+    /* Norms stored as offsets from 1 and conv1d [C, 1, K] go together: the HF form, and the
+     * MLX form of qwen3_5 (mlx-lm's sanitize adds the 1 at load); the MLX form of qwen3_next
+     * stores 1 + w and [C, K, 1]. */
+    int offsets = hybrid && (c->hf_expert_names || c->arch == FX_QWEN3_5_MOE);
+    /* roots: HF multimodal "model.language_model." + "lm_head", MLX "language_model.model." */
+    const char *root = "model.", *lm = "lm_head";
+    if (c->arch == FX_QWEN3_5_MOE) {
+        root = c->hf_expert_names ? "model.language_model." : "language_model.model.";
+        lm = c->hf_expert_names ? "lm_head" : "language_model.lm_head";
+    }
+    char n[300], P[200];
+#define NM(s) (snprintf(n, sizeof n, "%s%s", P, s), n)
+    snprintf(n, sizeof n, "%sembed_tokens", root);
+    m->embed = fx_matrix(&f, n, aff ? K : K == FX_BF16 ? FX_BF16 : FX_F32, c->vocab, H, 0, 0, &sl, tq);
+    m->lm = c->tied ? m->embed : fx_matrix(&f, lm, K, c->vocab, H, 0, 0, &sl, 0);
+    snprintf(n, sizeof n, "%snorm.weight", root);
+    m->norm = fx_norm_maybe_offset(&f, n, H, offsets);
+    m->L = calloc((size_t)c->layers, sizeof *m->L);
+    int hd = c->head_dim, qd = c->heads * hd, kd = c->kv_heads * hd;
+    for (int l = 0; l < c->layers; l++) {
+        fx_layer *L = &m->L[l];
+        snprintf(P, sizeof P, "%slayers.%d.", root, l);
+        L->in_norm = fx_norm_maybe_offset(&f, NM("input_layernorm.weight"), H, offsets);
+        L->post_norm = fx_norm_maybe_offset(&f, NM("post_attention_layernorm.weight"), H, offsets);
+        L->moe = 1;
+        /* ---- mixer */
+        if (c->arch == FX_DEEPSEEK) {
+            int qh = c->qk_nope + c->qk_rope;
+            if (c->q_lora) {
+                L->qa = fx_matrix(&f, NM("self_attn.q_a_proj"), K, c->q_lora, H, 0, 0, &sl, 0);
+                L->qa_norm = fx_norm(&f, NM("self_attn.q_a_layernorm.weight"), c->q_lora);
+                L->qbm = fx_matrix(&f, NM("self_attn.q_b_proj"), K, c->heads * qh, c->q_lora, 0, 0, &sl, 0);
+            } else {
+                L->q = fx_matrix(&f, NM("self_attn.q_proj"), K, c->heads * qh, H, 0, 0, &sl, 0);
+            }
+            L->kva = fx_matrix(&f, NM("self_attn.kv_a_proj_with_mqa"), K, c->kv_lora + c->qk_rope, H, 0, 0, &sl, 0);
+            L->kva_norm = fx_norm(&f, NM("self_attn.kv_a_layernorm.weight"), c->kv_lora);
+            /* tq-convert keeps kv_b_proj float (mlx-lm reshapes it); MLX affine files quantize it */
+            L->kvb = fx_matrix(&f, NM("self_attn.kv_b_proj"), K, c->heads * (c->qk_nope + c->v_head), c->kv_lora, 0, 0,
+                               &sl, tq);
+            L->o = fx_matrix(&f, NM("self_attn.o_proj"), K, H, c->heads * c->v_head, 0, 0, &sl, 0);
+            L->moe = l >= c->first_dense;
+        } else if (hybrid && (l + 1) % c->full_interval) {
+            int Kd = c->lk_heads * c->lk_dim, Vd = c->lv_heads * c->lv_dim, C = 2 * Kd + Vd, nv = c->lv_heads;
+            int rep = nv / c->lk_heads, blk = 2 * c->lk_dim + 2 * rep * c->lv_dim;
+            L->linear = 1;
+            /* small projections (fewer than 32 rows) stay float in TurboQuant files, as tq-convert leaves them */
+            if (c->arch == FX_QWEN3_NEXT) {
+                /* fused per key head: q [Dk], k [Dk], v [rep Dv], z [rep Dv]; b [rep], a [rep] */
+                dmat qkvz = fx_matrix(&f, NM("linear_attn.in_proj_qkvz"), K, 2 * Kd + 2 * Vd, H, 0, 0, &sl, 0);
+                dmat ba = fx_matrix(&f, NM("linear_attn.in_proj_ba"), K, 2 * nv, H, 0, 0, &sl, tq && 2 * nv < 32);
+                L->pqkv = fx_dmat(C, H);
+                L->pz = fx_dmat(Vd, H);
+                L->pb = fx_dmat(nv, H);
+                L->pa = fx_dmat(nv, H);
+                for (int g = 0; g < c->lk_heads; g++) {
+                    const double *src = qkvz.w + (size_t)g * blk * H;
+                    size_t row = (size_t)H * sizeof(double);
+                    memcpy(L->pqkv.w + (size_t)g * c->lk_dim * H, src, c->lk_dim * row);
+                    memcpy(L->pqkv.w + ((size_t)Kd + g * c->lk_dim) * H, src + (size_t)c->lk_dim * H, c->lk_dim * row);
+                    memcpy(L->pqkv.w + ((size_t)2 * Kd + g * rep * c->lv_dim) * H, src + (size_t)2 * c->lk_dim * H,
+                           rep * c->lv_dim * row);
+                    memcpy(L->pz.w + (size_t)g * rep * c->lv_dim * H, src + ((size_t)2 * c->lk_dim + rep * c->lv_dim) * H,
+                           rep * c->lv_dim * row);
+                    memcpy(L->pb.w + (size_t)g * rep * H, ba.w + (size_t)g * 2 * rep * H, rep * row);
+                    memcpy(L->pa.w + (size_t)g * rep * H, ba.w + ((size_t)g * 2 * rep + rep) * H, rep * row);
+                }
+                free(qkvz.w);
+                free(ba.w);
+            } else {
+                L->pqkv = fx_matrix(&f, NM("linear_attn.in_proj_qkv"), K, C, H, 0, 0, &sl, 0);
+                L->pz = fx_matrix(&f, NM("linear_attn.in_proj_z"), K, Vd, H, 0, 0, &sl, 0);
+                L->pb = fx_matrix(&f, NM("linear_attn.in_proj_b"), K, nv, H, 0, 0, &sl, tq && nv < 32);
+                L->pa = fx_matrix(&f, NM("linear_attn.in_proj_a"), K, nv, H, 0, 0, &sl, tq && nv < 32);
+            }
+            /* conv1d: [C, 1, K] (HF) or [C, K, 1] (the MLX form of qwen3_next) */
+            float *cw = offsets
+                            ? fx_add(&f, NM("linear_attn.conv1d.weight"), "F32", 3, (uint64_t)C, 1, (uint64_t)c->conv_k, 4)
+                            : fx_add(&f, NM("linear_attn.conv1d.weight"), "F32", 3, (uint64_t)C, (uint64_t)c->conv_k, 1, 4);
+            L->conv = malloc((size_t)C * c->conv_k * sizeof(double));
+            for (int i = 0; i < C * c->conv_k; i++) {
+                cw[i] = (float)(0.5 * fx_gauss());
+                L->conv[i] = cw[i];
+            }
+            L->A_log = fx_vec(&f, NM("linear_attn.A_log"), nv, 0.5, 0.5);
+            L->dt_bias = fx_vec(&f, NM("linear_attn.dt_bias"), nv, 1.0, 0.3);
+            L->gnorm = fx_norm(&f, NM("linear_attn.norm.weight"), c->lv_dim);
+            L->o = fx_matrix(&f, NM("linear_attn.out_proj"), K, H, Vd, 0, 0, &sl, 0);
+        } else {
+            int gated = hybrid;
+            L->q = fx_matrix(&f, NM("self_attn.q_proj"), K, gated ? 2 * qd : qd, H, 0, 0, &sl, 0);
+            L->k = fx_matrix(&f, NM("self_attn.k_proj"), K, kd, H, 0, 0, &sl, 0);
+            L->v = fx_matrix(&f, NM("self_attn.v_proj"), K, kd, H, 0, 0, &sl, 0);
+            L->o = fx_matrix(&f, NM("self_attn.o_proj"), K, H, qd, 0, 0, &sl, 0);
+            if (hybrid) {
+                L->qn = fx_norm_maybe_offset(&f, NM("self_attn.q_norm.weight"), hd, offsets);
+                L->kn = fx_norm_maybe_offset(&f, NM("self_attn.k_norm.weight"), hd, offsets);
+            }
+            if (c->arch == FX_GPT_OSS) {
+                L->qb = fx_vec(&f, NM("self_attn.q_proj.bias"), qd, 0, 0.1);
+                L->kb = fx_vec(&f, NM("self_attn.k_proj.bias"), kd, 0, 0.1);
+                L->vb = fx_vec(&f, NM("self_attn.v_proj.bias"), kd, 0, 0.1);
+                L->ob = fx_vec(&f, NM("self_attn.o_proj.bias"), H, 0, 0.1);
+                L->sinks = fx_vec(&f, NM("self_attn.sinks"), c->heads, 0, 1.0);
+            }
+        }
+        if (hybrid && c->mlp_only == l + 1)
+            L->moe = 0;
+        /* ---- MLP */
+        if (!L->moe) {
+            L->gate = fx_matrix(&f, NM("mlp.gate_proj"), K, c->inter, H, 0, 0, &sl, 0);
+            L->up = fx_matrix(&f, NM("mlp.up_proj"), K, c->inter, H, 0, 0, &sl, 0);
+            L->down = fx_matrix(&f, NM("mlp.down_proj"), K, H, c->inter, 0, 0, &sl, 0);
+            continue;
+        }
+        static const char *const gud[3] = {"gate_proj", "up_proj", "down_proj"};
+        static const char *const w132[3] = {"w1", "w3", "w2"};
+        switch (c->arch) {
+        case FX_MIXTRAL:
+            L->router = fx_matrix(&f, NM("block_sparse_moe.gate"), K, c->experts, H, 0, 0, &sl, !aff);
+            fx_experts(&f, c, L, P, "block_sparse_moe.experts", "block_sparse_moe.switch_mlp", w132, 0, 0);
+            break;
+        case FX_DEEPSEEK: /* MoEGate is not a linear layer: float in every form */
+            L->router = fx_matrix(&f, NM("mlp.gate"), K, c->experts, H, 0, 0, &sl, 1);
+            L->ebias = fx_vec(&f, NM("mlp.gate.e_score_correction_bias"), c->experts, 0, 0.1);
+            L->sg = fx_matrix(&f, NM("mlp.shared_experts.gate_proj"), K, c->n_shared * c->moe_inter, H, 0, 0, &sl, 0);
+            L->su = fx_matrix(&f, NM("mlp.shared_experts.up_proj"), K, c->n_shared * c->moe_inter, H, 0, 0, &sl, 0);
+            L->sd = fx_matrix(&f, NM("mlp.shared_experts.down_proj"), K, H, c->n_shared * c->moe_inter, 0, 0, &sl, 0);
+            fx_experts(&f, c, L, P, "mlp.experts", "mlp.switch_mlp", gud, 0, 0);
+            break;
+        case FX_GPT_OSS: /* the MLX form: stacked mlp.experts.* with biases */
+            L->router = fx_matrix(&f, NM("mlp.router"), K, c->experts, H, 0, 0, &sl, !aff);
+            L->rb = fx_vec(&f, NM("mlp.router.bias"), c->experts, 0, 0.1);
+            fx_experts(&f, c, L, P, "mlp.experts", "mlp.experts", gud, 0, 1);
+            break;
+        default: /* qwen3_next, qwen3_5_moe */
+            L->router = fx_matrix(&f, NM("mlp.gate"), K, c->experts, H, 0, 0, &sl, !aff);
+            L->sg = fx_matrix(&f, NM("mlp.shared_expert.gate_proj"), K, c->shared_inter, H, 0, 0, &sl, 0);
+            L->su = fx_matrix(&f, NM("mlp.shared_expert.up_proj"), K, c->shared_inter, H, 0, 0, &sl, 0);
+            L->sd = fx_matrix(&f, NM("mlp.shared_expert.down_proj"), K, H, c->shared_inter, 0, 0, &sl, 0);
+            L->sgate = fx_matrix(&f, NM("mlp.shared_expert_gate"), K, 1, H, 0, 0, &sl, 1);
+            fx_experts(&f, c, L, P, "mlp.experts", "mlp.switch_mlp", gud,
+                       c->arch == FX_QWEN3_5_MOE && c->hf_expert_names, 0);
+            break;
+        }
+    }
+#undef NM
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    return fx_write(&f, path);
+}
+
 /* Generate model directory `dir` and its dense twin m. */
 int fx_generate(const fx_cfg *c, const char *dir, fx_model *m)
 {
@@ -357,6 +729,8 @@ int fx_generate(const fx_cfg *c, const char *dir, fx_model *m)
     m->c = *c;
     fx_rng = c->seed * 2654435761u + 88172645463325252ull;
     mkdir(dir, 0755);
+    if (c->arch >= FX_MIXTRAL)
+        return fx_generate_family(c, dir, m);
     if (fx_write_config(c, dir) != 0)
         return -1;
     fx_file f = {0};
@@ -427,152 +801,6 @@ int fx_generate(const fx_cfg *c, const char *dir, fx_model *m)
     return fx_write(&f, path);
 }
 
-/* ---------------------------------------------------------------- naive forward (f64) */
-
-static void fx_mv(const dmat *m, const double *x, double *y)
-{
-    for (int r = 0; r < m->rows; r++) {
-        double s = 0;
-        for (int j = 0; j < m->cols; j++)
-            s += m->w[(size_t)r * m->cols + j] * x[j];
-        y[r] = s;
-    }
-}
-
-static void fx_rms(double *o, const double *x, const double *w, int n, double eps)
-{
-    double ss = 0;
-    for (int i = 0; i < n; i++)
-        ss += x[i] * x[i];
-    double inv = 1.0 / sqrt(ss / n + eps);
-    for (int i = 0; i < n; i++)
-        o[i] = w[i] * x[i] * inv;
-}
-
-static void fx_rope(double *v, int d, int pos, double theta)
-{
-    for (int i = 0; i < d / 2; i++) {
-        double a = pos * pow(theta, -2.0 * i / d);
-        double x1 = v[i], x2 = v[i + d / 2];
-        v[i] = x1 * cos(a) - x2 * sin(a);
-        v[i + d / 2] = x2 * cos(a) + x1 * sin(a);
-    }
-}
-
-static void fx_mlp(const dmat *g, const dmat *u, const dmat *d, const double *x, double *out)
-{
-    double *a = malloc((size_t)g->rows * sizeof *a), *b = malloc((size_t)g->rows * sizeof *b);
-    fx_mv(g, x, a);
-    fx_mv(u, x, b);
-    for (int i = 0; i < g->rows; i++)
-        a[i] = a[i] / (1.0 + exp(-a[i])) * b[i];
-    fx_mv(d, a, out);
-    free(a);
-    free(b);
-}
-
-/* logits (vocab) for token at pos */
-void fx_forward(const fx_model *m, fx_state *s, int token, int pos, double *logits)
-{
-    const fx_cfg *c = &m->c;
-    int H = c->hidden, hd = c->head_dim, qd = c->heads * hd, kd = c->kv_heads * hd;
-    double *x = malloc((size_t)H * 8), *h = malloc((size_t)H * 8), *q = malloc((size_t)qd * 8),
-           *k = malloc((size_t)kd * 8), *v = malloc((size_t)kd * 8), *ao = malloc((size_t)qd * 8),
-           *t = malloc((size_t)H * 8), *t2 = malloc((size_t)H * 8), *sc = malloc((size_t)(pos + 1) * 8);
-    for (int i = 0; i < H; i++)
-        x[i] = m->embed.w[(size_t)token * H + i];
-    for (int l = 0; l < c->layers; l++) {
-        const fx_layer *L = &m->L[l];
-        fx_rms(h, x, L->in_norm, H, c->eps);
-        fx_mv(&L->q, h, q);
-        fx_mv(&L->k, h, k);
-        fx_mv(&L->v, h, v);
-        for (int hh = 0; hh < c->heads; hh++) {
-            if (L->qn)
-                fx_rms(q + hh * hd, q + hh * hd, L->qn, hd, c->eps);
-            fx_rope(q + hh * hd, hd, pos, c->theta);
-        }
-        for (int hh = 0; hh < c->kv_heads; hh++) {
-            if (L->kn)
-                fx_rms(k + hh * hd, k + hh * hd, L->kn, hd, c->eps);
-            fx_rope(k + hh * hd, hd, pos, c->theta);
-        }
-        memcpy(s->kc + ((size_t)l * s->ctx + pos) * kd, k, (size_t)kd * 8);
-        memcpy(s->vc + ((size_t)l * s->ctx + pos) * kd, v, (size_t)kd * 8);
-        for (int hh = 0; hh < c->heads; hh++) {
-            int kh = hh / (c->heads / c->kv_heads);
-            double mx = -1e300, sum = 0;
-            for (int p = 0; p <= pos; p++) {
-                const double *kk = s->kc + ((size_t)l * s->ctx + p) * kd + kh * hd;
-                double d = 0;
-                for (int i = 0; i < hd; i++)
-                    d += q[hh * hd + i] * kk[i];
-                sc[p] = d / sqrt((double)hd);
-                if (sc[p] > mx)
-                    mx = sc[p];
-            }
-            for (int p = 0; p <= pos; p++)
-                sum += (sc[p] = exp(sc[p] - mx));
-            for (int i = 0; i < hd; i++) {
-                double o = 0;
-                for (int p = 0; p <= pos; p++)
-                    o += sc[p] / sum * s->vc[((size_t)l * s->ctx + p) * kd + kh * hd + i];
-                ao[hh * hd + i] = o;
-            }
-        }
-        fx_mv(&L->o, ao, t);
-        for (int i = 0; i < H; i++)
-            x[i] += t[i];
-        fx_rms(h, x, L->post_norm, H, c->eps);
-        if (c->arch != FX_QWEN3_MOE) {
-            fx_mlp(&L->gate, &L->up, &L->down, h, t);
-        } else {
-            double *pr = malloc((size_t)c->experts * 8);
-            fx_mv(&L->router, h, pr);
-            double mx = -1e300, sum = 0;
-            for (int i = 0; i < c->experts; i++)
-                mx = pr[i] > mx ? pr[i] : mx;
-            for (int i = 0; i < c->experts; i++)
-                sum += (pr[i] = exp(pr[i] - mx));
-            for (int i = 0; i < c->experts; i++)
-                pr[i] /= sum;
-            int *sel = calloc((size_t)c->experts, sizeof(int));
-            double wsum = 0;
-            int ids[64];
-            for (int kk = 0; kk < c->top_k; kk++) {
-                int b = -1;
-                for (int i = 0; i < c->experts; i++)
-                    if (!sel[i] && (b < 0 || pr[i] > pr[b]))
-                        b = i;
-                sel[b] = 1;
-                ids[kk] = b;
-                wsum += pr[b];
-            }
-            memset(t, 0, (size_t)H * 8);
-            for (int kk = 0; kk < c->top_k; kk++) {
-                double w = pr[ids[kk]] / (c->norm_topk ? wsum : 1.0);
-                fx_mlp(&L->eg[ids[kk]], &L->eu[ids[kk]], &L->ed[ids[kk]], h, t2);
-                for (int i = 0; i < H; i++)
-                    t[i] += w * t2[i];
-            }
-            if (c->shared_inter) {
-                double gl;
-                fx_mlp(&L->sg, &L->su, &L->sd, h, t2);
-                fx_mv(&L->sgate, h, &gl);
-                for (int i = 0; i < H; i++)
-                    t[i] += t2[i] / (1.0 + exp(-gl));
-            }
-            free(sel);
-            free(pr);
-        }
-        for (int i = 0; i < H; i++)
-            x[i] += t[i];
-    }
-    fx_rms(h, x, m->norm, H, c->eps);
-    fx_mv(&m->lm, h, logits);
-    free(x); free(h); free(q); free(k); free(v); free(ao); free(t); free(t2); free(sc);
-}
-
 void fx_free(fx_model *m)
 {
     const fx_cfg *c = &m->c;
@@ -582,15 +810,21 @@ void fx_free(fx_model *m)
     free(m->norm);
     for (int l = 0; l < c->layers; l++) {
         fx_layer *L = &m->L[l];
-        free(L->in_norm); free(L->post_norm); free(L->qn); free(L->kn);
-        dmat *ms[] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down, &L->router,
-                      &L->sg, &L->su, &L->sd, &L->sgate};
+        double *vs[] = {L->in_norm, L->post_norm, L->qn, L->kn, L->qb, L->kb, L->vb, L->ob, L->rb, L->sinks,
+                        L->ebias, L->qa_norm, L->kva_norm, L->conv, L->A_log, L->dt_bias, L->gnorm};
+        for (size_t i = 0; i < sizeof vs / sizeof *vs; i++)
+            free(vs[i]);
+        dmat *ms[] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down, &L->router, &L->sg, &L->su, &L->sd,
+                      &L->sgate, &L->qa, &L->qbm, &L->kva, &L->kvb, &L->pqkv, &L->pz, &L->pb, &L->pa};
         for (size_t i = 0; i < sizeof ms / sizeof *ms; i++)
             free(ms[i]->w);
         for (int x = 0; L->eg && x < c->experts; x++) {
             free(L->eg[x].w); free(L->eu[x].w); free(L->ed[x].w);
+            if (L->egb) {
+                free(L->egb[x]); free(L->eub[x]); free(L->edb[x]);
+            }
         }
-        free(L->eg); free(L->eu); free(L->ed);
+        free(L->eg); free(L->eu); free(L->ed); free(L->egb); free(L->eub); free(L->edb);
     }
     free(m->L);
 }

@@ -1,23 +1,41 @@
-/* Test fixtures for the runtime tests (rt_fixture.c): tiny llama / qwen3 / qwen3_moe models
- * written from a seed in f32, bf16, f16, MLX affine (4/8 bit) or TurboQuant form, together
- * with the same weights as dense f64 matrices, and a naive f64 reference forward pass written
- * independently of runtime/. */
+/* Test fixtures for the runtime tests: tiny models of every family the runtime decodes
+ * (llama, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss, qwen3_next, qwen3_5_moe) written
+ * from a seed in f32, bf16, f16, MLX affine (4/8 bit) or TurboQuant form by rt_fixture.c,
+ * together with the same weights as dense f64 matrices, and a naive f64 reference forward
+ * pass (rt_oracle.c) written from the published equations, independently of runtime/. */
 #ifndef TQ_RT_FIXTURE_H
 #define TQ_RT_FIXTURE_H
 
 #include <stdint.h>
 
-enum fx_kind { FX_F32, FX_BF16, FX_F16, FX_AFF4, FX_AFF8, FX_TQ3, FX_TQ4, FX_TQ2 };
-enum fx_arch { FX_LLAMA, FX_QWEN3, FX_QWEN3_MOE };
+enum fx_kind { FX_F32, FX_BF16, FX_F16, FX_AFF4, FX_AFF8, FX_TQ3, FX_TQ4, FX_TQ2, FX_NKINDS };
+enum fx_arch { FX_LLAMA, FX_QWEN3, FX_QWEN3_MOE, FX_MIXTRAL, FX_DEEPSEEK, FX_GPT_OSS, FX_QWEN3_NEXT, FX_QWEN3_5_MOE };
 
 typedef struct fx_cfg {
     int arch, kind;
     int hidden, inter, layers, heads, kv_heads, head_dim, vocab;
     int experts, top_k, moe_inter, shared_inter, norm_topk;
-    int hf_expert_names; /* per-expert HF names instead of stacked switch_mlp */
+    int hf_expert_names; /* HF names: per-expert tensors (qwen3_5_moe: fused gate_up, wrapped
+                          * "model.language_model." root); else the MLX form (stacked experts;
+                          * qwen3_next/qwen3_5: norms stored as 1 + w) */
     int tied;
     double theta, eps;
     uint64_t seed;
+    /* attention */
+    int window;           /* sliding window (mixtral: every layer; gpt_oss: even layers) */
+    int yarn;             /* rope_scaling yarn with the values below */
+    double rs_factor, rs_orig, rs_beta_fast, rs_beta_slow, rs_mscale, rs_mscale_all;
+    int rs_truncate;
+    /* deepseek_v3 */
+    int q_lora, kv_lora, qk_nope, qk_rope, v_head, n_shared, first_dense, n_group, topk_group;
+    double route_scale;
+    /* gpt_oss */
+    double swiglu_limit;
+    /* qwen3_next / qwen3_5_moe */
+    int lk_heads, lv_heads, lk_dim, lv_dim, conv_k, full_interval;
+    int layer_types;      /* write layer_types instead of full_attention_interval */
+    int mlp_only;         /* qwen3_next: layer index + 1 of a dense layer (0: none) */
+    double prf;           /* partial_rotary_factor */
 } fx_cfg;
 
 typedef struct dmat {
@@ -26,9 +44,21 @@ typedef struct dmat {
 } dmat;
 
 typedef struct fx_layer {
-    double *in_norm, *post_norm, *qn, *kn;
+    int linear, moe;      /* qwen3_next: Gated DeltaNet layer; MoE (else dense MLP) */
+    double *in_norm, *post_norm, *qn, *kn; /* effective weights (1 + w already added) */
     dmat q, k, v, o, gate, up, down, router, sg, su, sd, sgate;
+    double *qb, *kb, *vb, *ob, *rb;        /* gpt_oss biases: q, k, v, o, router */
+    double *sinks;
     dmat *eg, *eu, *ed;
+    double **egb, **eub, **edb;            /* gpt_oss expert biases [E][rows] */
+    double *ebias;                         /* deepseek e_score_correction_bias */
+    /* deepseek MLA */
+    dmat qa, qbm, kva, kvb;
+    double *qa_norm, *kva_norm;
+    /* Gated DeltaNet: q|k|v|z|b|a projections in the split form */
+    dmat pqkv, pz, pb, pa;
+    double *conv;                          /* [C][K] */
+    double *A_log, *dt_bias, *gnorm;
 } fx_layer;
 
 typedef struct fx_model {
@@ -38,9 +68,15 @@ typedef struct fx_model {
     fx_layer *L;
 } fx_model;
 
+/* Decoding state of the oracle. kc/vc (layers x ctx x kv_dim) serve llama/qwen3/qwen3_moe and
+ * are allocated by the caller; the rest (other families) is allocated on first use and
+ * released by fx_state_free. */
 typedef struct fx_state {
-    double *kc, *vc; /* layers x ctx x kv_dim */
+    double *kc, *vc;
     int ctx;
+    int nl;               /* layers of the arrays below */
+    double **lk, **lv;    /* per layer [ctx][heads or kv heads][dim] */
+    double **conv, **ssm; /* per linear layer: [K-1][C], [Hv][Dv][Dk] */
 } fx_state;
 
 /* The fixture's random generator (xorshift64): fx_generate seeds it from c->seed; tests may
@@ -51,9 +87,13 @@ double fx_uniform(void);
 /* Writes model directory `dir` (config.json + model.safetensors) for c, and its dense twin
  * m (free with fx_free). Returns 0, or -1 when a file cannot be written. */
 int fx_generate(const fx_cfg *c, const char *dir, fx_model *m);
-/* Logits (vocab) for `token` at position pos, appending to the KV cache in s. */
+/* Logits (vocab) for `token` at position pos, appending to the state s (rt_oracle.c). */
 void fx_forward(const fx_model *m, fx_state *s, int token, int pos, double *logits);
+void fx_state_free(fx_state *s);
 void fx_free(fx_model *m);
+/* A small configuration of each family that exercises every branch of it (tests). */
+fx_cfg fx_family_cfg(int arch, int kind);
+const char *fx_kind_name(int kind);
 
 /* The logits of a decode, collected through tq_run_opts.on_logits = fx_collect with user =
  * an fx_logits whose v holds cap steps: steps must arrive in order, from 0, and fit. */

@@ -73,8 +73,9 @@ static void compare_naive(const fx_model *pm, const char *dir, const char *name)
     unsigned char sha[32];
     CHECK_OK(run_model(dir, 2, &b, toks, sha, NULL, &err));
     CHECK(b.steps == NGEN);
-    fx_state s = {calloc((size_t)c.layers * 16 * (size_t)c.kv_heads * (size_t)c.head_dim, 8),
-                  calloc((size_t)c.layers * 16 * (size_t)c.kv_heads * (size_t)c.head_dim, 8), 16};
+    fx_state s = {.kc = calloc((size_t)c.layers * 16 * (size_t)c.kv_heads * (size_t)c.head_dim, 8),
+                  .vc = calloc((size_t)c.layers * 16 * (size_t)c.kv_heads * (size_t)c.head_dim, 8),
+                  .ctx = 16};
     double *ref = malloc((size_t)c.vocab * sizeof *ref);
     double worst = 0;
     int pos = 0;

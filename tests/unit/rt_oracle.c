@@ -1,0 +1,696 @@
+/* tests/unit/rt_oracle.c — the reference forward pass of the runtime tests: every family the
+ * runtime decodes, in f64, on the dense twins rt_fixture.c makes, written from the published
+ * equations (the HuggingFace modeling code of each family; docs/runtime.md restates them) and
+ * sharing no code with runtime/. Where the runtime reorders a computation for speed (latent
+ * attention absorbed into the query, the delta-rule state stored transposed, RoPE pairs rotated
+ * in place), this file does it the plain way. */
+#include "rt_fixture.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- small pieces */
+static void fx_mv(const dmat *m, const double *x, double *y)
+{
+    for (int r = 0; r < m->rows; r++) {
+        double s = 0;
+        for (int j = 0; j < m->cols; j++)
+            s += m->w[(size_t)r * m->cols + j] * x[j];
+        y[r] = s;
+    }
+}
+
+/* y = W x + b (b may be NULL) */
+static void fx_mvb(const dmat *m, const double *b, const double *x, double *y)
+{
+    fx_mv(m, x, y);
+    for (int r = 0; b && r < m->rows; r++)
+        y[r] += b[r];
+}
+
+static void fx_rms(double *o, const double *x, const double *w, int n, double eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++)
+        o[i] = (w ? w[i] : 1.0) * x[i] * inv;
+}
+
+static double sigm(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
+
+static double silu(double x)
+{
+    return x * sigm(x);
+}
+
+static void fx_rope(double *v, int d, int pos, double theta)
+{
+    for (int i = 0; i < d / 2; i++) {
+        double a = pos * pow(theta, -2.0 * i / d);
+        double x1 = v[i], x2 = v[i + d / 2];
+        v[i] = x1 * cos(a) - x2 * sin(a);
+        v[i + d / 2] = x2 * cos(a) + x1 * sin(a);
+    }
+}
+
+static void fx_mlp(const dmat *g, const dmat *u, const dmat *d, const double *x, double *out)
+{
+    double *a = malloc((size_t)g->rows * sizeof *a), *b = malloc((size_t)g->rows * sizeof *b);
+    fx_mv(g, x, a);
+    fx_mv(u, x, b);
+    for (int i = 0; i < g->rows; i++)
+        a[i] = a[i] / (1.0 + exp(-a[i])) * b[i];
+    fx_mv(d, a, out);
+    free(a);
+    free(b);
+}
+
+/* ---------------------------------------------------------------- llama, qwen3, qwen3_moe */
+static void fx_forward_classic(const fx_model *m, fx_state *s, int token, int pos, double *logits)
+{
+    const fx_cfg *c = &m->c;
+    int H = c->hidden, hd = c->head_dim, qd = c->heads * hd, kd = c->kv_heads * hd;
+    double *x = malloc((size_t)H * 8), *h = malloc((size_t)H * 8), *q = malloc((size_t)qd * 8),
+           *k = malloc((size_t)kd * 8), *v = malloc((size_t)kd * 8), *ao = malloc((size_t)qd * 8),
+           *t = malloc((size_t)H * 8), *t2 = malloc((size_t)H * 8), *sc = malloc((size_t)(pos + 1) * 8);
+    for (int i = 0; i < H; i++)
+        x[i] = m->embed.w[(size_t)token * H + i];
+    for (int l = 0; l < c->layers; l++) {
+        const fx_layer *L = &m->L[l];
+        fx_rms(h, x, L->in_norm, H, c->eps);
+        fx_mv(&L->q, h, q);
+        fx_mv(&L->k, h, k);
+        fx_mv(&L->v, h, v);
+        for (int hh = 0; hh < c->heads; hh++) {
+            if (L->qn)
+                fx_rms(q + hh * hd, q + hh * hd, L->qn, hd, c->eps);
+            fx_rope(q + hh * hd, hd, pos, c->theta);
+        }
+        for (int hh = 0; hh < c->kv_heads; hh++) {
+            if (L->kn)
+                fx_rms(k + hh * hd, k + hh * hd, L->kn, hd, c->eps);
+            fx_rope(k + hh * hd, hd, pos, c->theta);
+        }
+        memcpy(s->kc + ((size_t)l * s->ctx + pos) * kd, k, (size_t)kd * 8);
+        memcpy(s->vc + ((size_t)l * s->ctx + pos) * kd, v, (size_t)kd * 8);
+        for (int hh = 0; hh < c->heads; hh++) {
+            int kh = hh / (c->heads / c->kv_heads);
+            double mx = -1e300, sum = 0;
+            for (int p = 0; p <= pos; p++) {
+                const double *kk = s->kc + ((size_t)l * s->ctx + p) * kd + kh * hd;
+                double d = 0;
+                for (int i = 0; i < hd; i++)
+                    d += q[hh * hd + i] * kk[i];
+                sc[p] = d / sqrt((double)hd);
+                if (sc[p] > mx)
+                    mx = sc[p];
+            }
+            for (int p = 0; p <= pos; p++)
+                sum += (sc[p] = exp(sc[p] - mx));
+            for (int i = 0; i < hd; i++) {
+                double o = 0;
+                for (int p = 0; p <= pos; p++)
+                    o += sc[p] / sum * s->vc[((size_t)l * s->ctx + p) * kd + kh * hd + i];
+                ao[hh * hd + i] = o;
+            }
+        }
+        fx_mv(&L->o, ao, t);
+        for (int i = 0; i < H; i++)
+            x[i] += t[i];
+        fx_rms(h, x, L->post_norm, H, c->eps);
+        if (c->arch != FX_QWEN3_MOE) {
+            fx_mlp(&L->gate, &L->up, &L->down, h, t);
+        } else {
+            double *pr = malloc((size_t)c->experts * 8);
+            fx_mv(&L->router, h, pr);
+            double mx = -1e300, sum = 0;
+            for (int i = 0; i < c->experts; i++)
+                mx = pr[i] > mx ? pr[i] : mx;
+            for (int i = 0; i < c->experts; i++)
+                sum += (pr[i] = exp(pr[i] - mx));
+            for (int i = 0; i < c->experts; i++)
+                pr[i] /= sum;
+            int *sel = calloc((size_t)c->experts, sizeof(int));
+            double wsum = 0;
+            int ids[64];
+            for (int kk = 0; kk < c->top_k; kk++) {
+                int b = -1;
+                for (int i = 0; i < c->experts; i++)
+                    if (!sel[i] && (b < 0 || pr[i] > pr[b]))
+                        b = i;
+                sel[b] = 1;
+                ids[kk] = b;
+                wsum += pr[b];
+            }
+            memset(t, 0, (size_t)H * 8);
+            for (int kk = 0; kk < c->top_k; kk++) {
+                double w = pr[ids[kk]] / (c->norm_topk ? wsum : 1.0);
+                fx_mlp(&L->eg[ids[kk]], &L->eu[ids[kk]], &L->ed[ids[kk]], h, t2);
+                for (int i = 0; i < H; i++)
+                    t[i] += w * t2[i];
+            }
+            if (c->shared_inter) {
+                double gl;
+                fx_mlp(&L->sg, &L->su, &L->sd, h, t2);
+                fx_mv(&L->sgate, h, &gl);
+                for (int i = 0; i < H; i++)
+                    t[i] += t2[i] / (1.0 + exp(-gl));
+            }
+            free(sel);
+            free(pr);
+        }
+        for (int i = 0; i < H; i++)
+            x[i] += t[i];
+    }
+    fx_rms(h, x, m->norm, H, c->eps);
+    fx_mv(&m->lm, h, logits);
+    free(x); free(h); free(q); free(k); free(v); free(ao); free(t); free(t2); free(sc);
+}
+
+/* ---------------------------------------------------------------- rotary embeddings */
+static double yarn_mscale(double scale, double m)
+{
+    return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+/* inverse frequencies of `dim` rotated dims, and the factor on cos / sin (YaRN) */
+static void fx_inv_freq(const fx_cfg *c, int dim, double *inv, double *factor)
+{
+    *factor = 1.0;
+    for (int i = 0; i < dim / 2; i++)
+        inv[i] = 1.0 / pow(c->theta, 2.0 * i / dim);
+    if (!c->yarn)
+        return;
+    double f = c->rs_factor;
+    *factor = c->rs_mscale && c->rs_mscale_all ? yarn_mscale(f, c->rs_mscale) / yarn_mscale(f, c->rs_mscale_all)
+                                               : yarn_mscale(f, 1.0);
+    double low = dim * log(c->rs_orig / (c->rs_beta_fast * 2 * M_PI)) / (2 * log(c->theta));
+    double high = dim * log(c->rs_orig / (c->rs_beta_slow * 2 * M_PI)) / (2 * log(c->theta));
+    if (c->rs_truncate) {
+        low = floor(low);
+        high = ceil(high);
+    }
+    low = fmax(low, 0);
+    high = fmin(high, dim - 1);
+    if (low == high)
+        high += 0.001;
+    for (int i = 0; i < dim / 2; i++) {
+        double ramp = fmin(fmax((i - low) / (high - low), 0), 1);
+        double extrapolation = 1 - ramp; /* share of the original frequency */
+        double interpolated = inv[i] / f;
+        inv[i] = interpolated * (1 - extrapolation) + inv[i] * extrapolation;
+    }
+}
+
+/* rotate_half on v[0..dim): halves (x1, x2) → (x1 cos - x2 sin, x2 cos + x1 sin) */
+static void rope_half(double *v, int dim, int pos, const double *inv, double factor)
+{
+    for (int i = 0; i < dim / 2; i++) {
+        double a = pos * inv[i], cs = cos(a) * factor, sn = sin(a) * factor;
+        double x1 = v[i], x2 = v[i + dim / 2];
+        v[i] = x1 * cs - x2 * sn;
+        v[i + dim / 2] = x2 * cs + x1 * sn;
+    }
+}
+
+/* DeepSeek's interleaved form as HF applies it: deinterleave (even dims first, then odd),
+ * then rotate_half. The result is a permutation of the pairwise rotation, the same for q and k. */
+static void rope_interleave(double *v, int dim, int pos, const double *inv, double factor)
+{
+    double *t = malloc((size_t)dim * sizeof *t);
+    for (int i = 0; i < dim / 2; i++) {
+        t[i] = v[2 * i];
+        t[dim / 2 + i] = v[2 * i + 1];
+    }
+    rope_half(t, dim, pos, inv, factor);
+    memcpy(v, t, (size_t)dim * sizeof *t);
+    free(t);
+}
+
+/* ---------------------------------------------------------------- state */
+static double *state_buf(fx_state *s, double ***arr, int layers, int l, size_t n)
+{
+    s->nl = layers;
+    if (!*arr)
+        *arr = calloc((size_t)layers, sizeof **arr);
+    if (!(*arr)[l])
+        (*arr)[l] = calloc(n ? n : 1, sizeof(double));
+    return (*arr)[l];
+}
+
+void fx_state_free(fx_state *s)
+{
+    double ***arrs[] = {&s->lk, &s->lv, &s->conv, &s->ssm};
+    for (int a = 0; a < 4; a++) {
+        for (int l = 0; *arrs[a] && l < s->nl; l++)
+            free((*arrs[a])[l]);
+        free(*arrs[a]);
+        *arrs[a] = NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- the other families */
+/* Softmax attention (mixtral, gpt_oss, qwen3_next full layers): q, k, v (+ biases), the
+ * qwen3_next output gate (q_proj gives [heads][query | gate]), per-head norms, rotate_half
+ * RoPE on the first rot dims, a sliding window, sinks. x [H] in, out [H]. */
+static void attention(const fx_model *m, fx_state *s, int l, int pos, const double *x, double *out)
+{
+    const fx_cfg *c = &m->c;
+    const fx_layer *L = &m->L[l];
+    int hd = c->head_dim, qd = c->heads * hd, kd = c->kv_heads * hd, gated = c->arch >= FX_QWEN3_NEXT;
+    int rot = gated ? (int)(hd * c->prf) / 2 * 2 : hd;
+    double *qq = malloc((size_t)2 * qd * 8), *q = malloc((size_t)qd * 8), *gate = malloc((size_t)qd * 8);
+    double *ao = malloc((size_t)qd * 8), *sc = malloc((size_t)(pos + 2) * 8), inv[512], factor;
+    fx_inv_freq(c, rot, inv, &factor);
+    fx_mvb(&L->q, L->qb, x, qq);
+    for (int h = 0; h < c->heads; h++)
+        for (int i = 0; i < hd; i++) {
+            q[h * hd + i] = gated ? qq[h * 2 * hd + i] : qq[h * hd + i];
+            gate[h * hd + i] = gated ? qq[h * 2 * hd + hd + i] : 0;
+        }
+    double *K = state_buf(s, &s->lk, c->layers, l, (size_t)s->ctx * kd);
+    double *V = state_buf(s, &s->lv, c->layers, l, (size_t)s->ctx * kd);
+    double *k = K + (size_t)pos * kd, *v = V + (size_t)pos * kd;
+    fx_mvb(&L->k, L->kb, x, k);
+    fx_mvb(&L->v, L->vb, x, v);
+    for (int h = 0; h < c->heads; h++) {
+        if (L->qn)
+            fx_rms(q + h * hd, q + h * hd, L->qn, hd, c->eps);
+        rope_half(q + h * hd, rot, pos, inv, factor);
+    }
+    for (int h = 0; h < c->kv_heads; h++) {
+        if (L->kn)
+            fx_rms(k + h * hd, k + h * hd, L->kn, hd, c->eps);
+        rope_half(k + h * hd, rot, pos, inv, factor);
+    }
+    int sliding = c->window && (c->arch == FX_MIXTRAL || (c->arch == FX_GPT_OSS && l % 2 == 0));
+    int t0 = sliding && pos - c->window + 1 > 0 ? pos - c->window + 1 : 0;
+    for (int h = 0; h < c->heads; h++) {
+        int kh = h / (c->heads / c->kv_heads);
+        double mx = -1e300, sum = 0;
+        for (int t = t0; t <= pos; t++) {
+            double d = 0;
+            for (int i = 0; i < hd; i++)
+                d += q[h * hd + i] * K[(size_t)t * kd + kh * hd + i];
+            sc[t] = d / sqrt((double)hd);
+            mx = fmax(mx, sc[t]);
+        }
+        if (L->sinks)
+            mx = fmax(mx, L->sinks[h]);
+        for (int t = t0; t <= pos; t++)
+            sum += sc[t] = exp(sc[t] - mx);
+        if (L->sinks) /* the sink takes probability mass and gives no value */
+            sum += exp(L->sinks[h] - mx);
+        for (int i = 0; i < hd; i++) {
+            double o = 0;
+            for (int t = t0; t <= pos; t++)
+                o += sc[t] / sum * V[(size_t)t * kd + kh * hd + i];
+            ao[h * hd + i] = gated ? o * sigm(gate[h * hd + i]) : o;
+        }
+    }
+    fx_mvb(&L->o, L->ob, ao, out);
+    free(qq); free(q); free(gate); free(ao); free(sc);
+}
+
+/* DeepSeek-V3 multi-head latent attention as HF computes it: per position the compressed
+ * kv is normalised and expanded by kv_b_proj into per-head keys (nope part) and values; the
+ * rope part of the key is one head shared by all; keys and values are cached expanded. */
+static void mla(const fx_model *m, fx_state *s, int l, int pos, const double *x, double *out)
+{
+    const fx_cfg *c = &m->c;
+    const fx_layer *L = &m->L[l];
+    int nope = c->qk_nope, rope = c->qk_rope, qh = nope + rope, vh = c->v_head, kvl = c->kv_lora, nh = c->heads;
+    double *q = malloc((size_t)nh * qh * 8), *ckv = malloc((size_t)(kvl + rope) * 8), *lat = malloc((size_t)kvl * 8);
+    double *kv = malloc((size_t)nh * (nope + vh) * 8), *ao = malloc((size_t)nh * vh * 8), *sc = malloc((size_t)(pos + 1) * 8);
+    double inv[512], factor;
+    fx_inv_freq(c, rope, inv, &factor);
+    if (c->q_lora) {
+        double *t = malloc((size_t)c->q_lora * 8);
+        fx_mv(&L->qa, x, t);
+        fx_rms(t, t, L->qa_norm, c->q_lora, 1e-6);
+        fx_mv(&L->qbm, t, q);
+        free(t);
+    } else {
+        fx_mv(&L->q, x, q);
+    }
+    fx_mv(&L->kva, x, ckv);
+    fx_rms(lat, ckv, L->kva_norm, kvl, 1e-6);
+    fx_mv(&L->kvb, lat, kv);
+    double *K = state_buf(s, &s->lk, c->layers, l, (size_t)s->ctx * nh * qh);
+    double *V = state_buf(s, &s->lv, c->layers, l, (size_t)s->ctx * nh * vh);
+    double *kr = ckv + kvl;
+    rope_interleave(kr, rope, pos, inv, factor);
+    for (int h = 0; h < nh; h++) {
+        rope_interleave(q + h * qh + nope, rope, pos, inv, factor);
+        double *k = K + ((size_t)pos * nh + h) * qh;
+        memcpy(k, kv + (size_t)h * (nope + vh), (size_t)nope * 8);
+        memcpy(k + nope, kr, (size_t)rope * 8);
+        memcpy(V + ((size_t)pos * nh + h) * vh, kv + (size_t)h * (nope + vh) + nope, (size_t)vh * 8);
+    }
+    double scale = 1.0 / sqrt((double)qh);
+    if (c->yarn && c->rs_mscale_all) {
+        double ms = yarn_mscale(c->rs_factor, c->rs_mscale_all);
+        scale *= ms * ms;
+    }
+    for (int h = 0; h < nh; h++) {
+        double mx = -1e300, sum = 0;
+        for (int t = 0; t <= pos; t++) {
+            const double *k = K + ((size_t)t * nh + h) * qh;
+            double d = 0;
+            for (int i = 0; i < qh; i++)
+                d += q[h * qh + i] * k[i];
+            sc[t] = d * scale;
+            mx = fmax(mx, sc[t]);
+        }
+        for (int t = 0; t <= pos; t++)
+            sum += sc[t] = exp(sc[t] - mx);
+        for (int i = 0; i < vh; i++) {
+            double o = 0;
+            for (int t = 0; t <= pos; t++)
+                o += sc[t] / sum * V[((size_t)t * nh + h) * vh + i];
+            ao[h * vh + i] = o;
+        }
+    }
+    fx_mv(&L->o, ao, out);
+    free(q); free(ckv); free(lat); free(kv); free(ao); free(sc);
+}
+
+/* Gated DeltaNet, HF's recurrent form: state [Dk][Dv] per value head. */
+static void deltanet(const fx_model *m, fx_state *s, int l, const double *x, double *out)
+{
+    const fx_cfg *c = &m->c;
+    const fx_layer *L = &m->L[l];
+    int nk = c->lk_heads, dk = c->lk_dim, nv = c->lv_heads, dv = c->lv_dim, Kd = nk * dk, Vd = nv * dv;
+    int C = 2 * Kd + Vd, Kc = c->conv_k, rep = nv / nk;
+    double *mix = malloc((size_t)C * 8), *z = malloc((size_t)Vd * 8), *b = malloc((size_t)nv * 8),
+           *a = malloc((size_t)nv * 8), *co = malloc((size_t)C * 8), *y = malloc((size_t)Vd * 8);
+    fx_mv(&L->pqkv, x, mix);
+    fx_mv(&L->pz, x, z);
+    fx_mv(&L->pb, x, b);
+    fx_mv(&L->pa, x, a);
+    double *cs = state_buf(s, &s->conv, c->layers, l, (size_t)(Kc - 1) * C);
+    for (int ch = 0; ch < C; ch++) { /* conv over the window (state rows, this input) */
+        double acc = 0;
+        for (int j = 0; j < Kc; j++)
+            acc += L->conv[(size_t)ch * Kc + j] * (j < Kc - 1 ? cs[(size_t)j * C + ch] : mix[ch]);
+        co[ch] = silu(acc);
+    }
+    for (int j = 0; j + 1 < Kc - 1; j++)
+        memcpy(cs + (size_t)j * C, cs + (size_t)(j + 1) * C, (size_t)C * 8);
+    if (Kc > 1)
+        memcpy(cs + (size_t)(Kc - 2) * C, mix, (size_t)C * 8);
+    double *q = co, *k = co + Kd, *v = co + 2 * Kd;
+    for (int h = 0; h < nk; h++) { /* l2norm, eps 1e-6; q also scaled by 1/sqrt(Dk) */
+        double sq = 0, sk = 0;
+        for (int i = 0; i < dk; i++) {
+            sq += q[h * dk + i] * q[h * dk + i];
+            sk += k[h * dk + i] * k[h * dk + i];
+        }
+        for (int i = 0; i < dk; i++) {
+            q[h * dk + i] *= 1.0 / sqrt(sq + 1e-6) / sqrt((double)dk);
+            k[h * dk + i] *= 1.0 / sqrt(sk + 1e-6);
+        }
+    }
+    double *S0 = state_buf(s, &s->ssm, c->layers, l, (size_t)nv * dk * dv);
+    for (int hv = 0; hv < nv; hv++) {
+        const double *qh = q + (hv / rep) * dk, *kh = k + (hv / rep) * dk;
+        double *S = S0 + (size_t)hv * dk * dv; /* [Dk][Dv] */
+        double beta = sigm(b[hv]);
+        double sp = a[hv] + L->dt_bias[hv];
+        sp = sp > 20 ? sp : log1p(exp(sp));
+        double decay = exp(-exp(L->A_log[hv]) * sp);
+        for (int i = 0; i < dk * dv; i++)
+            S[i] *= decay;
+        for (int j = 0; j < dv; j++) {
+            double mem = 0;
+            for (int i = 0; i < dk; i++)
+                mem += S[i * dv + j] * kh[i];
+            double delta = (v[hv * dv + j] - mem) * beta;
+            for (int i = 0; i < dk; i++)
+                S[i * dv + j] += kh[i] * delta;
+        }
+        for (int j = 0; j < dv; j++) {
+            double o = 0;
+            for (int i = 0; i < dk; i++)
+                o += S[i * dv + j] * qh[i];
+            y[hv * dv + j] = o;
+        }
+        fx_rms(y + hv * dv, y + hv * dv, L->gnorm, dv, c->eps);
+        for (int j = 0; j < dv; j++)
+            y[hv * dv + j] *= silu(z[hv * dv + j]);
+    }
+    fx_mv(&L->o, y, out);
+    free(mix); free(z); free(b); free(a); free(co); free(y);
+}
+
+/* one expert: down(act(gate x + gb, up x + ub)) + db; act silu(g)·u or gpt-oss's clamped GLU */
+static void expert(const fx_cfg *c, const dmat *g, const dmat *u, const dmat *d, const double *gb, const double *ub,
+                   const double *db, const double *x, double *out)
+{
+    double *a = malloc((size_t)g->rows * 8), *b = malloc((size_t)g->rows * 8);
+    fx_mvb(g, gb, x, a);
+    fx_mvb(u, ub, x, b);
+    for (int i = 0; i < g->rows; i++) {
+        if (c->arch == FX_GPT_OSS) {
+            double gg = fmin(a[i], c->swiglu_limit), uu = fmin(fmax(b[i], -c->swiglu_limit), c->swiglu_limit);
+            a[i] = gg * sigm(1.702 * gg) * (uu + 1);
+        } else {
+            a[i] = silu(a[i]) * b[i];
+        }
+    }
+    fx_mvb(d, db, a, out);
+    free(a);
+    free(b);
+}
+
+/* index of the largest v[i] not yet taken (ties: the lower index) */
+static int argmax_free(const double *v, const int *taken, int n)
+{
+    int b = -1;
+    for (int i = 0; i < n; i++)
+        if (!taken[i] && (b < 0 || v[i] > v[b]))
+            b = i;
+    return b;
+}
+
+/* the MoE block: routing per family, experts, shared experts */
+static void moe(const fx_model *m, int l, const double *x, double *out)
+{
+    const fx_cfg *c = &m->c;
+    const fx_layer *L = &m->L[l];
+    int E = c->experts, K = c->top_k, H = c->hidden, ids[64];
+    double w[64], *lg = malloc((size_t)E * 8), *p = malloc((size_t)E * 8), *t = malloc((size_t)H * 8);
+    int *taken = calloc((size_t)E, sizeof(int));
+    fx_mvb(&L->router, L->rb, x, lg);
+    if (c->arch == FX_DEEPSEEK) { /* sigmoid scores; pick by score + bias inside the best groups */
+        double *choice = malloc((size_t)E * 8);
+        for (int i = 0; i < E; i++) {
+            p[i] = sigm(lg[i]);
+            choice[i] = p[i] + L->ebias[i];
+        }
+        int per = E / c->n_group, *gtaken = calloc((size_t)c->n_group, sizeof(int));
+        double *gs = malloc((size_t)c->n_group * 8);
+        for (int g = 0; g < c->n_group; g++) {
+            int tk[64] = {0};
+            int a1 = argmax_free(choice + g * per, tk, per);
+            tk[a1] = 1;
+            int a2 = argmax_free(choice + g * per, tk, per);
+            gs[g] = choice[g * per + a1] + choice[g * per + a2];
+        }
+        for (int j = 0; j < c->topk_group; j++)
+            gtaken[argmax_free(gs, gtaken, c->n_group)] = 1;
+        for (int i = 0; i < E; i++)
+            if (!gtaken[i / per])
+                choice[i] = 0.0;
+        double sum = 0;
+        for (int k = 0; k < K; k++) {
+            ids[k] = argmax_free(choice, taken, E);
+            taken[ids[k]] = 1;
+            sum += w[k] = p[ids[k]];
+        }
+        for (int k = 0; k < K; k++)
+            w[k] = (c->norm_topk ? w[k] / (sum + 1e-20) : w[k]) * c->route_scale;
+        free(choice); free(gtaken); free(gs);
+    } else if (c->arch == FX_GPT_OSS) { /* top-k logits, softmax over them */
+        double mx = -1e300, sum = 0;
+        for (int k = 0; k < K; k++) {
+            ids[k] = argmax_free(lg, taken, E);
+            taken[ids[k]] = 1;
+            mx = fmax(mx, lg[ids[k]]);
+        }
+        for (int k = 0; k < K; k++)
+            sum += w[k] = exp(lg[ids[k]] - mx);
+        for (int k = 0; k < K; k++)
+            w[k] /= sum;
+    } else { /* softmax over all, top-k, renormalised (mixtral always, qwen when norm_topk_prob) */
+        double mx = -1e300, sum = 0, ws = 0;
+        for (int i = 0; i < E; i++)
+            mx = fmax(mx, lg[i]);
+        for (int i = 0; i < E; i++)
+            sum += p[i] = exp(lg[i] - mx);
+        for (int k = 0; k < K; k++) {
+            ids[k] = argmax_free(p, taken, E);
+            taken[ids[k]] = 1;
+            ws += w[k] = p[ids[k]] / sum;
+        }
+        for (int k = 0; k < K && (c->norm_topk || c->arch == FX_MIXTRAL); k++)
+            w[k] /= ws;
+    }
+    memset(out, 0, (size_t)H * 8);
+    for (int k = 0; k < K; k++) {
+        int e = ids[k];
+        expert(c, &L->eg[e], &L->eu[e], &L->ed[e], L->egb ? L->egb[e] : NULL, L->eub ? L->eub[e] : NULL,
+               L->edb ? L->edb[e] : NULL, x, t);
+        for (int i = 0; i < H; i++)
+            out[i] += w[k] * t[i];
+    }
+    if (L->sg.w) {
+        double gl = 0;
+        expert(c, &L->sg, &L->su, &L->sd, NULL, NULL, NULL, x, t);
+        if (L->sgate.w)
+            fx_mv(&L->sgate, x, &gl);
+        for (int i = 0; i < H; i++)
+            out[i] += (L->sgate.w ? sigm(gl) : 1.0) * t[i];
+    }
+    free(lg); free(p); free(t); free(taken);
+}
+
+static void fx_forward_family(const fx_model *m, fx_state *s, int token, int pos, double *logits)
+{
+    const fx_cfg *c = &m->c;
+    int H = c->hidden;
+    double *x = malloc((size_t)H * 8), *h = malloc((size_t)H * 8), *t = malloc((size_t)H * 8);
+    for (int i = 0; i < H; i++)
+        x[i] = m->embed.w[(size_t)token * H + i];
+    for (int l = 0; l < c->layers; l++) {
+        const fx_layer *L = &m->L[l];
+        fx_rms(h, x, L->in_norm, H, c->eps);
+        if (c->arch == FX_DEEPSEEK)
+            mla(m, s, l, pos, h, t);
+        else if (L->linear)
+            deltanet(m, s, l, h, t);
+        else
+            attention(m, s, l, pos, h, t);
+        for (int i = 0; i < H; i++)
+            x[i] += t[i];
+        fx_rms(h, x, L->post_norm, H, c->eps);
+        if (L->moe)
+            moe(m, l, h, t);
+        else
+            fx_mlp(&L->gate, &L->up, &L->down, h, t);
+        for (int i = 0; i < H; i++)
+            x[i] += t[i];
+    }
+    fx_rms(h, x, m->norm, H, c->eps);
+    fx_mv(&m->lm, h, logits);
+    free(x); free(h); free(t);
+}
+
+void fx_forward(const fx_model *m, fx_state *s, int token, int pos, double *logits)
+{
+    if (m->c.arch >= FX_MIXTRAL)
+        fx_forward_family(m, s, token, pos, logits);
+    else
+        fx_forward_classic(m, s, token, pos, logits);
+}
+
+/* ---------------------------------------------------------------- test configurations */
+const char *fx_kind_name(int kind)
+{
+    static const char *const n[FX_NKINDS] = {"f32", "bf16", "f16", "aff4", "aff8", "tq3", "tq4", "tq2"};
+    return kind >= 0 && kind < FX_NKINDS ? n[kind] : "?";
+}
+
+fx_cfg fx_family_cfg(int arch, int kind)
+{
+    fx_cfg c = {0};
+    c.arch = arch;
+    c.kind = kind;
+    c.hidden = 64;
+    c.layers = 2;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.head_dim = 16;
+    c.vocab = 80;
+    c.theta = 10000.0;
+    c.eps = 1e-6;
+    c.seed = 17 + (uint64_t)arch;
+    c.experts = 8;
+    c.top_k = 2;
+    c.moe_inter = 32;
+    c.norm_topk = 1;
+    switch (arch) {
+    case FX_MIXTRAL:
+        c.moe_inter = 96; /* the expert width is intermediate_size */
+        c.inter = 96;
+        c.window = 8;
+        c.eps = 1e-5;
+        c.theta = 1e6;
+        break;
+    case FX_DEEPSEEK: /* a dense first layer, q LoRA, 4 groups of 2 experts, YaRN + mscale */
+        c.layers = 3;
+        c.inter = 96;
+        c.q_lora = 32;
+        c.kv_lora = 32;
+        c.qk_nope = 16;
+        c.qk_rope = 8;
+        c.v_head = 16;
+        c.head_dim = 24;
+        c.kv_heads = c.heads;
+        c.n_shared = 1;
+        c.first_dense = 1;
+        c.n_group = 4;
+        c.topk_group = 2;
+        c.top_k = 3;
+        c.route_scale = 2.5;
+        c.yarn = 1;
+        c.rs_factor = 40;
+        c.rs_orig = 4096;
+        c.rs_beta_fast = 32;
+        c.rs_beta_slow = 1;
+        c.rs_mscale = 1;
+        c.rs_mscale_all = 1;
+        c.rs_truncate = 1;
+        break;
+    case FX_GPT_OSS: /* sliding then full layer, sinks, biases, YaRN without truncation */
+        c.moe_inter = 32;
+        c.inter = 32;
+        c.window = 6;
+        c.eps = 1e-5;
+        c.theta = 150000;
+        c.yarn = 1;
+        c.rs_factor = 32;
+        c.rs_orig = 4096;
+        c.rs_beta_fast = 32;
+        c.rs_beta_slow = 1;
+        c.rs_truncate = 0;
+        c.swiglu_limit = 0.6; /* small enough that the clamps act on these weights */
+        break;
+    default: /* qwen3_next, qwen3_5_moe: linear, full, linear, full; a shared expert; partial rotary */
+        c.layers = 4;
+        c.heads = 2;
+        c.kv_heads = 1;
+        c.head_dim = 32;
+        c.inter = 96;
+        c.shared_inter = 32;
+        c.lk_heads = 2;
+        c.lv_heads = 4;
+        c.lk_dim = 16;
+        c.lv_dim = 16;
+        c.conv_k = 4;
+        c.full_interval = 2;
+        c.prf = 0.25;
+        c.theta = 1e7;
+        c.layer_types = arch == FX_QWEN3_5_MOE;
+        c.mlp_only = arch == FX_QWEN3_NEXT ? 3 : 0; /* layer 2: a dense MLP */
+        c.tied = arch == FX_QWEN3_5_MOE;
+        break;
+    }
+    return c;
+}

@@ -1,0 +1,179 @@
+/* The reference decoder on every family after qwen3_moe (mixtral, deepseek_v3, gpt_oss,
+ * qwen3_next, qwen3_5_moe), in every weight kind it reads: a 32-token teacher-forced run
+ * against the independent f64 oracle (rt_oracle.c) — relative logit error below 1e-4 at every
+ * position and the same greedy token —, and --threads 1/2/7 bit for bit. */
+#include "runtime/runtime.h"
+#include "tests/unit/check.h"
+#include "tests/unit/rt_fixture.h"
+
+#include <math.h>
+#include <unistd.h>
+
+#define NSEQ 32
+
+/* The run: prompt = seq[0], then seq[1..] forced, NSEQ steps of logits. */
+static void sequence(int vocab, uint64_t seed, int32_t *seq)
+{
+    fx_rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < NSEQ; i++)
+        seq[i] = (int32_t)(fx_uniform() * vocab) % vocab;
+}
+
+static int decode(const char *dir, int threads, const int32_t *seq, fx_logits *b, int32_t *toks, tq_err *err)
+{
+    tq_run_opts o;
+    tq_run_opts_default(&o);
+    o.threads = threads;
+    o.on_logits = fx_collect;
+    o.user = b;
+    o.force_tokens = seq + 1;
+    o.n_force = NSEQ - 1;
+    b->steps = 0;
+    return tq_run_validate(dir, seq, 1, NSEQ, &o, toks, NULL, err);
+}
+
+static const char *arch_name(int arch)
+{
+    static const char *const n[] = {"llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "gpt_oss", "qwen3_next",
+                                    "qwen3_5_moe"};
+    return n[arch];
+}
+
+/* Generate c, decode NSEQ teacher-forced steps, compare every step with the oracle. Returns
+ * the largest relative error (max |runtime - oracle| / max |oracle| over a step's logits). */
+static double against_oracle(fx_cfg c, const char *what)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/rtf-%s-%d", t_tmpdir(), what, (int)getpid());
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    int32_t seq[NSEQ], toks[NSEQ];
+    sequence(c.vocab, c.seed, seq);
+    fx_logits b = {calloc((size_t)NSEQ * (size_t)c.vocab, sizeof(float)), 0, 0, NSEQ};
+    tq_err err = {0};
+    CHECK_OK(decode(dir, 2, seq, &b, toks, &err));
+    CHECK(b.steps == NSEQ);
+    fx_state s = {.ctx = NSEQ};
+    double *ref = malloc((size_t)c.vocab * sizeof *ref), worst = 0;
+    int bad_tokens = 0;
+    for (int st = 0; st < NSEQ && b.steps == NSEQ; st++) {
+        fx_forward(&m, &s, seq[st], st, ref);
+        double mx = 0, diff = 0;
+        int am = 0;
+        for (int i = 0; i < c.vocab; i++) {
+            mx = fmax(mx, fabs(ref[i]));
+            diff = fmax(diff, fabs(ref[i] - b.v[(size_t)st * c.vocab + i]));
+            if (ref[i] > ref[am])
+                am = i;
+        }
+        worst = fmax(worst, diff / mx);
+        bad_tokens += am != toks[st];
+        CHECKF(am == toks[st], "%s step %d: oracle argmax %d, runtime %d", what, st, am, toks[st]);
+    }
+    CHECKF(worst < 1e-4, "%s: relative logits error %.3g", what, worst);
+    CHECKF(worst > 0 || c.kind == FX_F32, "%s: suspiciously exact (%.3g)", what, worst);
+    printf("  %-28s max relative logit error %.3g over %d positions, %d token mismatches\n", what, worst, NSEQ,
+           bad_tokens);
+    free(ref);
+    fx_state_free(&s);
+    free(b.v);
+    fx_free(&m);
+    return worst;
+}
+
+/* Every weight kind; HF names for the float kinds (as released), the MLX form for the
+ * quantized ones and once more for bf16. */
+static void every_kind(int arch)
+{
+    double worst = 0;
+    for (int k = 0; k < FX_NKINDS; k++) {
+        fx_cfg c = fx_family_cfg(arch, k);
+        c.hf_expert_names = arch != FX_GPT_OSS && (k == FX_F32 || k == FX_BF16 || k == FX_F16);
+        char what[96];
+        snprintf(what, sizeof what, "%s-%s-%s", arch_name(arch), fx_kind_name(k), c.hf_expert_names ? "hf" : "mlx");
+        worst = fmax(worst, against_oracle(c, what));
+    }
+    fx_cfg c = fx_family_cfg(arch, FX_BF16);
+    char what[96];
+    snprintf(what, sizeof what, "%s-bf16-mlx", arch_name(arch));
+    worst = fmax(worst, against_oracle(c, what));
+    printf("  %s: worst over every kind %.3g\n", arch_name(arch), worst);
+}
+
+/* --threads 1/2/7 give the same logits bytes. */
+static void threads_equal(int arch, int kind)
+{
+    fx_cfg c = fx_family_cfg(arch, kind);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/rtf-threads-%s-%d", t_tmpdir(), arch_name(arch), (int)getpid());
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    fx_free(&m);
+    int32_t seq[NSEQ], toks[NSEQ];
+    sequence(c.vocab, c.seed, seq);
+    size_t n = (size_t)NSEQ * (size_t)c.vocab;
+    float *first = NULL;
+    int threads[] = {1, 2, 7};
+    tq_err err = {0};
+    for (int i = 0; i < 3; i++) {
+        fx_logits b = {calloc(n, sizeof(float)), 0, 0, NSEQ};
+        CHECK_OK(decode(dir, threads[i], seq, &b, toks, &err));
+        if (!first) {
+            first = b.v;
+            continue;
+        }
+        CHECKF(memcmp(first, b.v, n * 4) == 0, "%s: --threads %d differs from --threads 1", arch_name(arch), threads[i]);
+        free(b.v);
+    }
+    free(first);
+}
+
+static void mixtral_kinds(void) { every_kind(FX_MIXTRAL); }
+static void mixtral_no_window(void)
+{
+    fx_cfg c = fx_family_cfg(FX_MIXTRAL, FX_TQ4);
+    c.window = 0;
+    against_oracle(c, "mixtral-tq4-full-attention");
+}
+static void mixtral_threads(void) { threads_equal(FX_MIXTRAL, FX_TQ3); }
+
+static void deepseek_kinds(void) { every_kind(FX_DEEPSEEK); }
+static void deepseek_plain_q(void)
+{
+    /* no q LoRA, one expert group, no mscale on the softmax, top-1 without renormalising */
+    fx_cfg c = fx_family_cfg(FX_DEEPSEEK, FX_AFF8);
+    c.q_lora = 0;
+    c.n_group = 1;
+    c.topk_group = 1;
+    c.top_k = 1;
+    c.norm_topk = 0;
+    c.rs_mscale_all = 0;
+    c.rs_mscale = 0;
+    against_oracle(c, "deepseek-aff8-plain-q");
+}
+static void deepseek_threads(void) { threads_equal(FX_DEEPSEEK, FX_TQ3); }
+
+static void gpt_oss_kinds(void) { every_kind(FX_GPT_OSS); }
+static void gpt_oss_threads(void) { threads_equal(FX_GPT_OSS, FX_AFF4); }
+
+static void qwen3_next_kinds(void) { every_kind(FX_QWEN3_NEXT); }
+static void qwen3_next_threads(void) { threads_equal(FX_QWEN3_NEXT, FX_TQ3); }
+static void qwen3_5_moe_kinds(void) { every_kind(FX_QWEN3_5_MOE); }
+static void qwen3_5_moe_threads(void) { threads_equal(FX_QWEN3_5_MOE, FX_BF16); }
+
+int main(void)
+{
+    RUN(mixtral_kinds);
+    RUN(mixtral_no_window);
+    RUN(mixtral_threads);
+    RUN(deepseek_kinds);
+    RUN(deepseek_plain_q);
+    RUN(deepseek_threads);
+    RUN(gpt_oss_kinds);
+    RUN(gpt_oss_threads);
+    RUN(qwen3_next_kinds);
+    RUN(qwen3_next_threads);
+    RUN(qwen3_5_moe_kinds);
+    RUN(qwen3_5_moe_threads);
+    TEST_MAIN_END();
+}
