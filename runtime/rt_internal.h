@@ -312,6 +312,8 @@ int rt_forward(struct tq_runner *r, int32_t token, uint64_t pos, tq_err *e);
 /* ------------------------------------------------------------ forward pieces */
 /* out[n] = w[n] * x[n] / sqrt(mean(x²) + eps) (w NULL: 1), sum of squares in double; out may be x. */
 void rt_rmsnorm(float *out, const float *x, const float *w, uint64_t n, double eps);
+/* This position's rotation into r->rcos / r->rsin. */
+void rt_rope_angles(struct tq_runner *r, uint64_t pos);
 /* Turn the first r->c.rope.dim dims of one head v by this position's rcos/rsin. */
 void rt_rope_apply(const struct tq_runner *r, float *v);
 float rt_silu(float x);

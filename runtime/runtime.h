@@ -1,6 +1,7 @@
 /* runtime/runtime.h — reference decoder: resident or streamed from a split directory.
  *
- * Greedy decoding of llama / qwen3 / qwen3_moe models whose weights are f32/f16/bf16,
+ * Greedy decoding of llama, mistral, qwen3, qwen3_moe, mixtral, deepseek_v3 / kimi_k2,
+ * gpt_oss, qwen3_next and qwen3_5(_moe) models (docs/runtime.md) whose weights are f32/f16/bf16,
  * TurboQuant or MLX affine (4/8 bit; man tq-formats(5), TURBOQUANT WEIGHTS and MLX AFFINE
  * WEIGHTS). A split directory (config.json with a
  * "streaming" block) keeps pinned tensors resident and reads each routed expert as one
@@ -47,7 +48,7 @@ typedef struct tq_run_opts {
 void tq_run_opts_default(tq_run_opts *o);
 
 typedef struct tq_run_stats {
-    char arch[32];              /* llama | qwen3 | qwen3_moe */
+    char arch[32];              /* config.json's model_type (text_config's for multimodal ones) */
     char weights[32];           /* f32/f16/bf16/turboquant/affine/mixed */
     int streamed;               /* experts streamed from a split directory */
     char io[16];                /* "direct", "fadvise", "buffered" or "none" */

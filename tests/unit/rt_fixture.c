@@ -322,15 +322,21 @@ static dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, int cols
     return m;
 }
 
-static double *fx_norm(fx_file *f, const char *name, int n)
+/* A float vector: mean + sd * gauss, stored F32 (dtype "F32") under name; its f64 values. */
+static double *fx_vec(fx_file *f, const char *name, int n, double mean, double sd)
 {
     double *v = malloc((size_t)n * sizeof *v);
     float *d = fx_add(f, name, "F32", 1, (uint64_t)n, 0, 0, 4);
     for (int i = 0; i < n; i++) {
-        d[i] = (float)(1.0 + 0.2 * fx_gauss());
+        d[i] = (float)(mean + sd * fx_gauss());
         v[i] = d[i];
     }
     return v;
+}
+
+static double *fx_norm(fx_file *f, const char *name, int n)
+{
+    return fx_vec(f, name, n, 1.0, 0.2);
 }
 
 static int fx_write_config(const fx_cfg *c, const char *dir)
@@ -365,18 +371,6 @@ static int fx_write_config(const fx_cfg *c, const char *dir)
 /* ---------------------------------------------------------------- the other families */
 static int fx_is_aff(int k) { return k == FX_AFF4 || k == FX_AFF8; }
 static int fx_is_tq(int k) { return k == FX_TQ3 || k == FX_TQ4 || k == FX_TQ2; }
-
-/* A float vector: mean + sd * gauss, stored F32 (dtype "F32") under name; its f64 values. */
-static double *fx_vec(fx_file *f, const char *name, int n, double mean, double sd)
-{
-    double *v = malloc((size_t)n * sizeof *v);
-    float *d = fx_add(f, name, "F32", 1, (uint64_t)n, 0, 0, 4);
-    for (int i = 0; i < n; i++) {
-        d[i] = (float)(mean + sd * fx_gauss());
-        v[i] = d[i];
-    }
-    return v;
-}
 
 /* A norm of a model whose HF form stores norms as offsets from 1 (qwen3_next): the effective
  * weight 1 + 0.2 g is stored minus 1 (HF) or as is (MLX). Returns the effective weights. */
@@ -827,6 +821,20 @@ void fx_free(fx_model *m)
         free(L->eg); free(L->eu); free(L->ed); free(L->egb); free(L->eub); free(L->edb);
     }
     free(m->L);
+}
+
+double fx_rel_err(const double *ref, const float *got, int n, int *ref_argmax)
+{
+    double mx = 0, diff = 0;
+    int am = 0;
+    for (int i = 0; i < n; i++) {
+        mx = fmax(mx, fabs(ref[i]));
+        diff = fmax(diff, fabs(ref[i] - got[i]));
+        if (ref[i] > ref[am])
+            am = i;
+    }
+    *ref_argmax = am;
+    return diff / mx;
 }
 
 int fx_collect(void *user, uint64_t step, const float *l, uint64_t vocab)

@@ -102,5 +102,7 @@ typedef struct fx_logits {
     uint64_t steps, vocab, cap;
 } fx_logits;
 int fx_collect(void *user, uint64_t step, const float *l, uint64_t vocab);
+/* One step's logits against the oracle's: max |ref - got| / max |ref|, and ref's argmax. */
+double fx_rel_err(const double *ref, const float *got, int n, int *ref_argmax);
 
 #endif

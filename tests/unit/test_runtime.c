@@ -84,15 +84,8 @@ static void compare_naive(const fx_model *pm, const char *dir, const char *name)
     int tok = prompt[NP - 1];
     for (int st = 0; st < NGEN && b.steps == NGEN; st++) {
         fx_forward(&m, &s, tok, pos++, ref);
-        double mx = 0, diff = 0;
-        int am = 0;
-        for (int i = 0; i < c.vocab; i++) {
-            mx = fmax(mx, fabs(ref[i]));
-            diff = fmax(diff, fabs(ref[i] - b.v[(size_t)st * c.vocab + i]));
-            if (ref[i] > ref[am])
-                am = i;
-        }
-        worst = fmax(worst, diff / mx);
+        int am;
+        worst = fmax(worst, fx_rel_err(ref, b.v + (size_t)st * c.vocab, c.vocab, &am));
         CHECKF(am == toks[st], "%s step %d: naive argmax %d, runtime %d", name, st, am, toks[st]);
         tok = toks[st]; /* teacher-force the runtime's tokens */
     }

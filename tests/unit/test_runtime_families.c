@@ -58,15 +58,8 @@ static double against_oracle(fx_cfg c, const char *what)
     int bad_tokens = 0;
     for (int st = 0; st < NSEQ && b.steps == NSEQ; st++) {
         fx_forward(&m, &s, seq[st], st, ref);
-        double mx = 0, diff = 0;
-        int am = 0;
-        for (int i = 0; i < c.vocab; i++) {
-            mx = fmax(mx, fabs(ref[i]));
-            diff = fmax(diff, fabs(ref[i] - b.v[(size_t)st * c.vocab + i]));
-            if (ref[i] > ref[am])
-                am = i;
-        }
-        worst = fmax(worst, diff / mx);
+        int am;
+        worst = fmax(worst, fx_rel_err(ref, b.v + (size_t)st * c.vocab, c.vocab, &am));
         bad_tokens += am != toks[st];
         CHECKF(am == toks[st], "%s step %d: oracle argmax %d, runtime %d", what, st, am, toks[st]);
     }
