@@ -121,13 +121,35 @@ static int cmd_manifest(int argc, char **argv)
     return rc;
 }
 
+/* ---------------------------------------------------------- signature output */
+static void add_signer_json(cJSON *j, const tq_oms_info *info)
+{
+    cJSON_AddStringToObject(j, "signature", info->sig_path ? info->sig_path : "");
+    cJSON_AddStringToObject(j, "model_name", info->name ? info->name : "");
+    cJSON_AddStringToObject(j, "subject_sha256", info->subject);
+    cJSON_AddStringToObject(j, "key_type", info->key_type ? info->key_type : "");
+    cJSON_AddStringToObject(j, "key_hint", info->key_hint);
+}
+
+/* "; SIG: a valid signature by the TYPE key HINT" (static buffer) */
+static const char *signer_text(const tq_oms_info *info)
+{
+    static char buf[4200];
+    snprintf(buf, sizeof buf, "; %s: a valid signature by the %s key %.16s", info->sig_path ? info->sig_path : "?",
+             info->key_type ? info->key_type : "?", info->key_hint);
+    return buf;
+}
+
 /* --------------------------------------------------------------------- check */
 static int cmd_check(int argc, char **argv)
 {
     int json = 0, quiet = 0, threads = tq_default_threads(), rc;
+    const char *pubkey = NULL;
     tq_opt opts[] = {
         TQ_OPT_INT("threads", 't', &threads, 1, 256, "N",
                    "hashing threads for a directory (default: the number of CPUs)"),
+        TQ_OPT_STR("pubkey", 'p', &pubkey, "PUB.pem",
+                   "also check the model.sig signature with this public key and every file against it"),
         TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
         TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing; only the exit status"),
         TQ_OPT_END,
@@ -139,7 +161,8 @@ static int cmd_check(int argc, char **argv)
                  "bundle in one streaming pass without extracting it. Every problem is printed on\n"
                  "stdout as 'FILE: [TENSOR|BLOCK: ]what is wrong': a differing file names the\n"
                  "tensors or expert blocks (layer, expert) that differ; missing and extra files\n"
-                 "and refused bundle entries are listed too.\n",
+                 "and refused bundle entries are listed too. With --pubkey the model.sig signature\n"
+                 "(the directory's, or the bundle's) is checked too, and every file against it.\n",
         .epilog = "Exit status: 0 all good, 1 any problem or unreadable input, 2 bad usage.\n",
         .opts = opts,
     };
@@ -151,11 +174,15 @@ static int cmd_check(int argc, char **argv)
     tq_verify_progress(!quiet && !json);
     tq_err err = {0};
     tq_check_report r;
-    rc = tq_is_dir(path) ? tq_check_dir(path, threads, &r, &err) : tq_check_bundle(path, &r, &err);
+    tq_oms_info info = {0};
+    rc = tq_is_dir(path) ? tq_check_dir_signed(path, threads, pubkey, &r, &info, &err)
+                         : tq_check_bundle_signed(path, pubkey, &r, &info, &err);
     int status = rc != 0 || r.n ? 1 : 0;
     if (json) {
         cJSON *j = tq_check_report_json(&r);
         cJSON_AddStringToObject(j, "path", path);
+        if (rc == 0 && pubkey)
+            add_signer_json(j, &info);
         if (rc != 0) {
             cJSON_ReplaceItemInObject(j, "ok", cJSON_CreateFalse());
             cJSON_AddStringToObject(j, "error", err.msg);
@@ -164,12 +191,141 @@ static int cmd_check(int argc, char **argv)
     } else if (!quiet) {
         tq_check_report_print(&r, stdout);
         if (rc == 0)
-            printf("%s: %s (%zu of %zu files verified, %zu problem%s)\n", path, r.n ? "FAILED" : "OK", r.files_ok,
-                   r.files_listed, r.n, r.n == 1 ? "" : "s");
+            printf("%s: %s (%zu of %zu files verified, %zu problem%s%s)\n", path, r.n ? "FAILED" : "OK", r.files_ok,
+                   r.files_listed, r.n, r.n == 1 ? "" : "s", pubkey ? signer_text(&info) : "");
     }
     if (rc != 0 && !json)
         tq_cli_fail(&err);
     tq_check_report_free(&r);
+    tq_oms_info_free(&info);
+    return status;
+}
+
+/* ---------------------------------------------------------------------- sign */
+static int cmd_sign(int argc, char **argv)
+{
+    int json = 0, quiet = 0, rc;
+    const char *key = NULL;
+    tq_cli_strs ignore = {0};
+    tq_oms_opts o = {.threads = tq_default_threads()};
+    int no_git = 0, no_index = 0;
+    tq_opt opts[] = {
+        TQ_OPT_STR("key", 'k', &key, "KEY.pem", "the private key (PEM, unencrypted): ECDSA P-256, P-384, P-521 or Ed25519"),
+        TQ_OPT_STR("out", 'o', &o.sig, "FILE", "the signature to write (default: DIR/model.sig; replaced if it exists)"),
+        TQ_OPT_STRS("ignore-paths", 0, &ignore, "PATH",
+                    "leave PATH (a file or directory, relative to the current directory) out of the signature; "
+                    "repeatable"),
+        TQ_OPT_FLAG("no-ignore-git-paths", 0, &no_git, "sign .git, .gitattributes, .github and .gitignore too"),
+        TQ_OPT_FLAG("no-ignore-manifests", 0, &no_index, "sign SHA256SUMS and tq-manifest.json too"),
+        TQ_OPT_FLAG("allow-symlinks", 0, &o.allow_symlinks, "follow symbolic links to files (default: refuse them)"),
+        TQ_OPT_INT("threads", 't', &o.threads, 1, 256, "N", "hashing threads (default: the number of CPUs)"),
+        TQ_OPT_FLAG("json", 'j', &json, "print a JSON summary"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing on success"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .command = "sign",
+        .usage = "Usage: tq-verify sign [OPTIONS] DIR|FILE --key KEY.pem\n",
+        .about = "Hash every file of a model directory (or one model file) and write an OpenSSF Model\n"
+                 "Signing signature, as the model_signing tool's key method does: an in-toto\n"
+                 "statement listing every file with its SHA-256, in a DSSE envelope signed with\n"
+                 "KEY.pem, in a Sigstore bundle. Left out: the signature itself, .git,\n"
+                 ".gitattributes, .github, .gitignore, SHA256SUMS and tq-manifest.json.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 1 || !key)
+        return tq_cli_usage_error("expected DIR (or FILE) and --key KEY.pem");
+    o.ignore = ignore.v;
+    o.n_ignore = ignore.n;
+    o.keep_git = no_git;
+    o.keep_index = no_index;
+    tq_verify_progress(!quiet && !json);
+    tq_err err = {0};
+    tq_oms_info info;
+    double t0 = tq_now();
+    if (tq_oms_sign(cli.args[0], key, &o, &info, &err) != 0)
+        return tq_cli_fail(&err);
+    rc = 0;
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "model", cli.args[0]);
+        add_signer_json(j, &info);
+        cJSON_AddNumberToObject(j, "files", (double)info.files);
+        cJSON_AddNumberToObject(j, "bytes", (double)info.bytes);
+        cJSON_AddNumberToObject(j, "elapsed_s", tq_now() - t0);
+        rc = tq_cli_print_json(j);
+    } else if (!quiet) {
+        char hb[32];
+        tq_format_size(info.bytes, hb, sizeof hb);
+        printf("%s: signed %zu file%s (%s) with the %s key %.16s; wrote %s\n", cli.args[0], info.files,
+               info.files == 1 ? "" : "s", hb, info.key_type, info.key_hint, info.sig_path);
+    }
+    tq_oms_info_free(&info);
+    return rc;
+}
+
+/* -------------------------------------------------------------------- verify */
+static int cmd_verify(int argc, char **argv)
+{
+    int json = 0, quiet = 0, rc;
+    const char *pubkey = NULL;
+    tq_cli_strs ignore = {0};
+    tq_oms_opts o = {.threads = tq_default_threads()};
+    tq_opt opts[] = {
+        TQ_OPT_STR("pubkey", 'p', &pubkey, "PUB.pem", "the signer's public key (PEM)"),
+        TQ_OPT_STR("sig", 's', &o.sig, "FILE", "the signature (default: DIR/model.sig)"),
+        TQ_OPT_STRS("ignore-paths", 0, &ignore, "PATH",
+                    "also leave PATH (relative to the current directory) out of the check; repeatable"),
+        TQ_OPT_INT("threads", 't', &o.threads, 1, 256, "N", "hashing threads (default: the number of CPUs)"),
+        TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing; only the exit status"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .command = "verify",
+        .usage = "Usage: tq-verify verify [OPTIONS] DIR|FILE --pubkey PUB.pem\n",
+        .about = "Check an OpenSSF Model Signing signature (the model_signing tool's key method, or\n"
+                 "tq-verify sign) with PUB.pem, then hash every file of the model and compare it with\n"
+                 "the signed list. Every file that differs, is missing or is not signed is printed\n"
+                 "on stdout as 'FILE: what is wrong'; paths the signature leaves out are skipped.\n",
+        .epilog = "Exit status: 0 valid and every file matches, 1 anything else, 2 bad usage.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 1 || !pubkey)
+        return tq_cli_usage_error("expected DIR (or FILE) and --pubkey PUB.pem");
+    o.ignore = ignore.v;
+    o.n_ignore = ignore.n;
+    const char *path = cli.args[0];
+    tq_verify_progress(!quiet && !json);
+    tq_err err = {0};
+    tq_check_report r;
+    tq_oms_info info;
+    rc = tq_oms_verify(path, pubkey, &o, &r, &info, &err);
+    int status = rc != 0 || r.n ? 1 : 0;
+    if (json) {
+        cJSON *j = tq_check_report_json(&r);
+        cJSON_AddStringToObject(j, "path", path);
+        if (rc == 0)
+            add_signer_json(j, &info);
+        if (rc != 0) {
+            cJSON_ReplaceItemInObject(j, "ok", cJSON_CreateFalse());
+            cJSON_AddStringToObject(j, "error", err.msg);
+        }
+        tq_cli_print_json(j);
+    } else if (!quiet) {
+        tq_check_report_print(&r, stdout);
+        if (rc == 0)
+            printf("%s: %s (%zu of %zu signed files verified, %zu problem%s%s)\n", path, r.n ? "FAILED" : "OK",
+                   r.files_ok, r.files_listed, r.n, r.n == 1 ? "" : "s", signer_text(&info));
+    }
+    if (rc != 0 && !json)
+        tq_cli_fail(&err);
+    tq_check_report_free(&r);
+    tq_oms_info_free(&info);
     return status;
 }
 
@@ -402,6 +558,8 @@ static const struct command {
     {"check", cmd_check, "verify a directory or bundle against its manifest"},
     {"compare", cmd_compare, "compare two models tensor by tensor, bit for bit"},
     {"golden", cmd_golden, "compare a validation decode with a golden file"},
+    {"sign", cmd_sign, "write an OpenSSF Model Signing signature (model.sig)"},
+    {"verify", cmd_verify, "check a model against its model.sig with a public key"},
     {"pack", cmd_pack, "write a deterministic .tar.zst bundle of a directory"},
     {"unpack", cmd_unpack, "verify and extract a bundle"},
 };

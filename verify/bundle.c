@@ -156,6 +156,30 @@ static int put_file(struct archive *a, struct archive_entry *en, const char *dir
     return rc;
 }
 
+/* DIR/model.sig, when there is one: it must at least read as a signature bundle (whose
+ * signature only a key can check). */
+static int read_signature(const char *dir, char **text, size_t *len, tq_err *e)
+{
+    *text = NULL;
+    *len = 0;
+    char *p = tq_path_join(dir, TQ_OMS_SIG_NAME, e);
+    if (!p)
+        return -1;
+    int rc = 0;
+    if (tq_exists(p)) {
+        tq_oms_env env;
+        rc = tq_read_small_file(p, TQ_OMS_MAX_SIG_BYTES, text, len, e);
+        if (rc == 0 && (rc = tq_oms_bundle_parse(*text, *len, p, &env, e)) == 0)
+            tq_oms_env_free(&env);
+        if (rc != 0) {
+            free(*text);
+            *text = NULL;
+        }
+    }
+    free(p);
+    return rc;
+}
+
 /* The archive's bytes go through tq_write_full like every other tq output, so write errors
  * name the file and the crash-safety hook (TQ_CRASH_AFTER_BYTES) sees them. */
 typedef struct pack_sink {
@@ -189,6 +213,12 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
     size_t slen = 0;
     char *sums = tq_manifest_sums(m, &slen, e);
     cJSON_Delete(j);
+    char *sig = NULL;
+    size_t siglen = 0;
+    if (mtext && sums && read_signature(dir, &sig, &siglen, e) != 0) {
+        free(mtext);
+        mtext = NULL;
+    }
     char *buf = tq_malloc(CHUNK, e);
     tq_afile af;
     pack_sink sink = {.af = &af};
@@ -214,7 +244,8 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
         goto out;
     }
     if (put_buffer(a, en, TQ_MANIFEST_NAME, mtext, strlen(mtext), out, e) != 0 ||
-        put_buffer(a, en, TQ_SUMS_NAME, sums, slen, out, e) != 0)
+        put_buffer(a, en, TQ_SUMS_NAME, sums, slen, out, e) != 0 ||
+        (sig && put_buffer(a, en, TQ_OMS_SIG_NAME, sig, siglen, out, e) != 0))
         goto out;
     for (size_t i = 0; i < m->n_files; i++)
         if (put_file(a, en, dir, &m->files[i], buf, out, e) != 0)
@@ -238,6 +269,7 @@ out:
     free(buf);
     free(mtext);
     free(sums);
+    free(sig);
     tq_manifest_free(m);
     return rc;
 }
@@ -253,6 +285,13 @@ typedef struct scan {
     char **extras;
     size_t n_extras;
     char *buf;
+    unsigned char (*got)[32];   /* per manifest file: the hash of the bundle's bytes ... */
+    unsigned char *have;        /* ... when it was read whole */
+    unsigned char index_sha[2][32]; /* tq-manifest.json, SHA256SUMS */
+    int have_index[2];
+    char *sig;                  /* the model.sig entry, if any */
+    size_t sig_len;
+    int files_begun;            /* an entry other than the index and model.sig was seen */
 } scan;
 
 static int read_entry_text(struct archive *a, struct archive_entry *en, const char *name, size_t max,
@@ -383,6 +422,11 @@ static int take_file(scan *s, struct archive *a, const tq_mf_file *f, tq_err *e)
     }
     tq_vh_finish(&vh, t.whole);
     t.size = total;
+    if (rc == 0) {
+        size_t fi = (size_t)(f - s->m->files);
+        memcpy(s->got[fi], t.whole, 32);
+        s->have[fi] = 1;
+    }
     if (fd >= 0 && rc == 0 && fsync(fd) != 0)
         rc = tq_fail(e, TQ_EIO, "%s: fsync failed: %s", wpath, strerror(errno));
     if (fd >= 0 && close(fd) != 0 && rc == 0)
@@ -397,6 +441,11 @@ static int take_file(scan *s, struct archive *a, const tq_mf_file *f, tq_err *e)
 static int cmp_strp(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_oms_file(const void *a, const void *b)
+{
+    return tq_oms_name_cmp(((const tq_oms_file *)a)->name, ((const tq_oms_file *)b)->name);
 }
 
 static int scan_bundle(scan *s, tq_err *e)
@@ -439,13 +488,16 @@ static int scan_bundle(scan *s, tq_err *e)
             if (read_entry_text(a, en, TQ_MANIFEST_NAME, MAX_MANIFEST_BYTES, s->bundle, &text, &len, e) != 0)
                 goto out;
             int prc = tq_manifest_from_json(text, len, what, &s->m, e);
+            tq_sha256_buf(text, len, s->index_sha[0]);
+            s->have_index[0] = 1;
             if (prc == 0 && s->outfd >= 0)
                 prc = write_out(s, TQ_MANIFEST_NAME, text, len, e);
             free(text);
             if (prc != 0)
                 goto out;
             r->files_listed = s->m->n_files;
-            if (!(s->seen = tq_calloc(s->m->n_files + 1, 1, e)))
+            if (!(s->seen = tq_calloc(s->m->n_files + 1, 1, e)) || !(s->have = tq_calloc(s->m->n_files + 1, 1, e)) ||
+                !(s->got = tq_calloc(s->m->n_files + 1, sizeof *s->got, e)))
                 goto out;
             continue;
         }
@@ -488,6 +540,8 @@ static int scan_bundle(scan *s, tq_err *e)
             if (read_entry_text(a, en, TQ_SUMS_NAME, MAX_SUMS_BYTES, s->bundle, &text, &len, e) != 0)
                 goto out;
             int prc = tq_sums_parse(text, len, TQ_SUMS_NAME, &sums, &nsums, e);
+            tq_sha256_buf(text, len, s->index_sha[1]);
+            s->have_index[1] = 1;
             if (prc == 0 && s->outfd >= 0)
                 prc = write_out(s, TQ_SUMS_NAME, text, len, e);
             free(text);
@@ -496,6 +550,17 @@ static int scan_bundle(scan *s, tq_err *e)
             tq_report_sums_vs_manifest(r, sums, nsums, s->m);
             continue;
         }
+        if (!s->files_begun && !s->sig && !strcmp(name, TQ_OMS_SIG_NAME)) {
+            /* the signature, which manifests do not list, right after the index */
+            char what[600];
+            snprintf(what, sizeof what, "%s: %s", s->bundle, TQ_OMS_SIG_NAME);
+            if (read_entry_text(a, en, TQ_OMS_SIG_NAME, TQ_OMS_MAX_SIG_BYTES, s->bundle, &s->sig, &s->sig_len, e) != 0)
+                goto out;
+            if (s->outfd >= 0 && write_out(s, TQ_OMS_SIG_NAME, s->sig, s->sig_len, e) != 0)
+                goto out;
+            continue;
+        }
+        s->files_begun = 1;
         const tq_mf_file *f = tq_manifest_find(s->m, name);
         if (!f) {
             tq_report_add(r, TQ_PROB_EXTRA, name, NULL, "in the bundle but not listed in the manifest");
@@ -545,17 +610,86 @@ static void scan_free(scan *s)
 {
     tq_manifest_free(s->m);
     free(s->seen);
+    free(s->have);
+    free(s->got);
+    free(s->sig);
     tq_free_strv(s->extras, s->n_extras);
     free(s->buf);
 }
 
 int tq_check_bundle(const char *path, tq_check_report *r, tq_err *e)
 {
+    return tq_check_bundle_signed(path, NULL, r, NULL, e);
+}
+
+/* The bundle's model.sig checked with the key, then every signed file against the bundle. */
+static int check_signature(scan *s, const char *pub_pem, tq_oms_info *info, tq_err *e)
+{
+    char what[600];
+    snprintf(what, sizeof what, "%s: %s", s->bundle, TQ_OMS_SIG_NAME);
+    if (!s->sig)
+        return tq_fail(e, TQ_EDATA, "%s: no %s in the bundle to check with the key", s->bundle, TQ_OMS_SIG_NAME);
+    tq_oms_key *k = NULL;
+    tq_oms_stmt st;
+    memset(&st, 0, sizeof st);
+    tq_oms_file *f = NULL;
+    size_t n = 0;
+    int rc = -1;
+    if (tq_oms_key_load(pub_pem, 0, &k, e) != 0 || tq_oms_open(s->sig, s->sig_len, what, k, &st, e) != 0)
+        goto out;
+    if (!(f = tq_calloc(s->m->n_files + 2, sizeof *f, e)))
+        goto out;
+    static const char *const index_names[2] = {TQ_MANIFEST_NAME, TQ_SUMS_NAME};
+    for (int i = 0; i < 2; i++)
+        if (s->have_index[i])
+            f[n++] = (tq_oms_file){.name = index_names[i], .sha256 = s->index_sha[i]};
+    for (size_t i = 0; i < s->m->n_files; i++)
+        if (s->seen[i])
+            f[n++] = (tq_oms_file){.name = s->m->files[i].path, .sha256 = s->have[i] ? s->got[i] : NULL};
+    /* what the signature leaves out (the index files, by default) is not compared */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!tq_oms_ignored(st.ignore, st.n_ignore, f[i].name))
+            f[kept++] = f[i];
+    n = kept;
+    qsort(f, n, sizeof *f, cmp_oms_file);
+    tq_check_report sr = {0};
+    if (tq_oms_compare(&st, f, n, &sr, e) != 0) {
+        tq_check_report_free(&sr);
+        goto out;
+    }
+    for (size_t i = 0; i < sr.n; i++)
+        tq_report_add(s->r, sr.v[i].kind, sr.v[i].file, "signature", "%s", sr.v[i].detail);
+    tq_check_report_free(&sr);
+    tq_report_sort(s->r);
+    if (info) {
+        tq_hex(st.subject, 32, info->subject);
+        snprintf(info->key_hint, sizeof info->key_hint, "%s", tq_oms_key_hint(k));
+        info->key_type = tq_oms_key_type(k);
+        info->files = st.n_res;
+        info->name = st.name;
+        st.name = NULL;
+        info->sig_path = tq_strdup(what, e);
+    }
+    rc = 0;
+out:
+    free(f);
+    tq_oms_stmt_free(&st);
+    tq_oms_key_free(k);
+    return rc;
+}
+
+int tq_check_bundle_signed(const char *path, const char *pub_pem, tq_check_report *r, tq_oms_info *info, tq_err *e)
+{
     memset(r, 0, sizeof *r);
+    if (info)
+        memset(info, 0, sizeof *info);
     scan s = {.bundle = path, .outfd = -1, .r = r};
     if (!(s.buf = tq_malloc(CHUNK, e)))
         return -1;
     int rc = scan_bundle(&s, e);
+    if (rc == 0 && pub_pem)
+        rc = check_signature(&s, pub_pem, info, e);
     scan_free(&s);
     return rc;
 }

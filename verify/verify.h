@@ -9,6 +9,9 @@ struct cJSON;
 #define TQ_SUMS_NAME "SHA256SUMS"
 #define TQ_MANIFEST_NAME "tq-manifest.json"
 #define TQ_MANIFEST_FORMAT "tq_manifest_v1"
+/* The OpenSSF Model Signing signature a directory carries (man tq-formats(5), MODEL
+ * SIGNATURES); manifests do not list it, bundles carry it after SHA256SUMS. */
+#define TQ_OMS_SIG_NAME "model.sig"
 
 /* Progress of hashing on stderr when it is a TTY (off by default; tools turn it on unless
  * --quiet). */
@@ -33,8 +36,8 @@ void tq_sums_free(tq_sum_entry *v, size_t n);
 int tq_verify_path_ok(const char *path);
 
 /* Regular files under dir, recursively, as sorted relative paths (strcmp order), without
- * SHA256SUMS and tq-manifest.json at the top. Symbolic links to regular files count as
- * files; anything else that is not a regular file or directory is an error. */
+ * SHA256SUMS, tq-manifest.json and model.sig at the top. Symbolic links to regular files
+ * count as files; anything else that is not a regular file or directory is an error. */
 int tq_verify_walk(const char *dir, char ***paths, size_t *n, tq_err *e);
 
 /* -------------------------------------------------------------- manifest */
@@ -127,6 +130,48 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
 /* Verify and extract a bundle into a new directory (which must not exist), through
  * OUT.partial-XXXXXX; any problem leaves nothing under OUT. */
 int tq_bundle_unpack(const char *bundle, const char *out, tq_check_report *r, tq_err *e);
+
+/* ------------------------------------------------------ model signatures */
+/* OpenSSF Model Signing (the model_signing tool's "key" method): an in-toto Statement v1
+ * listing every file with its SHA-256, in a DSSE envelope, in a Sigstore bundle (man
+ * tq-formats(5), MODEL SIGNATURES). MODEL is a directory or a single file. */
+typedef struct tq_oms_opts {
+    const char *sig;            /* the signature file; NULL: model.sig in DIR (next to FILE) */
+    const char *const *ignore;  /* more paths to leave out (as given: relative to the current
+                                 * directory, or absolute); those outside MODEL are dropped */
+    size_t n_ignore;
+    int keep_git;               /* sign: hash .git, .gitattributes, .github, .gitignore too */
+    int keep_index;             /* sign: hash SHA256SUMS and tq-manifest.json too */
+    int allow_symlinks;         /* sign: follow symbolic links to files (else refuse them) */
+    int threads;
+} tq_oms_opts;
+
+typedef struct tq_oms_info {
+    char *sig_path;             /* the signature written or read */
+    char *name;                 /* the subject's name (the model directory's name) */
+    char subject[65];           /* hex SHA-256 over every file's digest, in resource order */
+    char key_hint[65];          /* hex SHA-256 of the public key's PEM */
+    const char *key_type;       /* "ecdsa-p256", "ecdsa-p384", "ecdsa-p521", "ed25519" */
+    size_t files;
+    uint64_t bytes;
+} tq_oms_info;
+void tq_oms_info_free(tq_oms_info *info);
+
+/* Hash MODEL and write its signature (atomically) with the PEM private key key_pem (ECDSA
+ * P-256/P-384/P-521 or Ed25519, unencrypted). */
+int tq_oms_sign(const char *model, const char *key_pem, const tq_oms_opts *o, tq_oms_info *info, tq_err *e);
+/* Check the signature with the PEM public key pub_pem, then every file of MODEL against it:
+ * differing, missing and extra files go into r (0 returned); -1 when the signature is
+ * malformed, of another key or not valid, or MODEL cannot be read. */
+int tq_oms_verify(const char *model, const char *pub_pem, const tq_oms_opts *o, tq_check_report *r,
+                  tq_oms_info *info, tq_err *e);
+/* Directories: as tq_check_dir, and with pub_pem also tq_oms_verify (its problems added to r). */
+int tq_check_dir_signed(const char *dir, int threads, const char *pub_pem, tq_check_report *r, tq_oms_info *info,
+                        tq_err *e);
+/* Bundles: as tq_check_bundle, and with pub_pem also check the bundle's model.sig and every
+ * signed file against the bundle's entries (problems into r). */
+int tq_check_bundle_signed(const char *path, const char *pub_pem, tq_check_report *r, tq_oms_info *info,
+                           tq_err *e);
 
 /* ------------------------------------------------------------- compare */
 typedef struct tq_cmp_diff {

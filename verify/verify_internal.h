@@ -72,4 +72,96 @@ int tq_verify_split_blocks(const char *dir, tq_manifest *m, tq_err *e);
 int tq_verify_split_merge(const char *dir, tq_manifest *m, tq_check_report *r, tq_err *e);
 int tq_verify_manifest_from_split(const char *dir, tq_manifest **out, tq_err *e);
 
+/* The directory walk behind tq_verify_walk (walk.c). skip(ctx, rel): 1 leaves the file or
+ * directory rel out (a directory with everything under it) before it is even looked at;
+ * refuse_links: a symbolic link to a file is an error instead of that file. */
+typedef struct tq_walk_opts {
+    int (*skip)(void *ctx, const char *rel);
+    void *ctx;
+    int refuse_links;
+} tq_walk_opts;
+int tq_verify_walk_ex(const char *dir, const tq_walk_opts *o, char ***paths, size_t *n, tq_err *e);
+
+/* ---- model signatures (oms_format.c: text; oms_key.c: keys; oms.c: directories) ---- */
+#define TQ_OMS_PAYLOAD_TYPE "application/vnd.in-toto+json"
+#define TQ_OMS_STATEMENT_TYPE "https://in-toto.io/Statement/v1"
+#define TQ_OMS_PREDICATE_TYPE "https://model_signing/signature/v1.0"
+#define TQ_OMS_BUNDLE_TYPE "application/vnd.dev.sigstore.bundle.v0.3+json"
+#define TQ_OMS_MAX_SIG_BYTES (256u << 20)
+
+typedef struct tq_oms_res {
+    char *name;                 /* relative path, or "." for a single-file model */
+    unsigned char sha256[32];
+} tq_oms_res;
+
+/* The statement's content (in-toto Statement v1, model_signing predicate v1.0). */
+typedef struct tq_oms_stmt {
+    char *name;                 /* subject name */
+    unsigned char subject[32];  /* SHA-256 over the resources' digests, in their order */
+    int allow_symlinks;
+    char **ignore;              /* serialization.ignore_paths (absent when n_ignore is 0) */
+    size_t n_ignore;
+    tq_oms_res *res;
+    size_t n_res;
+} tq_oms_stmt;
+void tq_oms_stmt_free(tq_oms_stmt *s);
+/* The subject digest of a resource list. */
+void tq_oms_subject(const tq_oms_res *r, size_t n, unsigned char out[32]);
+/* model_signing's order of resource names: component by component, each in byte order. */
+int tq_oms_name_cmp(const char *a, const char *b);
+/* The payload: the statement as sorted JSON (tq_json_print). Caller frees. */
+char *tq_oms_payload(const tq_oms_stmt *s, size_t *len, tq_err *e);
+/* Parse a payload (hostile): statement type, predicate type, one subject, files/sha256
+ * serialization, resources with safe unique names and their subject digest. `what` names
+ * the signature in messages. */
+int tq_oms_payload_parse(const char *p, size_t len, const char *what, tq_oms_stmt *s, tq_err *e);
+
+/* The DSSE envelope of a Sigstore bundle. */
+typedef struct tq_oms_env {
+    unsigned char *payload;
+    size_t payload_len;
+    char *payload_type;
+    unsigned char *sig;
+    size_t sig_len;
+    char *hint;                 /* verificationMaterial.publicKey.hint, or NULL */
+} tq_oms_env;
+void tq_oms_env_free(tq_oms_env *env);
+/* Parse a bundle (hostile): media type, a public-key verification material, a DSSE envelope
+ * with one signature, base64 (standard or URL-safe) payload and signature. */
+int tq_oms_bundle_parse(const char *text, size_t len, const char *what, tq_oms_env *env, tq_err *e);
+/* The bundle JSON for a payload (type TQ_OMS_PAYLOAD_TYPE), its signature and the key hint. */
+char *tq_oms_bundle_make(const unsigned char *payload, size_t plen, const unsigned char *sig, size_t slen,
+                         const char *hint, size_t *len, tq_err *e);
+/* DSSE pre-authentication encoding of (type, body). Caller frees. */
+unsigned char *tq_oms_pae(const char *type, const unsigned char *body, size_t len, size_t *out_len, tq_err *e);
+/* Base64 (RFC 4648): encode with the standard alphabet and padding; decode either alphabet,
+ * padding optional, nothing else (no whitespace), unused bits zero. */
+char *tq_oms_b64_encode(const unsigned char *d, size_t n, tq_err *e);
+int tq_oms_b64_decode(const char *s, size_t len, unsigned char **out, size_t *n, const char *what, tq_err *e);
+
+/* Keys (libcrypto EVP). */
+typedef struct tq_oms_key tq_oms_key;
+int tq_oms_key_load(const char *path, int is_private, tq_oms_key **out, tq_err *e);
+void tq_oms_key_free(tq_oms_key *k);
+const char *tq_oms_key_type(const tq_oms_key *k);
+/* hex SHA-256 of the public key as PEM SubjectPublicKeyInfo (model_signing's key hint) */
+const char *tq_oms_key_hint(const tq_oms_key *k);
+int tq_oms_key_sign(const tq_oms_key *k, const unsigned char *msg, size_t n, unsigned char **sig, size_t *slen,
+                    tq_err *e);
+/* 0 when sig is k's signature of msg; -1 (TQ_EDATA) otherwise. */
+int tq_oms_key_verify(const tq_oms_key *k, const unsigned char *msg, size_t n, const unsigned char *sig,
+                      size_t slen, const char *what, tq_err *e);
+/* A signature file's bytes, checked with k: the envelope, then the statement it signs. */
+int tq_oms_open(const char *text, size_t len, const char *what, const tq_oms_key *k, tq_oms_stmt *s, tq_err *e);
+/* 1 when rel is left out by one of the n ignore paths: that path itself or anything under it. */
+int tq_oms_ignored(char *const *ign, size_t n, const char *rel);
+/* Compare a signed statement with actual files (sorted by tq_oms_name_cmp, digests NULL when
+ * not read): differing, missing and unsigned files into r. ignored(ctx, name): 1 for files
+ * the signature leaves out. */
+typedef struct tq_oms_file {
+    const char *name;
+    const unsigned char *sha256;  /* NULL: not hashed (already reported) */
+} tq_oms_file;
+int tq_oms_compare(const tq_oms_stmt *s, const tq_oms_file *f, size_t n, tq_check_report *r, tq_err *e);
+
 #endif

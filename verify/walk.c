@@ -1,5 +1,5 @@
-/* Recursive, sorted listing of the regular files a manifest covers. */
-#include "verify/verify.h"
+/* Recursive, sorted listing of the regular files a manifest or a signature covers. */
+#include "verify/verify_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,7 +32,7 @@ static int push(plist *l, char *s, tq_err *e)
     return 0;
 }
 
-static int walk(const char *root, const char *rel, int depth, plist *l, tq_err *e)
+static int walk(const char *root, const char *rel, int depth, const tq_walk_opts *o, plist *l, tq_err *e)
 {
     char *dpath = *rel ? tq_path_join(root, rel, e) : tq_strdup(root, e);
     if (!dpath)
@@ -66,6 +66,10 @@ static int walk(const char *root, const char *rel, int depth, plist *l, tq_err *
         } else {
             memcpy(sub, de->d_name, nl + 1);
         }
+        if (o->skip && o->skip(o->ctx, sub)) {
+            free(sub);
+            continue;
+        }
         struct stat lst, st;
         if (fstatat(dirfd(d), de->d_name, &lst, AT_SYMLINK_NOFOLLOW) != 0 ||
             fstatat(dirfd(d), de->d_name, &st, 0) != 0) {
@@ -80,13 +84,14 @@ static int walk(const char *root, const char *rel, int depth, plist *l, tq_err *
             break;
         }
         if (S_ISDIR(lst.st_mode)) {
-            rc = walk(root, sub, depth + 1, l, e);
+            rc = walk(root, sub, depth + 1, o, l, e);
+            free(sub);
+        } else if (S_ISREG(st.st_mode) && S_ISLNK(lst.st_mode) && o->refuse_links) {
+            rc = tq_fail(e, TQ_EDATA, "%s/%s: symbolic link; links are followed only when allowed (allow_symlinks)",
+                         root, sub);
             free(sub);
         } else if (S_ISREG(st.st_mode)) {
-            if (!rl && (!strcmp(sub, TQ_SUMS_NAME) || !strcmp(sub, TQ_MANIFEST_NAME)))
-                free(sub);
-            else
-                rc = push(l, sub, e);
+            rc = push(l, sub, e);
         } else {
             rc = tq_fail(e, TQ_EDATA, "%s/%s: %s; manifests cover regular files only", root, sub,
                          S_ISDIR(st.st_mode) ? "symbolic link to a directory" : "not a regular file");
@@ -103,12 +108,12 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int tq_verify_walk(const char *dir, char ***paths, size_t *n, tq_err *e)
+int tq_verify_walk_ex(const char *dir, const tq_walk_opts *o, char ***paths, size_t *n, tq_err *e)
 {
     plist l = {0};
     if (!tq_is_dir(dir))
         return tq_fail(e, TQ_EIO, "%s: not a directory", dir);
-    if (walk(dir, "", 0, &l, e) != 0) {
+    if (walk(dir, "", 0, o, &l, e) != 0) {
         tq_free_strv(l.v, l.n);
         return -1;
     }
@@ -117,4 +122,17 @@ int tq_verify_walk(const char *dir, char ***paths, size_t *n, tq_err *e)
     *paths = l.v;
     *n = l.n;
     return 0;
+}
+
+/* What manifests leave out: their own two files and the signature, at the top. */
+static int skip_index(void *ctx, const char *rel)
+{
+    (void)ctx;
+    return !strcmp(rel, TQ_SUMS_NAME) || !strcmp(rel, TQ_MANIFEST_NAME) || !strcmp(rel, TQ_OMS_SIG_NAME);
+}
+
+int tq_verify_walk(const char *dir, char ***paths, size_t *n, tq_err *e)
+{
+    tq_walk_opts o = {.skip = skip_index};
+    return tq_verify_walk_ex(dir, &o, paths, n, e);
 }
