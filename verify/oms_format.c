@@ -62,27 +62,24 @@ int tq_oms_b64_decode(const char *s, size_t len, unsigned char **out, size_t *n,
     size_t data = len;
     while (data > 0 && s[data - 1] == '=' && len - data < 2)
         data--;
+    for (size_t i = 0; i < data; i++)
+        if (b64_value((unsigned char)s[i]) < 0) {
+            if ((unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f)
+                return tq_fail(e, TQ_EDATA, "%s: bad base64: '%c' at character %zu", what, s[i], i);
+            return tq_fail(e, TQ_EDATA, "%s: bad base64: byte 0x%02x at character %zu", what, (unsigned char)s[i], i);
+        }
     if (data < len && len % 4)
-        return tq_fail(e, TQ_EDATA, "%s: bad base64: padding leaves %zu characters, not a multiple of 4", what, len);
+        return tq_fail(e, TQ_EDATA, "%s: bad base64: %zu characters with padding, not a multiple of 4", what, len);
     if (data % 4 == 1)
         return tq_fail(e, TQ_EDATA, "%s: bad base64: %zu characters cannot be a whole number of bytes", what, data);
     size_t want = data / 4 * 3 + (data % 4 ? data % 4 - 1 : 0);
-    if (data < len && (len - data) != (4 - data % 4) % 4)
-        return tq_fail(e, TQ_EDATA, "%s: bad base64: wrong padding at character %zu", what, data);
     unsigned char *d = tq_malloc(want ? want : 1, e);
     if (!d)
         return -1;
     uint32_t acc = 0;
     size_t o = 0;
     for (size_t i = 0; i < data; i++) {
-        int v = b64_value((unsigned char)s[i]);
-        if (v < 0) {
-            free(d);
-            if ((unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f)
-                return tq_fail(e, TQ_EDATA, "%s: bad base64: '%c' at character %zu", what, s[i], i);
-            return tq_fail(e, TQ_EDATA, "%s: bad base64: byte 0x%02x at character %zu", what, (unsigned char)s[i], i);
-        }
-        acc = acc << 6 | (uint32_t)v;
+        acc = acc << 6 | (uint32_t)b64_value((unsigned char)s[i]);
         if (i % 4 == 3) {
             d[o++] = (unsigned char)(acc >> 16);
             d[o++] = (unsigned char)(acc >> 8);
@@ -295,17 +292,46 @@ static int json_has_nul_escape(const char *p, size_t len)
     return 0;
 }
 
+/* 1 when text ends inside a string, object or array (cut short) while what came before was
+ * plausible JSON structure. */
+static int json_cut_short(const char *p, size_t len)
+{
+    int in_str = 0;
+    size_t depth = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = p[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (!depth)
+                return 0;
+            depth--;
+        }
+    }
+    return in_str || depth > 0;
+}
+
 /* One JSON value filling text[0..len) (trailing whitespace allowed). */
 static cJSON *parse_all(const char *text, size_t len, const char *what, const char *part, tq_err *e)
 {
     if (json_has_nul_escape(text, len))
         return tq_fail(e, TQ_EDATA, "%s: %s: a string holds \\u0000", what, part), NULL;
     const char *end = NULL;
+    if (!len)
+        return tq_fail(e, TQ_EDATA, "%s: %s: empty", what, part), NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!j) {
-        size_t at = end && end >= text ? (size_t)(end - text) : 0;
-        if (at >= len)
-            return tq_fail(e, TQ_EDATA, "%s: %s: truncated JSON (%zu bytes)", what, part, len), NULL;
+        if (json_cut_short(text, len))
+            return tq_fail(e, TQ_EDATA, "%s: %s: truncated JSON (it ends after %zu bytes inside an unfinished value)",
+                           what, part, len), NULL;
+        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
         return tq_fail(e, TQ_EDATA, "%s: %s: invalid JSON near byte %zu", what, part, at), NULL;
     }
     size_t at = (size_t)(end - text);
