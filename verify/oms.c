@@ -266,6 +266,12 @@ int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_
         const char *rel = inside(m.root, sig_abs);
         if (rel && strv_add(&ign, rel, e) != 0)
             goto out;
+        /* DIR/model.sig is the directory's signature, never its content */
+        char *own = tq_path_join(m.root, TQ_OMS_SIG_NAME, e);
+        int has_own = own && tq_exists(own);
+        free(own);
+        if (has_own && strv_add(&ign, TQ_OMS_SIG_NAME, e) != 0)
+            goto out;
         if (!o->keep_index && (strv_add(&ign, TQ_SUMS_NAME, e) != 0 || strv_add(&ign, TQ_MANIFEST_NAME, e) != 0))
             goto out;
         if (add_cli_paths(&ign, m.root, o->ignore, o->n_ignore, e) != 0)
@@ -422,7 +428,7 @@ int tq_oms_verify(const char *path, const char *pub_pem, const tq_oms_opts *o, t
         if (!(sig_abs = resolve(m.sig_path, e)))
             goto out;
         const char *rel = inside(m.root, sig_abs);
-        if (rel && strv_add(&ign, rel, e) != 0)
+        if ((rel && strv_add(&ign, rel, e) != 0) || strv_add(&ign, TQ_OMS_SIG_NAME, e) != 0)
             goto out;
         for (size_t i = 0; i < s.n_ignore; i++)
             if (strv_add(&ign, s.ignore[i], e) != 0)

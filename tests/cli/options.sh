@@ -11,7 +11,7 @@ usage_err() { expect_exit 2 "$@"; } # usage_err TOOL ARGS...
 version=$(tq-convert --version | cut -d' ' -f3)
 for t in tq-convert tq-split tq-rowlayout tq-run tq-mkmodel tq-verify \
          "tq-verify ls" "tq-verify manifest" "tq-verify check" "tq-verify compare" \
-         "tq-verify golden" "tq-verify pack" "tq-verify unpack"; do
+         "tq-verify golden" "tq-verify sign" "tq-verify verify" "tq-verify pack" "tq-verify unpack"; do
   $t -h >h.txt 2>err || fail "$t -h: exit $?"
   [ ! -s err ] || fail "$t -h: stderr: $(cat err)"
   $t --help >help.txt || fail "$t --help"

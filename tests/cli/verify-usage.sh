@@ -3,7 +3,7 @@ set -uo pipefail
 . "$ROOT/tests/lib/common.sh"
 expect() { expect_exit "$1" tq-verify "${@:2}" >/dev/null; } # expect STATUS ARGS...
 run tq-verify --version >/dev/null
-for c in manifest check compare golden pack unpack; do
+for c in manifest check compare golden sign verify pack unpack; do
   run tq-verify $c --help >/dev/null
   tq-verify --help | grep -q "^  $c " || fail "$c not in --help"
 done
@@ -17,6 +17,15 @@ expect 2 unpack x.tar.zst
 expect 2 golden m
 expect 2 golden m --golden g.json --prompt 1,2
 expect 2 golden m --golden g.json --update --prompt 1,,x
+expect 2 sign
+expect 2 sign m
+expect 2 sign --key k.pem
+expect 2 sign --key k.pem a b
+expect 2 verify m
+expect 2 verify --pubkey k.pub
+expect 2 sign --threads 0 --key k.pem m
+expect 1 sign /nonexistent --key k.pem
+expect 1 verify /nonexistent --pubkey k.pub
 expect 1 manifest /nonexistent
 expect 1 compare /nonexistent /nonexistent2
 exit 0
