@@ -1,0 +1,1 @@
+{"mediaType": "a", "mediaType": "b"}

@@ -1,0 +1,1 @@
+{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json", "verificationMaterial": {"publicKey": {"hint": "71330896a2f12d3a28f1f878abafc98730cc07902aabe92c6368429c9ecbb2eb"}, "tlogEntries": []}, "messageSignature": {}}
