@@ -204,6 +204,12 @@ static int model_hash(model *m, const strv *ign, int allow_symlinks, int threads
             return -1;
         if (m->n > 1)
             qsort(m->files, m->n, sizeof *m->files, cmp_name);
+        for (size_t i = 0; i < m->n; i++) {
+            size_t bad = 0;
+            if (tq_utf8_check(m->files[i], strlen(m->files[i]), &bad) != 0)
+                return tq_fail(e, TQ_EDATA, "%s/%s: the file name is not UTF-8 (byte %zu); a signature cannot name it",
+                               m->root, m->files[i], bad);
+        }
     }
     tq_vh_task *t = tq_calloc(m->n ? m->n : 1, sizeof *t, e);
     char **abs = tq_calloc(m->n ? m->n : 1, sizeof *abs, e);

@@ -272,76 +272,60 @@ static int hex32(const char *s, unsigned char out[32])
     return strlen(s) == 64 && tq_verify_parse_hex32(s, out) == 0 ? 0 : -1;
 }
 
-/* JSON text that cJSON would change silently: a string holding \u0000 (cut short there). */
-static int json_has_nul_escape(const char *p, size_t len)
-{
-    int in_str = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (!in_str) {
-            in_str = p[i] == '"';
-            continue;
-        }
-        if (p[i] == '"') {
-            in_str = 0;
-        } else if (p[i] == '\\' && i + 1 < len) {
-            if (p[i + 1] == 'u' && i + 5 < len && !memcmp(p + i + 2, "0000", 4))
-                return 1;
-            i++;
-        }
-    }
-    return 0;
-}
-
-/* 1 when text ends inside a string, object or array (cut short) while what came before was
- * plausible JSON structure. */
-static int json_cut_short(const char *p, size_t len)
+/* A lexical pass over JSON text: *nul_escape = a string holds \u0000 (cJSON would cut it
+ * there); *cut_short = the text ends inside a string, object or array. */
+static void json_scan(const char *p, size_t len, int *nul_escape, int *cut_short)
 {
     int in_str = 0;
     size_t depth = 0;
+    *nul_escape = *cut_short = 0;
     for (size_t i = 0; i < len; i++) {
         char c = p[i];
         if (in_str) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
+            if (c == '"') {
                 in_str = 0;
+            } else if (c == '\\' && i + 1 < len) {
+                if (p[i + 1] == 'u' && i + 5 < len && !memcmp(p + i + 2, "0000", 4))
+                    *nul_escape = 1;
+                i++;
+            }
         } else if (c == '"') {
             in_str = 1;
         } else if (c == '{' || c == '[') {
             depth++;
-        } else if (c == '}' || c == ']') {
-            if (!depth)
-                return 0;
+        } else if ((c == '}' || c == ']') && depth) {
             depth--;
         }
     }
-    return in_str || depth > 0;
+    *cut_short = in_str || depth > 0;
 }
 
-/* One JSON value filling text[0..len) (trailing whitespace allowed). */
+/* One JSON value filling text[0..len) (trailing whitespace allowed), UTF-8, and nothing
+ * cJSON would change silently: no NUL byte, no string holding \u0000 (it would be cut there). */
 static cJSON *parse_all(const char *text, size_t len, const char *what, const char *part, tq_err *e)
 {
-    if (json_has_nul_escape(text, len))
-        return tq_fail(e, TQ_EDATA, "%s: %s: a string holds \\u0000", what, part), NULL;
-    const char *end = NULL;
+    size_t at = 0;
+    int trailing = 0;
     if (!len)
         return tq_fail(e, TQ_EDATA, "%s: %s: empty", what, part), NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!j) {
-        if (json_cut_short(text, len))
-            return tq_fail(e, TQ_EDATA, "%s: %s: truncated JSON (it ends after %zu bytes inside an unfinished value)",
-                           what, part, len), NULL;
-        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-        return tq_fail(e, TQ_EDATA, "%s: %s: invalid JSON near byte %zu", what, part, at), NULL;
-    }
-    size_t at = (size_t)(end - text);
-    while (at < len && (text[at] == ' ' || text[at] == '\n' || text[at] == '\r' || text[at] == '\t'))
-        at++;
-    if (at < len) {
-        cJSON_Delete(j);
+    if (tq_utf8_check(text, len, &at) != 0)
+        return tq_fail(e, TQ_EDATA, "%s: %s: not UTF-8 at byte %zu", what, part, at), NULL;
+    const char *nul = memchr(text, 0, len);
+    if (nul)
+        return tq_fail(e, TQ_EDATA, "%s: %s: a NUL byte at byte %zu", what, part, (size_t)(nul - text)), NULL;
+    int nul_escape, cut_short;
+    json_scan(text, len, &nul_escape, &cut_short);
+    if (nul_escape)
+        return tq_fail(e, TQ_EDATA, "%s: %s: a string holds \\u0000", what, part), NULL;
+    cJSON *j = tq_json_parse(text, len, &at, &trailing);
+    if (j)
+        return j;
+    if (trailing)
         return tq_fail(e, TQ_EDATA, "%s: %s: bytes after the JSON value at byte %zu", what, part, at), NULL;
-    }
-    return j;
+    if (cut_short)
+        return tq_fail(e, TQ_EDATA, "%s: %s: truncated JSON (it ends after %zu bytes inside an unfinished value)", what,
+                       part, len), NULL;
+    return tq_fail(e, TQ_EDATA, "%s: %s: invalid JSON near byte %zu", what, part, at), NULL;
 }
 
 static int cmp_strp(const void *a, const void *b)

@@ -35,6 +35,8 @@ b = json.load(open("good.sig"))
 s = json.loads(base64.b64decode(b["dsseEnvelope"]["payload"]))
 exec(code)
 body = json.dumps(s, indent=2).encode()
+if name == "not-utf8":
+    body = body.replace(b"w.bin", b"w\xff.bin")
 open(name + ".pae", "wb").write(b"DSSEv1 %d %s %d %s" % (len(typ), typ, len(body), body))
 sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", "k.pem", name + ".pae"], check=True, capture_output=True).stdout
 b["dsseEnvelope"] = {"payload": base64.b64encode(body).decode(), "payloadType": typ.decode(),
@@ -67,6 +69,8 @@ resign blake3 's["predicate"]["serialization"]["hash_type"] = "blake3"'
 case_ blake3
 resign ignore-all 's["predicate"]["serialization"]["ignore_paths"] = ["."]'
 case_ ignore-all
+resign not-utf8 'pass'
+case_ not-utf8
 resign bad-digest 's["predicate"]["resources"][0]["digest"] = "xyz"'
 case_ bad-digest
 # another key: with the key hint, and without it (older bundles carry none)

@@ -51,6 +51,9 @@ run tq-verify sign --quiet m --key p256.pem --allow-symlinks --out l.sig
 run tq-verify verify --quiet m --pubkey p256.pub --sig l.sig
 expect_msg 1 "m/link.bin: symbolic link" tq-verify verify m --pubkey p256.pub
 rm m/link.bin
+# A file name that is not UTF-8 cannot be written in a signature.
+mkdir n && echo x > "n/$(printf 'bad\377name')"
+expect_msg 1 "the file name is not UTF-8" tq-verify sign n --key p256.pem
 # A single file: resource ".", default signature model.sig next to it.
 mkdir f && echo weights > f/one.bin
 run tq-verify sign --quiet f/one.bin --key ed.pem
