@@ -479,8 +479,9 @@ static int cmd_pack(int argc, char **argv)
         .usage = "Usage: tq-verify pack [OPTIONS] DIR -o NAME.tar.zst\n",
         .about = "Write a deterministic bundle of DIR: tq-manifest.json and SHA256SUMS first\n"
                  "(generated fresh; when DIR has them they must match its content, or pack\n"
-                 "refuses), then every file in path order, pax tar with fixed mtime 0, uid/gid 0,\n"
-                 "mode 0644, compressed with zstd. The same directory always gives the same bytes.\n",
+                 "refuses), then DIR's signature model.sig if it has one, then every file in path\n"
+                 "order, pax tar with fixed mtime 0, uid/gid 0, mode 0644, compressed with zstd.\n"
+                 "The same directory always gives the same bytes.\n",
         .opts = opts,
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
