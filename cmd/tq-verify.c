@@ -131,13 +131,39 @@ static void add_signer_json(cJSON *j, const tq_oms_info *info)
     cJSON_AddStringToObject(j, "key_hint", info->key_hint);
 }
 
-/* "; SIG: a valid signature by the TYPE key HINT" (static buffer) */
-static const char *signer_text(const tq_oms_info *info)
+/* The end of check and verify: the report (JSON, or problem lines and a summary line "PATH:
+ * OK (N of N <what> verified, 0 problems[; SIG: a valid signature by the TYPE key HINT])"),
+ * the error of a check that could not run, the exit status. info: the signature checked, or
+ * NULL; r and info are freed. */
+static int report_out(const char *path, int rc, tq_check_report *r, tq_oms_info *info, const tq_err *err, int json,
+                      int quiet, const char *what)
 {
-    static char buf[4200];
-    snprintf(buf, sizeof buf, "; %s: a valid signature by the %s key %.16s", info->sig_path ? info->sig_path : "?",
-             info->key_type ? info->key_type : "?", info->key_hint);
-    return buf;
+    int status = rc != 0 || r->n ? 1 : 0;
+    if (json) {
+        cJSON *j = tq_check_report_json(r);
+        cJSON_AddStringToObject(j, "path", path);
+        if (rc == 0 && info)
+            add_signer_json(j, info);
+        if (rc != 0) {
+            cJSON_ReplaceItemInObject(j, "ok", cJSON_CreateFalse());
+            cJSON_AddStringToObject(j, "error", err->msg);
+        }
+        tq_cli_print_json(j);
+    } else if (!quiet) {
+        tq_check_report_print(r, stdout);
+        if (rc == 0 && info)
+            printf("%s: %s (%zu of %zu %s verified, %zu problem%s; %s: a valid signature by the %s key %.16s)\n", path,
+                   r->n ? "FAILED" : "OK", r->files_ok, r->files_listed, what, r->n, r->n == 1 ? "" : "s",
+                   info->sig_path ? info->sig_path : "?", info->key_type ? info->key_type : "?", info->key_hint);
+        else if (rc == 0)
+            printf("%s: %s (%zu of %zu %s verified, %zu problem%s)\n", path, r->n ? "FAILED" : "OK", r->files_ok,
+                   r->files_listed, what, r->n, r->n == 1 ? "" : "s");
+    }
+    if (rc != 0 && !json)
+        tq_cli_fail(err);
+    tq_check_report_free(r);
+    tq_oms_info_free(info);
+    return status;
 }
 
 /* --------------------------------------------------------------------- check */
@@ -174,31 +200,10 @@ static int cmd_check(int argc, char **argv)
     tq_verify_progress(!quiet && !json);
     tq_err err = {0};
     tq_check_report r;
-    tq_oms_info info = {0};
+    tq_oms_info info;
     rc = tq_is_dir(path) ? tq_check_dir_signed(path, threads, pubkey, &r, &info, &err)
                          : tq_check_bundle_signed(path, pubkey, &r, &info, &err);
-    int status = rc != 0 || r.n ? 1 : 0;
-    if (json) {
-        cJSON *j = tq_check_report_json(&r);
-        cJSON_AddStringToObject(j, "path", path);
-        if (rc == 0 && pubkey)
-            add_signer_json(j, &info);
-        if (rc != 0) {
-            cJSON_ReplaceItemInObject(j, "ok", cJSON_CreateFalse());
-            cJSON_AddStringToObject(j, "error", err.msg);
-        }
-        tq_cli_print_json(j);
-    } else if (!quiet) {
-        tq_check_report_print(&r, stdout);
-        if (rc == 0)
-            printf("%s: %s (%zu of %zu files verified, %zu problem%s%s)\n", path, r.n ? "FAILED" : "OK", r.files_ok,
-                   r.files_listed, r.n, r.n == 1 ? "" : "s", pubkey ? signer_text(&info) : "");
-    }
-    if (rc != 0 && !json)
-        tq_cli_fail(&err);
-    tq_check_report_free(&r);
-    tq_oms_info_free(&info);
-    return status;
+    return report_out(path, rc, &r, pubkey ? &info : NULL, &err, json, quiet, "files");
 }
 
 /* ---------------------------------------------------------------------- sign */
@@ -305,28 +310,7 @@ static int cmd_verify(int argc, char **argv)
     tq_check_report r;
     tq_oms_info info;
     rc = tq_oms_verify(path, pubkey, &o, &r, &info, &err);
-    int status = rc != 0 || r.n ? 1 : 0;
-    if (json) {
-        cJSON *j = tq_check_report_json(&r);
-        cJSON_AddStringToObject(j, "path", path);
-        if (rc == 0)
-            add_signer_json(j, &info);
-        if (rc != 0) {
-            cJSON_ReplaceItemInObject(j, "ok", cJSON_CreateFalse());
-            cJSON_AddStringToObject(j, "error", err.msg);
-        }
-        tq_cli_print_json(j);
-    } else if (!quiet) {
-        tq_check_report_print(&r, stdout);
-        if (rc == 0)
-            printf("%s: %s (%zu of %zu signed files verified, %zu problem%s%s)\n", path, r.n ? "FAILED" : "OK",
-                   r.files_ok, r.files_listed, r.n, r.n == 1 ? "" : "s", signer_text(&info));
-    }
-    if (rc != 0 && !json)
-        tq_cli_fail(&err);
-    tq_check_report_free(&r);
-    tq_oms_info_free(&info);
-    return status;
+    return report_out(path, rc, &r, &info, &err, json, quiet, "signed files");
 }
 
 /* ------------------------------------------------------------------- compare */

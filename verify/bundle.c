@@ -663,13 +663,8 @@ static int check_signature(scan *s, const char *pub_pem, tq_oms_info *info, tq_e
     tq_check_report_free(&sr);
     tq_report_sort(s->r);
     if (info) {
-        tq_hex(st.subject, 32, info->subject);
-        snprintf(info->key_hint, sizeof info->key_hint, "%s", tq_oms_key_hint(k));
-        info->key_type = tq_oms_key_type(k);
-        info->files = st.n_res;
-        info->name = st.name;
+        tq_oms_info_set(info, st.subject, k, st.n_res, 0, tq_strdup(what, e), st.name);
         st.name = NULL;
-        info->sig_path = tq_strdup(what, e);
     }
     rc = 0;
 out:

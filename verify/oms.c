@@ -18,6 +18,18 @@ void tq_oms_info_free(tq_oms_info *info)
     memset(info, 0, sizeof *info);
 }
 
+void tq_oms_info_set(tq_oms_info *info, const unsigned char subject[32], const tq_oms_key *k, size_t files,
+                     uint64_t bytes, char *sig_path, char *name)
+{
+    tq_hex(subject, 32, info->subject);
+    snprintf(info->key_hint, sizeof info->key_hint, "%s", tq_oms_key_hint(k));
+    info->key_type = tq_oms_key_type(k);
+    info->files = files;
+    info->bytes = bytes;
+    info->sig_path = sig_path;
+    info->name = name;
+}
+
 /* ---- paths ---- */
 /* An absolute path without links, '.' or '..' for p, whose last component need not exist. */
 static char *resolve(const char *p, tq_err *e)
@@ -315,13 +327,7 @@ int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_
         goto out;
     if (tq_write_file_atomic(m.sig_path, bundle, blen, e) != 0)
         goto out;
-    tq_hex(s.subject, 32, info->subject);
-    snprintf(info->key_hint, sizeof info->key_hint, "%s", tq_oms_key_hint(k));
-    info->key_type = tq_oms_key_type(k);
-    info->files = m.n;
-    info->bytes = m.bytes;
-    info->sig_path = m.sig_path;
-    info->name = s.name;
+    tq_oms_info_set(info, s.subject, k, m.n, m.bytes, m.sig_path, s.name);
     m.sig_path = NULL;
     s.name = NULL;
     rc = 0;
@@ -452,13 +458,7 @@ int tq_oms_verify(const char *path, const char *pub_pem, const tq_oms_opts *o, t
         goto out;
     r->bytes = m.bytes;
     tq_report_sort(r);
-    tq_hex(s.subject, 32, info->subject);
-    snprintf(info->key_hint, sizeof info->key_hint, "%s", tq_oms_key_hint(k));
-    info->key_type = tq_oms_key_type(k);
-    info->files = m.n;
-    info->bytes = m.bytes;
-    info->sig_path = m.sig_path;
-    info->name = s.name;
+    tq_oms_info_set(info, s.subject, k, m.n, m.bytes, m.sig_path, s.name);
     m.sig_path = NULL;
     s.name = NULL;
     rc = 0;

@@ -231,38 +231,27 @@ static int member(const cJSON *o, const char *key, const cJSON **out, const char
     return 0;
 }
 
+/* The member `key` of o, which must be there and be of `type` (cJSON_String, cJSON_Object or
+ * cJSON_Array). */
+static int need(const cJSON *o, const char *key, int type, const cJSON **out, const char *what, const char *where,
+                tq_err *e)
+{
+    if (member(o, key, out, what, where, e) != 0)
+        return -1;
+    if (!*out)
+        return tq_fail(e, TQ_EDATA, "%s: %s: no \"%s\"", what, where, key);
+    if (((*out)->type & 0xff) != type || (type == cJSON_String && !(*out)->valuestring))
+        return tq_fail(e, TQ_EDATA, "%s: %s: \"%s\" is not %s", what, where, key,
+                       type == cJSON_String ? "a string" : type == cJSON_Object ? "an object" : "an array");
+    return 0;
+}
+
 static int need_string(const cJSON *o, const char *key, const char **out, const char *what, const char *where, tq_err *e)
 {
     const cJSON *v;
-    if (member(o, key, &v, what, where, e) != 0)
+    if (need(o, key, cJSON_String, &v, what, where, e) != 0)
         return -1;
-    if (!v)
-        return tq_fail(e, TQ_EDATA, "%s: %s: no \"%s\"", what, where, key);
-    if (!cJSON_IsString(v) || !v->valuestring)
-        return tq_fail(e, TQ_EDATA, "%s: %s: \"%s\" is not a string", what, where, key);
     *out = v->valuestring;
-    return 0;
-}
-
-static int need_object(const cJSON *o, const char *key, const cJSON **out, const char *what, const char *where, tq_err *e)
-{
-    if (member(o, key, out, what, where, e) != 0)
-        return -1;
-    if (!*out)
-        return tq_fail(e, TQ_EDATA, "%s: %s: no \"%s\"", what, where, key);
-    if (!cJSON_IsObject(*out))
-        return tq_fail(e, TQ_EDATA, "%s: %s: \"%s\" is not an object", what, where, key);
-    return 0;
-}
-
-static int need_array(const cJSON *o, const char *key, const cJSON **out, const char *what, const char *where, tq_err *e)
-{
-    if (member(o, key, out, what, where, e) != 0)
-        return -1;
-    if (!*out)
-        return tq_fail(e, TQ_EDATA, "%s: %s: no \"%s\"", what, where, key);
-    if (!cJSON_IsArray(*out))
-        return tq_fail(e, TQ_EDATA, "%s: %s: \"%s\" is not an array", what, where, key);
     return 0;
 }
 
@@ -349,20 +338,20 @@ static int parse_statement(const cJSON *j, const char *what, tq_oms_stmt *s, tq_
     if (strcmp(ptype, TQ_OMS_PREDICATE_TYPE))
         return tq_fail(e, TQ_EDATA, "%s: payload: predicate type \"%.200s\" is not a model signature (%s)", what,
                        ptype, TQ_OMS_PREDICATE_TYPE);
-    if (need_array(j, "subject", &subjects, what, "payload", e) != 0)
+    if (need(j, "subject", cJSON_Array, &subjects, what, "payload", e) != 0)
         return -1;
     if (cJSON_GetArraySize(subjects) != 1 || !cJSON_IsObject(subjects->child))
         return tq_fail(e, TQ_EDATA, "%s: payload: \"subject\" must hold exactly one object, has %d entries", what,
                        cJSON_GetArraySize(subjects));
     if (need_string(subjects->child, "name", &name, what, "subject", e) != 0 ||
-        need_object(subjects->child, "digest", &digest, what, "subject", e) != 0 ||
+        need(subjects->child, "digest", cJSON_Object, &digest, what, "subject", e) != 0 ||
         need_string(digest, "sha256", &dhex, what, "subject digest", e) != 0)
         return -1;
     unsigned char want[32];
     if (hex32(dhex, want) != 0)
         return tq_fail(e, TQ_EDATA, "%s: subject: digest \"%.80s\" is not 64 hex digits", what, dhex);
-    if (need_object(j, "predicate", &pred, what, "payload", e) != 0 ||
-        need_object(pred, "serialization", &ser, what, "predicate", e) != 0 ||
+    if (need(j, "predicate", cJSON_Object, &pred, what, "payload", e) != 0 ||
+        need(pred, "serialization", cJSON_Object, &ser, what, "predicate", e) != 0 ||
         need_string(ser, "method", &method, what, "serialization", e) != 0)
         return -1;
     if (strcmp(method, "files"))
@@ -402,7 +391,7 @@ static int parse_statement(const cJSON *j, const char *what, tq_oms_stmt *s, tq_
                 return -1;
         }
     }
-    if (need_array(pred, "resources", &res, what, "predicate", e) != 0)
+    if (need(pred, "resources", cJSON_Array, &res, what, "predicate", e) != 0)
         return -1;
     size_t n = (size_t)cJSON_GetArraySize(res);
     if (n && !(s->res = tq_calloc(n, sizeof *s->res, e)))
@@ -535,7 +524,7 @@ static int parse_bundle(const cJSON *j, const char *what, tq_oms_env *env, tq_er
     if (!is_bundle_type(mt))
         return tq_fail(e, TQ_EDATA, "%s: media type \"%.200s\" is not a Sigstore bundle v0.3 (%s)", what, mt,
                        TQ_OMS_BUNDLE_TYPE);
-    if (need_object(j, "verificationMaterial", &vm, what, "bundle", e) != 0 ||
+    if (need(j, "verificationMaterial", cJSON_Object, &vm, what, "bundle", e) != 0 ||
         member(vm, "publicKey", &pk, what, "verificationMaterial", e) != 0)
         return -1;
     if (!pk) {
@@ -563,7 +552,7 @@ static int parse_bundle(const cJSON *j, const char *what, tq_oms_env *env, tq_er
         return tq_fail(e, TQ_EDATA, "%s: \"dsseEnvelope\" is not an object", what);
     if (need_string(de, "payload", &p64, what, "dsseEnvelope", e) != 0 ||
         need_string(de, "payloadType", &ptype, what, "dsseEnvelope", e) != 0 ||
-        need_array(de, "signatures", &sigs, what, "dsseEnvelope", e) != 0)
+        need(de, "signatures", cJSON_Array, &sigs, what, "dsseEnvelope", e) != 0)
         return -1;
     if (cJSON_GetArraySize(sigs) != 1 || !cJSON_IsObject(sigs->child))
         return tq_fail(e, TQ_EDATA, "%s: dsseEnvelope: \"signatures\" must hold exactly one signature, has %d", what,

@@ -151,6 +151,9 @@ int tq_oms_key_sign(const tq_oms_key *k, const unsigned char *msg, size_t n, uns
 /* 0 when sig is k's signature of msg; -1 (TQ_EDATA) otherwise. */
 int tq_oms_key_verify(const tq_oms_key *k, const unsigned char *msg, size_t n, const unsigned char *sig,
                       size_t slen, const char *what, tq_err *e);
+/* Fill info for a statement checked or made with k (sig_path and name are taken over). */
+void tq_oms_info_set(tq_oms_info *info, const unsigned char subject[32], const tq_oms_key *k, size_t files,
+                     uint64_t bytes, char *sig_path, char *name);
 /* A signature file's bytes, checked with k: the envelope, then the statement it signs. */
 int tq_oms_open(const char *text, size_t len, const char *what, const tq_oms_key *k, tq_oms_stmt *s, tq_err *e);
 /* 1 when rel is left out by one of the n ignore paths: that path itself or anything under it. */

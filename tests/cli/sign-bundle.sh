@@ -3,9 +3,9 @@
 # signature does not match is refused, naming the file.
 set -uo pipefail
 . "$ROOT/tests/lib/common.sh"
-openssl ecparam -name prime256v1 -genkey -noout -out k.pem 2>/dev/null && openssl pkey -in k.pem -pubout -out k.pub &&
-  openssl genpkey -algorithm ed25519 -out other.pem 2>/dev/null && openssl pkey -in other.pem -pubout -out other.pub ||
-  fail "openssl cannot make keys"
+. "$ROOT/tests/lib/keys.sh"
+make_key k prime256v1
+make_key other ed25519
 run tq-mkmodel --arch qwen3_moe --size tiny --seed 9 --quiet m
 run tq-verify manifest --quiet m
 run tq-verify sign --quiet m --key k.pem

@@ -3,9 +3,9 @@
 # carry a valid signature over a bad statement are signed here with the openssl tool.
 set -uo pipefail
 . "$ROOT/tests/lib/common.sh"
-openssl ecparam -name prime256v1 -genkey -noout -out k.pem 2>/dev/null && openssl pkey -in k.pem -pubout -out k.pub &&
-  openssl ecparam -name prime256v1 -genkey -noout -out other.pem 2>/dev/null && openssl pkey -in other.pem -pubout -out other.pub ||
-  fail "openssl cannot make keys"
+. "$ROOT/tests/lib/keys.sh"
+make_key k prime256v1
+make_key other prime256v1
 mkdir m && echo "weights" > m/w.bin && echo "{}" > m/config.json
 run tq-verify sign --quiet m --key k.pem --out good.sig
 run tq-verify verify --quiet m --pubkey k.pub --sig good.sig

@@ -5,7 +5,8 @@
 set -euo pipefail
 . "$ROOT/tests/lib/common.sh"
 T=$ROOT/testdata/oms
-openssl ecparam -name prime256v1 -genkey -noout -out k.pem 2>/dev/null && openssl pkey -in k.pem -pubout -out k.pub || fail "openssl cannot make a key"
+. "$ROOT/tests/lib/keys.sh"
+make_key k prime256v1
 canon() { python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin), sort_keys=True, separators=(",", ":")))'; }
 payload() { python3 -c 'import base64, json, sys; sys.stdout.buffer.write(base64.b64decode(json.load(open(sys.argv[1]))["dsseEnvelope"]["payload"]))' "$1"; }
 

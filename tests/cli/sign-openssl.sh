@@ -4,9 +4,9 @@
 # changed; a signature openssl makes over tq's payload verifies with tq.
 set -uo pipefail
 . "$ROOT/tests/lib/common.sh"
-openssl ecparam -name prime256v1 -genkey -noout -out ec.pem 2>/dev/null && openssl pkey -in ec.pem -pubout -out ec.pub &&
-  openssl genpkey -algorithm ed25519 -out ed.pem 2>/dev/null && openssl pkey -in ed.pem -pubout -out ed.pub ||
-  fail "openssl cannot make keys"
+. "$ROOT/tests/lib/keys.sh"
+make_key ec prime256v1
+make_key ed ed25519
 run tq-mkmodel --arch qwen3_moe --size tiny --seed 3 --quiet m
 
 # envelope SIG: writes payload.bin, type.txt, sig.bin and pae.bin (DSSEv1 SP LEN(type) SP type

@@ -10,11 +10,11 @@ payload() { python3 -c 'import base64, json, sys; print(base64.b64decode(json.lo
 names() { payload "$1" | python3 -c 'import json, sys; s = json.load(sys.stdin); print(" ".join(r["name"] for r in s["predicate"]["resources"]))'; }
 ignored() { payload "$1" | python3 -c 'import json, sys; s = json.load(sys.stdin); print(" ".join(s["predicate"]["serialization"].get("ignore_paths", [])))'; }
 
-for curve in prime256v1:p256 secp384r1:p384 secp521r1:p521; do
-  openssl ecparam -name ${curve%%:*} -genkey -noout -out ${curve#*:}.pem 2>/dev/null &&
-    openssl pkey -in ${curve#*:}.pem -pubout -out ${curve#*:}.pub || fail "openssl: ${curve%%:*}"
-done
-openssl genpkey -algorithm ed25519 -out ed.pem 2>/dev/null && openssl pkey -in ed.pem -pubout -out ed.pub || fail "openssl: ed25519"
+. "$ROOT/tests/lib/keys.sh"
+make_key p256 prime256v1
+make_key p384 secp384r1
+make_key p521 secp521r1
+make_key ed ed25519
 for k in p256 p384 p521 ed; do
   run tq-verify sign --quiet m --key $k.pem --out $k.sig
   run tq-verify verify --quiet m --pubkey $k.pub --sig $k.sig
@@ -63,7 +63,7 @@ expect_msg 1 "signs a single file, but f is a directory" tq-verify verify f --pu
 expect_msg 1 "signs a directory" tq-verify verify m/w.bin --pubkey p256.pub --sig m/model.sig
 expect_msg 2 "would replace the model file" tq-verify sign f/one.bin --key ed.pem --out f/one.bin
 # Keys that are not model-signing keys.
-openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:1024 -out rsa.pem 2>/dev/null || fail "openssl: rsa"
+make_key rsa rsa
 expect_msg 1 "rsa.pem: a RSA key" tq-verify sign m --key rsa.pem --out x.sig
 openssl pkey -in p256.pem -aes128 -passout pass:secret -out enc.pem || fail "openssl: encrypt"
 expect_msg 1 "enc.pem: the private key is encrypted" tq-verify sign m --key enc.pem --out x.sig </dev/null
