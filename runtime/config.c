@@ -90,17 +90,6 @@ static int get_str(const cJSON *j, const char *key, char *out, size_t cap, const
 
 #define DIM_MAX (1ull << 24)
 
-static const struct {
-    const char *model_type;
-    int arch;
-} arch_names[] = {
-    {"llama", RT_LLAMA},         {"mistral", RT_LLAMA},          {"qwen3", RT_QWEN3},
-    {"qwen3_moe", RT_QWEN3_MOE}, {"mixtral", RT_MIXTRAL},        {"deepseek_v3", RT_DEEPSEEK},
-    {"kimi_k2", RT_DEEPSEEK},    {"gpt_oss", RT_GPT_OSS},        {"qwen3_next", RT_QWEN3_NEXT},
-    {"qwen3_5", RT_QWEN3_NEXT},  {"qwen3_5_text", RT_QWEN3_NEXT}, {"qwen3_5_moe", RT_QWEN3_NEXT},
-    {"qwen3_5_moe_text", RT_QWEN3_NEXT},
-};
-
 /* ---------------------------------------------------------------- rotary embedding */
 static double mscale_of(double factor, double m)
 {
@@ -215,104 +204,52 @@ static int bad_dims(const char *path, const char *what, tq_err *e)
     return tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: %s", path, what);
 }
 
-/* The layer list of layer_types when present: unknown kinds are refused by name. */
-static int layer_types(rt_config *c, const cfgsrc *s, int linear_ok, int sliding_ok, tq_err *e)
+/* Each layer's mixer and MLP kind from the family table (layer_types, full_attention_interval,
+ * sliding_window, decoder_sparse_step, mlp_only_layers, first_k_dense_replace,
+ * moe_layer_freq); a layer kind the family does not have is refused by name. */
+static int layer_kinds(rt_config *c, const tq_family *f, const cJSON *j, const char *path, tq_err *e)
 {
-    const cJSON *lt = item(s, "layer_types");
-    if (!lt)
-        return 1;
-    if (!cJSON_IsArray(lt) || (uint64_t)cJSON_GetArraySize(lt) != c->layers)
-        return tq_fail(e, TQ_EDATA, "%s: \"layer_types\" must list one kind per layer (%llu)", s->path,
-                       (unsigned long long)c->layers);
-    uint64_t l = 0;
-    for (const cJSON *it = lt->child; it; it = it->next, l++) {
-        const char *v = cJSON_IsString(it) ? it->valuestring : "";
-        if (!strcmp(v, "full_attention"))
-            c->mixer[l] = RT_MIX_FULL;
-        else if (linear_ok && !strcmp(v, "linear_attention"))
-            c->mixer[l] = RT_MIX_LINEAR;
-        else if (sliding_ok && !strcmp(v, "sliding_attention"))
-            c->mixer[l] = RT_MIX_SLIDING;
-        else
-            return tq_fail(e, TQ_EDATA, "%s: layer_types[%llu] is %s%s%s, not a layer type of %s (%s)", s->path,
-                           (unsigned long long)l, cJSON_IsString(it) ? "\"" : "", cJSON_IsString(it) ? v : "not a string",
-                           cJSON_IsString(it) ? "\"" : "", c->arch_name,
-                           linear_ok ? "full_attention, linear_attention" : "full_attention, sliding_attention");
-    }
-    return 0;
-}
-
-static int moe_common(rt_config *c, const cfgsrc *s, const char *experts_key, const char *inter_key, tq_err *e)
-{
-    /* gpt-oss configs also spell experts per token "experts_per_token" (GGUF-derived ones only so) */
-    const char *topk_key = !item(s, "num_experts_per_tok") && item(s, "experts_per_token") ? "experts_per_token"
-                                                                                         : "num_experts_per_tok";
-    if (get_u64(s, experts_key, &c->experts, 1, 1u << 16, e) || get_u64(s, topk_key, &c->top_k, 1, 1u << 16, e) ||
-        get_u64(s, inter_key, &c->moe_inter, 1, DIM_MAX, e))
-        return -1;
-    if (c->experts == 0 || c->top_k == 0 || c->top_k > c->experts || c->top_k > 64 || c->moe_inter == 0)
-        return tq_fail(e, TQ_EDATA, "%s: inconsistent MoE dims (%s %llu, num_experts_per_tok %llu, at most 64)", s->path,
-                       experts_key, (unsigned long long)c->experts, (unsigned long long)c->top_k);
-    return 0;
-}
-
-/* qwen3_moe / qwen3_next: MoE unless the layer is in mlp_only_layers or (l + 1) % decoder_sparse_step. */
-static int sparse_step_layers(rt_config *c, const cfgsrc *s, tq_err *e)
-{
-    uint64_t step = 1;
-    if (get_u64(s, "decoder_sparse_step", &step, 0, 4096, e))
-        return -1;
-    if (step == 0)
-        return tq_fail(e, TQ_EDATA, "%s: \"decoder_sparse_step\" must be at least 1", s->path);
-    for (uint64_t l = 0; l < c->layers; l++)
-        c->moe[l] = (l + 1) % step == 0;
-    const cJSON *mo = item(s, "mlp_only_layers");
-    if (mo && !cJSON_IsArray(mo))
-        return tq_fail(e, TQ_EDATA, "%s: \"mlp_only_layers\" must be a list of layer numbers", s->path);
-    for (const cJSON *it = mo ? mo->child : NULL; it; it = it->next) {
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(tq_family_text_config(j), "mlp_only_layers");
+    for (const cJSON *it = cJSON_IsArray(mo) ? mo->child : NULL; it; it = it->next) {
         uint64_t L;
         if (tq_json_u64(it, &L) != 0 || L >= c->layers)
-            return tq_fail(e, TQ_EDATA, "%s: mlp_only_layers holds a bad layer index", s->path);
-        c->moe[L] = 0;
+            return tq_fail(e, TQ_EDATA, "%s: mlp_only_layers holds a bad layer index", path);
+    }
+    for (uint64_t l = 0; l < c->layers; l++) {
+        int kind = tq_family_attn_kind(f, j, l, e), moe = tq_family_layer_is_moe(f, j, l, e);
+        if (kind < 0 || moe < 0)
+            return tq_err_prefix(e, "%s", path);
+        if ((kind == TQ_ATTN_LINEAR) != (c->arch == RT_QWEN3_NEXT && kind == TQ_ATTN_LINEAR) ||
+            (kind == TQ_ATTN_SLIDING && c->arch != RT_GPT_OSS && c->arch != RT_MIXTRAL))
+            return tq_fail(e, TQ_EDATA, "%s: layer %llu is %s, a layer type %s does not have", path,
+                           (unsigned long long)l, kind == TQ_ATTN_LINEAR ? "linear_attention" : "sliding_attention",
+                           c->arch_name);
+        c->mixer[l] = c->arch == RT_DEEPSEEK        ? RT_MIX_MLA
+                      : kind == TQ_ATTN_LINEAR      ? RT_MIX_LINEAR
+                      : kind == TQ_ATTN_SLIDING     ? RT_MIX_SLIDING
+                                                    : RT_MIX_FULL;
+        c->moe[l] = (unsigned char)moe;
     }
     return 0;
 }
 
-static int cfg_qwen3_moe(rt_config *c, const cfgsrc *s, tq_err *e)
+/* Routed experts per layer, experts per token, expert width: under the family's keys. */
+static int moe_common(rt_config *c, const tq_family *f, const cfgsrc *s, tq_err *e)
 {
-    c->norm_topk = 0;
-    if (moe_common(c, s, "num_experts", "moe_intermediate_size", e) ||
-        get_u64(s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
-        get_bool(s, "norm_topk_prob", &c->norm_topk, e))
+    /* gpt-oss configs also spell experts per token "experts_per_token" (GGUF-derived ones only so) */
+    const char *topk_key = !item(s, f->topk_key) && item(s, "experts_per_token") ? "experts_per_token" : f->topk_key;
+    if (get_u64(s, f->experts_key, &c->experts, 1, 1u << 16, e) || get_u64(s, topk_key, &c->top_k, 1, 1u << 16, e) ||
+        get_u64(s, f->moe_inter_key, &c->moe_inter, 1, DIM_MAX, e))
         return -1;
-    return sparse_step_layers(c, s, e);
-}
-
-static int cfg_mixtral(rt_config *c, const cfgsrc *s, tq_err *e)
-{
-    if (moe_common(c, s, "num_local_experts", "intermediate_size", e))
-        return -1;
-    c->norm_topk = 1; /* the top-k probabilities are always renormalised */
-    memset(c->moe, 1, c->layers);
+    if (c->experts == 0 || c->top_k == 0 || c->top_k > c->experts || c->top_k > 64 || c->moe_inter == 0)
+        return tq_fail(e, TQ_EDATA, "%s: inconsistent MoE dims (%s %llu, %s %llu, at most 64)", s->path,
+                       f->experts_key, (unsigned long long)c->experts, topk_key, (unsigned long long)c->top_k);
     return 0;
 }
 
-/* sliding_window of a family that uses it on every layer when set (mistral, mixtral) */
-static int window_all(rt_config *c, const cfgsrc *s, tq_err *e)
-{
-    if (get_u64(s, "sliding_window", &c->window, 0, 1ull << 40, e))
-        return -1;
-    if (c->window)
-        memset(c->mixer, RT_MIX_SLIDING, c->layers);
-    return 0;
-}
-
+/* DeepSeek-V3 / Kimi-K2: MLA dims, the sigmoid group router, the YaRN-scaled softmax scale. */
 static int cfg_deepseek(rt_config *c, const cfgsrc *s, const cJSON *rs, tq_err *e)
 {
-    c->norm_topk = 0;
-    c->route = RT_ROUTE_SIGMOID_GROUP;
-    c->route_scale = 1.0;
-    uint64_t n_shared = 0, first_dense = 0, freq = 1;
     if (get_u64(s, "kv_lora_rank", &c->kv_lora, 1, DIM_MAX, e) || get_u64(s, "q_lora_rank", &c->q_lora, 0, DIM_MAX, e) ||
         get_u64(s, "qk_nope_head_dim", &c->qk_nope, 1, 65536, e) ||
         get_u64(s, "qk_rope_head_dim", &c->qk_rope, 1, 65536, e) || get_u64(s, "v_head_dim", &c->v_head, 1, 65536, e))
@@ -322,25 +259,21 @@ static int cfg_deepseek(rt_config *c, const cfgsrc *s, const cJSON *rs, tq_err *
     if (c->qk_rope == 0 || c->qk_rope % 2)
         return bad_dims(s->path, "qk_rope_head_dim must be even and positive", e);
     c->head_dim = c->qk_nope + c->qk_rope;
-    memset(c->mixer, RT_MIX_MLA, c->layers);
-    const cJSON *ne = item(s, "n_routed_experts");
-    if (ne) {
-        if (moe_common(c, s, "n_routed_experts", "moe_intermediate_size", e) ||
-            get_u64(s, "n_shared_experts", &n_shared, 0, 4096, e) ||
-            get_u64(s, "first_k_dense_replace", &first_dense, 0, 4096, e) ||
-            get_u64(s, "moe_layer_freq", &freq, 0, 4096, e) || get_bool(s, "norm_topk_prob", &c->norm_topk, e) ||
-            get_f64(s, "routed_scaling_factor", &c->route_scale, e))
+    c->rope.dim = c->qk_rope;
+    c->rope.interleaved = 1;
+    if (c->experts) {
+        uint64_t n_shared = 0;
+        c->route = RT_ROUTE_SIGMOID_GROUP;
+        c->norm_topk = 0;
+        c->n_group = c->topk_group = 1;
+        if (get_u64(s, "n_shared_experts", &n_shared, 0, 4096, e) || get_bool(s, "norm_topk_prob", &c->norm_topk, e) ||
+            get_f64(s, "routed_scaling_factor", &c->route_scale, e) || get_u64(s, "n_group", &c->n_group, 0, 4096, e) ||
+            get_u64(s, "topk_group", &c->topk_group, 0, 4096, e))
             return -1;
-        c->n_group = 1;
-        c->topk_group = 1;
-        if (get_u64(s, "n_group", &c->n_group, 0, 4096, e) || get_u64(s, "topk_group", &c->topk_group, 0, 4096, e))
-            return -1;
-        if (freq == 0)
-            return tq_fail(e, TQ_EDATA, "%s: \"moe_layer_freq\" must be at least 1", s->path);
         if (c->n_group == 0 || c->n_group > 64 || c->experts % c->n_group || c->topk_group == 0 ||
             c->topk_group > c->n_group)
-            return tq_fail(e, TQ_EDATA, "%s: n_group %llu (at most 64) / topk_group %llu do not divide %llu experts", s->path,
-                           (unsigned long long)c->n_group, (unsigned long long)c->topk_group,
+            return tq_fail(e, TQ_EDATA, "%s: n_group %llu (at most 64) / topk_group %llu do not divide %llu experts",
+                           s->path, (unsigned long long)c->n_group, (unsigned long long)c->topk_group,
                            (unsigned long long)c->experts);
         if (c->n_group > 1 && c->experts / c->n_group < 2)
             return tq_fail(e, TQ_EDATA, "%s: n_group %llu leaves fewer than 2 experts per group", s->path,
@@ -356,8 +289,6 @@ static int cfg_deepseek(rt_config *c, const cfgsrc *s, const cJSON *rs, tq_err *
             return tq_fail(e, TQ_EUNSUP, "%s: topk_method \"%s\" with scoring_func \"%s\" is not supported (noaux_tc, sigmoid)",
                            s->path, method, scoring);
         c->shared_inter = n_shared * c->moe_inter;
-        for (uint64_t l = 0; l < c->layers; l++)
-            c->moe[l] = l >= first_dense && l % freq == 0;
     }
     /* the softmax scale grows with the YaRN mscale of all dims, squared */
     c->att_scale = 1.0 / sqrt((double)c->head_dim);
@@ -372,47 +303,19 @@ static int cfg_deepseek(rt_config *c, const cfgsrc *s, const cJSON *rs, tq_err *
             c->att_scale *= m * m;
         }
     }
-    c->rope.dim = c->qk_rope;
-    c->rope.interleaved = 1;
     return 0;
 }
 
-static int cfg_gpt_oss(rt_config *c, const cfgsrc *s, tq_err *e)
-{
-    if (moe_common(c, s, "num_local_experts", "intermediate_size", e))
-        return -1;
-    c->route = RT_ROUTE_TOPK_SOFTMAX;
-    c->sinks = 1;
-    c->clamped_swiglu = 1;
-    c->swiglu_alpha = 1.702;
-    c->swiglu_limit = 7.0;
-    if (get_f64(s, "swiglu_limit", &c->swiglu_limit, e) || get_u64(s, "sliding_window", &c->window, 0, 1ull << 40, e))
-        return -1;
-    memset(c->moe, 1, c->layers);
-    int rc = layer_types(c, s, 0, 1, e);
-    if (rc < 0)
-        return -1;
-    if (rc) /* no list: sliding on even layers, full on odd ones */
-        for (uint64_t l = 0; l < c->layers; l++)
-            c->mixer[l] = l % 2 ? RT_MIX_FULL : RT_MIX_SLIDING;
-    for (uint64_t l = 0; l < c->layers; l++)
-        if (c->mixer[l] == RT_MIX_SLIDING && c->window == 0)
-            return tq_fail(e, TQ_EDATA, "%s: layer %llu is sliding_attention but \"sliding_window\" is missing", s->path,
-                           (unsigned long long)l);
-    return 0;
-}
-
+/* Qwen3-Next / Qwen3.5: Gated DeltaNet dims, gated attention with partial rotary. */
 static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
 {
     c->qk_norm = 1;
     c->att_gate = 1;
-    uint64_t interval = 4;
     if (get_u64(s, "linear_num_key_heads", &c->lk_heads, 1, 4096, e) ||
         get_u64(s, "linear_num_value_heads", &c->lv_heads, 1, 4096, e) ||
         get_u64(s, "linear_key_head_dim", &c->lk_dim, 1, 65536, e) ||
         get_u64(s, "linear_value_head_dim", &c->lv_dim, 1, 65536, e) ||
-        get_u64(s, "linear_conv_kernel_dim", &c->conv_k, 1, 64, e) ||
-        get_u64(s, "full_attention_interval", &interval, 0, 4096, e))
+        get_u64(s, "linear_conv_kernel_dim", &c->conv_k, 1, 64, e))
         return -1;
     if (c->lk_heads == 0 || c->lv_heads == 0 || c->lv_heads % c->lk_heads)
         return bad_dims(s->path, "linear_num_value_heads must be a positive multiple of linear_num_key_heads", e);
@@ -420,21 +323,10 @@ static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
         return bad_dims(s->path, "linear_key_head_dim and linear_value_head_dim must be positive", e);
     if (c->conv_k == 0)
         return tq_fail(e, TQ_EDATA, "%s: \"linear_conv_kernel_dim\" must be at least 1", s->path);
-    int rc = layer_types(c, s, 1, 0, e);
-    if (rc < 0)
-        return -1;
-    if (rc) {
-        if (interval == 0)
-            return tq_fail(e, TQ_EDATA, "%s: \"full_attention_interval\" must be at least 1", s->path);
-        for (uint64_t l = 0; l < c->layers; l++)
-            c->mixer[l] = (l + 1) % interval ? RT_MIX_LINEAR : RT_MIX_FULL;
-    }
-    /* MoE when the config has experts (qwen3_5 dense models have none) */
-    if (item(s, "num_experts") && item(s, "num_experts")->valuedouble != 0) {
+    if (c->experts) {
         c->norm_topk = 1;
-        if (moe_common(c, s, "num_experts", "moe_intermediate_size", e) ||
-            get_u64(s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
-            get_bool(s, "norm_topk_prob", &c->norm_topk, e) || sparse_step_layers(c, s, e))
+        if (get_u64(s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
+            get_bool(s, "norm_topk_prob", &c->norm_topk, e))
             return -1;
     }
     /* partial rotary: a top-level key (qwen3_next) or inside rope_parameters (qwen3_5) */
@@ -453,6 +345,23 @@ static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
     if (c->rope.dim == 0)
         return bad_dims(s->path, "head_dim x partial_rotary_factor leaves no rotary dims", e);
     return 0;
+}
+
+/* The decoder's family for a table family (NULL: not decoded). */
+static int arch_of(const tq_family *f)
+{
+    switch (f ? f->id : TQ_FAM_COUNT) {
+    case TQ_FAM_LLAMA: return RT_LLAMA;
+    case TQ_FAM_QWEN3: return RT_QWEN3;
+    case TQ_FAM_QWEN3_MOE: return RT_QWEN3_MOE;
+    case TQ_FAM_MIXTRAL: return RT_MIXTRAL;
+    case TQ_FAM_DEEPSEEK_V3: return RT_DEEPSEEK;
+    case TQ_FAM_GPT_OSS: return RT_GPT_OSS;
+    case TQ_FAM_QWEN3_NEXT:
+    case TQ_FAM_QWEN3_5:
+    case TQ_FAM_QWEN3_5_MOE: return RT_QWEN3_NEXT;
+    default: return -1;
+    }
 }
 
 int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
@@ -477,16 +386,15 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         goto out;
     if (!*mt && s.src != j && get_str(j, "model_type", mt, sizeof mt, path, e) != 0)
         goto out;
-    size_t a = 0;
-    while (a < sizeof arch_names / sizeof *arch_names && strcmp(arch_names[a].model_type, mt))
-        a++;
-    if (a == sizeof arch_names / sizeof *arch_names) {
+    const tq_family *fam = tq_family_detect(j);
+    c->arch = arch_of(fam);
+    if (c->arch < 0) {
         tq_fail(e, TQ_EUNSUP, "%s: model_type \"%s\" is not supported (llama, mistral, qwen3, qwen3_moe, mixtral, "
                 "deepseek_v3, kimi_k2, gpt_oss, qwen3_next, qwen3_5, qwen3_5_moe)", path, mt);
         goto out;
     }
-    c->arch = arch_names[a].arch;
-    snprintf(c->arch_name, sizeof c->arch_name, "%s", mt);
+    c->fam = fam;
+    snprintf(c->arch_name, sizeof c->arch_name, "%s", *mt ? mt : fam->name);
     c->qk_norm = c->arch == RT_QWEN3 || c->arch == RT_QWEN3_MOE;
     c->rope_theta = 10000.0;
     c->eps = 1e-6;
@@ -536,25 +444,36 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     }
     const cJSON *rs = item(&s, "rope_scaling");
     c->rope.dim = c->head_dim;
+    if (layer_kinds(c, fam, j, path, e))
+        goto out;
+    int any_moe = 0, any_sliding = 0;
+    for (uint64_t l = 0; l < c->layers; l++) {
+        any_moe |= c->moe[l];
+        any_sliding |= c->mixer[l] == RT_MIX_SLIDING;
+    }
+    if (any_moe && moe_common(c, fam, &s, e))
+        goto out;
     switch (c->arch) {
-    case RT_LLAMA:
-        if (!strcmp(mt, "mistral") && window_all(c, &s, e))
-            goto out;
-        break;
     case RT_QWEN3_MOE:
-        if (cfg_qwen3_moe(c, &s, e))
+        c->norm_topk = 0;
+        if (get_u64(&s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
+            get_bool(&s, "norm_topk_prob", &c->norm_topk, e))
             goto out;
         break;
     case RT_MIXTRAL:
-        if (cfg_mixtral(c, &s, e) || window_all(c, &s, e))
-            goto out;
+        c->norm_topk = 1; /* the top-k probabilities are always renormalised */
         break;
     case RT_DEEPSEEK:
         if (cfg_deepseek(c, &s, rs, e))
             goto out;
         break;
     case RT_GPT_OSS:
-        if (cfg_gpt_oss(c, &s, e))
+        c->route = RT_ROUTE_TOPK_SOFTMAX;
+        c->sinks = 1;
+        c->clamped_swiglu = 1;
+        c->swiglu_alpha = 1.702;
+        c->swiglu_limit = 7.0;
+        if (get_f64(&s, "swiglu_limit", &c->swiglu_limit, e))
             goto out;
         break;
     case RT_QWEN3_NEXT:
@@ -567,6 +486,15 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         break;
     default:
         break;
+    }
+    /* sliding windows: gpt-oss's sliding layers, mixtral's and mistral's every layer when set */
+    if (get_u64(&s, "sliding_window", &c->window, 0, 1ull << 40, e))
+        goto out;
+    if (!strcmp(mt, "mistral") && c->window)
+        memset(c->mixer, RT_MIX_SLIDING, c->layers);
+    if (any_sliding && c->window == 0) {
+        tq_fail(e, TQ_EDATA, "%s: sliding_attention layers need a positive \"sliding_window\"", path);
+        goto out;
     }
     for (uint64_t l = 0; l < c->layers; l++)
         if (!c->moe[l] && c->inter == 0) {

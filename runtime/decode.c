@@ -156,10 +156,11 @@ static int32_t argmax(const float *v, uint64_t n)
 
 static const char *weights_name(const tq_runner *r)
 {
-    switch (r->weights_mask & 6) {
+    switch (r->weights_mask & 14) {
     case 0: return tq_dtype_name(r->dense_dt);
     case 2: return "affine";
     case 4: return "turboquant";
+    case 8: return "mxfp4";
     default: return "mixed";
     }
 }

@@ -63,12 +63,14 @@ uint64_t rt_linear_wbytes(const rt_linear *l)
 {
     if (l->kind == RT_DENSE)
         return l->rows * l->cols * tq_dtype_size(l->wdt);
+    if (l->kind == RT_MXFP4)
+        return l->rows * l->cols / 2;
     return l->rows * l->wpr * 4;
 }
 
 uint64_t rt_linear_sbytes(const rt_linear *l)
 {
-    return l->kind == RT_DENSE ? 0 : l->rows * l->ngroups * tq_dtype_size(l->sdt);
+    return l->kind == RT_DENSE ? 0 : l->kind == RT_MXFP4 ? l->rows * l->cols / 32 : l->rows * l->ngroups * tq_dtype_size(l->sdt);
 }
 
 /* ---- dense rows: eight lanes (j mod 8) combined pairwise in a fixed tree, written so the
@@ -205,6 +207,17 @@ static float row_affine(const rt_linear *l, uint64_t r, const float *x, const fl
     return acc;
 }
 
+/* MXFP4 (gpt-oss experts): the row's 32-value blocks decoded exactly (formats/mxfp4.c), then
+ * one 8-lane dot product. -1 when a block's scale is E8M0 NaN. */
+static int row_mxfp4(const rt_linear *l, uint64_t r, const float *x, float *wv, float *out)
+{
+    uint64_t nb = l->cols / 32, rr = r * (l->rstep ? l->rstep : 1), bad;
+    if (tq_mxfp4_decode((const uint8_t *)l->w + rr * nb * 16, (const uint8_t *)l->scales + rr * nb, nb, 0, wv, &bad))
+        return -1;
+    *out = dot_f32(wv, x, l->cols);
+    return 0;
+}
+
 struct mv_ctx {
     const rt_linear *l;
     const float *x;   /* [cols] activation (rotated for TQ) */
@@ -212,6 +225,7 @@ struct mv_ctx {
     const rt_lut *lut;
     float *y;         /* [rows] */
     int nomem;
+    int bad_scale;    /* MXFP4: a NaN block scale was met */
 };
 
 static void mv_task(void *vctx, uint64_t b, uint64_t en)
@@ -229,6 +243,10 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
             v = row_tq(l, r, c->x, c->aux, c->lut, wv);
         else if (l->kind == RT_AFFINE)
             v = row_affine(l, r, c->x, c->aux, c->lut, wv);
+        else if (l->kind == RT_MXFP4) {
+            if (row_mxfp4(l, r, c->x, wv, &v) != 0)
+                c->bad_scale = 1, v = 0; /* benign race: every writer stores 1 */
+        }
         else if (l->wdt == TQ_DT_F32)
             v = dot_f32((const float *)l->w + r * l->cols, c->x, l->cols);
         else if (l->wdt == TQ_DT_BF16)
@@ -236,7 +254,7 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
         else
             v = dot_f16((const uint16_t *)l->w + r * l->cols, c->x, l->cols);
         if (l->bias)
-            v += rt_load_f(l->biasdt, l->bias, r);
+            v += rt_load_f(l->biasdt, l->bias, r * (l->rstep ? l->rstep : 1));
         c->y[r] = v;
     }
     free(wv);
@@ -285,6 +303,9 @@ int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scrat
     rt_pool_for(p, l->rows, mv_task, &c);
     if (c.nomem)
         return tq_fail(e, TQ_ENOMEM, "out of memory (a row of %llu weights)", (unsigned long long)l->cols);
+    if (c.bad_scale)
+        return tq_fail(e, TQ_EDATA, "an MXFP4 block of a [%llu, %llu] matrix has scale 255 (E8M0 NaN)",
+                       (unsigned long long)l->rows, (unsigned long long)l->cols);
     return 0;
 }
 
@@ -297,6 +318,13 @@ int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e)
         const char *base = (const char *)l->w + r * l->cols * tq_dtype_size(l->wdt);
         for (uint64_t j = 0; j < l->cols; j++)
             out[j] = rt_load_f(l->wdt, base, j);
+        return 0;
+    }
+    if (l->kind == RT_MXFP4) {
+        uint64_t nb = l->cols / 32, rr = r * (l->rstep ? l->rstep : 1), bad;
+        if (tq_mxfp4_decode((const uint8_t *)l->w + rr * nb * 16, (const uint8_t *)l->scales + rr * nb, nb, 0, out, &bad))
+            return tq_fail(e, TQ_EDATA, "row %llu: MXFP4 block %llu has scale 255 (E8M0 NaN)", (unsigned long long)r,
+                           (unsigned long long)bad);
         return 0;
     }
     const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;

@@ -51,7 +51,7 @@ static int get_parts(rt_store *s, const char *module, uint64_t E, mod_parts *mp,
 
 static void note_kind(tq_runner *r, const rt_linear *l)
 {
-    r->weights_mask |= l->kind == RT_DENSE ? 1 : l->kind == RT_AFFINE ? 2 : 4;
+    r->weights_mask |= l->kind == RT_DENSE ? 1 : l->kind == RT_AFFINE ? 2 : l->kind == RT_TQ ? 4 : 8;
     if (l->kind == RT_DENSE)
         r->dense_dt = l->wdt;
 }
@@ -121,32 +121,29 @@ static int load_norm(tq_runner *r, const char *name, uint64_t n, float **out, tq
 
 static const char *proj_name[3] = {"gate_proj", "up_proj", "down_proj"};
 
-/* Where a family keeps its MoE tensors, relative to the layer (docs/runtime.md). */
+/* Where a family keeps its MoE tensors, relative to the layer, from the family table
+ * (formats/family.h). */
 typedef struct moe_names {
     const char *router;      /* the router module: logits = router · h (+ bias) */
     const char *stacked;     /* MLX: <stacked>.<gate|up|down>_proj.* with the expert axis first */
-    const char *experts;     /* HF: <experts>.<e>.<proj[k]>.*, or fused <experts>.gate_up_proj */
-    const char *proj[3];     /* HF per-expert names of gate, up, down */
+    char experts[64];        /* HF: <experts>.<e>.<proj[k]>.*, fused <experts>.gate_up_proj, MXFP4 */
+    const char *proj[3];     /* HF per-expert names of gate, up, down (NULL: none) */
     const char *shared;      /* shared expert MLP, or NULL */
     const char *shared_gate; /* its sigmoid gate, or NULL */
 } moe_names;
 
-static const moe_names *names_of(int arch)
+static void names_of(const rt_config *c, moe_names *n)
 {
-    static const moe_names qwen = {"mlp.gate", "mlp.switch_mlp", "mlp.experts", {"gate_proj", "up_proj", "down_proj"},
-                                   "mlp.shared_expert", "mlp.shared_expert_gate"};
-    static const moe_names mixtral = {"block_sparse_moe.gate", "block_sparse_moe.switch_mlp", "block_sparse_moe.experts",
-                                      {"w1", "w3", "w2"}, NULL, NULL};
-    static const moe_names deepseek = {"mlp.gate", "mlp.switch_mlp", "mlp.experts", {"gate_proj", "up_proj", "down_proj"},
-                                       "mlp.shared_experts", NULL};
-    static const moe_names gpt_oss = {"mlp.router", "mlp.experts", "mlp.experts", {"gate_proj", "up_proj", "down_proj"},
-                                      NULL, NULL};
-    switch (arch) {
-    case RT_MIXTRAL: return &mixtral;
-    case RT_DEEPSEEK: return &deepseek;
-    case RT_GPT_OSS: return &gpt_oss;
-    default: return &qwen;
-    }
+    const tq_family *f = c->fam;
+    n->router = f->routers && *f->routers[0] ? f->routers[0] : "mlp.gate";
+    n->stacked = f->mlx_container ? f->mlx_container : "mlp.switch_mlp";
+    snprintf(n->experts, sizeof n->experts, "%s%sexperts", f->moe_block ? f->moe_block : "mlp",
+             f->moe_block && !*f->moe_block ? "" : ".");
+    n->proj[0] = f->hf_proj[TQ_PROJ_GATE];
+    n->proj[1] = f->hf_proj[TQ_PROJ_UP];
+    n->proj[2] = f->hf_proj[TQ_PROJ_DOWN];
+    n->shared = f->shared;
+    n->shared_gate = f->shared_gate;
 }
 
 /* Bind em's template to a stacked tensor set (expert axis first). */
@@ -212,12 +209,75 @@ static int bind_fused(tq_runner *r, const char *gu_name, const char *down_name, 
     return 1;
 }
 
-/* Routed experts, resident: stacked (MLX), fused (HF qwen3_5_moe) or one tensor set per
- * expert (HF). */
+/* gpt-oss as released: <experts>.{gate_up,down}_proj_{blocks,scales,bias}, MXFP4 blocks
+ * [E, out, in/32, 16] U8, E8M0 scales [E, out, in/32] U8, biases [E, out]; gate_up's even
+ * rows are gate, odd rows up (formats/family.h, TQ_EXP_MXFP4). */
+static int bind_mxfp4(tq_runner *r, uint64_t l, const char *experts, rt_emat *em[3], tq_err *e)
+{
+    const rt_config *c = &r->c;
+    uint64_t E = c->experts, I = c->moe_inter, H = c->hidden;
+    static const char *const base[2] = {"gate_up_proj", "down_proj"};
+    rt_tensor t[2][3]; /* [gate_up, down][blocks, scales, bias] */
+    for (int p = 0; p < 2; p++) {
+        uint64_t rows = p ? H : 2 * I, cols = p ? I : H;
+        static const char *const sfx[3] = {"blocks", "scales", "bias"};
+        for (int k = 0; k < 3; k++) {
+            char name[300], full[512];
+            snprintf(name, sizeof name, "model.layers.%llu.%s.%s_%s", (unsigned long long)l, experts, base[p], sfx[k]);
+            rt_store_name(r->store, name, full, sizeof full);
+            int rc = rt_store_get(r->store, name, &t[p][k], e);
+            if (rc <= 0)
+                return rc < 0 ? -1 : tq_fail(e, TQ_EDATA, "tensor '%s' is missing", full);
+            const rt_tensor *x = &t[p][k];
+            int ok = cols % 32 == 0 && x->ndim == (k == 0 ? 4 : k == 1 ? 3 : 2) && x->shape[0] == E && x->shape[1] == rows;
+            if (k == 0)
+                ok = ok && x->dt == TQ_DT_U8 && x->shape[2] == cols / 32 && x->shape[3] == 16;
+            else if (k == 1)
+                ok = ok && x->dt == TQ_DT_U8 && x->shape[2] == cols / 32;
+            else
+                ok = ok && (x->dt == TQ_DT_F32 || x->dt == TQ_DT_F16 || x->dt == TQ_DT_BF16);
+            if (!ok)
+                return tq_fail(e, TQ_EDATA, "tensor '%s': expected %s [%llu, %llu%s] for %llu experts of [%llu, %llu]",
+                               full, k == 2 ? "floats" : "U8", (unsigned long long)E, (unsigned long long)rows,
+                               k == 0 ? ", in/32, 16" : k == 1 ? ", in/32" : "", (unsigned long long)E,
+                               (unsigned long long)rows, (unsigned long long)cols);
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        int p = k == 2; /* gate, up: rows of gate_up; down */
+        uint64_t cols = p ? I : H, off = k == 1; /* up starts one stored row later */
+        rt_linear *lin = &em[k]->t;
+        memset(lin, 0, sizeof *lin);
+        lin->kind = RT_MXFP4;
+        lin->rows = p ? H : I;
+        lin->cols = cols;
+        lin->ngroups = cols / 32;
+        lin->group = 32;
+        lin->rstep = p ? 1 : 2;
+        lin->w = t[p][0].data;
+        lin->scales = t[p][1].data;
+        lin->sdt = TQ_DT_U8;
+        lin->bias = t[p][2].data;
+        lin->biasdt = t[p][2].dt;
+        const void *parts[4] = {t[p][0].data, t[p][1].data, NULL, t[p][2].data};
+        uint64_t step[4] = {cols / 2, cols / 32, 0, tq_dtype_size(t[p][2].dt)};
+        for (int i = 0; i < 4; i++)
+            if (parts[i]) {
+                em[k]->base[i] = (const uint8_t *)parts[i] + off * step[i];
+                em[k]->stride[i] = (i == 0 ? t[p][0].nbytes : i == 1 ? t[p][1].nbytes : t[p][2].nbytes) / E;
+            }
+        note_kind(r, lin);
+    }
+    return 0;
+}
+
+/* Routed experts, resident: stacked (MLX), fused (HF qwen3_5_moe), MXFP4 (HF gpt-oss) or one
+ * tensor set per expert (HF). */
 static int load_experts_resident(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *e)
 {
     const rt_config *c = &r->c;
-    const moe_names *nm = names_of(c->arch);
+    moe_names names, *nm = &names;
+    names_of(c, nm);
     uint64_t dims[3][2] = {{c->moe_inter, c->hidden}, {c->moe_inter, c->hidden}, {c->hidden, c->moe_inter}};
     char module[256], wname[300], down[300];
     snprintf(module, sizeof module, "model.layers.%llu.%s.%s", (unsigned long long)l, nm->stacked, proj_name[0]);
@@ -237,6 +297,17 @@ static int load_experts_resident(tq_runner *r, uint64_t l, rt_emat *em[3], tq_er
     snprintf(down, sizeof down, "model.layers.%llu.%s.down_proj", (unsigned long long)l, nm->experts);
     if ((rc = has_tensor(r, wname, NULL, e)) != 0)
         return rc < 0 || bind_fused(r, wname, down, em, e) < 0 ? -1 : 0;
+    if (c->fam->store == TQ_EXP_MXFP4) {
+        snprintf(wname, sizeof wname, "model.layers.%llu.%s.gate_up_proj_blocks", (unsigned long long)l, nm->experts);
+        if ((rc = has_tensor(r, wname, NULL, e)) != 0)
+            return rc < 0 ? -1 : bind_mxfp4(r, l, nm->experts, em, e);
+    }
+    if (!nm->proj[0] || !nm->proj[1] || !nm->proj[2]) {
+        char full[512];
+        snprintf(module, sizeof module, "model.layers.%llu.%s.%s.weight", (unsigned long long)l, nm->stacked, proj_name[0]);
+        return tq_fail(e, TQ_EDATA, "tensor '%s' is missing (no routed experts of layer %llu in a form the runtime reads)",
+                       rt_store_name(r->store, module, full, sizeof full), (unsigned long long)l);
+    }
     for (int k = 0; k < 3; k++) {
         em[k]->per_expert = tq_calloc(c->experts, sizeof(rt_linear), e);
         if (!em[k]->per_expert)
@@ -260,7 +331,7 @@ static const tq_flash_tensor *flash_part(const tq_flash_header *h, const moe_nam
     if (t)
         return t;
     const char *projs[2] = {proj_name[k], nm->proj[k]};
-    for (int p = 0; p < 2; p++) {
+    for (int p = 0; p < 2 && projs[p]; p++) {
         snprintf(name, sizeof name, ".%s.%s", projs[p], suffix);
         size_t nl = strlen(name);
         for (size_t i = 0; i < h->n_tensors; i++) {
@@ -279,7 +350,8 @@ static const tq_flash_tensor *flash_part(const tq_flash_header *h, const moe_nam
 static int load_experts_split(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *e)
 {
     const rt_config *c = &r->c;
-    const moe_names *nm = names_of(c->arch);
+    moe_names names, *nm = &names;
+    names_of(c, nm);
     rt_layer *L = &r->L[l];
     char *path = rt_split_file(r->dir, r->c.expert_dir, l, e);
     if (!path)
@@ -531,7 +603,8 @@ static int load_mlp(tq_runner *r, uint64_t l, tq_err *e)
 {
     const rt_config *c = &r->c;
     rt_layer *L = &r->L[l];
-    const moe_names *nm = names_of(c->arch);
+    moe_names names, *nm = &names;
+    names_of(c, nm);
     char n[256];
     L->moe = rt_layer_is_moe(c, l);
     if (!L->moe)

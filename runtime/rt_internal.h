@@ -2,6 +2,7 @@
 #ifndef TQ_RT_INTERNAL_H
 #define TQ_RT_INTERNAL_H
 
+#include "formats/family.h"
 #include "formats/formats.h"
 #include "runtime/runtime.h"
 
@@ -46,6 +47,7 @@ typedef struct rt_rope {
 
 typedef struct rt_config {
     int arch;
+    const tq_family *fam;  /* formats/family.h: where the family keeps its tensors */
     char arch_name[32];
     uint64_t hidden, inter, layers, heads, kv_heads, head_dim, vocab;
     double rope_theta, eps;
@@ -88,14 +90,15 @@ void rt_config_affine(const struct cJSON *cfg, const char *module, uint64_t *bit
                       const rt_config *c);
 
 /* ------------------------------------------------------------ linear layers */
-enum rt_kind { RT_DENSE, RT_AFFINE, RT_TQ };
+enum rt_kind { RT_DENSE, RT_AFFINE, RT_TQ, RT_MXFP4 };
 
 /* y = W x for one weight matrix (rows = out, cols = in). Pointers refer to raw file bytes. */
 typedef struct rt_linear {
     int kind;
     uint64_t rows, cols;
     tq_dtype wdt;          /* dense: F32/F16/BF16 */
-    const void *w;         /* dense: rows x cols; quantized: rows x wpr u32 */
+    const void *w;         /* dense: rows x cols; quantized: rows x wpr u32; MXFP4: rows x cols/2
+                            * bytes (16 per block of 32), scales rows x cols/32 E8M0 bytes */
     uint64_t wpr;          /* u32 words per row */
     uint64_t bits, group, ngroups;
     const void *scales;    /* rows x ngroups */
@@ -108,6 +111,8 @@ typedef struct rt_linear {
     tq_dtype gdt;
     const void *bias;      /* optional output bias (rows) */
     tq_dtype biasdt;
+    uint64_t rstep;        /* MXFP4 weight rows and bias entries: row r is stored row r * rstep
+                            * (2 for gpt-oss's interleaved gate/up; 0 or 1 otherwise) */
 } rt_linear;
 
 /* Byte sizes of one matrix's parts, for stacked experts and block templates. */
@@ -272,7 +277,7 @@ struct tq_runner {
     float *final_norm;
     float norm_shift;                /* 1: decoder norms are stored as offsets from 1 (qwen3_next HF) */
     rt_layer *L;
-    int weights_mask;                /* bit per kind seen: 1 dense, 2 affine, 4 tq */
+    int weights_mask;                /* bit per kind seen: 1 dense, 2 affine, 4 tq, 8 mxfp4 */
     tq_dtype dense_dt;
     uint64_t resident_extra;         /* bytes of resident expert blocks */
     double load_s;

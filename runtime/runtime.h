@@ -49,7 +49,7 @@ void tq_run_opts_default(tq_run_opts *o);
 
 typedef struct tq_run_stats {
     char arch[32];              /* config.json's model_type (text_config's for multimodal ones) */
-    char weights[32];           /* f32/f16/bf16/turboquant/affine/mixed */
+    char weights[32];           /* f32/f16/bf16/turboquant/affine/mxfp4/mixed */
     int streamed;               /* experts streamed from a split directory */
     char io[16];                /* "direct", "fadvise", "buffered" or "none" */
     uint64_t vocab;

@@ -70,7 +70,7 @@ typedef struct fx_tensor {
     char name[160];
     const char *dtype;
     int ndim;
-    uint64_t shape[3];
+    uint64_t shape[4];
     unsigned char *data;
     uint64_t nbytes;
 } fx_tensor;
@@ -80,8 +80,8 @@ typedef struct fx_file {
     int n, cap;
 } fx_file;
 
-static void *fx_add(fx_file *f, const char *name, const char *dtype, int ndim, uint64_t d0, uint64_t d1,
-                    uint64_t d2, uint64_t elsize)
+static void *fx_add_shape(fx_file *f, const char *name, const char *dtype, int ndim, const uint64_t *shape,
+                          uint64_t elsize)
 {
     if (f->n == f->cap) {
         f->cap = f->cap ? f->cap * 2 : 64;
@@ -92,13 +92,19 @@ static void *fx_add(fx_file *f, const char *name, const char *dtype, int ndim, u
     snprintf(t->name, sizeof t->name, "%s", name);
     t->dtype = dtype;
     t->ndim = ndim;
-    t->shape[0] = d0;
-    t->shape[1] = d1;
-    t->shape[2] = d2;
-    uint64_t n = d0 * (ndim > 1 ? d1 : 1) * (ndim > 2 ? d2 : 1);
+    uint64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= t->shape[d] = shape[d];
     t->nbytes = n * elsize;
     t->data = calloc(1, t->nbytes ? t->nbytes : 1);
     return t->data;
+}
+
+static void *fx_add(fx_file *f, const char *name, const char *dtype, int ndim, uint64_t d0, uint64_t d1,
+                    uint64_t d2, uint64_t elsize)
+{
+    uint64_t shape[3] = {d0, d1, d2};
+    return fx_add_shape(f, name, dtype, ndim, shape, elsize);
 }
 
 /* rows x cols matrix, or E of them stacked (E, rows, cols) when E > 0. */
@@ -502,6 +508,71 @@ static int fx_write_family_config(const fx_cfg *c, const char *dir)
     return fclose(fp);
 }
 
+/* FP4 E2M1 by its definition: sign, 2 exponent bits, 1 mantissa bit, no infinities. */
+static double fx_fp4(unsigned nib)
+{
+    static const double mag[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    return (nib & 8 ? -1 : 1) * mag[nib & 7];
+}
+
+/* gpt-oss's released expert tensors: <exp>.{gate_up,down}_proj_{blocks,scales,bias}, MXFP4
+ * (32 values per 16-byte block, value 2j in the low nibble of byte j, one E8M0 scale
+ * 2^(s-127) per block); gate_up's row 2i is gate row i, row 2i+1 up row i (biases too). */
+static void fx_mxfp4_experts(fx_file *f, const fx_cfg *c, fx_layer *L, const char *P)
+{
+    int E = c->experts, I = c->moe_inter, H = c->hidden;
+    const char *nm[2] = {"gate_up_proj", "down_proj"};
+    L->egb = calloc((size_t)E, sizeof *L->egb);
+    L->eub = calloc((size_t)E, sizeof *L->eub);
+    L->edb = calloc((size_t)E, sizeof *L->edb);
+    for (int p = 0; p < 2; p++) {
+        int rows = p ? H : 2 * I, cols = p ? I : H, nb = cols / 32;
+        char b[300];
+        snprintf(b, sizeof b, "%smlp.experts.%s_blocks", P, nm[p]);
+        uint64_t bshape[4] = {(uint64_t)E, (uint64_t)rows, (uint64_t)nb, 16};
+        uint8_t *blk = fx_add_shape(f, b, "U8", 4, bshape, 1);
+        snprintf(b, sizeof b, "%smlp.experts.%s_scales", P, nm[p]);
+        uint8_t *sc = fx_add(f, b, "U8", 3, (uint64_t)E, (uint64_t)rows, (uint64_t)nb, 1);
+        snprintf(b, sizeof b, "%smlp.experts.%s_bias", P, nm[p]);
+        float *bias = fx_add(f, b, "F32", 2, (uint64_t)E, (uint64_t)rows, 0, 4);
+        for (int x = 0; x < E; x++) {
+            dmat m = fx_dmat(rows, cols);
+            double *bv = malloc((size_t)rows * sizeof *bv);
+            for (int r = 0; r < rows; r++) {
+                bias[(size_t)x * rows + r] = (float)(0.05 * fx_gauss());
+                bv[r] = bias[(size_t)x * rows + r];
+                for (int g = 0; g < nb; g++) {
+                    uint8_t e = (uint8_t)(122 + (fx_uniform() < 0.5));
+                    sc[((size_t)x * rows + r) * nb + g] = e;
+                    for (int j = 0; j < 16; j++) {
+                        uint8_t byte = (uint8_t)(fx_uniform() * 256);
+                        blk[(((size_t)x * rows + r) * nb + g) * 16 + j] = byte;
+                        m.w[(size_t)r * cols + g * 32 + 2 * j] = fx_fp4(byte & 15) * ldexp(1.0, e - 127);
+                        m.w[(size_t)r * cols + g * 32 + 2 * j + 1] = fx_fp4(byte >> 4) * ldexp(1.0, e - 127);
+                    }
+                }
+            }
+            if (p) {
+                L->ed[x] = m;
+                L->edb[x] = bv;
+                continue;
+            }
+            L->eg[x] = fx_dmat(I, H);
+            L->eu[x] = fx_dmat(I, H);
+            L->egb[x] = malloc((size_t)I * sizeof(double));
+            L->eub[x] = malloc((size_t)I * sizeof(double));
+            for (int i = 0; i < I; i++) {
+                memcpy(L->eg[x].w + (size_t)i * H, m.w + (size_t)(2 * i) * H, (size_t)H * sizeof(double));
+                memcpy(L->eu[x].w + (size_t)i * H, m.w + (size_t)(2 * i + 1) * H, (size_t)H * sizeof(double));
+                L->egb[x][i] = bv[2 * i];
+                L->eub[x][i] = bv[2 * i + 1];
+            }
+            free(m.w);
+            free(bv);
+        }
+    }
+}
+
 /* Routed experts of layer L (prefix P = "<root>layers.L."): HF per-expert names (PROJ[k]
  * under EXP.<e>.), HF fused (EXP.gate_up_proj / EXP.down_proj, float kinds) or MLX stacked
  * (STK.<gate|up|down>_proj). */
@@ -525,6 +596,10 @@ static void fx_experts(fx_file *f, const fx_cfg *c, fx_layer *L, const char *P, 
             L->eu[x] = fx_fill_float(gu + ((size_t)x * 2 * I + I) * H * es, k, I, H);
             L->ed[x] = fx_fill_float(dn + (size_t)x * H * I * es, k, H, I);
         }
+        return;
+    }
+    if (c->arch == FX_GPT_OSS && c->hf_expert_names) { /* as released: MXFP4, gate/up rows interleaved */
+        fx_mxfp4_experts(f, c, L, P);
         return;
     }
     fx_slot sl = {0}, sg = {0}, su = {0}, sdn = {0};

@@ -81,7 +81,7 @@ static void every_kind(int arch)
     double worst = 0;
     for (int k = 0; k < FX_NKINDS; k++) {
         fx_cfg c = fx_family_cfg(arch, k);
-        c.hf_expert_names = arch != FX_GPT_OSS && (k == FX_F32 || k == FX_BF16 || k == FX_F16);
+        c.hf_expert_names = k == FX_F32 || k == FX_BF16 || k == FX_F16; /* gpt_oss: MXFP4 experts */
         char what[96];
         snprintf(what, sizeof what, "%s-%s-%s", arch_name(arch), fx_kind_name(k), c.hf_expert_names ? "hf" : "mlx");
         worst = fmax(worst, against_oracle(c, what));
@@ -94,11 +94,10 @@ static void every_kind(int arch)
 }
 
 /* --threads 1/2/7 give the same logits bytes. */
-static void threads_equal(int arch, int kind)
+static void threads_equal_cfg(fx_cfg c, const char *what)
 {
-    fx_cfg c = fx_family_cfg(arch, kind);
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/rtf-threads-%s-%d", t_tmpdir(), arch_name(arch), (int)getpid());
+    snprintf(dir, sizeof dir, "%s/rtf-threads-%s-%d", t_tmpdir(), what, (int)getpid());
     fx_model m;
     CHECK(fx_generate(&c, dir, &m) == 0);
     fx_free(&m);
@@ -115,10 +114,15 @@ static void threads_equal(int arch, int kind)
             first = b.v;
             continue;
         }
-        CHECKF(memcmp(first, b.v, n * 4) == 0, "%s: --threads %d differs from --threads 1", arch_name(arch), threads[i]);
+        CHECKF(memcmp(first, b.v, n * 4) == 0, "%s: --threads %d differs from --threads 1", what, threads[i]);
         free(b.v);
     }
     free(first);
+}
+
+static void threads_equal(int arch, int kind)
+{
+    threads_equal_cfg(fx_family_cfg(arch, kind), arch_name(arch));
 }
 
 static void mixtral_kinds(void) { every_kind(FX_MIXTRAL); }
@@ -148,6 +152,12 @@ static void deepseek_threads(void) { threads_equal(FX_DEEPSEEK, FX_TQ3); }
 
 static void gpt_oss_kinds(void) { every_kind(FX_GPT_OSS); }
 static void gpt_oss_threads(void) { threads_equal(FX_GPT_OSS, FX_AFF4); }
+static void gpt_oss_mxfp4_threads(void)
+{
+    fx_cfg c = fx_family_cfg(FX_GPT_OSS, FX_BF16);
+    c.hf_expert_names = 1;
+    threads_equal_cfg(c, "gpt_oss-mxfp4");
+}
 
 static void qwen3_next_kinds(void) { every_kind(FX_QWEN3_NEXT); }
 static void qwen3_next_threads(void) { threads_equal(FX_QWEN3_NEXT, FX_TQ3); }
@@ -164,6 +174,7 @@ int main(void)
     RUN(deepseek_threads);
     RUN(gpt_oss_kinds);
     RUN(gpt_oss_threads);
+    RUN(gpt_oss_mxfp4_threads);
     RUN(qwen3_next_kinds);
     RUN(qwen3_next_threads);
     RUN(qwen3_5_moe_kinds);
