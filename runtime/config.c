@@ -207,7 +207,7 @@ static int bad_dims(const char *path, const char *what, tq_err *e)
 /* Each layer's mixer and MLP kind from the family table (layer_types, full_attention_interval,
  * sliding_window, decoder_sparse_step, mlp_only_layers, first_k_dense_replace,
  * moe_layer_freq); a layer kind the family does not have is refused by name. */
-static int layer_kinds(rt_config *c, const tq_family *f, const cJSON *j, const char *path, tq_err *e)
+static int layer_kinds(rt_config *c, const tq_family *f, const cJSON *j, const char *dir, const char *path, tq_err *e)
 {
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(tq_family_text_config(j), "mlp_only_layers");
     for (const cJSON *it = cJSON_IsArray(mo) ? mo->child : NULL; it; it = it->next) {
@@ -217,8 +217,8 @@ static int layer_kinds(rt_config *c, const tq_family *f, const cJSON *j, const c
     }
     for (uint64_t l = 0; l < c->layers; l++) {
         int kind = tq_family_attn_kind(f, j, l, e), moe = tq_family_layer_is_moe(f, j, l, e);
-        if (kind < 0 || moe < 0)
-            return tq_err_prefix(e, "%s", path);
+        if (kind < 0 || moe < 0) /* family.c names "config.json: KEY" */
+            return tq_err_prefix(e, "%s", dir);
         if ((kind == TQ_ATTN_LINEAR) != (c->arch == RT_QWEN3_NEXT && kind == TQ_ATTN_LINEAR) ||
             (kind == TQ_ATTN_SLIDING && c->arch != RT_GPT_OSS && c->arch != RT_MIXTRAL))
             return tq_fail(e, TQ_EDATA, "%s: layer %llu is %s, a layer type %s does not have", path,
@@ -257,7 +257,8 @@ static int cfg_deepseek(rt_config *c, const cfgsrc *s, const cJSON *rs, tq_err *
     if (c->kv_lora == 0 || c->qk_nope == 0 || c->v_head == 0)
         return bad_dims(s->path, "kv_lora_rank, qk_nope_head_dim and v_head_dim must be positive", e);
     if (c->qk_rope == 0 || c->qk_rope % 2)
-        return bad_dims(s->path, "qk_rope_head_dim must be even and positive", e);
+        return tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: qk_rope_head_dim %llu must be even and positive "
+                       "(RoPE turns pairs)", s->path, (unsigned long long)c->qk_rope);
     c->head_dim = c->qk_nope + c->qk_rope;
     c->rope.dim = c->qk_rope;
     c->rope.interleaved = 1;
@@ -318,7 +319,8 @@ static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
         get_u64(s, "linear_conv_kernel_dim", &c->conv_k, 1, 64, e))
         return -1;
     if (c->lk_heads == 0 || c->lv_heads == 0 || c->lv_heads % c->lk_heads)
-        return bad_dims(s->path, "linear_num_value_heads must be a positive multiple of linear_num_key_heads", e);
+        return tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: linear_num_value_heads %llu is not a positive multiple of "
+                       "linear_num_key_heads %llu", s->path, (unsigned long long)c->lv_heads, (unsigned long long)c->lk_heads);
     if (c->lk_dim == 0 || c->lv_dim == 0)
         return bad_dims(s->path, "linear_key_head_dim and linear_value_head_dim must be positive", e);
     if (c->conv_k == 0)
@@ -412,11 +414,14 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     c->kv_heads = c->heads;
     if (get_u64(&s, "num_key_value_heads", &c->kv_heads, 0, 4096, e))
         goto out;
-    if (c->heads == 0 || c->hidden == 0 || c->layers == 0 || c->vocab == 0 || c->kv_heads == 0 ||
-        c->heads % c->kv_heads) {
-        tq_fail(e, TQ_EDATA, "%s: inconsistent dims (hidden_size %llu, num_hidden_layers %llu, num_attention_heads %llu, "
-                "num_key_value_heads %llu)", path, (unsigned long long)c->hidden, (unsigned long long)c->layers,
-                (unsigned long long)c->heads, (unsigned long long)c->kv_heads);
+    if (c->heads == 0 || c->hidden == 0 || c->layers == 0 || c->vocab == 0 || c->kv_heads == 0) {
+        tq_fail(e, TQ_EDATA, "%s: hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads and "
+                "vocab_size must be positive", path);
+        goto out;
+    }
+    if (c->heads % c->kv_heads) {
+        tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: num_attention_heads %llu is not a multiple of "
+                "num_key_value_heads %llu", path, (unsigned long long)c->heads, (unsigned long long)c->kv_heads);
         goto out;
     }
     c->head_dim = c->hidden / c->heads;
@@ -444,7 +449,7 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     }
     const cJSON *rs = item(&s, "rope_scaling");
     c->rope.dim = c->head_dim;
-    if (layer_kinds(c, fam, j, path, e))
+    if (layer_kinds(c, fam, j, dir, path, e))
         goto out;
     int any_moe = 0, any_sliding = 0;
     for (uint64_t l = 0; l < c->layers; l++) {
