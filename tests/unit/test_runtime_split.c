@@ -49,17 +49,27 @@ static int decode(const char *dir, tq_run_opts *o, fx_logits *b, tq_run_stats *s
     return rc;
 }
 
+/* The expert block size of the first layer file (dense first layers have none). */
 static uint64_t block_size_of(const char *split_dir)
 {
-    char p[700];
-    snprintf(p, sizeof p, "%s/experts/layer_00.bin", split_dir);
-    tq_flash_header h;
-    tq_err err = {0};
-    if (tq_flash_read(&h, p, &err) != 0)
-        return 0;
-    uint64_t b = h.expert_block_size;
-    tq_flash_header_free(&h);
-    return b;
+    for (int l = 0; l < 8; l++) {
+        char p[700];
+        snprintf(p, sizeof p, "%s/experts/layer_%02d.bin", split_dir, l);
+        tq_flash_header h;
+        tq_err err = {0};
+        if (access(p, F_OK) != 0 || tq_flash_read(&h, p, &err) != 0)
+            continue;
+        uint64_t b = h.expert_block_size;
+        tq_flash_header_free(&h);
+        return b;
+    }
+    return 0;
+}
+
+/* layers with routed experts in fixture c */
+static uint64_t moe_layers(const fx_cfg *c)
+{
+    return (uint64_t)(c->layers - c->first_dense - (c->mlp_only ? 1 : 0));
 }
 
 static void make_split(fx_cfg c, const char *name, char *src, char *dst, size_t cap)
@@ -115,7 +125,7 @@ static void bit_identical(fx_cfg c, const char *name)
         CHECKF(memcmp(ref.v, b.v, n * 4) == 0, "%s: streamed (budget %llu) differs from resident", name,
                (unsigned long long)budgets[i]);
         /* the statistics add up */
-        uint64_t lookups = (uint64_t)c.layers * (uint64_t)c.top_k * st.forward_passes;
+        uint64_t lookups = moe_layers(&c) * (uint64_t)c.top_k * st.forward_passes;
         CHECK(st.expert_hits + st.expert_misses == lookups);
         CHECK(st.reads == st.expert_misses);
         CHECK(st.bytes_read == st.reads * blk);
@@ -123,7 +133,7 @@ static void bit_identical(fx_cfg c, const char *name)
         CHECK(st.cache_bytes <= (budgets[i] > blk ? budgets[i] : blk));
         CHECK(st.cache_peak_bytes <= budgets[i] + (uint64_t)c.top_k * blk);
         if (i == 3) /* everything fits: each (layer, expert) is read once */
-            CHECK(st.expert_misses <= (uint64_t)c.layers * (uint64_t)c.experts);
+            CHECK(st.expert_misses <= moe_layers(&c) * (uint64_t)c.experts);
         if (i == 0)
             CHECK(st.expert_hits < lookups / 2);
         printf("  %s budget %llu: hits %llu misses %llu bytes/token %llu io %s\n", name,
@@ -162,6 +172,25 @@ static void split_bf16_hf_shared_bit_identical(void)
 static void split_aff4_bit_identical(void)
 {
     bit_identical(moe_cfg(FX_AFF4), "aff4");
+}
+
+/* the hybrid families (Gated DeltaNet + gated attention, shared expert with its gate):
+ * stacked MLX experts streamed from layer files */
+static void split_qwen3_next_tq3(void)
+{
+    fx_cfg c = fx_family_cfg(FX_QWEN3_NEXT, FX_TQ3);
+    c.mlp_only = 0;
+    bit_identical(c, "qwen3_next-tq3");
+}
+
+static void split_qwen3_5_moe_aff4(void)
+{
+    bit_identical(fx_family_cfg(FX_QWEN3_5_MOE, FX_AFF4), "qwen3_5_moe-aff4");
+}
+
+static void split_qwen3_5_moe_bf16(void)
+{
+    bit_identical(fx_family_cfg(FX_QWEN3_5_MOE, FX_BF16), "qwen3_5_moe-bf16");
 }
 
 /* dense model: FFNs in flash_aligned_v1 files, loaded resident */
@@ -224,6 +253,9 @@ int main(void)
     RUN(split_tq3_bit_identical);
     RUN(split_bf16_hf_shared_bit_identical);
     RUN(split_aff4_bit_identical);
+    RUN(split_qwen3_next_tq3);
+    RUN(split_qwen3_5_moe_aff4);
+    RUN(split_qwen3_5_moe_bf16);
     RUN(split_dense);
     RUN(check_blocks_detects_corruption);
     TEST_MAIN_END();
