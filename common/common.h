@@ -57,6 +57,9 @@ typedef struct tq_sb {
     int oom;
 } tq_sb;
 int tq_sb_put(tq_sb *b, const char *s, size_t n);
+/* Room for n more bytes and the NUL, so the caller may write at s + len (or append from the
+ * builder's own bytes, which put could move under it). -1 after a failed allocation. */
+int tq_sb_reserve(tq_sb *b, size_t n);
 int tq_sb_str(tq_sb *b, const char *s);
 int tq_sb_printf(tq_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The string, which the caller frees ("" when nothing was appended), or NULL with TQ_ENOMEM

@@ -5,10 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-int tq_sb_put(tq_sb *b, const char *s, size_t n)
+int tq_sb_reserve(tq_sb *b, size_t n)
 {
     if (b->oom)
         return -1;
+    if (n > SIZE_MAX / 2 - b->len) {
+        b->oom = 1;
+        return -1;
+    }
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n + 1)
@@ -21,7 +25,15 @@ int tq_sb_put(tq_sb *b, const char *s, size_t n)
         b->s = p;
         b->cap = cap;
     }
-    memcpy(b->s + b->len, s, n);
+    return 0;
+}
+
+int tq_sb_put(tq_sb *b, const char *s, size_t n)
+{
+    if (tq_sb_reserve(b, n))
+        return -1;
+    if (n)
+        memcpy(b->s + b->len, s, n);
     b->len += n;
     b->s[b->len] = 0;
     return 0;

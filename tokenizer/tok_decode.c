@@ -6,7 +6,7 @@
 
 /* The decoder works on a list of token strings held in one buffer. */
 typedef struct tlist {
-    tok_buf buf;
+    tq_sb buf;
     struct tstr { size_t off, len; int added; } *s;
     size_t n, cap;
 } tlist;
@@ -21,8 +21,8 @@ static int tl_add(tlist *l, const char *s, size_t n, int added)
         l->s = x;
         l->cap = c;
     }
-    size_t off = l->buf.n;
-    if (tok_buf_put(&l->buf, s, n))
+    size_t off = l->buf.len;
+    if (tq_sb_put(&l->buf, s, n))
         return -1;
     l->s[l->n++] = (struct tstr){off, n, added};
     return 0;
@@ -30,7 +30,7 @@ static int tl_add(tlist *l, const char *s, size_t n, int added)
 
 static void tl_free(tlist *l)
 {
-    tok_buf_free(&l->buf);
+    tq_sb_free(&l->buf);
     free(l->s);
     memset(l, 0, sizeof *l);
 }
@@ -50,13 +50,13 @@ static int byte_token(const char *s, size_t n)
 /* One step of the chain: in -> out. */
 static int step(const tq_tok *t, const tok_dec *d, const tlist *in, tlist *out, pcre2_match_data *md, tq_err *e)
 {
-    tok_buf tmp = {0};
+    tq_sb tmp = {0};
     int rc = 0;
     for (size_t i = 0; i < in->n && !rc; i++) {
-        const char *s = in->buf.p + in->s[i].off;
+        const char *s = in->buf.s + in->s[i].off;
         size_t n = in->s[i].len;
         int added = in->s[i].added;
-        tmp.n = 0;
+        tmp.len = 0;
         switch (d->kind) {
         case D_REPLACE: {
             size_t from = 0, ms, me;
@@ -68,13 +68,13 @@ static int step(const tq_tok *t, const tok_dec *d, const tlist *in, tlist *out, 
                 }
                 if (r > 0)
                     ms = me = n;
-                if (tok_buf_put(&tmp, s + from, ms - from) || (r == 0 && tok_buf_put(&tmp, d->content, d->content_len)))
+                if (tq_sb_put(&tmp, s + from, ms - from) || (r == 0 && tq_sb_put(&tmp, d->content, d->content_len)))
                     rc = -2;
                 if (r > 0 || rc)
                     break;
                 from = me;
             }
-            if (!rc && tl_add(out, tmp.p ? tmp.p : "", tmp.n, added))
+            if (!rc && tl_add(out, tmp.s ? tmp.s : "", tmp.len, added))
                 rc = -2;
             break;
         }
@@ -86,12 +86,12 @@ static int step(const tq_tok *t, const tok_dec *d, const tlist *in, tlist *out, 
             }
             char c = (char)b;
             size_t j = i;
-            while (!rc && j < in->n && (b = byte_token(in->buf.p + in->s[j].off, in->s[j].len)) >= 0) {
+            while (!rc && j < in->n && (b = byte_token(in->buf.s + in->s[j].off, in->s[j].len)) >= 0) {
                 c = (char)b;
-                rc = tok_buf_put(&tmp, &c, 1) ? -2 : 0;
+                rc = tq_sb_put(&tmp, &c, 1) ? -2 : 0;
                 j++;
             }
-            if (!rc && tl_add(out, tmp.p, tmp.n, 0))
+            if (!rc && tl_add(out, tmp.s, tmp.len, 0))
                 rc = -2;
             i = j - 1;
             break;
@@ -99,7 +99,7 @@ static int step(const tq_tok *t, const tok_dec *d, const tlist *in, tlist *out, 
         case D_FUSE:
             if (i == 0 && tl_add(out, "", 0, 0))
                 rc = -2;
-            if (!rc && tok_buf_put(&out->buf, s, n))
+            if (!rc && tq_sb_put(&out->buf, s, n))
                 rc = -2;
             if (!rc)
                 out->s[0].len += n;
@@ -116,15 +116,15 @@ static int step(const tq_tok *t, const tok_dec *d, const tlist *in, tlist *out, 
         case D_METASPACE: {
             for (size_t j = 0; j < n && !rc;) {
                 if (n - j >= d->repl_len && !memcmp(s + j, d->repl, d->repl_len)) {
-                    rc = tok_buf_put(&tmp, " ", 1) ? -2 : 0;
+                    rc = tq_sb_put(&tmp, " ", 1) ? -2 : 0;
                     j += d->repl_len;
                 } else {
-                    rc = tok_buf_put(&tmp, s + j, 1) ? -2 : 0;
+                    rc = tq_sb_put(&tmp, s + j, 1) ? -2 : 0;
                     j++;
                 }
             }
-            size_t skip = d->prefix && i == 0 && tmp.n && tmp.p[0] == ' ';
-            if (!rc && tl_add(out, tmp.p ? tmp.p + skip : "", tmp.n - skip, added))
+            size_t skip = d->prefix && i == 0 && tmp.len && tmp.s[0] == ' ';
+            if (!rc && tl_add(out, tmp.s ? tmp.s + skip : "", tmp.len - skip, added))
                 rc = -2;
             break;
         }
@@ -141,23 +141,23 @@ static int step(const tq_tok *t, const tok_dec *d, const tlist *in, tlist *out, 
                     break;
                 }
                 char c = (char)b;
-                rc = tok_buf_put(&tmp, &c, 1) ? -2 : 0;
+                rc = tq_sb_put(&tmp, &c, 1) ? -2 : 0;
                 j += cl;
             }
-            if (!rc && (ok ? tl_add(out, tmp.p ? tmp.p : "", tmp.n, 0) : tl_add(out, s, n, added)))
+            if (!rc && (ok ? tl_add(out, tmp.s ? tmp.s : "", tmp.len, 0) : tl_add(out, s, n, added)))
                 rc = -2;
             break;
         }
         }
     }
-    tok_buf_free(&tmp);
+    tq_sb_free(&tmp);
     if (rc == -2)
         return tq_fail(e, TQ_ENOMEM, "out of memory");
     (void)t;
     return rc;
 }
 
-int tok_decode_raw(const tq_tok *t, const int32_t *ids, size_t n, tok_buf *out, tq_err *e)
+int tok_decode_raw(const tq_tok *t, const int32_t *ids, size_t n, tq_sb *out, tq_err *e)
 {
     tlist a = {0}, b = {0};
     pcre2_match_data *md = pcre2_match_data_create(1, NULL);
@@ -172,7 +172,7 @@ int tok_decode_raw(const tq_tok *t, const int32_t *ids, size_t n, tok_buf *out, 
     }
     for (size_t k = 0; k < t->n_dec && !rc; k++) {
         b.n = 0;
-        b.buf.n = 0;
+        b.buf.len = 0;
         rc = step(t, &t->dec[k], &a, &b, md, e);
         tlist tmp = a;
         a = b;
@@ -180,9 +180,9 @@ int tok_decode_raw(const tq_tok *t, const int32_t *ids, size_t n, tok_buf *out, 
     }
     /* No decoder: tokens joined by spaces, as both tokenizers implementations do. */
     for (size_t i = 0; i < a.n && !rc; i++)
-        if ((i && !t->has_decoder && tok_buf_put(out, " ", 1)) || tok_buf_put(out, a.buf.p + a.s[i].off, a.s[i].len))
+        if ((i && !t->has_decoder && tq_sb_put(out, " ", 1)) || tq_sb_put(out, a.buf.s + a.s[i].off, a.s[i].len))
             rc = tq_fail(e, TQ_ENOMEM, "out of memory");
-    if (!rc && tok_buf_put(out, "", 0))
+    if (!rc && tq_sb_put(out, "", 0))
         rc = tq_fail(e, TQ_ENOMEM, "out of memory");
     pcre2_match_data_free(md);
     tl_free(&a);
@@ -194,17 +194,17 @@ int tq_tok_decode(const tq_tok *t, const int32_t *ids, size_t n, char **text, si
 {
     *text = NULL;
     *len = 0;
-    tok_buf raw = {0}, out = {0};
+    tq_sb raw = {0}, out = {0};
     int rc = tok_decode_raw(t, ids, n, &raw, e);
-    if (!rc && (tok_utf8_sanitize(&out, raw.p, raw.n) || tok_buf_put(&out, "", 0)))
+    if (!rc && (tok_utf8_sanitize(&out, raw.s, raw.len) || tq_sb_put(&out, "", 0)))
         rc = tq_fail(e, TQ_ENOMEM, "out of memory");
-    tok_buf_free(&raw);
+    tq_sb_free(&raw);
     if (rc) {
-        tok_buf_free(&out);
+        tq_sb_free(&out);
         return -1;
     }
-    *text = out.p;
-    *len = out.n;
+    *text = out.s;
+    *len = out.len;
     return 0;
 }
 
@@ -218,7 +218,7 @@ struct tq_tok_stream {
     int32_t *ids;
     size_t n, cap;
     size_t emitted; /* bytes of sanitized text handed out */
-    tok_buf raw, clean;
+    tq_sb raw, clean;
     long hold_stop;        /* Strip stop characters the chain may still remove */
     const char *strip;     /* ... and which character that is */
     size_t strip_len;
@@ -242,27 +242,27 @@ int tq_tok_stream_new(const tq_tok *t, tq_tok_stream **out, tq_err *e)
 
 static int stream_emit(tq_tok_stream *s, int final, const char **text, size_t *len, tq_err *e)
 {
-    s->raw.n = 0;
-    s->clean.n = 0;
+    s->raw.len = 0;
+    s->clean.len = 0;
     if (tok_decode_raw(s->t, s->ids, s->n, &s->raw, e))
         return -1;
-    size_t stable = s->raw.n;
+    size_t stable = s->raw.len;
     if (!final) {
-        stable -= tok_utf8_incomplete_tail(s->raw.p, stable);
+        stable -= tok_utf8_incomplete_tail(s->raw.s, stable);
         for (long k = 0; k < s->hold_stop && stable >= s->strip_len &&
-                         !memcmp(s->raw.p + stable - s->strip_len, s->strip, s->strip_len); k++)
+                         !memcmp(s->raw.s + stable - s->strip_len, s->strip, s->strip_len); k++)
             stable -= s->strip_len;
     }
-    if (tok_utf8_sanitize(&s->clean, s->raw.p, stable) || tok_buf_put(&s->clean, "", 0))
+    if (tok_utf8_sanitize(&s->clean, s->raw.s, stable) || tq_sb_put(&s->clean, "", 0))
         return tq_fail(e, TQ_ENOMEM, "out of memory");
-    if (s->clean.n < s->emitted) {
+    if (s->clean.len < s->emitted) {
         *text = "";
         *len = 0;
         return 0;
     }
-    *text = s->clean.p + s->emitted;
-    *len = s->clean.n - s->emitted;
-    s->emitted = s->clean.n;
+    *text = s->clean.s + s->emitted;
+    *len = s->clean.len - s->emitted;
+    s->emitted = s->clean.len;
     return 0;
 }
 
@@ -294,7 +294,7 @@ void tq_tok_stream_free(tq_tok_stream *s)
     if (!s)
         return;
     free(s->ids);
-    tok_buf_free(&s->raw);
-    tok_buf_free(&s->clean);
+    tq_sb_free(&s->raw);
+    tq_sb_free(&s->clean);
     free(s);
 }

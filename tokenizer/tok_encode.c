@@ -30,7 +30,7 @@ typedef struct hent {
 
 typedef struct enc {
     const tq_tok *t;
-    tok_buf text;  /* the input and every string made from it */
+    tq_sb text;  /* the input and every string made from it */
     plist a, b;    /* pre-token lists (current, next) */
     int32_t *ids;
     size_t n, cap;
@@ -39,7 +39,7 @@ typedef struct enc {
     size_t sym_cap;
     hent *heap;
     size_t nheap, heap_cap;
-    tok_buf mapped; /* a byte-level pre-token as vocabulary characters */
+    tq_sb mapped; /* a byte-level pre-token as vocabulary characters */
     tok_map cache;  /* pre-token (+ byte-level flag) -> span in cache_ids */
     struct span { uint32_t off, n; } *spans;
     size_t n_spans, spans_cap;
@@ -135,7 +135,7 @@ static int split_added(enc *x, const tok_trie *tr, size_t off, size_t len, plist
     const tq_tok *t = x->t;
     size_t start = off, i = off, end = off + len;
     while (i < end) {
-        const char *s = x->text.p;
+        const char *s = x->text.s;
         int32_t k = tr->root[(unsigned char)s[i]];
         int32_t best = -1;
         size_t best_end = 0;
@@ -179,8 +179,8 @@ static int split_added(enc *x, const tok_trie *tr, size_t off, size_t len, plist
 /* Appends a new string to x->text; its offset in *off. */
 static int add_text(enc *x, const char *s, size_t n, size_t *off)
 {
-    *off = x->text.n;
-    return tok_buf_put(&x->text, s, n);
+    *off = x->text.len;
+    return tq_sb_put(&x->text, s, n);
 }
 
 static int is_ascii(const char *s, size_t n)
@@ -195,35 +195,35 @@ static int is_ascii(const char *s, size_t n)
 static int replace_all(enc *x, const tok_pattern *pat, const char *content, size_t clen, size_t *off, size_t *len,
                        tq_err *e)
 {
-    size_t from = 0, ms, me, o = x->text.n;
+    size_t from = 0, ms, me, o = x->text.len;
     int found = 0;
     for (;;) {
-        int r = tok_pattern_next(pat, x->md, x->text.p + *off, *len, from, &ms, &me, e);
+        int r = tok_pattern_next(pat, x->md, x->text.s + *off, *len, from, &ms, &me, e);
         if (r < 0)
             return -1;
         if (r > 0)
             break;
-        if (!found && tok_buf_reserve(&x->text, *len + 1))
+        if (!found && tq_sb_reserve(&x->text, *len + 1))
             return oom(e);
         found = 1;
         /* x->text may move on growth: copy through offsets */
-        if (tok_buf_reserve(&x->text, ms - from + clen + 1))
+        if (tq_sb_reserve(&x->text, ms - from + clen + 1))
             return oom(e);
-        memcpy(x->text.p + x->text.n, x->text.p + *off + from, ms - from);
-        x->text.n += ms - from;
-        if (tok_buf_put(&x->text, content, clen))
+        memcpy(x->text.s + x->text.len, x->text.s + *off + from, ms - from);
+        x->text.len += ms - from;
+        if (tq_sb_put(&x->text, content, clen))
             return oom(e);
         from = me;
     }
     if (!found)
         return 0;
-    if (tok_buf_reserve(&x->text, *len - from + 1))
+    if (tq_sb_reserve(&x->text, *len - from + 1))
         return oom(e);
-    memcpy(x->text.p + x->text.n, x->text.p + *off + from, *len - from);
-    x->text.n += *len - from;
-    x->text.p[x->text.n] = 0;
+    memcpy(x->text.s + x->text.len, x->text.s + *off + from, *len - from);
+    x->text.len += *len - from;
+    x->text.s[x->text.len] = 0;
     *off = o;
-    *len = x->text.n - o;
+    *len = x->text.len - o;
     return 0;
 }
 
@@ -232,7 +232,7 @@ static int normalize(enc *x, size_t *off, size_t *len, tq_err *e)
     const tq_tok *t = x->t;
     for (size_t k = 0; k < t->n_norm && *len; k++) {
         const tok_norm *nm = &t->norm[k];
-        const char *s = x->text.p + *off;
+        const char *s = x->text.s + *off;
         size_t n = *len, o, cl;
         switch (nm->kind) {
         case N_NFC:
@@ -263,23 +263,23 @@ static int normalize(enc *x, size_t *off, size_t *len, tq_err *e)
                 return -1;
             break;
         case N_PREPEND:
-            o = x->text.n;
-            if (tok_buf_put(&x->text, nm->content, nm->content_len) || tok_buf_reserve(&x->text, n + 1))
+            o = x->text.len;
+            if (tq_sb_put(&x->text, nm->content, nm->content_len) || tq_sb_reserve(&x->text, n + 1))
                 return oom(e);
-            memcpy(x->text.p + x->text.n, x->text.p + *off, n);
-            x->text.n += n;
-            x->text.p[x->text.n] = 0;
-            *off = o, *len = x->text.n - o;
+            memcpy(x->text.s + x->text.len, x->text.s + *off, n);
+            x->text.len += n;
+            x->text.s[x->text.len] = 0;
+            *off = o, *len = x->text.len - o;
             break;
         case N_STRIP:
-            while (nm->left && *len && js_space(cp_at(x->text.p + *off, *len, &cl)))
+            while (nm->left && *len && js_space(cp_at(x->text.s + *off, *len, &cl)))
                 *off += cl, *len -= cl;
-            while (nm->right && *len && js_space(cp_before(x->text.p + *off, *len, &cl)))
+            while (nm->right && *len && js_space(cp_before(x->text.s + *off, *len, &cl)))
                 *len -= cl;
             break;
         case N_LOWER:
         case N_STRIP_ACCENTS: {
-            tok_buf b = {0};
+            tq_sb b = {0};
             for (size_t i = 0; i < n;) {
                 uint32_t c = cp_at(s + i, n - i, &cl);
                 utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)c);
@@ -289,17 +289,17 @@ static int normalize(enc *x, size_t *off, size_t *len, tq_err *e)
                     c = (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
                 utf8proc_uint8_t u[4];
                 utf8proc_ssize_t ul = utf8proc_encode_char((utf8proc_int32_t)c, u);
-                if (!drop && tok_buf_put(&b, u, (size_t)ul)) {
-                    tok_buf_free(&b);
+                if (!drop && tq_sb_put(&b, (const char *)u, (size_t)ul)) {
+                    tq_sb_free(&b);
                     return oom(e);
                 }
                 i += cl;
             }
-            int rc = add_text(x, b.p ? b.p : "", b.n, &o);
-            tok_buf_free(&b);
+            int rc = add_text(x, b.s ? b.s : "", b.len, &o);
+            tq_sb_free(&b);
             if (rc)
                 return oom(e);
-            *off = o, *len = x->text.n - o;
+            *off = o, *len = x->text.len - o;
             break;
         }
         }
@@ -313,7 +313,7 @@ static int split_piece(enc *x, const piece *p, const tok_pattern *pat, int behav
 {
     /* segments: alternating gaps and matches, as (end, is_match) */
     size_t from = 0, ms, me;
-    const char *s = x->text.p + p->off;
+    const char *s = x->text.s + p->off;
     size_t n = p->len, first = out->n;
     size_t cur_s = 0; /* start of the piece being built */
     int have = 0, prev_match = 0;
@@ -389,7 +389,7 @@ static int split_piece(enc *x, const piece *p, const tok_pattern *pat, int behav
 /* Splits at runs of characters for which cls says 1 (kept or dropped). */
 static int split_runs(enc *x, const piece *p, int (*cls)(uint32_t, int), int arg, int drop, plist *out)
 {
-    const char *s = x->text.p + p->off;
+    const char *s = x->text.s + p->off;
     size_t i = 0, start = 0, cl;
     int cur = -1;
     while (i < p->len) {
@@ -444,13 +444,13 @@ static int pre_tokenize(enc *x, size_t off, size_t len, int first, tq_err *e)
                 rc = split_runs(x, &p, cls_digit, pr->individual, 0, &x->b) ? oom(e) : 0;
                 break;
             case P_BYTELEVEL: {
-                if (pr->add_prefix_space && x->text.p[p.off] != ' ') {
-                    size_t o = x->text.n;
-                    if (tok_buf_put(&x->text, " ", 1) || tok_buf_reserve(&x->text, p.len + 1))
+                if (pr->add_prefix_space && x->text.s[p.off] != ' ') {
+                    size_t o = x->text.len;
+                    if (tq_sb_put(&x->text, " ", 1) || tq_sb_reserve(&x->text, p.len + 1))
                         return oom(e);
-                    memcpy(x->text.p + x->text.n, x->text.p + p.off, p.len);
-                    x->text.n += p.len;
-                    x->text.p[x->text.n] = 0;
+                    memcpy(x->text.s + x->text.len, x->text.s + p.off, p.len);
+                    x->text.len += p.len;
+                    x->text.s[x->text.len] = 0;
                     p.off = o, p.len++;
                 }
                 p.bytelevel = 1;
@@ -463,17 +463,17 @@ static int pre_tokenize(enc *x, size_t off, size_t len, int first, tq_err *e)
                 break;
             }
             case P_METASPACE: {
-                size_t o = x->text.n;
+                size_t o = x->text.len;
                 int pre = pr->prepend == PREPEND_ALWAYS || (pr->prepend == PREPEND_FIRST && first && i == 0);
-                if (pre && !(p.len >= pr->repl_len && !memcmp(x->text.p + p.off, pr->repl, pr->repl_len)) &&
-                    tok_buf_put(&x->text, pr->repl, pr->repl_len))
+                if (pre && !(p.len >= pr->repl_len && !memcmp(x->text.s + p.off, pr->repl, pr->repl_len)) &&
+                    tq_sb_put(&x->text, pr->repl, pr->repl_len))
                     return oom(e);
                 for (size_t j = 0; j < p.len; j++) {
-                    char c = x->text.p[p.off + j];
-                    if (c == ' ' ? tok_buf_put(&x->text, pr->repl, pr->repl_len) : tok_buf_put(&x->text, &c, 1))
+                    char c = x->text.s[p.off + j];
+                    if (c == ' ' ? tq_sb_put(&x->text, pr->repl, pr->repl_len) : tq_sb_put(&x->text, &c, 1))
                         return oom(e);
                 }
-                piece q = {o, x->text.n - o, -1, p.bytelevel};
+                piece q = {o, x->text.len - o, -1, p.bytelevel};
                 if (pr->split) {
                     tok_pattern lit = {.lit = (char *)pr->repl, .lit_len = pr->repl_len};
                     rc = split_piece(x, &q, &lit, B_NEXT, 0, &x->b, e);
@@ -570,12 +570,12 @@ static int bpe_word(enc *x, const char *w, size_t n, int bytelevel, int32_t **ou
         const char *key = w;
         size_t kn = n;
         if (bytelevel) {
-            x->mapped.n = 0;
-            if (tok_buf_reserve(&x->mapped, 2 * n + 1))
+            x->mapped.len = 0;
+            if (tq_sb_reserve(&x->mapped, 2 * n + 1))
                 return oom(e);
             for (size_t i = 0; i < n; i++)
-                x->mapped.n += tq_tok_byte_char((unsigned char)w[i], x->mapped.p + x->mapped.n);
-            key = x->mapped.p, kn = x->mapped.n;
+                x->mapped.len += tq_tok_byte_char((unsigned char)w[i], x->mapped.s + x->mapped.len);
+            key = x->mapped.s, kn = x->mapped.len;
         }
         long k = tok_map_find(&t->vocab, key, kn);
         if (k >= 0) {
@@ -645,7 +645,7 @@ static int bpe_word(enc *x, const char *w, size_t n, int bytelevel, int32_t **ou
 
 static int model(enc *x, const piece *p, long section, tq_err *e)
 {
-    const char *w = x->text.p + p->off;
+    const char *w = x->text.s + p->off;
     size_t n = p->len;
     int32_t *ids;
     size_t k;
@@ -722,14 +722,14 @@ static int encode_section(enc *x, size_t off, size_t len, long section, int firs
 
 static void enc_free(enc *x)
 {
-    tok_buf_free(&x->text);
+    tq_sb_free(&x->text);
     free(x->a.p);
     free(x->b.p);
     free(x->ids);
     pcre2_match_data_free(x->md);
     free(x->sym);
     free(x->heap);
-    tok_buf_free(&x->mapped);
+    tq_sb_free(&x->mapped);
     tok_map_free(&x->cache);
     free(x->spans);
     free(x->cache_ids);
@@ -768,12 +768,12 @@ int tq_tok_enc_run(tq_tok_enc *h, const char *text, size_t len, int add_special,
     size_t bad_at = tok_utf8_check(text, len);
     if (bad_at != len)
         return tq_fail(e, TQ_EDATA, "input is not valid UTF-8 at byte %zu", bad_at);
-    x->text.n = 0;
+    x->text.len = 0;
     x->n = 0;
     x->unk_section = -1;
     plist sec = {0};
     int rc = 0;
-    if (tok_buf_put(&x->text, text, len)) {
+    if (tq_sb_put(&x->text, text, len)) {
         rc = oom(e);
         goto done;
     }
@@ -810,7 +810,7 @@ done:
         *n = x->n;
     }
     if (x->text.cap > (64u << 20)) /* do not keep a huge input's scratch around */
-        tok_buf_free(&x->text);
+        tq_sb_free(&x->text);
     return rc;
 }
 

@@ -10,22 +10,13 @@
 
 #define TOK_MAX_ID (1 << 24) /* ids at or above this are refused (bounds the id tables) */
 
-/* ---- growable byte buffer ---- */
-typedef struct tok_buf {
-    char *p;
-    size_t n, cap;
-} tok_buf;
-int tok_buf_reserve(tok_buf *b, size_t extra);
-int tok_buf_put(tok_buf *b, const void *d, size_t n);
-void tok_buf_free(tok_buf *b);
-
 /* ---- string -> id map (open addressing over an arena of strings) ---- */
 typedef struct tok_map {
     uint32_t *slot; /* entry index + 1, 0 = empty */
     size_t cap;     /* power of two */
     struct tok_ent { uint32_t off, len; int32_t id; uint32_t hash; } *ent;
     size_t n, ent_cap;
-    tok_buf pool;
+    tq_sb pool;
 } tok_map;
 uint32_t tok_hash(const void *d, size_t n);
 /* Index of the entry for s, or -1. */
@@ -128,12 +119,20 @@ struct tq_tok {
 };
 
 /* ---- UTF-8 ---- */
-/* Length of the valid UTF-8 character at p (n bytes left), 0 if invalid. */
-size_t tok_utf8_len(const unsigned char *p, size_t n, uint32_t *cp);
-/* Byte offset of the first invalid UTF-8 sequence, or n when all is valid. */
-size_t tok_utf8_check(const char *s, size_t n);
+/* Length of the valid UTF-8 character at p (n bytes left), 0 if invalid (tq_utf8_next). */
+static inline size_t tok_utf8_len(const unsigned char *p, size_t n, uint32_t *cp)
+{
+    int l = tq_utf8_next((const char *)p, n, cp);
+    return l < 0 ? 0 : (size_t)l;
+}
+/* Byte offset of the first invalid UTF-8 sequence, or n when all is valid (tq_utf8_check). */
+static inline size_t tok_utf8_check(const char *s, size_t n)
+{
+    size_t bad;
+    return tq_utf8_check(s, n, &bad) ? bad : n;
+}
 /* Appends s with every invalid sequence replaced by U+FFFD (WHATWG decoder rules). */
-int tok_utf8_sanitize(tok_buf *out, const char *s, size_t n);
+int tok_utf8_sanitize(tq_sb *out, const char *s, size_t n);
 /* Whether s begins with a UTF-8 sequence that is incomplete but could still become valid. */
 size_t tok_utf8_incomplete_tail(const char *s, size_t n);
 /* GPT-2's byte <-> character map (tq_tok_byte_char in tokenizer.h is the other way). */
@@ -151,6 +150,6 @@ pcre2_code *tok_regex_compile(const char *src, size_t len, const char *field, tq
 const char *tok_id_str(const tq_tok *t, int32_t id, size_t *len);
 
 /* Raw decode (invalid UTF-8 left as is) of ids into out. */
-int tok_decode_raw(const tq_tok *t, const int32_t *ids, size_t n, tok_buf *out, tq_err *e);
+int tok_decode_raw(const tq_tok *t, const int32_t *ids, size_t n, tq_sb *out, tq_err *e);
 
 #endif

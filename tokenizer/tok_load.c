@@ -193,7 +193,7 @@ static int index_ids(tq_tok *t, tq_err *e)
         if (t->id_ent[id] >= 0) {
             const struct tok_ent *o = &t->vocab.ent[t->id_ent[id]];
             return tq_fail(e, TQ_EDATA, "model.vocab: id %d is given to both '%.60s' and '%.60s'", (int)id,
-                           t->vocab.pool.p + o->off, t->vocab.pool.p + t->vocab.ent[k].off);
+                           t->vocab.pool.s + o->off, t->vocab.pool.s + t->vocab.ent[k].off);
         }
         t->id_ent[id] = (int32_t)k;
     }
@@ -238,7 +238,7 @@ static int load_merges(tq_tok *t, const cJSON *merges, const path *mp, tq_err *e
     m->cap = cap;
     if (!(m->slot = calloc(cap, sizeof *m->slot)))
         return tq_fail(e, TQ_ENOMEM, "out of memory");
-    tok_buf cat = {0};
+    tq_sb cat = {0};
     const cJSON *it;
     int32_t rank = 0;
     int rc = 0;
@@ -262,8 +262,8 @@ static int load_merges(tq_tok *t, const cJSON *merges, const path *mp, tq_err *e
             break;
         }
         int32_t ia = vocab_id(t, a, la), ib = vocab_id(t, b, lb), io;
-        cat.n = 0;
-        if (tok_buf_put(&cat, a, la) || tok_buf_put(&cat, b, lb)) {
+        cat.len = 0;
+        if (tq_sb_put(&cat, a, la) || tq_sb_put(&cat, b, lb)) {
             rc = tq_fail(e, TQ_ENOMEM, "out of memory");
             break;
         }
@@ -272,14 +272,14 @@ static int load_merges(tq_tok *t, const cJSON *merges, const path *mp, tq_err *e
                      ia < 0 ? a : b);
             break;
         }
-        if ((io = vocab_id(t, cat.p, cat.n)) < 0) {
-            rc = bad(e, &q, "the merged token '%.80s' is not in model.vocab", cat.p);
+        if ((io = vocab_id(t, cat.s, cat.len)) < 0) {
+            rc = bad(e, &q, "the merged token '%.80s' is not in model.vocab", cat.s);
             break;
         }
         merge_put(m, ia, ib, rank, io);
         rank++;
     }
-    tok_buf_free(&cat);
+    tq_sb_free(&cat);
     return rc;
 }
 
@@ -929,5 +929,5 @@ const char *tok_id_str(const tq_tok *t, int32_t id, size_t *len)
     const struct tok_ent *x = &t->vocab.ent[t->id_ent[id]];
     if (len)
         *len = x->len;
-    return t->vocab.pool.p + x->off;
+    return t->vocab.pool.s + x->off;
 }

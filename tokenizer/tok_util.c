@@ -4,44 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int tok_buf_reserve(tok_buf *b, size_t extra)
-{
-    if (b->cap - b->n >= extra)
-        return 0;
-    size_t need = b->n + extra;
-    if (need < b->n)
-        return -1;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need) {
-        if (cap > SIZE_MAX / 2)
-            return -1;
-        cap *= 2;
-    }
-    char *p = realloc(b->p, cap);
-    if (!p)
-        return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-int tok_buf_put(tok_buf *b, const void *d, size_t n)
-{
-    if (tok_buf_reserve(b, n + 1))
-        return -1;
-    if (n)
-        memcpy(b->p + b->n, d, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return 0;
-}
-
-void tok_buf_free(tok_buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
 /* ------------------------------------------------------------------ maps */
 uint32_t tok_hash(const void *d, size_t n)
 {
@@ -62,7 +24,7 @@ long tok_map_find(const tok_map *m, const char *s, size_t n)
         if (!k)
             return -1;
         const struct tok_ent *x = &m->ent[k - 1];
-        if (x->hash == h && x->len == n && !memcmp(m->pool.p + x->off, s, n))
+        if (x->hash == h && x->len == n && !memcmp(m->pool.s + x->off, s, n))
             return (long)(k - 1);
     }
 }
@@ -101,11 +63,11 @@ long tok_map_add(tok_map *m, const char *s, size_t n, int32_t id, int *existed)
         m->ent = x;
         m->ent_cap = c;
     }
-    if (m->pool.n + n >= UINT32_MAX || tok_buf_put(&m->pool, s, n) || tok_buf_put(&m->pool, "", 0))
+    if (m->pool.len + n >= UINT32_MAX || tq_sb_put(&m->pool, s, n) || tq_sb_put(&m->pool, "", 0))
         return -1;
-    m->pool.n++; /* keep each string NUL-terminated in the pool */
+    m->pool.len++; /* keep each string NUL-terminated in the pool */
     struct tok_ent *x = &m->ent[m->n];
-    x->off = (uint32_t)(m->pool.n - n - 1);
+    x->off = (uint32_t)(m->pool.len - n - 1);
     x->len = (uint32_t)n;
     x->id = id;
     x->hash = tok_hash(s, n);
@@ -120,7 +82,7 @@ void tok_map_free(tok_map *m)
 {
     free(m->slot);
     free(m->ent);
-    tok_buf_free(&m->pool);
+    tq_sb_free(&m->pool);
     memset(m, 0, sizeof *m);
 }
 
@@ -143,57 +105,6 @@ int tok_merges_find(const tok_merges *m, int32_t a, int32_t b, int32_t *rank, in
 }
 
 /* ------------------------------------------------------------------ UTF-8 */
-size_t tok_utf8_len(const unsigned char *p, size_t n, uint32_t *cp)
-{
-    if (!n)
-        return 0;
-    unsigned c = p[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2, v = c & 0x1F, min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3, v = c & 0x0F, min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4, v = c & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        v = v << 6 | (p[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return len;
-}
-
-size_t tok_utf8_check(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    uint32_t cp;
-    while (i < n) {
-        if (p[i] < 0x80) {
-            i++;
-            continue;
-        }
-        size_t l = tok_utf8_len(p + i, n - i, &cp);
-        if (!l)
-            return i;
-        i += l;
-    }
-    return n;
-}
-
 /* Bytes of the longest prefix of p[0..n) that is the start of some valid sequence (1 for a
  * lone valid lead byte, up to 3); 0 if p[0] cannot start one. Follows the WHATWG decoder's
  * bounds on the second byte, so a "maximal subpart" is replaced by one U+FFFD. */
@@ -228,7 +139,7 @@ static size_t maximal_subpart(const unsigned char *p, size_t n)
     return i;
 }
 
-int tok_utf8_sanitize(tok_buf *out, const char *s, size_t n)
+int tok_utf8_sanitize(tq_sb *out, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, run = 0;
@@ -239,13 +150,13 @@ int tok_utf8_sanitize(tok_buf *out, const char *s, size_t n)
             i += l;
             continue;
         }
-        if (tok_buf_put(out, s + run, i - run) || tok_buf_put(out, "\xEF\xBF\xBD", 3))
+        if (tq_sb_put(out, s + run, i - run) || tq_sb_put(out, "\xEF\xBF\xBD", 3))
             return -1;
         size_t m = maximal_subpart(p + i, n - i);
         i += m ? m : 1;
         run = i;
     }
-    return tok_buf_put(out, s + run, n - run);
+    return tq_sb_put(out, s + run, n - run);
 }
 
 size_t tok_utf8_incomplete_tail(const char *s, size_t n)
@@ -313,12 +224,12 @@ static char *js_rewrite(const char *src, size_t len)
 {
     static const char ci[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)";
     static const char ci_js[] = "(?:'([sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD]))";
-    tok_buf b = {0};
+    tq_sb b = {0};
     int in_class = 0;
     for (size_t i = 0; i < len; i++) {
         const char *rep = NULL;
         if (!in_class && len - i >= sizeof ci - 1 && !memcmp(src + i, ci, sizeof ci - 1)) {
-            if (tok_buf_put(&b, ci_js, sizeof ci_js - 1))
+            if (tq_sb_put(&b, ci_js, sizeof ci_js - 1))
                 goto oom;
             i += sizeof ci - 2;
             continue;
@@ -336,9 +247,9 @@ static char *js_rewrite(const char *src, size_t len)
             default: break;
             }
             if (rep) {
-                if (tok_buf_put(&b, rep, strlen(rep)))
+                if (tq_sb_put(&b, rep, strlen(rep)))
                     goto oom;
-            } else if (tok_buf_put(&b, src + i, 2)) {
+            } else if (tq_sb_put(&b, src + i, 2)) {
                 goto oom;
             }
             i++;
@@ -346,15 +257,15 @@ static char *js_rewrite(const char *src, size_t len)
         }
         if (!in_class && c == '[') {
             in_class = 1;
-            if (tok_buf_put(&b, "[", 1))
+            if (tq_sb_put(&b, "[", 1))
                 goto oom;
             if (i + 1 < len && src[i + 1] == '^') {
-                if (tok_buf_put(&b, "^", 1))
+                if (tq_sb_put(&b, "^", 1))
                     goto oom;
                 i++;
             }
             if (i + 1 < len && src[i + 1] == ']') { /* a leading ']' is literal in PCRE */
-                if (tok_buf_put(&b, "\\]", 2))
+                if (tq_sb_put(&b, "\\]", 2))
                     goto oom;
                 i++;
             }
@@ -362,14 +273,14 @@ static char *js_rewrite(const char *src, size_t len)
         }
         if (in_class && c == ']')
             in_class = 0;
-        if (tok_buf_put(&b, &c, 1))
+        if (tq_sb_put(&b, &c, 1))
             goto oom;
     }
-    if (tok_buf_put(&b, "", 0))
+    if (tq_sb_put(&b, "", 0))
         goto oom;
-    return b.p;
+    return b.s;
 oom:
-    tok_buf_free(&b);
+    tq_sb_free(&b);
     return NULL;
 }
 

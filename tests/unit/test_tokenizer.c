@@ -1,6 +1,8 @@
 /* tokenizer/: small hand-checked tokenizers (byte-level and SentencePiece-style), added-token
  * flags, streaming, the post-processor, and malformed tokenizer.json files naming the field. */
 #include "check.h"
+#include "formats/formats.h"
+#include "gguf_writer.h"
 #include "tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
@@ -391,6 +393,79 @@ static void test_load_dir_config(void)
     CHECK(tq_tok_load(t_path("no-such-dir"), &t, &err) == -1 && strstr(err.msg, "no-such-dir"));
 }
 
+/* tokenizer.json as formats/ writes it from a GGUF vocabulary (tokenizer.ggml.*) loads and
+ * encodes: byte-level (gpt2, qwen2 pre-tokenizer) and SentencePiece (llama, merges from scores,
+ * byte fallback). */
+static tq_tok *gguf_tok(gw *w, const char *name)
+{
+    tq_err err = {0};
+    float v[64] = {0};
+    uint64_t ne[2] = {8, 8};
+    gw_tensor_add(w, "token_embd.weight", 2, ne, 0, v, sizeof v);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s.gguf", t_tmpdir(), name);
+    CHECK(gw_write(w, path) == 0);
+    gw_free(w);
+    tq_model *m = NULL;
+    CHECK_OK(tq_model_open(&m, path, &err));
+    tq_tok *t = NULL;
+    for (size_t i = 0; m && i < m->n_generated; i++)
+        if (!strcmp(m->generated_names[i], "tokenizer.json")) {
+            char *js = cJSON_PrintUnformatted(m->generated[i]);
+            CHECK_OK(tq_tok_load_mem(js, strlen(js), NULL, 0, name, &t, &err));
+            free(js);
+        }
+    CHECKF(t, "%s: no tokenizer.json from the GGUF vocabulary", name);
+    tq_model_close(m);
+    return t;
+}
+
+static void test_gguf_vocabulary(void)
+{
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "qwen3");
+    const char *toks[] = {"a", "b", "ab", "\xc4\xa0", "\xc4\xa0" "a", "<|endoftext|>"};
+    int32_t types[] = {1, 1, 1, 1, 1, 3};
+    const char *merges[] = {"a b", "\xc4\xa0 a"};
+    gw_kv_str(&w, "tokenizer.ggml.model", "gpt2");
+    gw_kv_str(&w, "tokenizer.ggml.pre", "qwen2");
+    gw_kv_str_array(&w, "tokenizer.ggml.tokens", toks, 6);
+    gw_kv_i32_array(&w, "tokenizer.ggml.token_type", types, 6);
+    gw_kv_str_array(&w, "tokenizer.ggml.merges", merges, 2);
+    tq_tok *t = gguf_tok(&w, "gguf-bpe");
+    if (t) {
+        CHECK(ENC(t, "ab a<|endoftext|>b", 2, 4, 5, 1));
+        CHECK(DEC(t, "ab a<|endoftext|>b", 2, 4, 5, 1));
+    }
+    tq_tok_free(t);
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "llama");
+    const char *sp[] = {"<unk>", "<s>", "</s>", "<0x41>", "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab",
+                        "\xe2\x96\x81" "ab"};
+    int32_t sptypes[] = {2, 3, 3, 6, 1, 1, 1, 1, 1, 1};
+    gw_kv_str(&w, "tokenizer.ggml.model", "llama");
+    gw_kv_str_array(&w, "tokenizer.ggml.tokens", sp, 10);
+    gw_kv_i32_array(&w, "tokenizer.ggml.token_type", sptypes, 10);
+    float sc[10] = {0, 0, 0, 0, -1, -2, -3, -4, -5, -6};
+    gb_str(&w.kv, "tokenizer.ggml.scores");
+    gb_u32(&w.kv, 9);
+    gb_u32(&w.kv, 6);
+    gb_u64(&w.kv, 10);
+    for (int i = 0; i < 10; i++)
+        gb_f32(&w.kv, sc[i]);
+    w.n_kv++;
+    gw_kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
+    gw_kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
+    t = gguf_tok(&w, "gguf-spm");
+    if (t) {
+        CHECK(ENC(t, "ab A", 9, 4, 3));           /* ▁ab ▁ <0x41> */
+        CHECK(ENC_SPECIAL(t, "ab", 1, 9));        /* bos first */
+        CHECK(DEC(t, "ab A", 9, 4, 3));
+    }
+    tq_tok_free(t);
+}
+
 int main(void)
 {
     RUN(test_bytelevel_merges);
@@ -400,5 +475,6 @@ int main(void)
     RUN(test_stream_holds_partial_utf8);
     RUN(test_malformed);
     RUN(test_load_dir_config);
+    RUN(test_gguf_vocabulary);
     TEST_MAIN_END();
 }
