@@ -112,6 +112,25 @@ void gw_kv_i32_array(gw *w, const char *k, const int32_t *v, size_t n)
     for (size_t i = 0; i < n; i++)
         gb_u32(&w->kv, (uint32_t)v[i]);
 }
+void gw_kv_f32_array(gw *w, const char *k, const float *v, size_t n)
+{
+    key(w, k, 9);
+    gb_u32(&w->kv, 6);
+    gb_u64(&w->kv, n);
+    for (size_t i = 0; i < n; i++)
+        gb_f32(&w->kv, v[i]);
+}
+void gw_spm_vocab(gw *w)
+{
+    static const char *const toks[] = {"<unk>", "<s>", "</s>", "<0x41>", "\xe2\x96\x81", "a", "b",
+                                       "\xe2\x96\x81" "a", "ab", "\xe2\x96\x81" "ab"};
+    static const int32_t types[] = {2, 3, 3, 6, 1, 1, 1, 1, 1, 1};
+    static const float scores[] = {0, 0, 0, 0, -1, -2, -3, -4, -5, -6};
+    gw_kv_str(w, "tokenizer.ggml.model", "llama");
+    gw_kv_str_array(w, "tokenizer.ggml.tokens", toks, 10);
+    gw_kv_i32_array(w, "tokenizer.ggml.token_type", types, 10);
+    gw_kv_f32_array(w, "tokenizer.ggml.scores", scores, 10);
+}
 
 static uint64_t tensor_elems(uint32_t n_dims, const uint64_t *ne)
 {

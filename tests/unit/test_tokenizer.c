@@ -441,20 +441,7 @@ static void test_gguf_vocabulary(void)
     tq_tok_free(t);
     gw_init(&w);
     gw_kv_str(&w, "general.architecture", "llama");
-    const char *sp[] = {"<unk>", "<s>", "</s>", "<0x41>", "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab",
-                        "\xe2\x96\x81" "ab"};
-    int32_t sptypes[] = {2, 3, 3, 6, 1, 1, 1, 1, 1, 1};
-    gw_kv_str(&w, "tokenizer.ggml.model", "llama");
-    gw_kv_str_array(&w, "tokenizer.ggml.tokens", sp, 10);
-    gw_kv_i32_array(&w, "tokenizer.ggml.token_type", sptypes, 10);
-    float sc[10] = {0, 0, 0, 0, -1, -2, -3, -4, -5, -6};
-    gb_str(&w.kv, "tokenizer.ggml.scores");
-    gb_u32(&w.kv, 9);
-    gb_u32(&w.kv, 6);
-    gb_u64(&w.kv, 10);
-    for (int i = 0; i < 10; i++)
-        gb_f32(&w.kv, sc[i]);
-    w.n_kv++;
+    gw_spm_vocab(&w);
     gw_kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
     gw_kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
     t = gguf_tok(&w, "gguf-spm");
