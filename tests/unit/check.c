@@ -8,6 +8,13 @@
 int t_failed_here, t_pass, t_fail;
 const char *t_current;
 
+/* Line-buffered stdout, set before any output: a case that dies has printed everything up to
+ * its last line (a pipe would otherwise hold up to a buffer's worth back). */
+__attribute__((constructor)) static void t_line_buffered(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
 int t_files_equal(const char *a, const char *b)
 {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");

@@ -1,5 +1,7 @@
 /* Minimal unit-test harness: each TEST is one counted case; the runner reads
- * "PASS name" / "FAIL name: why" lines. */
+ * "RUN name" (printed before the case starts), "PASS name" / "FAIL name: why" lines. stdout
+ * is line-buffered (check.c), so when a case dies (a signal, an abort, exit) every line it
+ * printed is out, and tests/run-tests names the case from its unanswered "RUN" line. */
 #ifndef TQ_TEST_CHECK_H
 #define TQ_TEST_CHECK_H
 
@@ -48,6 +50,7 @@ extern const char *t_current;
     do {                                                    \
         t_current = #fn;                                    \
         t_failed_here = 0;                                  \
+        printf("RUN %s\n", #fn);                            \
         fflush(stdout);                                     \
         fn();                                               \
         if (t_failed_here)                                  \
