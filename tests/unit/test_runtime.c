@@ -368,6 +368,74 @@ static void math_accuracy(void)
     printf("  exp %.3g, log %.3g, sincos %.3g\n", we, wl, ws);
 }
 
+/* Naive logits after the prompt and tokens 1..4 (eight positions) at the model's theta. */
+static void naive_last_logits(const fx_model *m, double *out)
+{
+    const fx_cfg *c = &m->c;
+    size_t kv = (size_t)c->layers * 16 * (size_t)c->kv_heads * (size_t)c->head_dim;
+    fx_state s = {calloc(kv, 8), calloc(kv, 8), 16};
+    int pos = 0;
+    for (int i = 0; i < NP; i++)
+        fx_forward(m, &s, prompt[i], pos++, out);
+    for (int t = 1; t <= 4; t++)
+        fx_forward(m, &s, t, pos++, out);
+    free(s.kc);
+    free(s.vc);
+}
+
+/* RoPE with a theta other than the default 10000 reaches every layer: the runtime against
+ * the naive forward at theta 5e5 (three layers), read from config.json's "rope_theta" and,
+ * when that key is absent, from "rope_parameters". The fixture is sensitive to theta: the
+ * naive logits at 5e5 and at 10000 differ by far more than the tolerance. */
+static void naive_rope_theta(void)
+{
+    fx_cfg c = base_cfg(FX_LLAMA, FX_F32);
+    c.theta = 500000.0;
+    c.layers = 3;
+    char dir[512];
+    model_dir(dir, sizeof dir, "theta");
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    if (t_failed_here)
+        return;
+    compare_naive(&m, dir, "llama-theta5e5");
+    double *a = malloc((size_t)c.vocab * sizeof *a), *b = malloc((size_t)c.vocab * sizeof *b), mx = 0, diff = 0;
+    naive_last_logits(&m, a);
+    fx_model d = m;
+    d.c.theta = 10000.0;
+    naive_last_logits(&d, b);
+    for (int i = 0; i < c.vocab; i++) {
+        mx = fmax(mx, fabs(a[i]));
+        diff = fmax(diff, fabs(a[i] - b[i]));
+    }
+    CHECKF(diff / mx > 1e-2, "theta barely matters in this fixture (%.3g)", diff / mx);
+    free(a);
+    free(b);
+
+    /* the same model with theta only under rope_parameters */
+    char cfgp[600];
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
+    tq_err err = {0};
+    cJSON *j = NULL;
+    CHECK_OK(tq_json_read_file(cfgp, 1 << 20, &j, &err));
+    if (j) {
+        CHECK(cJSON_GetObjectItemCaseSensitive(j, "rope_theta") != NULL);
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "rope_theta");
+        cJSON *rp = cJSON_AddObjectToObject(j, "rope_parameters");
+        cJSON_AddStringToObject(rp, "rope_type", "default");
+        cJSON_AddNumberToObject(rp, "rope_theta", 500000.0);
+        char *txt = cJSON_Print(j);
+        FILE *f = fopen(cfgp, "w");
+        CHECK(txt && f && fputs(txt, f) >= 0);
+        if (f)
+            CHECK(fclose(f) == 0);
+        free(txt);
+        cJSON_Delete(j);
+        compare_naive(&m, dir, "llama-rope-parameters");
+    }
+    fx_free(&m);
+}
+
 int main(void)
 {
     RUN(math_accuracy);
@@ -385,5 +453,6 @@ int main(void)
     RUN(naive_converted_affine);
     RUN(threads_identical);
     RUN(errors);
+    RUN(naive_rope_theta);
     TEST_MAIN_END();
 }
