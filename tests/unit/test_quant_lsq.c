@@ -24,11 +24,18 @@ static float ref_sq_err(float ss, float num, float den, float s)
     return r > 0 ? r : 0;
 }
 
-static void ref_offer(float *best, uint16_t *scale, float ss, float num, float den, uint16_t h)
+/* What decided the last ref_group: the candidate whose offer won the search (0 the RMS, 1
+ * the 0.9 and 2 the 1.1 grid point), whether that offer was its refit, and whether the final
+ * step took the refit over the best stored scale. */
+static int ref_won, ref_won_refit, ref_final_refit;
+
+/* 1 when the offer replaced the best so far; *refit says whether the refit was offered */
+static int ref_offer(float *best, uint16_t *scale, float ss, float num, float den, uint16_t h, int *refit)
 {
     float e0 = ref_sq_err(ss, num, den, tq_q_f32(h));
     uint16_t h1 = tq_q_f16(num / den);
     float s1 = tq_q_f32(h1), e1 = s1 > 0 ? ref_sq_err(ss, num, den, s1) : INFINITY;
+    *refit = e1 < e0;
     if (e1 < e0) {
         e0 = e1;
         h = h1;
@@ -36,7 +43,9 @@ static void ref_offer(float *best, uint16_t *scale, float ss, float num, float d
     if (e0 < *best) {
         *best = e0;
         *scale = h;
+        return 1;
     }
+    return 0;
 }
 
 /* magnitude index m and centroid cp[m] of |x| at assignment scale a */
@@ -79,7 +88,11 @@ static int ref_group(const tq_codebook *cb, const float *x, size_t G, uint8_t *i
             num += fabsf(x[j]) * cm;
             den += cm * cm;
         }
-        ref_offer(&best, &sc, ss, num, den, h[s]);
+        int refit;
+        if (ref_offer(&best, &sc, ss, num, den, h[s], &refit)) {
+            ref_won = s;
+            ref_won_refit = refit;
+        }
     }
     float fa = tq_q_f32(sc), n2[2] = {0, 0}, d2[2] = {0, 0};
     int half = cb->n / 2;
@@ -92,7 +105,7 @@ static int ref_group(const tq_codebook *cb, const float *x, size_t G, uint8_t *i
         d2[k] += cm * cm;
     }
     best = INFINITY;
-    ref_offer(&best, &sc, ss, n2[0] + n2[1], d2[0] + d2[1], sc);
+    ref_offer(&best, &sc, ss, n2[0] + n2[1], d2[0] + d2[1], sc, &ref_final_refit);
     *scale = sc;
     *err = best;
     *ssp = ss;
@@ -219,10 +232,68 @@ static void test_vector_f16(void)
     CHECKF(bad == 0, "%zu lanes differ", bad);
 }
 
+/* The candidate set pinned directly: over rows of varied groups, each of the three candidates
+ * (the RMS, 0.9 and 1.1 times it) wins the search somewhere both as stored and as refitted,
+ * at 2, 3 and 4 bits, and the final step keeps the stored scale somewhere and takes the
+ * refit somewhere. Where a candidate's stored scale won and was kept, the kernel's scale is
+ * that candidate's value computed here: f16(r), f16(f32(r·0.9)) or f16(f32(r·1.1)). */
+static void test_every_candidate_wins(void)
+{
+    tq_err err;
+    static const float grid[3] = {1.0f, 0.9f, 1.1f};
+    for (int bits = 2; bits <= 4; bits++) {
+        tq_codebook cb;
+        CHECK_OK(tq_codebook_lloyd_max(bits, &cb, &err));
+        size_t G = 32, ng = 4096, n = G * ng;
+        float *w = malloc(n * sizeof *w);
+        uint8_t *q = malloc(n), *rq = malloc(G);
+        uint16_t *sc = malloc(ng * 2);
+        /* groups of normal, uniform, two-level and spiky values */
+        for (size_t g = 0; g < ng; g++)
+            for (size_t j = 0; j < G; j++) {
+                float v = nrand(), u = (float)urand() * 2 - 1;
+                int k = (int)(g % 4);
+                w[g * G + j] = k == 0 ? v : k == 1 ? u : k == 2 ? (u < 0 ? -1.0f : 1.0f) * (0.5f + (float)(g % 7) * 0.1f)
+                                                    : (j % 11 == 0 ? 8 * v : 0.1f * v);
+            }
+        CHECK_OK(tq_quantize_groups(&cb, TQ_SCALE_LSQ, G, w, n, q, sc, NULL, NULL, &err));
+        size_t won[3][2] = {{0}}, final[2] = {0}, bad = 0, pinned = 0;
+        for (size_t g = 0; g < ng; g++) {
+            uint16_t rs;
+            float fe, fs;
+            if (ref_group(&cb, w + g * G, G, rq, &rs, &fe, &fs) != 0 || rs != sc[g] || memcmp(rq, q + g * G, G)) {
+                bad++;
+                continue;
+            }
+            won[ref_won][ref_won_refit]++;
+            final[ref_final_refit]++;
+            if (!ref_won_refit && !ref_final_refit) {
+                float r = sqrtf(fs / (float)G);
+                uint16_t want = tq_q_f16(ref_won ? tq_q_f32(tq_q_f16(r * grid[ref_won])) : r);
+                CHECKF(sc[g] == want, "%d-bit group %zu: scale 0x%04x, candidate %d stored is 0x%04x", bits, g, sc[g],
+                       ref_won, want);
+                pinned++;
+            }
+        }
+        CHECKF(bad == 0, "%d-bit: %zu groups differ from the recipe", bits, bad);
+        printf("  %d-bit: won (stored/refit) rms %zu/%zu, 0.9 %zu/%zu, 1.1 %zu/%zu; final stored %zu, refit %zu\n", bits,
+               won[0][0], won[0][1], won[1][0], won[1][1], won[2][0], won[2][1], final[0], final[1]);
+        for (int c = 0; c < 3; c++)
+            for (int r = 0; r < 2; r++)
+                CHECKF(won[c][r] > 0, "%d-bit: candidate %d (%s) never wins: the test data cannot pin it", bits, c,
+                       r ? "refit" : "stored");
+        CHECKF(final[0] > 0 && final[1] > 0, "%d-bit: the final step never keeps (%zu) or never refits (%zu)", bits,
+               final[0], final[1]);
+        CHECK(pinned > 0);
+        free(w), free(q), free(rq), free(sc);
+    }
+}
+
 int main(void)
 {
     RUN(test_vector_f16);
     RUN(test_kernel_matches_scalar_recipe);
     RUN(test_never_worse_than_rms);
+    RUN(test_every_candidate_wins);
     TEST_MAIN_END();
 }
