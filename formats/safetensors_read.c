@@ -81,7 +81,7 @@ static int parse_entry(tq_st_file *f, const char *name, const cJSON *ent, tq_ten
     int overflow = 0;
     for (const cJSON *c = js->child; c; c = c->next, k++) {
         if (tq_json_u64(c, &t->shape[k]) != 0)
-            return tq_fail(e, TQ_EDATA, "%s: tensor '%s': shape[%d] is not an integer in [0, 2^53]", P, name, k);
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s': shape[%d] is not an integer in [0, 2^53 - 1]", P, name, k);
         if (!overflow && tq_mul_u64(t->nelem, t->shape[k], &t->nelem) != 0)
             overflow = 1;
     }
@@ -99,7 +99,7 @@ static int parse_entry(tq_st_file *f, const char *name, const cJSON *ent, tq_ten
     if (!cJSON_IsArray(jo) || cJSON_GetArraySize(jo) != 2)
         return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets is not an array of two integers", P, name);
     if (tq_json_u64(jo->child, begin) != 0 || tq_json_u64(jo->child->next, end) != 0)
-        return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets[%d] is not an integer in [0, 2^53]", P, name,
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets[%d] is not an integer in [0, 2^53 - 1]", P, name,
                        tq_json_u64(jo->child, begin) != 0 ? 0 : 1);
     if (*begin > *end)
         return tq_fail(e, TQ_EDATA, "%s: tensor '%s': data_offsets [%llu, %llu]: begin is after end", P, name,
