@@ -359,6 +359,12 @@ static int fx_write_config(const fx_cfg *c, const char *dir)
                 "\"tie_word_embeddings\": %s",
             mt, c->hidden, c->inter, c->layers, c->heads, c->kv_heads, c->head_dim, c->vocab, c->theta, c->eps,
             c->tied ? "true" : "false");
+    if (c->rope_linear)
+        fprintf(fp, ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %g}", c->rs_factor);
+    if (c->rope_llama3)
+        fprintf(fp, ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %g, \"low_freq_factor\": %g, "
+                    "\"high_freq_factor\": %g, \"original_max_position_embeddings\": %g}",
+                c->rs_factor, c->rs_low_freq, c->rs_high_freq, c->rs_orig);
     if (c->arch == FX_QWEN3_MOE)
         fprintf(fp, ", \"num_experts\": %d, \"num_experts_per_tok\": %d, \"moe_intermediate_size\": %d, "
                     "\"norm_topk_prob\": %s, \"decoder_sparse_step\": 1, \"mlp_only_layers\": []",

@@ -26,6 +26,9 @@ typedef struct fx_cfg {
     int yarn;             /* rope_scaling yarn with the values below */
     double rs_factor, rs_orig, rs_beta_fast, rs_beta_slow, rs_mscale, rs_mscale_all;
     int rs_truncate;
+    int rope_linear, rope_llama3; /* llama / qwen3 / qwen3_moe: rope_scaling linear (rs_factor) or
+                                   * llama3 (rs_factor, rs_orig and the two below) */
+    double rs_low_freq, rs_high_freq;
     /* deepseek_v3 */
     int q_lora, kv_lora, qk_nope, qk_rope, v_head, n_shared, first_dense, n_group, topk_group;
     double route_scale;

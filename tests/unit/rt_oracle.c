@@ -49,10 +49,30 @@ static double silu(double x)
     return x * sigm(x);
 }
 
-static void fx_rope(double *v, int d, int pos, double theta)
+/* Frequency of pair i of d rotated dims: theta^(-2i/d), and with rope_scaling "linear" divided
+ * by the factor; "llama3" divides it when its wavelength 2π/f exceeds orig / low_freq_factor,
+ * keeps it below orig / high_freq_factor, and between the two mixes f/factor and f with
+ * weight s = (orig / wavelength - low) / (high - low) on f (transformers' llama3 rule). */
+static double classic_freq(const fx_cfg *c, int i, int d)
+{
+    double f = pow(c->theta, -2.0 * i / d);
+    if (c->rope_linear)
+        return f / c->rs_factor;
+    if (!c->rope_llama3)
+        return f;
+    double wl = 2 * M_PI / f;
+    if (wl > c->rs_orig / c->rs_low_freq)
+        return f / c->rs_factor;
+    if (wl < c->rs_orig / c->rs_high_freq)
+        return f;
+    double sm = (c->rs_orig / wl - c->rs_low_freq) / (c->rs_high_freq - c->rs_low_freq);
+    return (1 - sm) * f / c->rs_factor + sm * f;
+}
+
+static void fx_rope(double *v, int d, int pos, const fx_cfg *c)
 {
     for (int i = 0; i < d / 2; i++) {
-        double a = pos * pow(theta, -2.0 * i / d);
+        double a = pos * classic_freq(c, i, d);
         double x1 = v[i], x2 = v[i + d / 2];
         v[i] = x1 * cos(a) - x2 * sin(a);
         v[i + d / 2] = x2 * cos(a) + x1 * sin(a);
@@ -90,12 +110,12 @@ static void fx_forward_classic(const fx_model *m, fx_state *s, int token, int po
         for (int hh = 0; hh < c->heads; hh++) {
             if (L->qn)
                 fx_rms(q + hh * hd, q + hh * hd, L->qn, hd, c->eps);
-            fx_rope(q + hh * hd, hd, pos, c->theta);
+            fx_rope(q + hh * hd, hd, pos, c);
         }
         for (int hh = 0; hh < c->kv_heads; hh++) {
             if (L->kn)
                 fx_rms(k + hh * hd, k + hh * hd, L->kn, hd, c->eps);
-            fx_rope(k + hh * hd, hd, pos, c->theta);
+            fx_rope(k + hh * hd, hd, pos, c);
         }
         memcpy(s->kc + ((size_t)l * s->ctx + pos) * kd, k, (size_t)kd * 8);
         memcpy(s->vc + ((size_t)l * s->ctx + pos) * kd, v, (size_t)kd * 8);

@@ -373,7 +373,7 @@ static void naive_last_logits(const fx_model *m, double *out)
 {
     const fx_cfg *c = &m->c;
     size_t kv = (size_t)c->layers * 16 * (size_t)c->kv_heads * (size_t)c->head_dim;
-    fx_state s = {calloc(kv, 8), calloc(kv, 8), 16};
+    fx_state s = {.kc = calloc(kv, 8), .vc = calloc(kv, 8), .ctx = 16};
     int pos = 0;
     for (int i = 0; i < NP; i++)
         fx_forward(m, &s, prompt[i], pos++, out);
@@ -381,6 +381,26 @@ static void naive_last_logits(const fx_model *m, double *out)
         fx_forward(m, &s, t, pos++, out);
     free(s.kc);
     free(s.vc);
+    fx_state_free(&s);
+}
+
+/* The naive logits of m and of the same weights under config d differ by more than 1e-2
+ * relative: the fixture can tell the two configurations apart. */
+static void sensitive(const fx_model *m, fx_cfg d, const char *what)
+{
+    int V = m->c.vocab;
+    double *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b), mx = 0, diff = 0;
+    naive_last_logits(m, a);
+    fx_model md = *m;
+    md.c = d;
+    naive_last_logits(&md, b);
+    for (int i = 0; i < V; i++) {
+        mx = fmax(mx, fabs(a[i]));
+        diff = fmax(diff, fabs(a[i] - b[i]));
+    }
+    CHECKF(diff / mx > 1e-2, "%s barely matters in this fixture (%.3g)", what, diff / mx);
+    free(a);
+    free(b);
 }
 
 /* RoPE with a theta other than the default 10000 reaches every layer: the runtime against
@@ -399,18 +419,9 @@ static void naive_rope_theta(void)
     if (t_failed_here)
         return;
     compare_naive(&m, dir, "llama-theta5e5");
-    double *a = malloc((size_t)c.vocab * sizeof *a), *b = malloc((size_t)c.vocab * sizeof *b), mx = 0, diff = 0;
-    naive_last_logits(&m, a);
-    fx_model d = m;
-    d.c.theta = 10000.0;
-    naive_last_logits(&d, b);
-    for (int i = 0; i < c.vocab; i++) {
-        mx = fmax(mx, fabs(a[i]));
-        diff = fmax(diff, fabs(a[i] - b[i]));
-    }
-    CHECKF(diff / mx > 1e-2, "theta barely matters in this fixture (%.3g)", diff / mx);
-    free(a);
-    free(b);
+    fx_cfg d = m.c;
+    d.theta = 10000.0;
+    sensitive(&m, d, "theta");
 
     /* the same model with theta only under rope_parameters */
     char cfgp[600];
@@ -436,6 +447,50 @@ static void naive_rope_theta(void)
     fx_free(&m);
 }
 
+/* rope_scaling against the oracle's own reading of it: "linear" (factor 4) and "llama3"
+ * (factor 8, original context 256, low/high frequency factors 1 and 4: with head_dim 16 and
+ * theta 1e4 the pairs' wavelengths 2π·1e4^(i/8) fall in all three of its ranges). */
+static void naive_rope_scaling(void)
+{
+    fx_cfg c = base_cfg(FX_LLAMA, FX_F32);
+    c.rope_linear = 1;
+    c.rs_factor = 4;
+    char dir[512];
+    model_dir(dir, sizeof dir, "rope-linear");
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    if (t_failed_here)
+        return;
+    compare_naive(&m, dir, "llama-rope-linear");
+    fx_cfg d = m.c;
+    d.rope_linear = 0;
+    sensitive(&m, d, "linear rope_scaling");
+    fx_free(&m);
+
+    c = base_cfg(FX_QWEN3, FX_BF16);
+    c.rope_llama3 = 1;
+    c.rs_factor = 8;
+    c.rs_orig = 256;
+    c.rs_low_freq = 1;
+    c.rs_high_freq = 4;
+    int ranges[3] = {0, 0, 0};
+    for (int i = 0; i < c.head_dim / 2; i++) {
+        double wl = 2 * M_PI * pow(c.theta, 2.0 * i / c.head_dim);
+        ranges[wl > c.rs_orig / c.rs_low_freq ? 2 : wl < c.rs_orig / c.rs_high_freq ? 0 : 1]++;
+    }
+    CHECKF(ranges[0] && ranges[1] && ranges[2], "llama3 ranges %d %d %d", ranges[0], ranges[1], ranges[2]);
+    model_dir(dir, sizeof dir, "rope-llama3");
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    if (t_failed_here)
+        return;
+    compare_naive(&m, dir, "qwen3-rope-llama3");
+    d = m.c;
+    d.rope_llama3 = 0;
+    d.rope_linear = 1; /* every pair divided: differs from llama3 where pairs are kept or mixed */
+    sensitive(&m, d, "llama3 rope_scaling (against linear)");
+    fx_free(&m);
+}
+
 int main(void)
 {
     RUN(math_accuracy);
@@ -454,5 +509,6 @@ int main(void)
     RUN(threads_identical);
     RUN(errors);
     RUN(naive_rope_theta);
+    RUN(naive_rope_scaling);
     TEST_MAIN_END();
 }
