@@ -37,7 +37,7 @@ printf 'one\ntwo\n' > root/tests/cli/exact.stdout.exact
 printf 'echo one; echo TWO\n' > root/tests/cli/exact.sh
 
 set +e
-BUILD=$PWD/build BIN=$PWD/bin bash root/tests/run-tests > out 2>&1; rc=$?
+TQ_TEST_FILTER=. BUILD=$PWD/build BIN=$PWD/bin bash root/tests/run-tests > out 2>&1; rc=$?
 set -e
 [ "$rc" = 1 ] || fail "runner exit $rc"
 grep -qx "FAIL test_die: killed by SIGFPE in case_two; passed before: case_one" out ||
@@ -64,7 +64,7 @@ C
 rm build/tests/test_die root/tests/cli/*
 ${CC:-cc} -I"$ROOT" -o build/tests/test_fails fails.c "$ROOT/tests/unit/check.c" -lm
 set +e
-BUILD=$PWD/build BIN=$PWD/bin bash root/tests/run-tests > out 2>&1
+TQ_TEST_FILTER=. BUILD=$PWD/build BIN=$PWD/bin bash root/tests/run-tests > out 2>&1
 set -e
 grep -q "^FAIL bad: fails.c:2: 1 == 2" out || fail "check failure: $(cat out)"
 ! grep -q "exited with status" out || fail "a normal failing exit reported as a death: $(cat out)"
