@@ -90,6 +90,9 @@ typedef struct tq_flash_file {
     char *name;                     /* relative to the split dir: "experts/layer_00.bin" */
     uint64_t size;
     unsigned char sha256[32];
+    uint64_t header_bytes;          /* pinned.safetensors and layer files: the header's length
+                                     * (8 + N; the header page); 0 when none is recorded */
+    unsigned char header_sha256[32]; /* of the file's first header_bytes bytes */
 } tq_flash_file;
 
 typedef struct tq_flash_layer {
@@ -121,6 +124,14 @@ void tq_flash_manifest_free(tq_flash_manifest *m);
 const tq_flash_block *tq_flash_manifest_block(const tq_flash_manifest *m, uint32_t layer,
                                               uint64_t expert);
 const tq_flash_file *tq_flash_manifest_file(const tq_flash_manifest *m, const char *name);
+/* SHA-256 of the first n bytes of path (read in bounded pieces); fails when it is shorter. */
+int tq_flash_hash_head(const char *path, uint64_t n, unsigned char out[32], tq_err *e);
+/* The headers split.json records (pinned.safetensors, every layer file) still hash to their
+ * header_sha256: a header edited after the split was made is refused, naming the file. Reads
+ * only the headers. Files without a recorded header (older split.json) are not checked. */
+int tq_flash_manifest_check_headers(const tq_flash_manifest *m, const char *split_dir, tq_err *e);
+/* The same for split_dir/split.json when there is one (0 when there is none). */
+int tq_flash_check_split_headers(const char *split_dir, tq_err *e);
 
 /* The split directory seen as the model it came from: pinned tensors plus every expert / FFN
  * tensor under its source name (naming: TQ_NAMING_SOURCE = as split.json records, or forced

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SPLIT_JSON_MAX (256u << 20)
 
@@ -106,6 +107,15 @@ static int load(tq_flash_manifest *m, const char *path, tq_err *e)
             return -1;
         if (parse_hex32(cJSON_GetObjectItemCaseSensitive(c, "sha256"), f->sha256) != 0)
             BAD("%s: files: '%s' has no valid sha256", path, c->string);
+        const cJSON *hb = cJSON_GetObjectItemCaseSensitive(c, "header_bytes");
+        const cJSON *hs = cJSON_GetObjectItemCaseSensitive(c, "header_sha256");
+        if (hb || hs) {
+            if (!hb || !hs || tq_json_u64(hb, &f->header_bytes) != 0 || f->header_bytes == 0 ||
+                f->header_bytes > f->size || parse_hex32(hs, f->header_sha256) != 0)
+                BAD("%s: files: '%s': header_bytes (in [1, size]) and header_sha256 (64 lowercase hex digits) "
+                    "go together",
+                    path, c->string);
+        }
     }
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(j, "layers");
     if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) == 0)
@@ -203,4 +213,74 @@ static int cmp_name(const void *k, const void *f)
 const tq_flash_file *tq_flash_manifest_file(const tq_flash_manifest *m, const char *name)
 {
     return bsearch(name, m->files, m->n_files, sizeof *m->files, cmp_name);
+}
+
+int tq_flash_hash_head(const char *path, uint64_t n, unsigned char out[32], tq_err *e)
+{
+    enum { PIECE = 1 << 20 };
+    uint64_t size;
+    int fd = tq_open_regular(path, &size, e);
+    if (fd < 0)
+        return -1;
+    unsigned char *buf = NULL;
+    tq_sha256 *h = NULL;
+    int rc = -1;
+    if (size < n)
+        tq_fail(e, TQ_EDATA, "%s: file is %llu bytes, shorter than its %llu-byte header", path,
+                (unsigned long long)size, (unsigned long long)n);
+    else if (!(buf = tq_malloc(PIECE, e)))
+        ; /* e is set */
+    else if (!(h = tq_sha256_new()))
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+    else {
+        rc = 0;
+        for (uint64_t off = 0; off < n && rc == 0; off += PIECE) {
+            size_t len = n - off < PIECE ? (size_t)(n - off) : PIECE;
+            rc = tq_pread_full(fd, buf, len, off, path, e);
+            if (rc == 0)
+                tq_sha256_update(h, buf, len);
+        }
+    }
+    if (h)
+        tq_sha256_final(h, out);
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+int tq_flash_manifest_check_headers(const tq_flash_manifest *m, const char *split_dir, tq_err *e)
+{
+    for (size_t i = 0; i < m->n_files; i++) {
+        const tq_flash_file *f = &m->files[i];
+        if (!f->header_bytes)
+            continue;
+        char *p = tq_path_join(split_dir, f->name, e);
+        unsigned char d[32];
+        int rc = p ? tq_flash_hash_head(p, f->header_bytes, d, e) : -1;
+        if (rc == 0 && memcmp(d, f->header_sha256, 32))
+            rc = tq_fail(e, TQ_EDATA, "%s: header (its first %llu bytes) does not match split.json's header_sha256: "
+                                      "changed after the split was made",
+                         p, (unsigned long long)f->header_bytes);
+        free(p);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int tq_flash_check_split_headers(const char *split_dir, tq_err *e)
+{
+    char *p = tq_path_join(split_dir, "split.json", e);
+    if (!p)
+        return -1;
+    int have = tq_exists(p);
+    free(p);
+    if (!have)
+        return 0;
+    tq_flash_manifest *m;
+    if (tq_flash_manifest_load(&m, split_dir, e) != 0)
+        return -1;
+    int rc = tq_flash_manifest_check_headers(m, split_dir, e);
+    tq_flash_manifest_free(m);
+    return rc;
 }

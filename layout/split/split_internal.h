@@ -82,5 +82,7 @@ int split_write_pinned(split_run *r, tq_err *e);
 int split_write_header_page(out_file *of, const tq_flash_header *h, tq_err *e);
 int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e);
 int split_write_dense_layers(split_run *r, tq_err *e);
+/* header_bytes and header_sha256 of the written pinned and layer files (split_manifest.c) */
+int split_header_hashes(split_run *r, tq_err *e);
 
 #endif

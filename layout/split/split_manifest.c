@@ -96,6 +96,9 @@ cJSON *split_manifest_json(const split_plan *p, const char *label, const tq_flas
         cJSON *o = cJSON_AddObjectToObject(fo, files[i].name);
         if (!o || !tq_json_add_u64(o, "size", files[i].size) || !add_hex(o, "sha256", files[i].sha256))
             goto oom;
+        if (files[i].header_bytes && (!tq_json_add_u64(o, "header_bytes", files[i].header_bytes) ||
+                                      !add_hex(o, "header_sha256", files[i].header_sha256)))
+            goto oom;
     }
     if (!(a = cJSON_AddArrayToObject(j, "layers")))
         goto oom;
@@ -127,4 +130,43 @@ oom:
     cJSON_Delete(j);
     tq_fail(e, TQ_ENOMEM, "out of memory building split.json");
     return NULL;
+}
+
+/* The header of pinned.safetensors (8 + N bytes) and of every layer file (the header page
+ * before its data), read back from the stage as written, so that readers can refuse a header
+ * changed later without hashing whole files (man tq-formats(5), split.json). */
+int split_header_hashes(split_run *r, tq_err *e)
+{
+    for (size_t i = 0; i < r->n_files; i++) {
+        tq_flash_file *f = &r->files[i];
+        uint64_t n = 0;
+        char *p = tq_path_join(r->stage, f->name, e);
+        if (!p)
+            return -1;
+        if (!strcmp(f->name, "pinned.safetensors")) {
+            unsigned char len8[8];
+            int fd = open(p, O_RDONLY | O_CLOEXEC);
+            int ok = fd >= 0 && tq_pread_full(fd, len8, 8, 0, p, e) == 0;
+            if (fd < 0)
+                tq_fail(e, TQ_EIO, "%s: cannot open", p);
+            if (fd >= 0)
+                close(fd);
+            if (!ok) {
+                free(p);
+                return -1;
+            }
+            for (int b = 7; b >= 0; b--)
+                n = n << 8 | len8[b];
+            n += 8;
+        }
+        for (size_t l = 0; l < r->plan.n_layers && !n; l++)
+            if (!strcmp(f->name, r->plan.layers[l].file))
+                n = r->plan.layers[l].hdr.data_start;
+        int rc = n ? tq_flash_hash_head(p, n, f->header_sha256, e) : 0;
+        free(p);
+        if (rc != 0)
+            return -1;
+        f->header_bytes = n;
+    }
+    return 0;
 }

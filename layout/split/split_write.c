@@ -146,6 +146,8 @@ static int finish(split_run *r, const char *out_dir, tq_err *e)
     if (w && tq_st_writer_finish(w, e) != 0)
         return -1;
     qsort(r->files, r->n_files, sizeof *r->files, cmp_file);
+    if (split_header_hashes(r, e) != 0)
+        return -1;
     const char *label = r->o->source_label ? r->o->source_label : r->plan.m->path;
     cJSON *j = split_manifest_json(&r->plan, label, r->files, r->n_files, e);
     if (!j)

@@ -1,6 +1,7 @@
 /* Fuzz target: split.json (tq_split_v1) loading on arbitrary bytes, through
  * tq_flash_manifest_load on a scratch directory. What loads must be self-consistent: layers
- * 0..N-1, files sorted and findable, every (layer, expert) block where the lookup says. */
+ * 0..N-1, files sorted and findable (a recorded header within its file), every (layer,
+ * expert) block where the lookup says. */
 #include "formats/flash.h"
 #include "tests/fuzz/fz_file.h"
 
@@ -27,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
     for (size_t i = 0; i < m->n_files; i++)
         if (tq_flash_manifest_file(m, m->files[i].name) != &m->files[i] ||
-            (i && strcmp(m->files[i - 1].name, m->files[i].name) >= 0))
+            (i && strcmp(m->files[i - 1].name, m->files[i].name) >= 0) || m->files[i].header_bytes > m->files[i].size)
             abort();
     if (m->kind == TQ_FLASH_MOE) {
         if (m->n_blocks != m->n_layers * m->num_experts)
