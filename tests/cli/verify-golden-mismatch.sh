@@ -32,5 +32,13 @@ set +e; tq-verify golden m --golden tokens.json > out; rc=$?; set -e
 [ "$rc" = 1 ] && grep -q MISMATCH out || fail "token-only mismatch: exit $rc ($(cat out))"
 grep -q "^tokens.json: token 2 differs: got $tok, expected $((tok + 1))" out || fail "token not named: $(cat out)"
 ! grep -q "^tokens.json: logits sha256 .*, expected" out || fail "the hash reported as differing: $(cat out)"
+# the first and the last token alone
+for i in 0 3; do
+  t=$(python3 -c "import json; print(json.load(open('g.json'))['tokens'][$i])")
+  edit g.json t$i.json "g['tokens'][$i] = $((t + 1))"
+  set +e; tq-verify golden m --golden t$i.json > out; rc=$?; set -e
+  [ "$rc" = 1 ] && grep -q "^t$i.json: token $i differs: got $t, expected $((t + 1))" out ||
+    fail "token $i alone: exit $rc ($(cat out))"
+done
 # the unchanged file still matches (the edits above did not touch the model)
 run tq-verify golden --quiet m --golden g.json

@@ -1,7 +1,7 @@
 /* tq-verify compare (verify/compare.c) is bit-exact: tensors that differ only in the sign of
  * a zero differ, and tensors longer than one 4 MiB read chunk are compared to their last
  * byte, with the first differing byte named exactly wherever it falls (chunk edges
- * included). */
+ * included); equal bytes under another dtype or shape differ. */
 #include "formats/formats.h"
 #include "verify/verify.h"
 #include "tests/unit/check.h"
@@ -119,9 +119,26 @@ static void test_beyond_first_chunk(void)
     free(b);
 }
 
+/* Same bytes, another dtype or shape: still a difference (the bits alone do not make two
+ * tensors equal). */
+static void test_same_bytes_other_type(void)
+{
+    uint16_t v[4] = {0x3c00, 0x4000, 0x0000, 0x8000};
+    uint64_t s4[1] = {4}, s22[2] = {2, 2};
+    char pa[600], pb[600], pc[600], d[512];
+    write_one(pa, "w", TQ_DT_F16, 1, s4, v);
+    write_one(pb, "w", TQ_DT_BF16, 1, s4, v);
+    write_one(pc, "w", TQ_DT_F16, 2, s22, v);
+    CHECK(compare(pa, pb, d, sizeof d, NULL) == 1);
+    CHECKF(!strcmp(d, "dtype/shape differ: A F16 [4], B BF16 [4]"), "%s", d);
+    CHECK(compare(pa, pc, d, sizeof d, NULL) == 1);
+    CHECKF(!strcmp(d, "dtype/shape differ: A F16 [4], B F16 [2, 2]"), "%s", d);
+}
+
 int main(void)
 {
     RUN(test_sign_of_zero);
     RUN(test_beyond_first_chunk);
+    RUN(test_same_bytes_other_type);
     TEST_MAIN_END();
 }
