@@ -82,7 +82,7 @@ MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
 .SECONDARY:
-.PHONY: all tools lib tests bench-build check check-asan check-long demo bench verify fuzz fuzz-build fuzz-progs install clean help
+.PHONY: all tools lib tests bench-build check check-asan check-long demo bench verify mutate fuzz fuzz-build fuzz-progs install clean help
 all: $(LIB) $(TOOLS)
 lib: $(LIB)
 tools: $(TOOLS)
@@ -156,6 +156,13 @@ bench: all
 verify: all
 	@BIN=$(abspath $(BIN)) ./scripts/verify
 
+# make mutate: each mutation of tests/mutations/*.mut applied alone to a scratch copy of the
+# tree, rebuilt and tested with golden updates disabled; prints the kill rate and the
+# survivors (tests/MUTATION.md). Slow (hours on two cores): not part of make check.
+# MUTATE_ARGS passes options, e.g. MUTATE_ARGS='--filter cache' or '--check'.
+mutate: all tests
+	@./scripts/mutate $(MUTATE_ARGS)
+
 # make fuzz FUZZ_SECONDS=N: scripts/fuzz installs clang's libFuzzer when missing, runs
 # make fuzz-build and then every target for N seconds.
 fuzz:
@@ -185,4 +192,4 @@ print-%:
 	@echo '$($*)'
 
 help:
-	@echo "targets: all check check-asan check-long demo bench bench-build verify fuzz fuzz-build install clean"
+	@echo "targets: all check check-asan check-long demo bench bench-build verify mutate fuzz fuzz-build install clean"
