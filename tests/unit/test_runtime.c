@@ -403,6 +403,19 @@ static void sensitive(const fx_model *m, fx_cfg d, const char *what)
     free(b);
 }
 
+/* Model `name` of configuration c in dir: the runtime against the oracle, and the oracle
+ * shown sensitive to the change from c to d. 0 with m open (fx_free it), -1 on failure. */
+static int rope_case(fx_cfg c, fx_cfg d, const char *name, const char *what, char *dir, size_t cap, fx_model *m)
+{
+    model_dir(dir, cap, name);
+    CHECK(fx_generate(&c, dir, m) == 0);
+    if (t_failed_here)
+        return -1;
+    compare_naive(m, dir, name);
+    sensitive(m, d, what);
+    return 0;
+}
+
 /* RoPE with a theta other than the default 10000 reaches every layer: the runtime against
  * the naive forward at theta 5e5 (three layers), read from config.json's "rope_theta" and,
  * when that key is absent, from "rope_parameters". The fixture is sensitive to theta: the
@@ -412,16 +425,12 @@ static void naive_rope_theta(void)
     fx_cfg c = base_cfg(FX_LLAMA, FX_F32);
     c.theta = 500000.0;
     c.layers = 3;
-    char dir[512];
-    model_dir(dir, sizeof dir, "theta");
-    fx_model m;
-    CHECK(fx_generate(&c, dir, &m) == 0);
-    if (t_failed_here)
-        return;
-    compare_naive(&m, dir, "llama-theta5e5");
-    fx_cfg d = m.c;
+    fx_cfg d = c;
     d.theta = 10000.0;
-    sensitive(&m, d, "theta");
+    char dir[512];
+    fx_model m;
+    if (rope_case(c, d, "llama-theta5e5", "theta", dir, sizeof dir, &m) != 0)
+        return;
 
     /* the same model with theta only under rope_parameters */
     char cfgp[600];
@@ -455,16 +464,12 @@ static void naive_rope_scaling(void)
     fx_cfg c = base_cfg(FX_LLAMA, FX_F32);
     c.rope_linear = 1;
     c.rs_factor = 4;
-    char dir[512];
-    model_dir(dir, sizeof dir, "rope-linear");
-    fx_model m;
-    CHECK(fx_generate(&c, dir, &m) == 0);
-    if (t_failed_here)
-        return;
-    compare_naive(&m, dir, "llama-rope-linear");
-    fx_cfg d = m.c;
+    fx_cfg d = c;
     d.rope_linear = 0;
-    sensitive(&m, d, "linear rope_scaling");
+    char dir[512];
+    fx_model m;
+    if (rope_case(c, d, "llama-rope-linear", "linear rope_scaling", dir, sizeof dir, &m) != 0)
+        return;
     fx_free(&m);
 
     c = base_cfg(FX_QWEN3, FX_BF16);
@@ -479,15 +484,11 @@ static void naive_rope_scaling(void)
         ranges[wl > c.rs_orig / c.rs_low_freq ? 2 : wl < c.rs_orig / c.rs_high_freq ? 0 : 1]++;
     }
     CHECKF(ranges[0] && ranges[1] && ranges[2], "llama3 ranges %d %d %d", ranges[0], ranges[1], ranges[2]);
-    model_dir(dir, sizeof dir, "rope-llama3");
-    CHECK(fx_generate(&c, dir, &m) == 0);
-    if (t_failed_here)
-        return;
-    compare_naive(&m, dir, "qwen3-rope-llama3");
-    d = m.c;
+    d = c;
     d.rope_llama3 = 0;
     d.rope_linear = 1; /* every pair divided: differs from llama3 where pairs are kept or mixed */
-    sensitive(&m, d, "llama3 rope_scaling (against linear)");
+    if (rope_case(c, d, "qwen3-rope-llama3", "llama3 rope_scaling (against linear)", dir, sizeof dir, &m) != 0)
+        return;
     fx_free(&m);
 }
 
