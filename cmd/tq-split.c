@@ -9,6 +9,11 @@
 static const tq_opt_choice namings[] = {
     {"source", TQ_NAMING_SOURCE, 0}, {"hf", TQ_NAMING_HF, 0}, {"mlx", TQ_NAMING_MLX, 0}, {NULL, 0, 0}};
 
+static const tq_opt_choice targets[] = {{"tq", TQ_TARGET_TQ, 0},
+                                        {"mac-code", TQ_TARGET_MAC_CODE, 0},
+                                        {"mlx-sniper", TQ_TARGET_MLX_SNIPER, 0},
+                                        {NULL, 0, 0}};
+
 static void human(uint64_t n, char *buf, size_t cap)
 {
     tq_format_size(n, buf, cap);
@@ -45,6 +50,14 @@ static void print_plan(const tq_split_ram_plan *p)
     printf("cache holds: %llu of %llu %s (%.2f%%)\n", (unsigned long long)p->blocks_cached,
            (unsigned long long)p->blocks_total, p->kind == TQ_FLASH_MOE ? "experts" : "layers",
            100.0 * p->cached_share);
+    for (int t = 0; t < TQ_TARGET_COUNT; t++) {
+        human(p->targets[t].min_ram_bytes, a, sizeof a);
+        if (!p->targets[t].readable)
+            printf("target %s: cannot read it: %s\n", tq_split_target_name(t), p->targets[t].reason);
+        else
+            printf("target %s: %s (needs at least %s)\n", tq_split_target_name(t),
+                   p->targets[t].fits ? "fits" : "does not fit", a);
+    }
 }
 
 int main(int argc, char **argv)
@@ -55,6 +68,9 @@ int main(int argc, char **argv)
     int join = 0, plan = 0, json = 0, threads = 0, quiet = 0, rc;
     uint64_t ram = 0;
     tq_opt opts[] = {
+        TQ_OPT_CHOICE("target", 0, &so.target, targets, "T",
+                      "who reads the split: tq (default), mac-code (flash-streaming engines) or mlx-sniper; "
+                      "sets names, files, header page and config, and refuses what T cannot run"),
         TQ_OPT_SIZE("align", 0, &so.align, TQ_FLASH_MIN_ALIGN, TQ_FLASH_MAX_ALIGN, TQ_OPT_POW2, "N",
                     "block and header page alignment, a power of two >= 4096 (default 16384)"),
         TQ_OPT_INT("threads", 0, &threads, 1, 256, "N",

@@ -9,8 +9,17 @@
 
 struct cJSON;
 
+/* ---------------------------------------------------------------- targets
+ * Who reads the split (man tq-split(1), TARGETS; docs/compatibility.md): tq (tq-run and its
+ * tools), mac-code's flash-streaming engines, or the mlx-sniper command. A target fixes the
+ * names, directories and files, the smallest header page, the config.json form, and what
+ * the split must contain for that reader to compute with it. */
+enum tq_split_target { TQ_TARGET_TQ = 0, TQ_TARGET_MAC_CODE = 1, TQ_TARGET_MLX_SNIPER = 2, TQ_TARGET_COUNT = 3 };
+const char *tq_split_target_name(int target);
+
 /* ---------------------------------------------------------------- split / join / plan */
 typedef struct tq_split_opts {
+    int target;                     /* enum tq_split_target */
     uint64_t align;                 /* 0 = TQ_FLASH_DEFAULT_ALIGN */
     int threads;                    /* 0 = tq_default_threads() */
     uint64_t top_k;                 /* 0 = config num_experts_per_tok */
@@ -45,6 +54,14 @@ typedef struct tq_split_ram_plan {
     uint64_t cache_budget;          /* envelope - pinned - reserve, or 0 */
     uint64_t blocks_total, blocks_cached; /* moe: experts; dense: layers */
     double cached_share;            /* blocks_cached / blocks_total */
+    /* per target: whether it can read the split (else why not) and whether it fits ram:
+     * pinned + reserve + 2 x top-k blocks (a layer in use and the next one read ahead;
+     * dense: 2 layer files) within the envelope */
+    struct {
+        int readable, fits;
+        uint64_t min_ram_bytes;
+        char reason[400];
+    } targets[TQ_TARGET_COUNT];
 } tq_split_ram_plan;
 
 /* What tq_split would write and what it needs with RAM bytes of memory; writes nothing. */

@@ -28,18 +28,48 @@ typedef struct split_layer {
 
 typedef struct split_plan {
     tq_model *m;
+    int target;                           /* enum tq_split_target */
     int kind;                             /* TQ_FLASH_MOE / TQ_FLASH_DENSE */
     uint64_t align, num_experts, top_k;
     size_t n_layers;
     split_layer *layers;
     size_t n_pinned;
     const tq_model_tensor **pinned;       /* in name order */
+    char **pinned_names;                  /* their names in pinned.safetensors (NULL: as in the
+                                             source); set by split_profile_names */
     uint64_t pinned_bytes, ffn_bytes, max_file_size;
 } split_plan;
 
 /* Classify the model's tensors and lay out every layer file (headers checked to fit). */
 int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err *e);
 void split_plan_free(split_plan *p);
+
+/* ---- targets (split_profile.c) */
+typedef struct split_profile {
+    const char *name;            /* "tq", "mac-code", "mlx-sniper" */
+    const char *expert_dir;      /* directory of the MoE layer files */
+    const char *file_prefix;     /* layer file: PREFIX + two-digit layer + ".bin" */
+    const char *link_prefix;     /* a link LINK_PREFIX+LL.bin -> the layer file, or NULL */
+    const char *stream_dir;      /* streaming.expert_dir in config.json */
+    int mlp_prefix;              /* expert tensor names start with "mlp." */
+    uint64_t min_page;           /* smallest header page the reader can parse */
+    int flatten;                 /* text_config lifted, "language_model." dropped from names */
+    int needs_affine4;           /* experts / FFN must be MLX affine 4-bit group 64 with biases */
+    int moe_only;                /* the reader has no dense (flash_aligned_v1) path */
+} split_profile;
+const split_profile *split_profile_get(int target);
+/* Refusals that depend on options only (--align below the target's page). */
+int split_profile_check_opts(const tq_split_opts *o, tq_err *e);
+/* MoE: the layers holding routed experts (ascending, distinct); a target that opens one
+ * expert file per layer 0..num_hidden_layers-1 refuses any other set. */
+int split_profile_check_layers(const split_plan *p, const uint32_t *layers, size_t n, tq_err *e);
+/* After layout: what the target cannot compute or read (experts' format, layouts differing
+ * from layer 0's, dense splits). */
+int split_profile_check(const split_plan *p, tq_err *e);
+/* pinned_names for targets that drop the multimodal wrapper (refuses collisions). */
+int split_profile_names(split_plan *p, tq_err *e);
+/* config.json for the target (c is the source's, changed in place). */
+int split_profile_config(const split_plan *p, cJSON *c, tq_err *e);
 
 /* The split.json document for a finished split. files: n output files (name, size, sha). */
 struct cJSON *split_manifest_json(const split_plan *p, const char *source_label,

@@ -82,7 +82,8 @@ cJSON *split_manifest_json(const split_plan *p, const char *label, const tq_flas
     if (!j)
         goto oom;
     if (!cJSON_AddStringToObject(j, "format", "tq_split_v1") || !cJSON_AddStringToObject(j, "tool", "tq-split " TQ_VERSION) ||
-        !cJSON_AddStringToObject(j, "kind", moe ? "moe" : "dense") || !tq_json_add_u64(j, "align", p->align))
+        !cJSON_AddStringToObject(j, "kind", moe ? "moe" : "dense") || !tq_json_add_u64(j, "align", p->align) ||
+        (p->target != TQ_TARGET_TQ && !cJSON_AddStringToObject(j, "target", tq_split_target_name(p->target))))
         goto oom;
     if (moe && (!tq_json_add_u64(j, "num_experts", p->num_experts) || !tq_json_add_u64(j, "experts_per_tok", p->top_k)))
         goto oom;

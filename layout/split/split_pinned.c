@@ -82,7 +82,7 @@ int split_write_pinned(split_run *r, tq_err *e)
         return -1;
     for (size_t i = 0; i < n; i++) {
         const tq_tensor_info *t = &p->pinned[i]->info;
-        decls[i].name = t->name;
+        decls[i].name = p->pinned_names && p->pinned_names[i] ? p->pinned_names[i] : t->name;
         decls[i].dtype = t->dtype;
         decls[i].ndim = t->ndim;
         memcpy(decls[i].shape, t->shape, sizeof t->shape);
@@ -92,6 +92,7 @@ int split_write_pinned(split_run *r, tq_err *e)
     tq_st_writer *w = NULL;
     int rc = -1;
     size_t *order = NULL;
+    const tq_model_tensor **src_of = NULL;
     tq_sha256 *sha = tq_sha256_new();
     if (!path || !sha ||
         tq_st_writer_open(&w, path, decls, n, f0 ? (const char *const *)f0->meta_keys : NULL,
@@ -111,8 +112,17 @@ int split_write_pinned(split_run *r, tq_err *e)
     if (hash_partial_header(r, sha, data_start, e) != 0)
         goto out;
     order = tq_calloc(n, sizeof *order, e);
-    if (!order)
+    src_of = tq_calloc(n, sizeof *src_of, e);
+    if (!order || !src_of)
         goto out;
+    for (size_t i = 0; i < n; i++) { /* writer index (name order of the output names) -> source */
+        long wi = tq_st_writer_index(w, decls[i].name);
+        if (wi < 0 || (size_t)wi >= n) {
+            tq_fail(e, TQ_EIO, "%s: pinned tensor '%s' was not declared", path, decls[i].name);
+            goto out;
+        }
+        src_of[wi] = p->pinned[i];
+    }
     for (size_t i = 0; i < n; i++)
         order[i] = i;
     /* file order (insertion sort by offset: stable, so zero-byte tensors keep index order) */
@@ -127,7 +137,7 @@ int split_write_pinned(split_run *r, tq_err *e)
     pos = data_start;
     for (size_t k = 0; k < n; k++) {
         const tq_tensor_info *ti = tq_st_writer_tensor(w, order[k]);
-        if (ti->offset != pos || !tq_model_find(m, ti->name)) {
+        if (ti->offset != pos || !src_of[order[k]]) {
             tq_fail(e, TQ_EIO, "%s: unexpected pinned layout at offset %llu", path, (unsigned long long)pos);
             goto out;
         }
@@ -139,7 +149,7 @@ int split_write_pinned(split_run *r, tq_err *e)
         goto out;
     for (size_t k = 0; k < n; k++) {
         const tq_tensor_info *ti = tq_st_writer_tensor(w, order[k]);
-        const tq_model_tensor *src = tq_model_find(m, ti->name);
+        const tq_model_tensor *src = src_of[order[k]];
         for (uint64_t off = 0; off < ti->nbytes; off += SPLIT_CHUNK)
             j.chunks[j.n_chunks++] = (pin_chunk){order[k], src, off,
                                                  ti->nbytes - off < SPLIT_CHUNK ? (size_t)(ti->nbytes - off) : SPLIT_CHUNK};
@@ -170,6 +180,7 @@ out:
         tq_sha256_final(sha, d);
     }
     free(order);
+    free(src_of);
     free(path);
     free(decls);
     return rc;

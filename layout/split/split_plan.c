@@ -174,7 +174,9 @@ static int build_slot(split_plan *p, split_layer *L, entry *en, size_t a, size_t
 static int layout_layer(split_plan *p, split_layer *L, uint64_t n_exp, const tq_split_opts *o, tq_err *e)
 {
     const int moe = p->kind == TQ_FLASH_MOE;
-    if (!(L->file = tq_asprintf(e, "%s/layer_%02u.bin", moe ? "experts" : "ffn_aligned", L->layer)))
+    const split_profile *pr = split_profile_get(p->target);
+    if (!(L->file = tq_asprintf(e, "%s/%s%02u.bin", moe ? pr->expert_dir : "ffn_aligned", moe ? pr->file_prefix : "layer_",
+                                L->layer)))
         return -1;
     tq_flash_header *h = &L->hdr;
     h->kind = p->kind;
@@ -189,8 +191,8 @@ static int layout_layer(split_plan *p, split_layer *L, uint64_t n_exp, const tq_
         const split_slot *s = &L->slots[i];
         tq_flash_tensor *t = &h->tensors[i];
         const tq_tensor_info *src = s->stacked ? &s->stacked->info : &s->per_expert[0]->info;
-        if (!(t->name = tq_asprintf(e, "mlp.%s%s.%s", moe ? "switch_mlp." : "", tq_flash_projs[s->rank / 4],
-                                    tq_flash_suffixes[s->rank % 4])))
+        if (!(t->name = tq_asprintf(e, "%s%s%s.%s", !moe || pr->mlp_prefix ? "mlp." : "", moe ? "switch_mlp." : "",
+                                    tq_flash_projs[s->rank / 4], tq_flash_suffixes[s->rank % 4])))
             return -1;
         t->dtype = src->dtype;
         int skip = s->stacked ? 1 : 0;
@@ -230,6 +232,9 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
 {
     memset(p, 0, sizeof *p);
     p->m = m;
+    p->target = o->target;
+    if (split_profile_check_opts(o, e) != 0)
+        return -1;
     p->align = o->align ? o->align : TQ_FLASH_DEFAULT_ALIGN;
     if (p->align < TQ_FLASH_MIN_ALIGN || p->align > TQ_FLASH_MAX_ALIGN || (p->align & (p->align - 1)))
         return tq_fail(e, TQ_EUSAGE, "--align %llu is not a power of two in [%u, %u]",
@@ -267,6 +272,19 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
         goto out;
     }
     qsort(en, n_en, sizeof *en, cmp_entry);
+    if (p->kind == TQ_FLASH_MOE) { /* the layers with experts, for targets that need them all */
+        uint32_t *ls = tq_calloc(n_en, sizeof *ls, e);
+        size_t nl = 0;
+        if (!ls)
+            goto out;
+        for (size_t i = 0; i < n_en; i++)
+            if (!nl || ls[nl - 1] != en[i].layer)
+                ls[nl++] = en[i].layer;
+        int bad = split_profile_check_layers(p, ls, nl, e);
+        free(ls);
+        if (bad)
+            goto out;
+    }
     /* pinned stays in name order (model tensors are name-sorted) */
     for (size_t i = 1; i < p->n_pinned; i++)
         for (size_t j = i; j > 0 && strcmp(p->pinned[j - 1]->info.name, p->pinned[j]->info.name) > 0; j--) {
@@ -383,6 +401,8 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
             goto out;
         }
     }
+    if (split_profile_check(p, e) != 0 || split_profile_names(p, e) != 0)
+        goto out;
     rc = 0;
 out:
     free(en);
@@ -401,6 +421,9 @@ void split_plan_free(split_plan *p)
         tq_flash_header_free(&L->hdr);
     }
     free(p->layers);
+    for (size_t i = 0; p->pinned_names && i < p->n_pinned; i++)
+        free(p->pinned_names[i]);
+    free(p->pinned_names);
     free(p->pinned);
     memset(p, 0, sizeof *p);
 }

@@ -37,6 +37,14 @@ void tq_split_plan_compute(tq_split_ram_plan *p)
     if (p->blocks_cached > p->blocks_total)
         p->blocks_cached = p->blocks_total;
     p->cached_share = p->blocks_total ? (double)p->blocks_cached / (double)p->blocks_total : 0.0;
+    /* the least an engine holds: pinned, the reserve, and two layers' worth of blocks (the
+     * layer in use and the next one read ahead) */
+    uint64_t work = p->kind == TQ_FLASH_MOE ? sat_mul(sat_mul(2, p->experts_per_tok), p->block_size) : sat_mul(2, p->block_size);
+    uint64_t need = fixed == UINT64_MAX || work > UINT64_MAX - fixed ? UINT64_MAX : fixed + work;
+    for (int t = 0; t < TQ_TARGET_COUNT; t++) {
+        p->targets[t].min_ram_bytes = need;
+        p->targets[t].fits = need <= env;
+    }
 }
 
 cJSON *tq_split_plan_json(const tq_split_ram_plan *p)
@@ -60,6 +68,15 @@ cJSON *tq_split_plan_json(const tq_split_ram_plan *p)
     else
         ok = ok && tq_json_add_u64(j, "largest_layer_file_bytes", p->block_size) &&
              tq_json_add_u64(j, "layers_cached", p->blocks_cached);
+    cJSON *ts = ok ? cJSON_AddObjectToObject(j, "targets") : NULL;
+    ok = ok && ts;
+    for (int t = 0; ok && t < TQ_TARGET_COUNT; t++) {
+        cJSON *o = cJSON_AddObjectToObject(ts, tq_split_target_name(t));
+        ok = o && cJSON_AddBoolToObject(o, "readable", p->targets[t].readable) &&
+             cJSON_AddBoolToObject(o, "fits", p->targets[t].readable && p->targets[t].fits) &&
+             tq_json_add_u64(o, "min_ram_bytes", p->targets[t].min_ram_bytes) &&
+             (p->targets[t].readable || cJSON_AddStringToObject(o, "reason", p->targets[t].reason));
+    }
     if (!ok) {
         cJSON_Delete(j);
         return NULL;

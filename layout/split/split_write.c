@@ -21,6 +21,11 @@ static int write_config(split_run *r, tq_err *e)
     cJSON *c = p->m->config ? cJSON_Duplicate(p->m->config, 1) : cJSON_CreateObject();
     if (!c)
         return tq_fail(e, TQ_ENOMEM, "out of memory");
+    const split_profile *pr = split_profile_get(p->target);
+    if (split_profile_config(p, c, e) != 0) {
+        cJSON_Delete(c);
+        return -1;
+    }
     cJSON_DeleteItemFromObjectCaseSensitive(c, "streaming");
     cJSON *s = cJSON_AddObjectToObject(c, "streaming");
     int ok = s && cJSON_AddStringToObject(s, "pinned_file", "pinned.safetensors") &&
@@ -28,7 +33,7 @@ static int write_config(split_run *r, tq_err *e)
              cJSON_AddStringToObject(s, "manifest", "split.json");
     if (p->kind == TQ_FLASH_MOE)
         ok = ok && cJSON_AddStringToObject(s, "format", "moe_flash_v1") &&
-             cJSON_AddStringToObject(s, "expert_dir", "experts/") && tq_json_add_u64(s, "num_experts", p->num_experts) &&
+             cJSON_AddStringToObject(s, "expert_dir", pr->stream_dir) && tq_json_add_u64(s, "num_experts", p->num_experts) &&
              tq_json_add_u64(s, "experts_per_tok", p->top_k);
     else
         ok = ok && cJSON_AddStringToObject(s, "format", "flash_aligned_v1") &&
@@ -131,12 +136,31 @@ static int make_stage(split_run *r, const char *out_dir, tq_err *e)
     if (tq_adir_open(&r->out, out_dir, 0, e) != 0)
         return -1;
     r->stage = r->out.tmp_path;
-    char *sub = tq_path_join(r->stage, r->plan.kind == TQ_FLASH_MOE ? "experts" : "ffn_aligned", e);
+    char *sub = tq_path_join(r->stage, r->plan.kind == TQ_FLASH_MOE ? split_profile_get(r->plan.target)->expert_dir : "ffn_aligned", e);
     int rc = sub && mkdir(sub, 0755) == 0 ? 0 : -1;
     if (sub && rc != 0)
         tq_fail(e, TQ_EIO, "%s: cannot create: %s", sub, strerror(errno));
     free(sub);
     return rc;
+}
+
+/* mlx-sniper's reader opens EXPERT_DIR/layer_LL.bin: relative links to the layer files (not
+ * listed in split.json, which lists regular files). */
+static int write_links(split_run *r, tq_err *e)
+{
+    const split_profile *pr = split_profile_get(r->plan.target);
+    for (size_t i = 0; pr->link_prefix && r->plan.kind == TQ_FLASH_MOE && i < r->plan.n_layers; i++) {
+        const split_layer *L = &r->plan.layers[i];
+        char *link = tq_asprintf(e, "%s/%s/%s%02u.bin", r->stage, pr->expert_dir, pr->link_prefix, L->layer);
+        const char *target = strrchr(L->file, '/') + 1;
+        int rc = link && symlink(target, link) == 0 ? 0 : -1;
+        if (link && rc != 0)
+            tq_fail(e, TQ_EIO, "%s: cannot create the link: %s", link, strerror(errno));
+        free(link);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int finish(split_run *r, const char *out_dir, tq_err *e)
@@ -165,7 +189,7 @@ static int finish(split_run *r, const char *out_dir, tq_err *e)
         if (rc != 0)
             return -1;
     }
-    char *sub = tq_path_join(r->stage, r->plan.kind == TQ_FLASH_MOE ? "experts" : "ffn_aligned", e);
+    char *sub = tq_path_join(r->stage, r->plan.kind == TQ_FLASH_MOE ? split_profile_get(r->plan.target)->expert_dir : "ffn_aligned", e);
     rc = sub ? split_fsync_path(sub, 1, e) : -1;
     free(sub);
     if (rc != 0 || split_fsync_path(r->stage, 1, e) != 0)
@@ -195,7 +219,7 @@ int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_
     } else if (split_write_dense_layers(&r, e) != 0) {
         goto out;
     }
-    if (write_config(&r, e) != 0 || copy_extras(&r, e) != 0)
+    if (write_config(&r, e) != 0 || copy_extras(&r, e) != 0 || write_links(&r, e) != 0)
         goto out;
     if (finish(&r, out_dir, e) != 0)
         goto out;
@@ -228,6 +252,19 @@ out:
     return rc;
 }
 
+/* Whether target t can read the split of m made with o's options, and if not why. */
+static void target_verdict(tq_model *m, const tq_split_opts *o, int t, tq_split_ram_plan *pl)
+{
+    tq_split_opts ot = *o;
+    ot.target = t;
+    split_plan p;
+    tq_err te = {0};
+    pl->targets[t].readable = split_plan_build(&p, m, &ot, &te) == 0;
+    split_plan_free(&p);
+    if (!pl->targets[t].readable)
+        snprintf(pl->targets[t].reason, sizeof pl->targets[t].reason, "%s", te.msg);
+}
+
 int tq_split_plan(const char *model, const tq_split_opts *o, uint64_t ram, tq_split_ram_plan *pl, tq_err *e)
 {
     tq_model *m = NULL;
@@ -251,6 +288,8 @@ int tq_split_plan(const char *model, const tq_split_opts *o, uint64_t ram, tq_sp
                 pl->block_size = b;
         }
         tq_split_plan_compute(pl);
+        for (int t = 0; t < TQ_TARGET_COUNT; t++)
+            target_verdict(m, o, t, pl);
     }
     split_plan_free(&p);
     tq_model_close(m);

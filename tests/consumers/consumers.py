@@ -12,6 +12,9 @@ preprocess.py writes, expert_io.py reads, engine.py computes).
                                                      must equal the source's bytes
   consumers.py write TARGET SOURCE_MODEL OUT_DIR     split SOURCE_MODEL the way TARGET's own
                                                      writer does
+  consumers.py wrap SOURCE_MODEL OUT_DIR             (a fixture) SOURCE_MODEL in Qwen3.5's
+                                                     multimodal form: "language_model." names,
+                                                     text_config
   TARGET: mac-code | mlx-sniper.  Exit 0 on success, 1 with a message otherwise.
 """
 import glob
@@ -117,6 +120,8 @@ RULES = {
         "pinned_name": lambda k: k.replace("language_model.", "", 1),
     },
 }
+DENSE_KEYS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "rms_norm_eps",
+              "vocab_size", "max_position_embeddings", "tie_word_embeddings"]
 BITS, GROUP = 4, 64  # both engines call gather_qmm with these, whatever the files say
 
 
@@ -130,11 +135,16 @@ def mlx_dtype_bytes(s):
 def read_split(target, split, source):
     r = RULES[target]
     cfg = json.load(open(os.path.join(split, "config.json")))
-    missing = [k for k in r["config_keys"] if k not in cfg]
+    dense = target == "mac-code" and "expert_dir" not in cfg.get("streaming", {})
+    # the dense engine (flash_stream_27b.py) indexes fewer keys than the MoE ones
+    keys = DENSE_KEYS if dense else r["config_keys"]
+    missing = [k for k in keys if k not in cfg]
     if missing:
         raise Refused("config.json lacks top-level %s" % ", ".join(missing))
     num_layers = cfg["num_hidden_layers"]
     streaming = cfg["streaming"]
+    if dense:
+        return read_dense_mac_code(split, source, num_layers, r)
     if target == "mac-code":
         expert_dir = "%s/%s" % (split, streaming["expert_dir"])  # f"{MODEL_DIR}/{expert_dir}"
     else:
@@ -202,6 +212,44 @@ def read_split(target, split, source):
         n_pinned += 1
     print("%s: %d layers x %d experts, %d expert tensors and %d pinned tensors equal the source" %
           (target, num_layers, n_exp, checked, n_pinned))
+
+
+def read_dense_mac_code(split, source, num_layers, r):
+    """direct_io.DirectFFNReader (flash_stream_27b.py, flash_agent.py): ffn_aligned/layer_LL.bin
+    under the model directory, every layer's own 16384-byte header, absolute offsets, and
+    quantized_matmul(bits=4, group_size=64) on mlp.{gate,up,down}_proj.{weight,scales,biases}"""
+    src = Model(source)
+    checked = 0
+    for i in range(num_layers):
+        path = "%s/ffn_aligned/layer_%02d.bin" % (split, i)
+        with open(path, "rb") as f:
+            raw = f.read(PAGE)
+            try:
+                header = json.loads(raw.rstrip(b"\x00").decode("utf-8"))
+            except ValueError as ex:
+                raise Refused("%s: the first %d bytes are not a NUL-padded JSON header (%s)" % (path, PAGE, ex))
+            got = {}
+            for name, info in header["tensors"].items():
+                f.seek(info["offset"])
+                data = f.read(info["nbytes"])
+                if len(data) != info["nbytes"]:
+                    raise IOError("pread returned %d bytes, expected %d at offset %d" % (len(data), info["nbytes"], info["offset"]))
+                got[name] = (mlx_dtype_bytes(info["dtype"]), info["shape"], data)
+        for proj in PROJS:
+            parts = []
+            for part in ("weight", "scales", "biases"):
+                key = "mlp.%s.%s" % (proj, part)
+                if key not in got:
+                    raise Refused("layer %d: no tensor %s (KeyError)" % (i, key))
+                parts.append(got[key])
+                want = source_tensor(src, "model.layers.%d.%s" % (i, key))
+                if want != got[key][2]:
+                    raise Refused("layer %d %s: bytes differ from the source" % (i, key))
+                checked += 1
+            w, sc = parts[0], parts[1]
+            if w[0] != "uint32" or w[1][-1] * 32 // BITS != sc[1][-1] * GROUP:
+                raise Refused("layer %d: %s is not affine %d-bit group %d" % (i, proj, BITS, GROUP))
+    print("mac-code: %d dense layers, %d FFN tensors equal the source" % (num_layers, checked))
 
 
 def unwrap(name):
@@ -370,7 +418,27 @@ def write_mlx_sniper(source, out):
     copy_tokenizer(src, out)
 
 
+def wrap(source, out):
+    """Test fixture, not a consumer's rule: SOURCE in the multimodal MLX form of Qwen3.5
+    checkpoints: every tensor under "language_model.", the text model's keys in text_config"""
+    src = Model(source)
+    os.makedirs(out)
+    tensors = {}
+    for k, (_, dt, shape, _, _) in src.t.items():
+        tensors["language_model." + k] = (dt, shape, src.bytes(k))
+    write_st(os.path.join(out, "model.safetensors"), tensors, {"format": "mlx"})
+    top = {k: src.config[k] for k in ("architectures", "quantization", "tie_word_embeddings", "torch_dtype")
+           if k in src.config}
+    top["model_type"] = "qwen3_5_moe"
+    top["text_config"] = {k: v for k, v in src.config.items() if k != "quantization"}
+    json.dump(top, open(os.path.join(out, "config.json"), "w"), indent=2)
+    copy_tokenizer(src, out)
+
+
 def main(argv):
+    if len(argv) == 4 and argv[1] == "wrap":
+        wrap(argv[2], argv[3])
+        return 0
     if len(argv) != 5 or argv[1] not in ("read", "write") or argv[2] not in RULES:
         print(__doc__, file=sys.stderr)
         return 2
