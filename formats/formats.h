@@ -164,6 +164,10 @@ int tq_model_open(tq_model **out, const char *path, tq_err *e);
 int tq_model_open_ex(tq_model **out, const char *path, unsigned flags, tq_err *e);
 void tq_model_close(tq_model *m);
 const tq_model_tensor *tq_model_find(const tq_model *m, const char *name);
+/* Bits and group size config.json gives quantized module P (MLX affine, man tq-formats(5)):
+ * P's own entry in the "quantization" (else "quantization_config") block, else the block's.
+ * 1 found, 0 no block or no bits/group_size there (outputs untouched). */
+int tq_model_quant_params(const struct cJSON *config, const char *P, uint64_t *bits, uint64_t *group);
 int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len, tq_err *e);
 /* Copy config-free extra files (tokenizer etc.) byte-identically into dir, and write the
  * generated ones (sorted JSON) that no extra file of the same name replaces. */

@@ -80,26 +80,6 @@ int split_profile_check_layers(const split_plan *p, const uint32_t *layers, size
     return 0;
 }
 
-/* Bits and group size config.json gives module P (its own entry, else the block's; MLX's
- * default 4 / 64 without a block). */
-static void module_quant(const tq_model *m, const char *P, uint64_t *bits, uint64_t *group)
-{
-    *bits = 4;
-    *group = 64;
-    const cJSON *q = m->config ? cJSON_GetObjectItemCaseSensitive(m->config, "quantization") : NULL;
-    if (!cJSON_IsObject(q) && m->config)
-        q = cJSON_GetObjectItemCaseSensitive(m->config, "quantization_config");
-    if (!cJSON_IsObject(q))
-        return;
-    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(q, P);
-    const cJSON *src = cJSON_IsObject(mo) ? mo : q;
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(src, "bits"), *g = cJSON_GetObjectItemCaseSensitive(src, "group_size");
-    if (b)
-        tq_json_u64(b, bits);
-    if (g)
-        tq_json_u64(g, group);
-}
-
 static const tq_flash_tensor *find_part(const tq_flash_header *h, int proj, int suffix)
 {
     for (size_t i = 0; i < h->n_tensors; i++) {
@@ -130,7 +110,10 @@ static int affine4_g64(const split_plan *p, const split_layer *L, tq_err *e)
         const char *why = NULL;
         char buf[160];
         uint64_t bits, group;
-        module_quant(p->m, module, &bits, &group);
+        if (tq_model_quant_params(p->m->config, module, &bits, &group) == 0) { /* MLX's default */
+            bits = 4;
+            group = 64;
+        }
         if (w->dtype != TQ_DT_U32 || !s) {
             snprintf(buf, sizeof buf, "%s %s", tq_dtype_name(w->dtype), s ? "with scales" : "weights (not quantized)");
             why = buf;

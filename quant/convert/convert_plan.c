@@ -637,27 +637,6 @@ static int dequant_parts(cv_plan *p, cv_item *it, const char *P, const tq_model_
     return 0;
 }
 
-/* Bits and group size of affine module P: its own entry in config.json's quantization (or
- * quantization_config) block, else the block's; 0 when there is none. */
-static void affine_params(const tq_model *m, const char *P, int *bits, uint64_t *group)
-{
-    *bits = 0;
-    *group = 0;
-    const cJSON *q = m->config ? cJSON_GetObjectItemCaseSensitive(m->config, "quantization") : NULL;
-    if (!cJSON_IsObject(q) && m->config)
-        q = cJSON_GetObjectItemCaseSensitive(m->config, "quantization_config");
-    if (!cJSON_IsObject(q))
-        return;
-    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(q, P);
-    const cJSON *src = cJSON_IsObject(mo) ? mo : q;
-    uint64_t b = 0, g = 0;
-    const cJSON *bj = cJSON_GetObjectItemCaseSensitive(src, "bits"), *gj = cJSON_GetObjectItemCaseSensitive(src, "group_size");
-    if (bj && gj && tq_json_u64(bj, &b) == 0 && tq_json_u64(gj, &g) == 0 && b <= 32) {
-        *bits = (int)b;
-        *group = g;
-    }
-}
-
 /* An MLX affine module: P.weight U32, P.scales and P.biases of one float dtype, bits and group
  * size from config.json and checked against the shapes. The weights come out in the scales'
  * dtype (what mx.dequantize gives) unless --dtype. */
@@ -670,7 +649,10 @@ static int plan_affine_dequant(cv_plan *p, const char *P, const tq_model_tensor 
     const tq_tensor_info *wi = &w->info;
     int nd = wi->ndim, bits;
     uint64_t group;
-    affine_params(m, P, &bits, &group);
+    uint64_t b64 = 0;
+    if (tq_model_quant_params(m->config, P, &b64, &group) != 1)
+        b64 = 0;
+    bits = b64 <= 32 ? (int)b64 : 0;
     if (bits != 2 && bits != 4 && bits != 8)
         return tq_fail(e, TQ_EUNSUP, "%s: module '%s': config.json gives no affine bits tq reads (2, 4 or 8; found %d)",
                        m->path, P, bits);
