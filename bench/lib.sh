@@ -61,18 +61,23 @@ made() {
     touch "$d/.complete"
   fi
 }
-# moe_model SIZE: prints the directory of the generated qwen3_moe model (seed 1) that several
+# moe_model SIZE [ARCH]: prints the directory of the generated MoE model (seed 1) that several
 # benchmarks share, made once: tiny (the tiny preset, to check a script in seconds), small
-# (the 8g preset cut to 2 layers, ~2.3 GB) or 8g (the 8 GB preset).
+# (the 8g preset cut to 2 layers) or 8g (the 8 GB preset). ARCH (default qwen3_moe) may be
+# any MoE family with an 8g preset (qwen3_next, qwen3_5_moe: the hybrid), generated in the
+# MLX form tq-split lays out.
 moe_model() {
-  local d=$TQ_BENCH_DIR/moe-$1 gen
+  local arch=${2:-qwen3_moe} d gen
+  d=$TQ_BENCH_DIR/moe-$1
+  [ "$arch" = qwen3_moe ] || d=$TQ_BENCH_DIR/$arch-$1
   case $1 in
     tiny) gen=(--size tiny) ;;
     small) gen=(--size 8g --layers 2) ;;
     8g) gen=(--size 8g) ;;
     *) echo "moe_model: unknown size '$1'" >&2; return 1 ;;
   esac
-  made "$d" "$BIN/tq-mkmodel" --arch qwen3_moe "${gen[@]}" --seed 1 "$d"
+  [ "$arch" = qwen3_moe ] || gen+=(--naming mlx)
+  made "$d" "$BIN/tq-mkmodel" --arch "$arch" "${gen[@]}" --seed 1 "$d"
   echo "$d"
 }
 # total_bytes FILE...: the sum of the files' sizes (without reading them, unlike cat | wc -c).

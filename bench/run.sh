@@ -7,7 +7,8 @@
 # TurboQuant model: top-1 agreement and mean KL per step against the unquantized model.
 # TQ_BENCH_SIZE=tiny checks the script on a tiny model, TQ_BENCH_MODEL=DIR uses an existing
 # model (derived DIR.split, DIR.tq are made next to it); TQ_BENCH_TOKENS (default 8) tokens,
-# TQ_BENCH_BUDGET the cache budget.
+# TQ_BENCH_BUDGET the cache budget, TQ_BENCH_ARCH the family (default qwen3_moe; bench/hybrid.sh
+# runs qwen3_5_moe), TQ_BENCH_QUALITY=0 skips the TurboQuant quality step.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 bench_needs run tq-mkmodel tq-split tq-run
@@ -16,9 +17,9 @@ PROMPT=1,2,3,4
 if [ -n "${TQ_BENCH_MODEL:-}" ]; then
   M=$TQ_BENCH_MODEL BUDGET=${TQ_BENCH_BUDGET:-512M}
 elif [ "${TQ_BENCH_SIZE:-}" = tiny ]; then
-  M=$(moe_model tiny) BUDGET=${TQ_BENCH_BUDGET:-64K}
+  M=$(moe_model tiny "${TQ_BENCH_ARCH:-}") BUDGET=${TQ_BENCH_BUDGET:-64K}
 else
-  M=$(moe_model 8g) BUDGET=${TQ_BENCH_BUDGET:-512M}
+  M=$(moe_model 8g "${TQ_BENCH_ARCH:-}") BUDGET=${TQ_BENCH_BUDGET:-512M}
 fi
 
 # derived models, made once per source
@@ -37,6 +38,9 @@ cached_kib() {
 
 expert_files=("$S"/experts/*.bin)
 expert_bytes=$(total_bytes "${expert_files[@]}")
+model_bytes=$(total_bytes "$M"/*.safetensors)
+printf 'run: %s: %s, %s bytes of weights, %s bytes of expert blocks in %s layer files, cache budget %s\n' \
+  "$(basename "$M")" "$(jget "$M/config.json" model_type)" "$model_bytes" "$expert_bytes" "${#expert_files[@]}" "$BUDGET"
 drop_caches
 timed sh -c 'cat "$@" > /dev/null' cat "${expert_files[@]}"
 t_cat=$T
@@ -63,6 +67,10 @@ report() { # report LABEL JSON DCACHE
   rate=$(echo "if ($dec > 0) $br / 1048576 / $dec else 0" | bc -l)
   printf 'run: %-9s %.2f tokens/s, hit rate %.4f, %s bytes/token, read %s bytes (%.1f MiB/s while reading = %.3f x cat floor %.1f MiB/s), io %s\n' \
     "$1" "$tps" "$hr" "$bpt" "$br" "$rate" "$(echo "$rate / $floor_mibs" | bc -l)" "$floor_mibs" "$(jget "$j" io)"
+  # the floor for the same bytes: reading bytes/token at the cat rate, and nothing else
+  printf 'run: %-9s floor: %s bytes/token at the cat rate take %.3f s/token (%.2f tokens/s if decoding only read); tq-run %.3f s/token\n' \
+    "$1" "$bpt" "$(echo "$bpt / 1048576 / $floor_mibs" | bc -l)" \
+    "$(echo "if ($bpt > 0) $floor_mibs * 1048576 / $bpt else 0" | bc -l)" "$(echo "if ($tps > 0) 1 / $tps else 0" | bc -l)"
   local pct
   pct=$(echo "if ($br > 0) 100 * $growth / $br else 0" | bc -l)
   printf 'run: %-9s peak RSS %s bytes (limit pinned %s + budget %s + 256 MiB = %s: %s); page cache %+d KiB = %.2f%% of bytes read (%s, target <= 10%%)\n' \
@@ -78,7 +86,9 @@ report buffered "$TQ_BENCH_DIR/run-buffered.json" "$DCACHE"
   echo "run: direct and buffered logits identical" || echo "run: direct and buffered logits DIFFER"
 
 # quality of the TurboQuant model against the unquantized one (same prompt, greedy)
-if [ -x "$BIN/tq-convert" ]; then
+if [ "${TQ_BENCH_QUALITY:-1}" = 0 ]; then
+  echo "run: quality skipped (TQ_BENCH_QUALITY=0)"
+elif [ -x "$BIN/tq-convert" ]; then
   Q=$M.tq
   if [ ! -f "$Q.split/.complete" ]; then # the unsplit TQ model is only a step: not kept
     made "$Q" "$BIN/tq-convert" --quiet "$M" "$Q"
