@@ -1,1 +1,0 @@
-#include "lib/y.h"
