@@ -82,9 +82,16 @@ int tq_utf8_check(const char *s, size_t len, size_t *bad);
 int tq_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *path, tq_err *e);
 int tq_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char *path, tq_err *e);
 int tq_write_full(int fd, const void *buf, size_t len, const char *path, tq_err *e);
-/* Opens path read-only and returns the descriptor (size in *size), or -1 when it cannot be
- * opened or is not a regular file. */
+/* Opens path read-only and returns the descriptor (size in *size when size is non-NULL), or
+ * -1 when it cannot be opened or is not a regular file. Every input file tq reads is opened
+ * here: it is opened O_NONBLOCK (a FIFO or a device never blocks the open) and checked with
+ * fstat before any read, then the flag is cleared. A FIFO, socket, device or directory is
+ * refused with TQ_EDATA, "PATH: not a regular file (a FIFO)". _flags adds open(2) flags
+ * (O_DIRECT). */
 int tq_open_regular(const char *path, uint64_t *size, tq_err *e);
+int tq_open_regular_flags(const char *path, int flags, uint64_t *size, tq_err *e);
+/* "a FIFO", "a directory", ... for a st_mode, in messages. */
+const char *tq_file_kind(unsigned mode);
 /* Whole small file (config.json, index.json) into a NUL-terminated buffer; refuses files > max. */
 int tq_read_small_file(const char *path, size_t max, char **out, size_t *len, tq_err *e);
 int tq_file_size(const char *path, uint64_t *size, tq_err *e);

@@ -11,9 +11,9 @@
 
 int tq_copy_file(const char *src, const char *dst, tq_err *e)
 {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
+    int in = tq_open_regular(src, NULL, e);
     if (in < 0)
-        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", src, strerror(errno));
+        return -1;
     tq_afile out;
     if (tq_afile_open(&out, dst, 0, e) != 0) {
         close(in);

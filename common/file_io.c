@@ -114,12 +114,33 @@ int tq_write_full(int fd, const void *buf, size_t len, const char *path, tq_err 
     return 0;
 }
 
-int tq_open_regular(const char *path, uint64_t *size, tq_err *e)
+const char *tq_file_kind(unsigned mode)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFLNK: return "a symbolic link";
+    default: return "not a file";
+    }
+}
+
+int tq_open_regular_flags(const char *path, int flags, uint64_t *size, tq_err *e)
+{
+    /* O_NONBLOCK: opening a FIFO (or a device) for reading would wait for a writer; the
+     * flag is cleared once the file is known to be regular, where it changes nothing. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags);
     struct stat st;
+    if (fd < 0) {
+        int err = errno;
+        /* a socket cannot be opened at all (ENXIO): name what it is rather than the errno */
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            return tq_fail(e, TQ_EDATA, "%s: not a regular file (%s)", path, tq_file_kind((unsigned)st.st_mode));
+        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(err));
+    }
     if (fstat(fd, &st) != 0) {
         tq_fail(e, TQ_EIO, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
@@ -127,10 +148,22 @@ int tq_open_regular(const char *path, uint64_t *size, tq_err *e)
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return tq_fail(e, TQ_EDATA, "%s: not a regular file", path);
+        return tq_fail(e, TQ_EDATA, "%s: not a regular file (%s)", path, tq_file_kind((unsigned)st.st_mode));
     }
-    *size = (uint64_t)st.st_size;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        tq_fail(e, TQ_EIO, "%s: cannot clear O_NONBLOCK: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (size)
+        *size = (uint64_t)st.st_size;
     return fd;
+}
+
+int tq_open_regular(const char *path, uint64_t *size, tq_err *e)
+{
+    return tq_open_regular_flags(path, 0, size, e);
 }
 
 int tq_read_small_file(const char *path, size_t max, char **out, size_t *len, tq_err *e)

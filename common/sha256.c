@@ -85,9 +85,9 @@ int tq_sha256_range(int fd, uint64_t off, uint64_t len, const char *path, unsign
 
 int tq_sha256_file(const char *path, unsigned char out[32], uint64_t *size, tq_err *e)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = tq_open_regular(path, NULL, e);
     if (fd < 0)
-        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
     tq_sha256 *h = tq_sha256_new();
     char *buf = tq_malloc(HASH_CHUNK, e);
     uint64_t total = 0;

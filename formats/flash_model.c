@@ -132,8 +132,8 @@ static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const 
         const tq_flash_header *h = &s->hdrs[i];
         if (h->kind != man->kind || h->layer_idx != L->layer || (h->kind == TQ_FLASH_MOE && h->num_experts != man->num_experts))
             return tq_fail(e, TQ_EDATA, "%s: header disagrees with split.json (format, layer_idx or num_experts)", s->paths[i]);
-        if ((s->fds[i] = open(s->paths[i], O_RDONLY | O_CLOEXEC)) < 0)
-            return tq_fail(e, TQ_EIO, "%s: cannot open: %s", s->paths[i], strerror(errno));
+        if ((s->fds[i] = tq_open_regular(s->paths[i], NULL, e)) < 0)
+            return -1;
         int per_expert = h->kind == TQ_FLASH_MOE && (naming == TQ_NAMING_SOURCE ? L->naming : naming) == TQ_NAMING_HF;
         cap += h->n_tensors * (per_expert ? (size_t)h->num_experts : 1);
     }

@@ -472,13 +472,8 @@ int tq_gguf_open(tq_gguf_file **out, const char *path, tq_err *e)
     tq_gguf_file *f = new_file(path, e);
     if (!f)
         return -1;
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    f->fd = tq_open_regular(path, &f->file_size, e);
     if (f->fd < 0) {
-        tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
-        tq_gguf_close(f);
-        return -1;
-    }
-    if (tq_file_size(path, &f->file_size, e) != 0) {
         tq_gguf_close(f);
         return -1;
     }

@@ -241,7 +241,16 @@ static int open_dir(tq_model *m, tq_err *e)
         if (!p)
             goto out;
         struct stat st;
-        int reg = stat(p, &st) == 0 && S_ISREG(st.st_mode);
+        int got = stat(p, &st) == 0, reg = got && S_ISREG(st.st_mode);
+        /* a file tq reads that is not a regular file (a FIFO would block, a directory holds
+         * nothing to read) is refused by name, not passed over */
+        int model_file = !strcmp(s, INDEX_NAME) || !strcmp(s, "config.json") || ends_with(s, ".safetensors") ||
+                         ends_with(s, ".gguf");
+        if (got && !reg && (model_file || !S_ISDIR(st.st_mode))) {
+            tq_fail(e, TQ_EDATA, "%s: not a regular file (%s)", p, tq_file_kind((unsigned)st.st_mode));
+            free(p);
+            goto out;
+        }
         free(p);
         if (!reg)
             continue;

@@ -358,23 +358,22 @@ int tq_run_logits_compare(const char *ref_path, const char *test_path, uint64_t 
     uint64_t sa, sb;
     if (V == 0 || V > (1ull << 26))
         return tq_fail(e, TQ_EUSAGE, "vocabulary size %llu out of range", (unsigned long long)V);
-    if (tq_file_size(ref_path, &sa, e) || tq_file_size(test_path, &sb, e))
-        return -1;
-    if (sa % (V * 4) || sb != sa)
-        return tq_fail(e, TQ_EDATA, "%s (%llu bytes) and %s (%llu bytes) are not the same whole number of %llu-float steps",
-                       ref_path, (unsigned long long)sa, test_path, (unsigned long long)sb,
-                       (unsigned long long)V);
-    FILE *fa = fopen(ref_path, "rb"), *fb = fopen(test_path, "rb");
-    float *a = malloc(V * 4), *b = malloc(V * 4);
+    int fa = tq_open_regular(ref_path, &sa, e), fb = fa < 0 ? -1 : tq_open_regular(test_path, &sb, e);
+    float *a = NULL, *b = NULL;
     int rc = -1;
-    if (!fa || !fb || !a || !b) {
-        tq_fail(e, TQ_EIO, "cannot open %s or %s", ref_path, test_path);
+    if (fa < 0 || fb < 0)
+        goto out;
+    if (sa % (V * 4) || sb != sa) {
+        tq_fail(e, TQ_EDATA, "%s (%llu bytes) and %s (%llu bytes) are not the same whole number of %llu-float steps",
+                ref_path, (unsigned long long)sa, test_path, (unsigned long long)sb, (unsigned long long)V);
         goto out;
     }
+    if (!(a = tq_malloc(V * 4, e)) || !(b = tq_malloc(V * 4, e)))
+        goto out;
     out->steps = sa / (V * 4);
     double kl_sum = 0;
     for (uint64_t s = 0; s < out->steps; s++) {
-        if (read_step(fileno(fa), ref_path, s, V, a, e) || read_step(fileno(fb), test_path, s, V, b, e))
+        if (read_step(fa, ref_path, s, V, a, e) || read_step(fb, test_path, s, V, b, e))
             goto out;
         if (argmax(a, V) == argmax(b, V))
             out->top1_agree++;
@@ -413,10 +412,10 @@ int tq_run_logits_compare(const char *ref_path, const char *test_path, uint64_t 
     out->mean_kl = out->steps ? kl_sum / (double)out->steps : 0;
     rc = 0;
 out:
-    if (fa)
-        fclose(fa);
-    if (fb)
-        fclose(fb);
+    if (fa >= 0)
+        close(fa);
+    if (fb >= 0)
+        close(fb);
     free(a);
     free(b);
     return rc;

@@ -30,19 +30,25 @@ int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
     if (!s->path)
         return -1;
     s->fd = -1;
+    uint64_t size;
+    /* every open is tq_open_regular's: a FIFO or a device never blocks, a directory is named */
     if (io_mode == TQ_RUN_IO_BUFFERED || io_mode == TQ_RUN_IO_FADVISE) {
         s->io = io_mode;
-        s->fd = open(path, O_RDONLY | O_CLOEXEC);
+        s->fd = tq_open_regular(path, &size, e);
     } else {
 #if defined(__linux__) && defined(O_DIRECT)
         s->io = TQ_RUN_IO_DIRECT;
-        s->fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+        tq_err le;
+        s->fd = tq_open_regular_flags(path, O_DIRECT, &size, &le);
         if (s->fd >= 0) {
             /* Some filesystems accept the flag at open and refuse the read: probe once. */
             uint64_t a = s->align ? s->align : 4096;
             void *probe = rt_alloc_aligned(a, a, e);
-            if (!probe)
+            if (!probe) {
+                close(s->fd);
+                s->fd = -1;
                 return -1;
+            }
             ssize_t got = pread(s->fd, probe, (size_t)a, 0);
             free(probe);
             if (got < 0) {
@@ -52,11 +58,11 @@ int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
         }
         if (s->fd < 0) {
             s->io = TQ_RUN_IO_FADVISE;
-            s->fd = open(path, O_RDONLY | O_CLOEXEC);
+            s->fd = tq_open_regular(path, &size, e);
         }
 #else
         s->io = TQ_RUN_IO_FADVISE;
-        s->fd = open(path, O_RDONLY | O_CLOEXEC);
+        s->fd = tq_open_regular(path, &size, e);
 #if defined(__APPLE__) && defined(F_NOCACHE)
         if (s->fd >= 0 && fcntl(s->fd, F_NOCACHE, 1) == 0)
             s->io = TQ_RUN_IO_DIRECT;
@@ -64,15 +70,12 @@ int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
 #endif
     }
     if (s->fd < 0)
-        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
 #ifdef POSIX_FADV_DONTNEED
     /* the header page was read through the page cache when the file was parsed */
     if (s->io != TQ_RUN_IO_BUFFERED)
         posix_fadvise(s->fd, 0, 0, POSIX_FADV_DONTNEED);
 #endif
-    uint64_t size;
-    if (tq_file_size(path, &size, e) != 0)
-        return -1;
     uint64_t need;
     if (tq_mul_u64(s->block_size, s->n_experts, &need) || tq_add_u64(need, s->data_start, &need) ||
         need > size)

@@ -99,9 +99,8 @@ int rt_store_open(rt_store **out, const char *dir, const rt_config *c, tq_err *e
                 rt_store_close(s);
                 return -1;
             }
-            s->ffn_fd[l] = open(p, O_RDONLY | O_CLOEXEC);
+            s->ffn_fd[l] = tq_open_regular(p, NULL, e);
             if (s->ffn_fd[l] < 0) {
-                tq_fail(e, TQ_EIO, "%s: cannot open", p);
                 rt_store_close(s);
                 return -1;
             }

@@ -117,9 +117,8 @@ static int put_file(struct archive *a, struct archive_entry *en, const char *dir
     char *p = tq_path_join(dir, f->path, e);
     if (!p)
         return -1;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    int fd = tq_open_regular(p, NULL, e);
     if (fd < 0) {
-        tq_fail(e, TQ_EIO, "%s: cannot open: %s", p, strerror(errno));
         free(p);
         return -1;
     }
@@ -453,14 +452,17 @@ static int scan_bundle(scan *s, tq_err *e)
     tq_check_report *r = s->r;
     struct archive *a = archive_read_new();
     struct archive_entry *en;
-    int rc = -1;
+    int rc = -1, fd = -1;
     tq_sum_entry *sums = NULL;
     size_t nsums = 0;
     if (!a)
         return tq_fail(e, TQ_ENOMEM, "out of memory");
     archive_read_support_filter_zstd(a);
     archive_read_support_format_tar(a);
-    if (archive_read_open_filename(a, s->bundle, 1 << 20) != ARCHIVE_OK) {
+    /* opened here, not by libarchive: a FIFO or a device given as the bundle is refused */
+    if ((fd = tq_open_regular(s->bundle, NULL, e)) < 0)
+        goto out;
+    if (archive_read_open_fd(a, fd, 1 << 20) != ARCHIVE_OK) {
         tq_fail(e, TQ_EDATA, "%s: cannot read as .tar.zst: %s", s->bundle, archive_error_string(a));
         goto out;
     }
@@ -603,6 +605,8 @@ static int scan_bundle(scan *s, tq_err *e)
 out:
     tq_sums_free(sums, nsums);
     archive_read_free(a);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 

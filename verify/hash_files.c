@@ -120,10 +120,9 @@ static int read_span(tq_work *q, int fd, const char *path, uint64_t from, uint64
 static void run_job(tq_work *q, job *j, char *buf)
 {
     tq_vh_task *t = j->t;
-    int fd = open(t->path, O_RDONLY | O_CLOEXEC);
+    int fd = tq_open_regular(t->path, NULL, &j->err);
     if (fd < 0) {
         j->failed = 1;
-        tq_fail(&j->err, TQ_EIO, "%s: cannot open: %s", t->path, strerror(errno));
         return;
     }
 #ifdef POSIX_FADV_SEQUENTIAL

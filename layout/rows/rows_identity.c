@@ -46,9 +46,9 @@ int rows_identity_fd(int fd, const char *path, tq_rows_identity *id, tq_err *e)
 
 int tq_rows_identity_read(const char *path, tq_rows_identity *id, tq_err *e)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = tq_open_regular(path, NULL, e);
     if (fd < 0)
-        return tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
     int rc = rows_identity_fd(fd, path, id, e);
     close(fd);
     return rc;

@@ -54,7 +54,7 @@ static int source_json(cJSON *src, const split_plan *p, const char *label)
         uint64_t size = 0;
         if (!tq_is_dir(m->path) && tq_file_size(m->path, &size, &e) == 0) {
             unsigned char d[32];
-            int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+            int fd = tq_open_regular(m->path, NULL, &e);
             size_t n = size < (1u << 20) ? (size_t)size : (1u << 20);
             unsigned char *buf = fd >= 0 ? malloc(n ? n : 1) : NULL;
             int ok = buf && tq_pread_full(fd, buf, n, 0, m->path, &e) == 0;
@@ -146,10 +146,8 @@ int split_header_hashes(split_run *r, tq_err *e)
             return -1;
         if (!strcmp(f->name, "pinned.safetensors")) {
             unsigned char len8[8];
-            int fd = open(p, O_RDONLY | O_CLOEXEC);
+            int fd = tq_open_regular(p, NULL, e);
             int ok = fd >= 0 && tq_pread_full(fd, len8, 8, 0, p, e) == 0;
-            if (fd < 0)
-                tq_fail(e, TQ_EIO, "%s: cannot open", p);
             if (fd >= 0)
                 close(fd);
             if (!ok) {

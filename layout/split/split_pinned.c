@@ -27,11 +27,9 @@ static int hash_partial_header(split_run *r, tq_sha256 *sha, uint64_t data_start
     closedir(d);
     if (!path)
         return tq_fail(e, TQ_EIO, "%s: pinned.safetensors partial file not found", r->stage);
-    int rc = -1, fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = -1, fd = tq_open_regular(path, NULL, e);
     char *buf = fd >= 0 ? tq_malloc((size_t)data_start, e) : NULL;
-    if (fd < 0)
-        tq_fail(e, TQ_EIO, "%s: cannot open: %s", path, strerror(errno));
-    else if (buf && tq_pread_full(fd, buf, (size_t)data_start, 0, path, e) == 0) {
+    if (fd >= 0 && buf && tq_pread_full(fd, buf, (size_t)data_start, 0, path, e) == 0) {
         tq_sha256_update(sha, buf, (size_t)data_start);
         rc = 0;
     }

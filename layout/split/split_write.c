@@ -64,9 +64,8 @@ static int copy_extra(split_run *r, const char *name, unsigned char *buf, tq_err
     char *src = tq_path_join(r->plan.m->path, name, e);
     if (!src)
         return -1;
-    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    int fd = tq_open_regular(src, NULL, e);
     if (fd < 0) {
-        tq_fail(e, TQ_EIO, "%s: cannot open: %s", src, strerror(errno));
         free(src);
         return -1;
     }

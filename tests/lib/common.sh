@@ -9,6 +9,11 @@
 #                          (for .stdout.exact goldens)
 #   expect_msg STATUS TEXT TOOL ARGS...
 #                          the same, printing nothing; the message must also contain TEXT
+#   expect_refused TEXT FINAL TOOL ARGS...
+#                          hostile input: TOOL ARGS must exit 1 within 10 s (run under
+#                          timeout 10, so a hang fails the test) with a 'TOOL: ' message
+#                          containing TEXT (grep -F), and leave nothing under FINAL, nor a
+#                          FINAL.partial-* ('-' when the command writes nothing)
 #   jget FILE KEY          (tests/lib/json.sh) a top-level value of a tq --json report
 
 . "$(dirname "${BASH_SOURCE[0]}")/json.sh"
@@ -32,4 +37,19 @@ expect_msg() {
   shift 2
   expect_exit "$want" "$@" >/dev/null
   grep -q -- "$msg" err || fail "$*: stderr lacks '$msg' ($(cat err))"
+}
+
+expect_refused() {
+  local msg=$1 final=$2 tool=$3 rc
+  shift 3
+  timeout 10 "$tool" "$@" >out 2>err; rc=$?
+  [ "$rc" -ne 124 ] || fail "$tool $*: still running after 10 s (blocked?)"
+  [ "$rc" -eq 1 ] || fail "$tool $*: exit $rc, expected 1 ($(cat err))"
+  grep -q "^$tool: " err || fail "$tool $*: no '$tool:' message ($(cat err))"
+  grep -qF -- "$msg" err || fail "$tool $*: stderr lacks '$msg' ($(cat err))"
+  if [ "$final" != - ]; then
+    [ ! -e "$final" ] && [ ! -L "$final" ] || fail "$tool $*: $final exists after a refusal"
+    ! compgen -G "$final.partial-*" >/dev/null || fail "$tool $*: left $(echo "$final".partial-*)"
+  fi
+  return 0
 }

@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void test_parse_size(void)
@@ -276,7 +277,33 @@ static void test_open_regular(void)
     CHECK(tq_open_regular(path, &size, &err) == -1);
     CHECK(err.code == TQ_EIO && strstr(err.msg, path) && strstr(err.msg, "cannot open"));
     CHECK(tq_open_regular(t_tmpdir(), &size, &err) == -1);
-    CHECK(err.code == TQ_EDATA && strstr(err.msg, "not a regular file"));
+    CHECK(err.code == TQ_EDATA && strstr(err.msg, "not a regular file (a directory)"));
+}
+
+/* A FIFO with no writer: a plain open(O_RDONLY) would wait for one forever; tq_open_regular
+ * returns at once, naming it. The descriptor of a regular file comes back blocking (the
+ * O_NONBLOCK used for the open is cleared). */
+static void test_open_regular_fifo(void)
+{
+    tq_err err = {0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/fifo", t_tmpdir());
+    unlink(path);
+    CHECK(mkfifo(path, 0600) == 0);
+    double t0 = tq_now();
+    CHECK(tq_open_regular(path, NULL, &err) == -1);
+    CHECK(tq_now() - t0 < 5);
+    CHECK(err.code == TQ_EDATA && strstr(err.msg, path) && strstr(err.msg, "not a regular file (a FIFO)"));
+    unlink(path);
+    CHECK(tq_open_regular("/dev/null", NULL, &err) == -1);
+    CHECK(strstr(err.msg, "/dev/null: not a regular file (a character device)"));
+    snprintf(path, sizeof path, "%s/plain.bin", t_tmpdir());
+    CHECK_OK(tq_write_file_atomic(path, "x", 1, &err));
+    int fd = tq_open_regular(path, NULL, &err);
+    CHECK(fd >= 0 && !(fcntl(fd, F_GETFL) & O_NONBLOCK));
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
 }
 
 int main(void)
@@ -294,5 +321,6 @@ int main(void)
     RUN(test_afile);
     RUN(test_short_read_names_file);
     RUN(test_open_regular);
+    RUN(test_open_regular_fifo);
     TEST_MAIN_END();
 }
