@@ -582,6 +582,67 @@ static void test_f16_conversions(void)
     CHECKF(bad == 0, "%zu conversions differ", bad);
 }
 
+/* r of one group as docs/quantization.md ("Scales: rms", steps 1-2) defines it: eight f32
+ * lanes over the first 8·floor(G/8) values, added in double as ((l0+l1)+(l2+l3))+((l4+l5)+
+ * (l6+l7)), the rest added in double; r = sqrtf(f32(sum) / f32(G)). */
+static float doc_rms(const float *x, size_t G)
+{
+    float l[8] = {0};
+    size_t full = G - G % 8;
+    for (size_t j = 0; j < full; j++)
+        l[j % 8] += x[j] * x[j];
+    double s = ((double)l[0] + l[1]) + ((double)l[2] + l[3]);
+    s = s + (((double)l[4] + l[5]) + ((double)l[6] + l[7]));
+    for (size_t j = full; j < G; j++)
+        s += (double)x[j] * x[j];
+    return sqrtf((float)s / (float)G);
+}
+
+/* "index = #{k : v >= bnd[k]}": a value exactly on a boundary (x / r == bnd[k] in f32) takes
+ * the upper centroid, on the 8-lane path (position 3) and in the scalar tail (position 37 of
+ * a group of 40), at the boundaries of 2, 3 and 4 bits. The ties are built by solving
+ * x = bnd[k]·r for the group's own r (a fixed point, nudged by ulps until exact; most
+ * boundaries get one, and each bit width gets some on both paths). */
+static void test_rms_ties_go_up(void)
+{
+    tq_err err;
+    enum { G = 40 };
+    for (int bits = 2; bits <= 4; bits++) {
+        tq_codebook cb;
+        CHECK_OK(tq_codebook_lloyd_max(bits, &cb, &err));
+        int ties[2] = {0, 0}, tried = 0;
+        for (int k = 0; k + 1 < cb.n; k++)
+            for (int pos = 3; pos <= 37; pos += 34) {
+                float w[G];
+                for (int i = 0; i < G; i++)
+                    w[i] = (i % 2 ? 1.0f : -1.0f) * (0.5f + 0.03f * (float)i);
+                float b = cb.bnd[k];
+                int exact = 0;
+                for (int it = 0; it < 120 && !exact; it++) {
+                    float r = doc_rms(w, G);
+                    if (w[pos] / r == b)
+                        exact = 1;
+                    else if (it < 20)
+                        w[pos] = b * r;
+                    else
+                        w[pos] = nextafterf(w[pos], w[pos] / r < b ? INFINITY : -INFINITY);
+                }
+                tried++;
+                if (!exact)
+                    continue;
+                ties[pos > 32]++;
+                uint8_t idx[G];
+                uint16_t sc[1];
+                CHECK_OK(tq_quantize_groups(&cb, TQ_SCALE_RMS, G, w, G, idx, sc, NULL, NULL, &err));
+                CHECKF(idx[pos] == k + 1, "%d-bit boundary %d at position %d: index %d, the tie goes up to %d", bits,
+                       k, pos, idx[pos], k + 1);
+            }
+        printf("  %d-bit: exact ties at %d + %d of %d boundary positions\n", bits, ties[0], ties[1], tried);
+        CHECKF(ties[0] > 0 && ties[1] > 0 && ties[0] + ties[1] >= tried / 2, "%d-bit: too few exact ties (%d, %d of %d)",
+               bits, ties[0], ties[1], tried);
+    }
+}
+
 int main(void)
 {
     RUN(test_f16_conversions);
@@ -593,6 +654,7 @@ int main(void)
     RUN(test_signs_check_values);
     RUN(test_codebooks);
     RUN(test_naive_agrees);
+    RUN(test_rms_ties_go_up);
     RUN(test_hand_case);
     RUN(test_packing_roundtrip);
     RUN(test_mse_gaussian);
