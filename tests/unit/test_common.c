@@ -73,10 +73,21 @@ static void test_utf8(void)
     CHECK(tq_utf8_next("\xf4\x8f\xbf\xbf", 4, &cp) == 4 && cp == 0x10FFFF);
     CHECK(tq_utf8_check("a\0b", 3, &bad) == 0); /* NUL is valid UTF-8 */
     CHECK(tq_utf8_check("ok \xc3\xa9", 5, NULL) == 0);
+    /* every limit at the edge, accepted side: the shortest forms' smallest code points
+     * U+0080, U+0800, U+10000, and the neighbours of the surrogates U+D7FF, U+E000 */
+    CHECK(tq_utf8_next("\xc2\x80", 2, &cp) == 2 && cp == 0x80);
+    CHECK(tq_utf8_next("\xe0\xa0\x80", 3, &cp) == 3 && cp == 0x800);
+    CHECK(tq_utf8_next("\xf0\x90\x80\x80", 4, &cp) == 4 && cp == 0x10000);
+    CHECK(tq_utf8_next("\xed\x9f\xbf", 3, &cp) == 3 && cp == 0xD7FF);
+    CHECK(tq_utf8_next("\xee\x80\x80", 3, &cp) == 3 && cp == 0xE000);
     static const struct { const char *s; size_t len, bad; } no[] = {
         {"ab\xc0\xaf", 4, 2},          /* overlong '/' */
         {"\xe0\x80\xaf", 3, 0},        /* overlong, 3 bytes */
         {"x\xed\xa0\x80", 4, 1},       /* surrogate U+D800 */
+        {"x\xed\xbf\xbf", 4, 1},       /* surrogate U+DFFF */
+        {"\xc1\xbf", 2, 0},            /* overlong U+007F, 2 bytes */
+        {"\xe0\x9f\xbf", 3, 0},        /* overlong U+07FF, 3 bytes */
+        {"\xf0\x8f\xbf\xbf", 4, 0},    /* overlong U+FFFF, 4 bytes */
         {"\xf4\x90\x80\x80", 4, 0},   /* above U+10FFFF */
         {"\xe2\x82", 2, 0},            /* cut short by the end */
         {"\xe2\x82\xac", 2, 0},        /* cut short by len, not by NUL */
