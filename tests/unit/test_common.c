@@ -189,6 +189,14 @@ static void test_overflow(void)
     CHECK(tq_mul_u64(1ull << 32, 1ull << 32, &v) != 0);
     CHECK(tq_add_u64(UINT64_MAX, 1, &v) != 0);
     CHECK(tq_add_u64(UINT64_MAX - 1, 1, &v) == 0 && v == UINT64_MAX);
+    /* tq_align_up: a multiple stays, one past it goes to the next, either side of the top */
+    CHECK(tq_align_up(0, 4096, &v) == 0 && v == 0);
+    CHECK(tq_align_up(4096, 4096, &v) == 0 && v == 4096);
+    CHECK(tq_align_up(4095, 4096, &v) == 0 && v == 4096);
+    CHECK(tq_align_up(4097, 4096, &v) == 0 && v == 8192);
+    CHECK(tq_align_up(UINT64_MAX - 4095, 4096, &v) == 0 && v == UINT64_MAX - 4095);
+    CHECK(tq_align_up(UINT64_MAX - 4094, 4096, &v) != 0);
+    CHECK(tq_align_up(10, 0, &v) != 0 && tq_align_up(10, 24, &v) != 0);
 }
 
 static void test_crc32(void)
