@@ -1,9 +1,8 @@
-/* Atomic output files: FILE.partial-XXXXXX, fsynced and renamed into place, or removed. */
+/* Atomic output files: FILE.partial-XXXXXX, fsynced and published by tq_publish, or removed. */
 #include "common/common.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +12,7 @@ int tq_afile_open(tq_afile *f, const char *final_path, int flags, tq_err *e)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
+    f->flags = flags;
     if ((flags & TQ_AFILE_NOCLOBBER) && tq_exists(final_path))
         return tq_fail(e, TQ_EEXIST, "%s: already exists; refusing to overwrite", final_path);
     size_t n = strlen(final_path);
@@ -37,43 +37,51 @@ int tq_afile_open(tq_afile *f, const char *final_path, int flags, tq_err *e)
     return 0;
 }
 
-static void fsync_parent(const char *path)
+static void afile_clear(tq_afile *f)
 {
-    char *copy = strdup(path);
-    if (!copy)
-        return;
-    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
+    free(f->tmp_path);
+    free(f->final_path);
+    f->tmp_path = f->final_path = NULL;
+}
+
+int tq_afile_sync(tq_afile *f, tq_err *e)
+{
+    if (f->fd < 0)
+        return 0;
+    int rc = fsync(f->fd);
+    if (rc == 0) {
+        rc = close(f->fd);
+        f->fd = -1;
     }
-    free(copy);
+    if (rc != 0) {
+        tq_fail(e, TQ_EIO, "%s: %s failed: %s", f->tmp_path, f->fd >= 0 ? "fsync" : "close", strerror(errno));
+        tq_afile_abort(f);
+        return -1;
+    }
+    return 0;
 }
 
 int tq_afile_commit(tq_afile *f, tq_err *e)
 {
-    if (fsync(f->fd) != 0) {
-        int err = errno;
-        tq_afile_abort(f);
-        return tq_fail(e, TQ_EIO, "%s: fsync failed: %s", f->final_path ? f->final_path : "?", strerror(err));
-    }
-    if (close(f->fd) != 0) {
-        int err = errno;
-        f->fd = -1;
-        tq_afile_abort(f);
-        return tq_fail(e, TQ_EIO, "%s: close failed: %s", f->final_path ? f->final_path : "?", strerror(err));
+    if (tq_afile_sync(f, e) != 0)
+        return -1;
+    /* on a conflict the complete output stays where the message says; otherwise it is gone */
+    int rc = tq_publish(f->tmp_path, f->final_path, f->flags & TQ_AFILE_NOCLOBBER ? 0 : TQ_PUBLISH_REPLACE, e);
+    afile_clear(f);
+    return rc;
+}
+
+char *tq_afile_keep(tq_afile *f)
+{
+    if (f->fd >= 0) {
+        fsync(f->fd);
+        close(f->fd);
     }
     f->fd = -1;
-    if (rename(f->tmp_path, f->final_path) != 0) {
-        int err = errno;
-        tq_afile_abort(f);
-        return tq_fail(e, TQ_EIO, "%s: rename failed: %s", f->final_path ? f->final_path : "?", strerror(err));
-    }
-    fsync_parent(f->final_path);
-    free(f->tmp_path);
-    free(f->final_path);
-    f->tmp_path = f->final_path = NULL;
-    return 0;
+    char *kept = f->tmp_path;
+    f->tmp_path = NULL;
+    afile_clear(f);
+    return kept;
 }
 
 void tq_afile_abort(tq_afile *f)
@@ -83,9 +91,7 @@ void tq_afile_abort(tq_afile *f)
     f->fd = -1;
     if (f->tmp_path)
         unlink(f->tmp_path);
-    free(f->tmp_path);
-    free(f->final_path);
-    f->tmp_path = f->final_path = NULL;
+    afile_clear(f);
 }
 
 int tq_write_file_atomic(const char *path, const void *data, size_t len, tq_err *e)

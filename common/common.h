@@ -104,34 +104,71 @@ int tq_copy_file(const char *src, const char *dst, tq_err *e);
 int tq_list_dir(const char *dir, char ***names, size_t *n, tq_err *e);
 void tq_free_strv(char **v, size_t n);
 
-/* Atomic output: data goes to "FINAL.partial-XXXXXX"; commit = fsync + rename + fsync(dir);
- * abort (or any failure) unlinks the partial file. Nothing ever appears under FINAL
- * unless it is complete. */
+/* ---- outputs: nothing incomplete under a final name, nothing replaced unasked ----
+ *
+ * Publishing (tq_publish): a complete, fsynced partial TMP (a file or a directory, made next
+ * to FINAL) takes the name FINAL and FINAL's parent is fsynced. Without TQ_PUBLISH_REPLACE
+ * nothing is ever replaced: the rename is renameat2(RENAME_NOREPLACE) on Linux,
+ * renamex_np(RENAME_EXCL) on macOS, link(2)+unlink(2) for a file elsewhere (and, where a
+ * filesystem has no hard links, a look then a rename), rename(2) for a directory elsewhere
+ * (which cannot replace a non-empty directory or a file). If FINAL exists (it appeared while
+ * TMP was written) it fails with TQ_EEXIST naming TMP, which is left in place, complete.
+ * With TQ_PUBLISH_REPLACE an existing FINAL is replaced: a file by rename(2), a directory by
+ * an atomic exchange (RENAME_EXCHANGE / renamex_np RENAME_SWAP) after which the old output,
+ * now at TMP, is removed; without an exchange the old directory is first moved aside to
+ * FINAL.old-XXXXXX (the one case where an interruption can leave FINAL missing, with the old
+ * output under that name). FINAL always holds a complete output, old or new. On any failure
+ * but TQ_EEXIST the partial TMP is removed. */
+#define TQ_PUBLISH_REPLACE 1
+int tq_publish(const char *tmp, const char *final_path, int flags, tq_err *e);
+/* FINAL without trailing slashes + suffix. */
+char *tq_sibling_path(const char *final_path, const char *suffix, tq_err *e);
+void tq_fsync_parent(const char *path);
+
+/* Atomic output file: data goes to "FINAL.partial-XXXXXX"; commit = fsync + tq_publish;
+ * abort (or a failure to write) unlinks the partial file. TQ_AFILE_NOCLOBBER: refuse an
+ * existing FINAL at open, and one that appears meanwhile at commit (the partial is then kept
+ * and named in the error); without it an existing FINAL is replaced atomically. */
 typedef struct tq_afile {
     int fd;
+    int flags;
     char *final_path;
     char *tmp_path;
 } tq_afile;
 #define TQ_AFILE_NOCLOBBER 1 /* fail with TQ_EEXIST if FINAL exists */
 int tq_afile_open(tq_afile *f, const char *final_path, int flags, tq_err *e);
+/* fsync + close, without publishing (commit does it if not done); on failure, aborts. */
+int tq_afile_sync(tq_afile *f, tq_err *e);
 int tq_afile_commit(tq_afile *f, tq_err *e);
 void tq_afile_abort(tq_afile *f);
+/* Close the partial file and leave it where it is; returns its path (caller frees). */
+char *tq_afile_keep(tq_afile *f);
 int tq_write_file_atomic(const char *path, const void *data, size_t len, tq_err *e);
 
-/* Atomic output directory: built as "FINAL.partial-XXXXXX" and renamed to FINAL by commit
- * (after moving an earlier FINAL aside when TQ_ADIR_REPLACE allows replacing it); abort, or
- * any failure, removes the partial tree. Without TQ_ADIR_REPLACE a non-empty FINAL is refused
- * at open. */
+/* Atomic output directory: built as "FINAL.partial-XXXXXX" and published by commit. Without
+ * TQ_ADIR_REPLACE a non-empty FINAL is refused at open, an empty one gives way at commit
+ * (unless something was put in it), and one that appeared meanwhile makes commit fail with
+ * TQ_EEXIST, keeping the partial directory and naming it; with TQ_ADIR_REPLACE FINAL is
+ * swapped atomically. Abort, or any other failure, removes the partial tree. */
 typedef struct tq_adir {
     char *final_path;
     char *tmp_path;
+    int flags;
+    int had_empty;               /* FINAL was an empty directory at open ... */
+    uint64_t empty_dev, empty_ino; /* ... this one */
 } tq_adir;
 #define TQ_ADIR_REPLACE 1
 int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e);
 int tq_adir_commit(tq_adir *d, tq_err *e);
 void tq_adir_abort(tq_adir *d);
+/* Leave the partial directory where it is; returns its path (caller frees). */
+char *tq_adir_keep(tq_adir *d);
 void tq_rm_tree(const char *path); /* rm -rf, not following symlinks */
 int tq_dir_is_empty(const char *path);
+
+/* Test hook: with TQ_CRASH_AT_STEP=N in the environment the process SIGKILLs itself at the
+ * N-th call (the step points between the system calls of publishing and of removing). */
+void tq_test_step(void);
 
 /* ---- hashing (libcrypto EVP) ---- */
 typedef struct tq_sha256 tq_sha256;

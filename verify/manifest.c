@@ -237,17 +237,28 @@ char *tq_manifest_sums(const tq_manifest *m, size_t *len, tq_err *e)
     return s;
 }
 
+/* Both files are written and fsynced as partials before either is published, so a full disk
+ * or a write error leaves the earlier pair (or none) under the final names, never a short one. */
 int tq_manifest_write(const char *dir, const tq_manifest *m, tq_err *e)
 {
     size_t len;
     char *sums = tq_manifest_sums(m, &len, e);
     char *sp = tq_path_join(dir, TQ_SUMS_NAME, e), *mp = tq_path_join(dir, TQ_MANIFEST_NAME, e);
     cJSON *j = tq_manifest_to_json(m, e);
+    char *mtext = j ? tq_json_print(j, e) : NULL;
+    tq_afile fm = {.fd = -1}, fs = {.fd = -1};
     int rc = -1;
-    if (sums && sp && mp && j && tq_json_write_file(mp, j, e) == 0 &&
-        tq_write_file_atomic(sp, sums, len, e) == 0)
+    if (sums && sp && mp && mtext && tq_afile_open(&fm, mp, 0, e) == 0 && tq_afile_open(&fs, sp, 0, e) == 0 &&
+        tq_write_full(fm.fd, mtext, strlen(mtext), fm.tmp_path, e) == 0 &&
+        tq_write_full(fs.fd, sums, len, fs.tmp_path, e) == 0 && tq_afile_sync(&fm, e) == 0 &&
+        tq_afile_sync(&fs, e) == 0 && tq_afile_commit(&fm, e) == 0 && tq_afile_commit(&fs, e) == 0)
         rc = 0;
+    if (fm.tmp_path)
+        tq_afile_abort(&fm);
+    if (fs.tmp_path)
+        tq_afile_abort(&fs);
     cJSON_Delete(j);
+    free(mtext);
     free(sums);
     free(sp);
     free(mp);

@@ -32,7 +32,7 @@ static char *abs_path_of_new(const char *out, tq_err *e)
 /* The kept partial file, by absolute path so the message says exactly where it is. */
 static char *keep_partial(tq_afile *af)
 {
-    char *kept = rows_out_keep(af), rp[PATH_MAX];
+    char *kept = tq_afile_keep(af), rp[PATH_MAX];
     if (kept && realpath(kept, rp)) {
         char *a = strdup(rp);
         if (a) {
@@ -176,7 +176,7 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
                 r->kept_partial);
         goto done;
     }
-    if (rows_out_commit(&af, e) != 0) {
+    if (tq_afile_commit(&af, e) != 0) {
         opened = 0;
         goto done;
     }

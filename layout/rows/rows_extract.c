@@ -222,7 +222,7 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
         tq_progress_add(&pg, n);
     }
     tq_progress_end(&pg);
-    if (rows_out_commit(&af, e) != 0) {
+    if (tq_afile_commit(&af, e) != 0) {
         opened = 0;
         goto done;
     }

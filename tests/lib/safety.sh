@@ -24,6 +24,9 @@
 #   crash_safety OUT INPUT -- CMD...       kill at six points, re-run, compare
 #   disk_full OUT INPUT LIMIT_KIB -- CMD...  exit 1 naming OUT, nothing left, input intact
 #   input_truncated OUT INPUT_DIR AFTER_BYTES -- CMD...  shards cut mid-run are detected
+#   output_appears OUT AFTER_BYTES -- CMD...   OUT made by someone else mid-run survives
+#   two_writers OUT N -- CMD...               two runs into one new OUT, N times: one wins
+#   force_kill_steps OUT -- CMD...            --force replacement killed at every step
 
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh" # fail, run, expect_exit, jget
 
@@ -172,4 +175,121 @@ input_truncated() {
   [ ! -e "$out" ] || fail "$out exists after the input was truncated"
   ! compgen -G "$out.partial-*" >/dev/null || fail "partial output left behind: $(echo "$out".partial-*)"
   echo "input truncation detected after $after bytes written: $(cat err.txt)"
+}
+
+# make_theirs OUT KIND: someone else's output at OUT: a directory holding a file (KIND dir) or
+# a file (KIND file). theirs_intact OUT: it is still exactly that.
+make_theirs() {
+  if [ "$2" = dir ]; then mkdir "$1" && echo "not yours" > "$1/theirs.txt"
+  else echo "not yours" > "$1"; fi
+}
+theirs_intact() {
+  if [ -d "$1" ]; then [ "$(ls -A "$1")" = theirs.txt ] && [ "$(cat "$1/theirs.txt")" = "not yours" ]
+  else [ "$(cat "$1" 2>/dev/null)" = "not yours" ]; fi
+}
+
+# kept_partial ERRFILE: the partial a refused run kept, as its message names it (one path).
+kept_partial() { sed -n 's/.* kept at \([^ ;]*\).*/\1/p' "$1" | head -n 1; }
+
+# output_appears OUT AFTER_BYTES -- CMD...  (CMD writes OUT, a file or a directory)
+# Stops CMD after AFTER_BYTES bytes of output, makes OUT as someone else would (a directory
+# with a file, or a file, like the output CMD writes), lets CMD go on: it must exit 1 saying
+# OUT appeared, leave that OUT exactly as it was, and keep its own complete output under the
+# partial name its message gives (identical to an undisturbed run's output).
+output_appears() {
+  local out=$1 after=$2; shift 3
+  local kind rc ref kept
+  rm -rf "$out" "$out".partial-*
+  "$@" >/dev/null || fail "undisturbed run failed: $*"
+  ref=$(tree_hash "$out"); kind=file; [ -d "$out" ] && kind=dir
+  rm -rf "$out"
+  PAUSE_ERR=appear.err pause_at "$after" "$@" || fail "$* did not stop after $after bytes"
+  make_theirs "$out" "$kind"
+  kill -CONT "$PID"; wait "$PID"; rc=$?
+  [ "$rc" -eq 1 ] || fail "output appeared under $*: exit $rc, expected 1 ($(cat appear.err))"
+  grep -q "$(basename "$out"): appeared while this output was being written" appear.err ||
+    fail "message does not say the output appeared: $(cat appear.err)"
+  theirs_intact "$out" || fail "the $kind that appeared at $out was changed"
+  kept=$(kept_partial appear.err)
+  [[ $kept == *"$(basename "$out")".partial-* ]] && [ -e "$kept" ] || fail "no kept partial named: $(cat appear.err)"
+  [ "$(tree_hash "$kept")" = "$ref" ] || fail "the kept partial $kept is not the complete output"
+  rm -rf "$out" "$out".partial-* appear.err
+  echo "output appearing after $after bytes left intact, partial kept: $*"
+}
+
+# two_writers OUT N -- CMD...  Two copies of CMD write the same new OUT, N times: both are
+# stopped mid-write and let go together, so both reach the commit. Exactly one exits 0 and
+# the other 1 (saying OUT appeared, keeping its partial, identical to the winner's output),
+# OUT is complete (equal to an undisturbed run's output), and nothing else is left over.
+two_writers() {
+  local out=$1 n=$2; shift 3
+  local ref i p1 p2 r1 r2 err kept
+  rm -rf "$out" "$out".partial-*
+  "$@" >/dev/null || fail "undisturbed run failed: $*"
+  ref=$(tree_hash "$out")
+  for ((i = 1; i <= n; i++)); do
+    rm -rf "$out" "$out".partial-*
+    PAUSE_ERR=w1.err pause_at 1000 "$@" || fail "writer 1 did not stop"; p1=$PID
+    PAUSE_ERR=w2.err pause_at 1000 "$@" || fail "writer 2 did not stop"; p2=$PID
+    if ((i % 2)); then kill -CONT "$p1" "$p2"; else kill -CONT "$p2" "$p1"; fi
+    wait "$p1"; r1=$?; wait "$p2"; r2=$?
+    [ "$((r1 + r2))" -eq 1 ] && [ "$((r1 * r2))" -eq 0 ] ||
+      fail "round $i: exits $r1 and $r2, expected one 0 and one 1 ($(cat w1.err w2.err))"
+    err=w1.err; [ "$r1" -eq 0 ] && err=w2.err
+    grep -q "appeared while this output was being written" "$err" || fail "round $i: loser says: $(cat "$err")"
+    [ "$(tree_hash "$out")" = "$ref" ] || fail "round $i: $out is not the complete output"
+    kept=$(kept_partial "$err")
+    [ -e "$kept" ] && [ "$(tree_hash "$kept")" = "$ref" ] || fail "round $i: loser's partial '$kept' not complete"
+    rm -rf "$kept"
+    [ -z "$(partials "$out")" ] || fail "round $i: left over: $(partials "$out")"
+  done
+  # and free-running, started together
+  for ((i = 1; i <= n; i++)); do
+    rm -rf "$out" "$out".partial-*
+    "$@" >/dev/null 2>w1.err & p1=$!
+    "$@" >/dev/null 2>w2.err & p2=$!
+    wait "$p1"; r1=$?; wait "$p2"; r2=$?
+    [ "$((r1 + r2))" -eq 1 ] && [ "$((r1 * r2))" -eq 0 ] ||
+      fail "free round $i: exits $r1 and $r2, expected one 0 and one 1 ($(cat w1.err w2.err))"
+    [ "$(tree_hash "$out")" = "$ref" ] || fail "free round $i: $out is not the complete output"
+    partials "$out" | xargs -r rm -rf
+  done
+  rm -rf "$out" "$out".partial-* w1.err w2.err
+  echo "two writers into one new output, $n + $n rounds: one wins, the other keeps its partial: $*"
+}
+
+# force_kill_steps OUT OLD -- CMD...  (CMD replaces OUT, e.g. with --force)
+# OLD is a complete earlier output. For k = 1, 2, ...: OUT starts as a copy of OLD and CMD is
+# SIGKILLed at its k-th step point (TQ_CRASH_AT_STEP: between the system calls that publish
+# an output or remove the replaced one), until a run finishes. After every kill OUT must be
+# complete, the old output or the new one, never missing or mixed; a re-run must then
+# succeed. The finished run must have put the new output in place with nothing left beside.
+force_kill_steps() {
+  local out=$1 old=$2; shift 3
+  local oldh newh k rc h
+  oldh=$(tree_hash "$old")
+  rm -rf "$out" "$out".partial-* "$out".old-*
+  cp -a "$old" "$out"
+  "$@" >/dev/null || fail "undisturbed replacement failed: $*"
+  newh=$(tree_hash "$out")
+  [ "$newh" != "$oldh" ] || fail "the old and the new output are the same; the test needs them to differ"
+  for ((k = 1; ; k++)); do
+    rm -rf "$out" "$out".partial-* "$out".old-*
+    cp -a "$old" "$out"
+    TQ_CRASH_AT_STEP=$k "$@" >/dev/null 2>&1; rc=$?
+    [ -e "$out" ] || fail "killed at step $k: $out is missing"
+    h=$(tree_hash "$out")
+    if [ "$rc" -eq 0 ]; then
+      [ "$h" = "$newh" ] || fail "finished (step $k): $out is not the new output"
+      [ -z "$(ls -d "$out".partial-* "$out".old-* 2>/dev/null)" ] || fail "finished: left over: $(ls -d "$out".*)"
+      break
+    fi
+    [ "$rc" -eq 137 ] || fail "step $k: exit $rc, expected a kill (137) or success"
+    [ "$h" = "$oldh" ] || [ "$h" = "$newh" ] || fail "killed at step $k: $out is neither the old nor the new output"
+    "$@" >/dev/null || fail "re-run after a kill at step $k failed"
+    [ "$(tree_hash "$out")" = "$newh" ] || fail "re-run after a kill at step $k: not the new output"
+  done
+  [ "$k" -gt 3 ] || fail "only $((k - 1)) step points: the hook is not reached"
+  rm -rf "$out".partial-* "$out".old-*
+  echo "killed at each of $((k - 1)) steps of a replacement: $out always complete: $*"
 }

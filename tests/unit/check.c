@@ -1,7 +1,8 @@
 /* Helpers shared by the unit tests (declared in check.h): file comparison, deterministic
- * random numbers, scratch paths. */
+ * random numbers, scratch paths, counting leftovers. */
 #include "check.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -71,4 +72,16 @@ void t_flip_byte(const char *path, uint64_t off, unsigned char x)
     if (fd >= 0)
         close(fd);
     CHECKF(ok, "cannot flip byte %llu of %s", (unsigned long long)off, path);
+}
+
+int t_count_prefixed(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        n += !strncmp(de->d_name, prefix, strlen(prefix));
+    if (d)
+        closedir(d);
+    return n;
 }

@@ -83,5 +83,7 @@ char *t_path(const char *name);
 /* Corrupts a file in place: XORs the byte at off with x. The current test fails when that
  * byte cannot be read and written back. */
 void t_flip_byte(const char *path, uint64_t off, unsigned char x);
+/* Entries of dir whose names start with prefix (partial outputs, leftovers). */
+int t_count_prefixed(const char *dir, const char *prefix);
 
 #endif

@@ -7,18 +7,6 @@
 #include <pthread.h>
 #include <unistd.h>
 
-/* Files in the scratch dir whose names start with prefix. */
-static int count_files(const char *prefix)
-{
-    DIR *d = opendir(t_tmpdir());
-    int n = 0;
-    struct dirent *de;
-    while (d && (de = readdir(d)))
-        n += !strncmp(de->d_name, prefix, strlen(prefix));
-    if (d)
-        closedir(d);
-    return n;
-}
 
 static const tq_st_decl decls[] = {
     {"zeta.weight", TQ_DT_F32, 2, {3, 4}},
@@ -61,7 +49,7 @@ static void test_write_read(void)
     tq_err err = {0};
     const char *p = t_path("a.safetensors");
     CHECK_OK(write_sample(p, 0, &err));
-    CHECK(count_files("a.safetensors.partial") == 0);
+    CHECK(t_count_prefixed(t_tmpdir(), "a.safetensors.partial") == 0);
     tq_st_file *f;
     CHECK_OK(tq_st_open(&f, p, &err));
     if (t_failed_here)
@@ -160,7 +148,7 @@ static void test_incomplete(void)
     CHECK_OK(tq_st_writer_open(&w, p, decls, ND, NULL, NULL, 0, 0, &err));
     if (t_failed_here)
         return;
-    CHECK(count_files("inc.safetensors.partial-") == 1);
+    CHECK(t_count_prefixed(t_tmpdir(), "inc.safetensors.partial-") == 1);
     unsigned char buf[48] = {0};
     long z = tq_st_writer_index(w, "zeta.weight");
     CHECK(z >= 0);
@@ -172,7 +160,7 @@ static void test_incomplete(void)
     CHECK(tq_st_writer_finish(w, &err) != 0);
     CHECK(strstr(err.msg, "tensor 'alpha.bias': only 0 of 10 bytes were written") != NULL);
     CHECK(!tq_exists(p));
-    CHECK(count_files("inc.safetensors") == 0);
+    CHECK(t_count_prefixed(t_tmpdir(), "inc.safetensors") == 0);
 }
 
 static void test_abort(void)
@@ -184,7 +172,7 @@ static void test_abort(void)
     if (t_failed_here)
         return;
     tq_st_writer_abort(w);
-    CHECK(count_files("ab.safetensors") == 0);
+    CHECK(t_count_prefixed(t_tmpdir(), "ab.safetensors") == 0);
     /* bad declarations never create a file */
     tq_st_decl dup[2] = {{"x", TQ_DT_F32, 1, {1}}, {"x", TQ_DT_F32, 1, {2}}};
     CHECK(tq_st_writer_open(&w, p, dup, 2, NULL, NULL, 0, 0, &err) != 0 && strstr(err.msg, "declared twice"));
@@ -194,7 +182,7 @@ static void test_abort(void)
     CHECK(tq_st_writer_open(&w, p, meta, 1, NULL, NULL, 0, 0, &err) != 0);
     tq_st_decl badutf[1] = {{"x\xff", TQ_DT_F32, 1, {1}}};
     CHECK(tq_st_writer_open(&w, p, badutf, 1, NULL, NULL, 0, 0, &err) != 0);
-    CHECK(count_files("ab.safetensors") == 0);
+    CHECK(t_count_prefixed(t_tmpdir(), "ab.safetensors") == 0);
 }
 
 #define NTHR 4

@@ -1,0 +1,48 @@
+# Outputs are never replaced unasked (issue 24): an output that someone else creates while a
+# tool writes is left as it is (exit 1, the tool's complete output kept under the partial name
+# it gives); two runs into one new output: one wins, the other keeps its partial; a --force
+# replacement killed at any step leaves a complete output, old or new, under the final name.
+set -u
+. "$ROOT/tests/lib/safety.sh"
+tq-mkmodel --quiet --seed 5 src || fail mkmodel
+tq-split --quiet src split || fail split
+tq-verify pack --quiet src -o b.tar.zst || fail pack
+tq-mkmodel --quiet --arch ngram --rows 3000 ng || fail "mkmodel ngram"
+
+output_appears out 1000 -- tq-convert --quiet --threads 2 src out
+output_appears sp 1000 -- tq-split --quiet --threads 2 src sp
+output_appears joined 1000 -- tq-split --quiet --join split joined
+output_appears un 1000 -- tq-verify unpack --quiet b.tar.zst -o un
+output_appears r.rows 1000 -- tq-rowlayout ng/model.safetensors --out r.rows --quiet --chunk-size 4096
+tq-rowlayout ng/model.safetensors --out r0.rows --quiet || fail rowlayout
+output_appears ex/model.safetensors 1000 -- tq-rowlayout --extract r0.rows --to ex --quiet --chunk-size 4096
+
+two_writers out 10 -- tq-convert --quiet --threads 2 src out
+two_writers sp 10 -- tq-split --quiet --threads 2 src sp
+two_writers joined 5 -- tq-split --quiet --join split joined
+two_writers un 5 -- tq-verify unpack --quiet b.tar.zst -o un
+two_writers r.rows 5 -- tq-rowlayout ng/model.safetensors --out r.rows --quiet --chunk-size 4096
+
+# --force: an atomic exchange, then the old output is removed
+tq-convert --quiet --bits 2 src old || fail "convert --bits 2"
+force_kill_steps q old -- tq-convert --quiet --force src q
+# tq-mkmodel replaces an earlier model the same way
+tq-mkmodel --quiet --seed 8 oldm || fail "mkmodel --seed 8"
+force_kill_steps m oldm -- tq-mkmodel --quiet --seed 9 m
+
+# Without RENAME_EXCHANGE (TQ_RENAME_FALLBACK=1) the old directory is moved aside first: a
+# kill between the two renames can leave the final name empty, but never loses an output:
+# the old one is then complete under q.old-*.
+oldh=$(tree_hash old)
+for ((k = 1; k < 100; k++)); do
+  rm -rf q q.partial-* q.old-*; cp -a old q
+  TQ_RENAME_FALLBACK=1 TQ_CRASH_AT_STEP=$k tq-convert --quiet --force src q >/dev/null 2>&1; rc=$?
+  [ "$rc" = 0 ] && break
+  [ "$rc" = 137 ] || fail "fallback, step $k: exit $rc"
+  if [ ! -e q ]; then
+    o=$(ls -d q.old-*) && [ "$(tree_hash "$o")" = "$oldh" ] || fail "fallback, step $k: no q and no complete q.old-*"
+  fi
+done
+[ "$rc" = 0 ] && [ -z "$(ls -d q.partial-* q.old-* 2>/dev/null)" ] || fail "fallback replacement did not finish cleanly"
+echo "fallback replacement: nothing lost at any of $((k - 1)) steps"
+exit 0

@@ -1,0 +1,212 @@
+/* The commit primitive (tq_publish, tq_afile, tq_adir), each case with its outcome asserted;
+ * every case runs twice: with the kernel's flagged renames and with the portable fallbacks. */
+#include "common/common.h"
+#include "tests/unit/check.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int fallback; /* this round runs with TQ_RENAME_FALLBACK=1 */
+
+static void put(const char *path, const char *text)
+{
+    tq_err err = {0};
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    CHECK(fd >= 0 && tq_write_full(fd, text, strlen(text), path, &err) == 0);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* the whole file equals text */
+static int holds(const char *path, const char *text)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    tq_err err = {0};
+    int ok = tq_read_small_file(path, 1 << 20, &buf, &n, &err) == 0 && n == strlen(text) && !memcmp(buf, text, n);
+    free(buf);
+    return ok;
+}
+
+
+/* an open tq_afile for fin holding text, not yet committed */
+static void afile_with(tq_afile *f, const char *fin, int flags, const char *text)
+{
+    tq_err err = {0};
+    CHECK_OK(tq_afile_open(f, fin, flags, &err));
+    CHECK_OK(tq_write_full(f->fd, text, strlen(text), f->tmp_path, &err));
+}
+
+static char *fresh_dir(const char *name)
+{
+    char *p = t_path(name);
+    tq_rm_tree(p);
+    mkdir(p, 0755);
+    return p;
+}
+
+/* A file output: published, refused when the name appeared meanwhile (the new output is kept
+ * and named, the other one untouched), replaced when asked. */
+static void publish_file(void)
+{
+    tq_err err = {0};
+    char *dir = fresh_dir("pf");
+    char *fin = tq_path_join(dir, "out.bin", &err), *tmp = tq_path_join(dir, "out.bin.partial-1", &err);
+    put(tmp, "new");
+    CHECK_OK(tq_publish(tmp, fin, 0, &err));
+    CHECK(holds(fin, "new") && !tq_exists(tmp));
+    put(tmp, "second");
+    CHECK(tq_publish(tmp, fin, 0, &err) != 0 && err.code == TQ_EEXIST);
+    CHECKF(strstr(err.msg, "appeared while this output was being written") && strstr(err.msg, tmp), "%s", err.msg);
+    CHECK(holds(fin, "new") && holds(tmp, "second"));
+    CHECK_OK(tq_publish(tmp, fin, TQ_PUBLISH_REPLACE, &err));
+    CHECK(holds(fin, "second") && !tq_exists(tmp));
+    CHECK(t_count_prefixed(dir, "out.bin.") == 0);
+    free(fin);
+    free(tmp);
+}
+
+/* A directory output: a non-empty directory that appeared is never replaced; with REPLACE the
+ * two are exchanged and the old one removed, nothing left beside. */
+static void publish_dir(void)
+{
+    tq_err err = {0};
+    char *dir = fresh_dir("pd");
+    char *fin = tq_path_join(dir, "out", &err), *tmp = tq_path_join(dir, "out.partial-1", &err);
+    char *a = tq_path_join(tmp, "a", &err), *fa = tq_path_join(fin, "a", &err), *theirs = tq_path_join(fin, "theirs", &err);
+    mkdir(tmp, 0755);
+    put(a, "one");
+    CHECK_OK(tq_publish(tmp, fin, 0, &err));
+    CHECK(holds(fa, "one") && !tq_exists(tmp));
+    /* someone else's directory appears with a file in it */
+    tq_rm_tree(fin);
+    mkdir(fin, 0755);
+    put(theirs, "keep me");
+    mkdir(tmp, 0755);
+    put(a, "two");
+    CHECK(tq_publish(tmp, fin, 0, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, tmp));
+    CHECK(holds(theirs, "keep me") && !tq_exists(fa) && holds(a, "two"));
+    /* asked to replace: exchanged, the old tree removed */
+    CHECK_OK(tq_publish(tmp, fin, TQ_PUBLISH_REPLACE, &err));
+    CHECK(holds(fa, "two") && !tq_exists(theirs) && !tq_exists(tmp));
+    CHECK(t_count_prefixed(dir, "out.") == 0);
+    /* a file where a directory goes is not replaced even when asked */
+    tq_rm_tree(fin);
+    put(fin, "a file");
+    mkdir(tmp, 0755);
+    CHECK(tq_publish(tmp, fin, TQ_PUBLISH_REPLACE, &err) != 0 && err.code == TQ_EEXIST);
+    CHECK(holds(fin, "a file") && tq_is_dir(tmp));
+    free(fin);
+    free(tmp);
+    free(a);
+    free(fa);
+    free(theirs);
+}
+
+/* tq_afile with NOCLOBBER: a file created between open and commit survives; the partial is
+ * kept (complete) and named; without NOCLOBBER the final file is replaced atomically. */
+static void afile_appearing(void)
+{
+    tq_err err = {0};
+    char *dir = fresh_dir("af");
+    char *fin = tq_path_join(dir, "o.bin", &err);
+    tq_afile f;
+    afile_with(&f, fin, TQ_AFILE_NOCLOBBER, "mine");
+    put(fin, "theirs");
+    char *tmp = strdup(f.tmp_path);
+    CHECK(tq_afile_commit(&f, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, tmp));
+    CHECK(holds(fin, "theirs") && holds(tmp, "mine") && f.tmp_path == NULL && f.fd < 0);
+    unlink(tmp);
+    free(tmp);
+    afile_with(&f, fin, 0, "replaced");
+    CHECK_OK(tq_afile_commit(&f, &err));
+    CHECK(holds(fin, "replaced") && t_count_prefixed(dir, "o.bin.") == 0);
+    /* keep: closed, left in place, path returned */
+    afile_with(&f, fin, 0, "k");
+    char *kept = tq_afile_keep(&f);
+    CHECK(kept && holds(kept, "k") && holds(fin, "replaced"));
+    if (kept)
+        unlink(kept);
+    free(kept);
+    free(fin);
+}
+
+/* tq_adir without REPLACE: an empty directory given as the output gives way; one that
+ * appeared meanwhile, or got a file meanwhile, is left as it is and the partial is kept. */
+static void adir_appearing(void)
+{
+    tq_err err = {0};
+    char *dir = fresh_dir("ad");
+    char *fin = tq_path_join(dir, "o", &err), *fx = tq_path_join(fin, "x", &err), *fy = tq_path_join(fin, "y", &err);
+    tq_adir d;
+    /* empty at open: replaced */
+    mkdir(fin, 0755);
+    CHECK_OK(tq_adir_open(&d, fin, 0, &err));
+    char *px = tq_path_join(d.tmp_path, "x", &err);
+    put(px, "x");
+    free(px);
+    CHECK_OK(tq_adir_commit(&d, &err));
+    CHECK(holds(fx, "x") && t_count_prefixed(dir, "o.") == 0);
+    /* empty at open, then someone writes into it: refused, both kept */
+    tq_rm_tree(fin);
+    mkdir(fin, 0755);
+    CHECK_OK(tq_adir_open(&d, fin, 0, &err));
+    char *tmp = strdup(d.tmp_path);
+    put(fy, "theirs");
+    CHECK(tq_adir_commit(&d, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, tmp));
+    CHECK(holds(fy, "theirs") && tq_is_dir(tmp) && d.tmp_path == NULL);
+    tq_rm_tree(tmp);
+    free(tmp);
+    /* absent at open, a non-empty directory appears: refused */
+    tq_rm_tree(fin);
+    CHECK_OK(tq_adir_open(&d, fin, 0, &err));
+    tmp = strdup(d.tmp_path);
+    mkdir(fin, 0755);
+    put(fy, "theirs");
+    CHECK(tq_adir_commit(&d, &err) != 0 && err.code == TQ_EEXIST);
+    CHECK(holds(fy, "theirs") && tq_is_dir(tmp));
+    tq_rm_tree(tmp);
+    free(tmp);
+    /* absent at open, an empty directory appears: refused by the kernel's no-replace rename;
+     * the fallback rename(2) may replace an empty directory (nothing is lost either way) */
+    tq_rm_tree(fin);
+    CHECK_OK(tq_adir_open(&d, fin, 0, &err));
+    tmp = strdup(d.tmp_path);
+    mkdir(fin, 0755);
+    int rc = tq_adir_commit(&d, &err);
+    if (!fallback)
+        CHECK(rc != 0 && err.code == TQ_EEXIST && tq_is_dir(tmp));
+    tq_rm_tree(tmp);
+    free(tmp);
+    /* REPLACE: the non-empty directory is swapped out and removed */
+    tq_rm_tree(fin);
+    mkdir(fin, 0755);
+    put(fy, "old");
+    CHECK(tq_adir_open(&d, fin, 0, &err) != 0 && err.code == TQ_EEXIST); /* not without REPLACE */
+    CHECK_OK(tq_adir_open(&d, fin, TQ_ADIR_REPLACE, &err));
+    px = tq_path_join(d.tmp_path, "x", &err);
+    put(px, "new");
+    free(px);
+    CHECK_OK(tq_adir_commit(&d, &err));
+    CHECK(holds(fx, "new") && !tq_exists(fy) && t_count_prefixed(dir, "o.") == 0);
+    free(fin);
+    free(fx);
+    free(fy);
+}
+
+int main(void)
+{
+    for (fallback = 0; fallback < 2; fallback++) {
+        if (fallback)
+            setenv("TQ_RENAME_FALLBACK", "1", 1);
+        RUN(publish_file);
+        RUN(publish_dir);
+        RUN(afile_appearing);
+        RUN(adir_appearing);
+    }
+    unsetenv("TQ_RENAME_FALLBACK");
+    TEST_MAIN_END();
+}
