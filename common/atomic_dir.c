@@ -30,14 +30,12 @@ int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e)
     if (lstat(final_path, &st) == 0) {
         if (!S_ISDIR(st.st_mode))
             return tq_fail(e, TQ_EEXIST, "%s: exists and is not a directory", final_path);
-        int empty = tq_dir_is_empty(final_path);
-        if (!(flags & TQ_ADIR_REPLACE) && !empty)
+        d->final_empty = tq_dir_is_empty(final_path);
+        if (!(flags & TQ_ADIR_REPLACE) && !d->final_empty)
             return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty; refusing to overwrite", final_path);
-        if (empty) {
-            d->had_empty = 1;
-            d->empty_dev = (uint64_t)st.st_dev;
-            d->empty_ino = (uint64_t)st.st_ino;
-        }
+        d->had_final = 1;
+        d->final_dev = (uint64_t)st.st_dev;
+        d->final_ino = (uint64_t)st.st_ino;
     }
     if (!(d->final_path = tq_sibling_path(final_path, "", e)))
         return -1;
@@ -69,15 +67,21 @@ int tq_adir_commit(tq_adir *d, tq_err *e)
         close(fd);
     }
     /* The empty FINAL that was there at open gives way; rmdir(2) fails if anything was put in
-     * it meanwhile, and tq_publish then refuses. */
+     * it meanwhile, and tq_publish then refuses. With REPLACE only the FINAL seen at open is
+     * replaced, never one that took its place meanwhile. On a conflict the complete output
+     * stays where the message says; on any other failure it is gone. */
     struct stat st;
-    if (d->had_empty && !(d->flags & TQ_ADIR_REPLACE) && lstat(d->final_path, &st) == 0 &&
-        (uint64_t)st.st_dev == d->empty_dev && (uint64_t)st.st_ino == d->empty_ino) {
-        tq_test_step();
-        rmdir(d->final_path);
+    int rc;
+    if (d->had_final && (d->flags & TQ_ADIR_REPLACE)) {
+        rc = tq_publish_over(d->tmp_path, d->final_path, d->final_dev, d->final_ino, e);
+    } else {
+        if (d->had_final && d->final_empty && lstat(d->final_path, &st) == 0 && (uint64_t)st.st_dev == d->final_dev &&
+            (uint64_t)st.st_ino == d->final_ino) {
+            tq_test_step();
+            rmdir(d->final_path);
+        }
+        rc = tq_publish(d->tmp_path, d->final_path, 0, e);
     }
-    /* on a conflict the complete output stays where the message says; otherwise it is gone */
-    int rc = tq_publish(d->tmp_path, d->final_path, d->flags & TQ_ADIR_REPLACE ? TQ_PUBLISH_REPLACE : 0, e);
     adir_clear(d);
     return rc;
 }

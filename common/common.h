@@ -100,7 +100,7 @@ int tq_exists(const char *path);
 int tq_mkdir_p(const char *path, tq_err *e);
 /* Copy a file byte for byte through an atomic output. */
 int tq_copy_file(const char *src, const char *dst, tq_err *e);
-/* Sorted list of regular-file names in dir (not recursive). Free with tq_free_strv. */
+/* Sorted names of the entries of dir but . and .. (not recursive). Free with tq_free_strv. */
 int tq_list_dir(const char *dir, char ***names, size_t *n, tq_err *e);
 void tq_free_strv(char **v, size_t n);
 
@@ -121,6 +121,10 @@ void tq_free_strv(char **v, size_t n);
  * but TQ_EEXIST the partial TMP is removed. */
 #define TQ_PUBLISH_REPLACE 1
 int tq_publish(const char *tmp, const char *final_path, int flags, tq_err *e);
+/* Replace only the FINAL with this device and inode (the one a tool was told to replace);
+ * one that took its place meanwhile is left as it is (TQ_EEXIST, TMP kept). An absent FINAL
+ * is published to as without REPLACE. */
+int tq_publish_over(const char *tmp, const char *final_path, uint64_t dev, uint64_t ino, tq_err *e);
 /* FINAL without trailing slashes + suffix. */
 char *tq_sibling_path(const char *final_path, const char *suffix, tq_err *e);
 void tq_fsync_parent(const char *path);
@@ -148,14 +152,15 @@ int tq_write_file_atomic(const char *path, const void *data, size_t len, tq_err 
 /* Atomic output directory: built as "FINAL.partial-XXXXXX" and published by commit. Without
  * TQ_ADIR_REPLACE a non-empty FINAL is refused at open, an empty one gives way at commit
  * (unless something was put in it), and one that appeared meanwhile makes commit fail with
- * TQ_EEXIST, keeping the partial directory and naming it; with TQ_ADIR_REPLACE FINAL is
- * swapped atomically. Abort, or any other failure, removes the partial tree. */
+ * TQ_EEXIST, keeping the partial directory and naming it; with TQ_ADIR_REPLACE the FINAL that
+ * existed at open is swapped atomically (tq_publish_over), one that appeared meanwhile is
+ * refused the same way. Abort, or any other failure, removes the partial tree. */
 typedef struct tq_adir {
     char *final_path;
     char *tmp_path;
     int flags;
-    int had_empty;               /* FINAL was an empty directory at open ... */
-    uint64_t empty_dev, empty_ino; /* ... this one */
+    int had_final, final_empty;    /* FINAL was a directory at open (an empty one) ... */
+    uint64_t final_dev, final_ino; /* ... this one */
 } tq_adir;
 #define TQ_ADIR_REPLACE 1
 int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e);
@@ -165,6 +170,46 @@ void tq_adir_abort(tq_adir *d);
 char *tq_adir_keep(tq_adir *d);
 void tq_rm_tree(const char *path); /* rm -rf, not following symlinks */
 int tq_dir_is_empty(const char *path);
+
+/* Outputs against inputs, before anything is written: fails (TQ_EUSAGE, exit 2, one message
+ * naming both) when OUT is IN (same device and inode, or the same path), lies inside the
+ * directory IN, or would hold IN. OUT need not exist yet. */
+int tq_check_out_in(const char *out, const char *in, tq_err *e);
+/* Absolute path with symbolic links resolved as far as the path exists; the part that does
+ * not exist yet is appended with "." and ".." resolved. */
+char *tq_path_canonical(const char *path, tq_err *e);
+
+/* Identity of an input: when any of it differs later, the input changed. */
+struct stat;
+typedef struct tq_file_id {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+    int is_dir;
+    int has_head;
+    unsigned char head[32]; /* SHA-256 of the first 64 KiB of a regular file */
+} tq_file_id;
+void tq_file_id_stat(const struct stat *st, tq_file_id *id); /* the stat fields only */
+/* "size 1 -> 2, mtime_ns ..." for the fields that differ; "" when none does. */
+void tq_file_id_diff(const tq_file_id *a, const tq_file_id *b, char *buf, size_t cap);
+/* The inputs a tool reads over time. Add each input before opening it (a directory adds
+ * itself and everything under it; symbolic links to files are followed); check before
+ * publishing the output: TQ_EDATA naming the first input that changed and how. */
+typedef struct tq_sources {
+    size_t n, cap;
+    char **paths;
+    tq_file_id *ids;
+} tq_sources;
+int tq_sources_add(tq_sources *s, const char *path, tq_err *e);
+int tq_sources_check(const tq_sources *s, tq_err *e);
+void tq_sources_free(tq_sources *s);
+/* tq_sources_check before publishing f or d: on a change the partial output is kept (closed)
+ * and the message ends with where it is. */
+int tq_sources_check_afile(const tq_sources *s, tq_afile *f, tq_err *e);
+int tq_sources_check_adir(const tq_sources *s, tq_adir *d, tq_err *e);
+/* tq_sources_check before publishing f or d: on a change the partial output is kept (closed)
+ * and the message ends with where it is. */
+int tq_sources_check_afile(const tq_sources *s, tq_afile *f, tq_err *e);
+int tq_sources_check_adir(const tq_sources *s, tq_adir *d, tq_err *e);
 
 /* Test hook: with TQ_CRASH_AT_STEP=N in the environment the process SIGKILLs itself at the
  * N-th call (the step points between the system calls of publishing and of removing). */

@@ -183,12 +183,36 @@ static void remove_any(const char *path, int is_dir)
         unlink(path);
 }
 
+/* The replaced output, wherever it is now, is the one the caller meant: no expectation, or
+ * the same device and inode. */
+typedef struct expect {
+    int any;              /* replace whatever is there */
+    uint64_t dev, ino;
+} expect;
+
+static int is_expected(const char *path, const expect *x)
+{
+    struct stat st;
+    return x->any || (lstat(path, &st) == 0 && (uint64_t)st.st_dev == x->dev && (uint64_t)st.st_ino == x->ino);
+}
+
+static int appeared(const char *final_path, const char *tmp, tq_err *e)
+{
+    return tq_fail(e, TQ_EEXIST,
+                   "%s: appeared while this output was being written; it was left as it is, and the complete new "
+                   "output is kept at %s",
+                   final_path, tmp);
+}
+
 /* Replace without RENAME_EXCHANGE: a file is replaced by rename(2), which is atomic; a
- * directory is first moved aside to FINAL.old-XXXXXX (restored if the second rename fails),
- * so an interruption between the two renames leaves the earlier output under that name. */
-static int replace_fallback(const char *tmp, const char *final_path, int is_dir, tq_err *e)
+ * directory is first moved aside to FINAL.old-XXXXXX (put back if it is not the expected one
+ * or the second rename fails), so an interruption between the two renames leaves the earlier
+ * output under that name. */
+static int replace_fallback(const char *tmp, const char *final_path, int is_dir, const expect *x, tq_err *e)
 {
     if (!is_dir) {
+        if (!is_expected(final_path, x))
+            return appeared(final_path, tmp, e);
         if (rename(tmp, final_path) != 0)
             return tq_fail(e, TQ_EIO, "%s: cannot rename %s into place: %s", final_path, tmp, strerror(errno));
         tq_test_step();
@@ -208,6 +232,11 @@ static int replace_fallback(const char *tmp, const char *final_path, int is_dir,
         return tq_fail(e, TQ_EIO, "%s: cannot move the earlier output aside: %s", final_path, strerror(err));
     }
     tq_test_step();
+    if (!is_expected(old, x)) {
+        rename(old, final_path);
+        free(old);
+        return appeared(final_path, tmp, e);
+    }
     if (rename(tmp, final_path) != 0) {
         int err = errno;
         rename(old, final_path);
@@ -222,23 +251,7 @@ static int replace_fallback(const char *tmp, const char *final_path, int is_dir,
     return 0;
 }
 
-static int publish(const char *tmp, const char *final_path, int flags, tq_err *e);
-
-int tq_publish(const char *tmp, const char *final_path, int flags, tq_err *e)
-{
-    tq_err local = {0};
-    if (!e)
-        e = &local;
-    int rc = publish(tmp, final_path, flags, e);
-    if (rc != 0 && e->code != TQ_EEXIST) {
-        struct stat st;
-        if (lstat(tmp, &st) == 0)
-            remove_any(tmp, S_ISDIR(st.st_mode));
-    }
-    return rc;
-}
-
-static int publish(const char *tmp, const char *final_path, int flags, tq_err *e)
+static int publish(const char *tmp, const char *final_path, int flags, const expect *x, tq_err *e)
 {
     struct stat st;
     if (lstat(tmp, &st) != 0)
@@ -254,25 +267,56 @@ static int publish(const char *tmp, const char *final_path, int flags, tq_err *e
     if (err != EEXIST)
         return tq_fail(e, TQ_EIO, "%s: cannot rename %s into place: %s", final_path, tmp, strerror(err));
     if (!(flags & TQ_PUBLISH_REPLACE))
-        return tq_fail(e, TQ_EEXIST,
-                       "%s: appeared while this output was being written; it was left as it is, and the complete "
-                       "new output is kept at %s",
-                       final_path, tmp);
+        return appeared(final_path, tmp, e);
     if (lstat(final_path, &st) == 0 && !S_ISDIR(st.st_mode) != !is_dir)
         return tq_fail(e, TQ_EEXIST, "%s: exists and is %s; refusing to replace it with a %s (the new output is kept at %s)",
                        final_path, is_dir ? "not a directory" : "a directory", is_dir ? "directory" : "file", tmp);
     if (!is_dir) /* rename(2) replaces a file atomically */
-        return replace_fallback(tmp, final_path, 0, e);
+        return replace_fallback(tmp, final_path, 0, x, e);
     /* Swap: FINAL holds the new output and TMP the old one, in one step; only then is the
-     * old one removed. */
+     * old one removed. Had someone else's directory taken FINAL's place meanwhile, it is
+     * swapped back, untouched. */
+    if (!is_expected(final_path, x))
+        return appeared(final_path, tmp, e);
     if (rename_flags(tmp, final_path, R_EXCHANGE) != 0) {
         if (!unsupported(errno))
             return tq_fail(e, TQ_EIO, "%s: cannot exchange it with %s: %s", final_path, tmp, strerror(errno));
-        return replace_fallback(tmp, final_path, 1, e);
+        return replace_fallback(tmp, final_path, 1, x, e);
     }
     tq_test_step();
+    if (!is_expected(tmp, x)) {
+        rename_flags(tmp, final_path, R_EXCHANGE);
+        return appeared(final_path, tmp, e);
+    }
     tq_fsync_parent(final_path);
     tq_test_step();
     remove_any(tmp, is_dir);
     return 0;
+}
+
+/* On any failure but a conflict the partial is removed. */
+static int publish_or_remove(const char *tmp, const char *final_path, int flags, const expect *x, tq_err *e)
+{
+    tq_err local = {0};
+    if (!e)
+        e = &local;
+    int rc = publish(tmp, final_path, flags, x, e);
+    if (rc != 0 && e->code != TQ_EEXIST) {
+        struct stat st;
+        if (lstat(tmp, &st) == 0)
+            remove_any(tmp, S_ISDIR(st.st_mode));
+    }
+    return rc;
+}
+
+int tq_publish(const char *tmp, const char *final_path, int flags, tq_err *e)
+{
+    expect x = {.any = 1};
+    return publish_or_remove(tmp, final_path, flags, &x, e);
+}
+
+int tq_publish_over(const char *tmp, const char *final_path, uint64_t dev, uint64_t ino, tq_err *e)
+{
+    expect x = {.any = 0, .dev = dev, .ino = ino};
+    return publish_or_remove(tmp, final_path, TQ_PUBLISH_REPLACE, &x, e);
 }

@@ -25,7 +25,9 @@ int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o,
     else
         tq_run_opts_default(&r->o);
     r->dir = tq_strdup(model_dir, e);
-    if (!r->dir || rt_config_load(&r->c, model_dir, &r->cfg, e) != 0) {
+    /* --logits may not overwrite the model or write into its directory */
+    if (!r->dir || (r->o.logits_path && tq_check_out_in(r->o.logits_path, model_dir, e) != 0) ||
+        rt_config_load(&r->c, model_dir, &r->cfg, e) != 0) {
         tq_runner_close(r);
         return -1;
     }

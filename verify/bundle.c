@@ -201,10 +201,11 @@ static la_ssize_t sink_write(struct archive *a, void *cd, const void *buf, size_
 int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_err *e)
 {
     tq_manifest *m = NULL;
-    if (tq_manifest_build(dir, threads, &m, e) != 0)
-        return -1;
-    if (check_existing(dir, m, e) != 0) {
+    tq_sources src = {0};
+    if (tq_check_out_in(out, dir, e) != 0 || tq_sources_add(&src, dir, e) != 0 ||
+        tq_manifest_build(dir, threads, &m, e) != 0 || check_existing(dir, m, e) != 0) {
         tq_manifest_free(m);
+        tq_sources_free(&src);
         return -1;
     }
     cJSON *j = tq_manifest_to_json(m, e);
@@ -256,7 +257,7 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
     archive_write_free(a);
     a = NULL;
     opened = 0;
-    rc = tq_afile_commit(&af, e);
+    rc = tq_sources_check_afile(&src, &af, e) == 0 ? tq_afile_commit(&af, e) : -1;
 out:
     if (a)
         archive_write_free(a);
@@ -270,6 +271,7 @@ out:
     free(sums);
     free(sig);
     tq_manifest_free(m);
+    tq_sources_free(&src);
     return rc;
 }
 
@@ -697,8 +699,12 @@ int tq_bundle_unpack(const char *bundle, const char *out, tq_check_report *r, tq
 {
     memset(r, 0, sizeof *r);
     tq_adir od;
-    if (tq_adir_open(&od, out, 0, e) != 0)
+    tq_sources src = {0};
+    if (tq_check_out_in(out, bundle, e) != 0 || tq_sources_add(&src, bundle, e) != 0 ||
+        tq_adir_open(&od, out, 0, e) != 0) {
+        tq_sources_free(&src);
         return -1;
+    }
     const char *tmp = od.tmp_path;
     scan s = {.bundle = bundle, .outfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .outdir = tmp, .r = r};
     int rc = -1;
@@ -713,7 +719,10 @@ int tq_bundle_unpack(const char *bundle, const char *out, tq_check_report *r, tq
         rc = tq_fail(e, TQ_EDATA, "%s: %zu problem(s); nothing unpacked", bundle, r->n);
     if (rc != 0) {
         tq_adir_abort(&od);
+        tq_sources_free(&src);
         return -1;
     }
-    return tq_adir_commit(&od, e);
+    rc = tq_sources_check_adir(&src, &od, e) == 0 ? tq_adir_commit(&od, e) : -1;
+    tq_sources_free(&src);
+    return rc;
 }

@@ -156,6 +156,8 @@ int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, 
     if (model_tokenizer(model, &tok, e) != 0)
         goto fail;
     int have = tq_exists(path);
+    if (o->update && tq_check_out_in(path, model, e) != 0)
+        goto fail;
     if (have && load_golden(path, &g, e) != 0)
         goto fail;
     if (!have && !o->update) {

@@ -139,8 +139,11 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
     tq_afile af = {.fd = -1};
     char *hdr = NULL, *out = NULL;
     int rc = -1, opened = 0;
-    if (rows_file_open(&f, rows, e) != 0)
+    tq_sources watch = {0};
+    if (tq_sources_add(&watch, rows, e) != 0 || rows_file_open(&f, rows, e) != 0) {
+        tq_sources_free(&watch);
         return -1;
+    }
     const tq_rows_geom *g = &f.g;
     char name[300];
     const char *bn = f.source_path ? base_name(f.source_path) : "";
@@ -152,7 +155,7 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
         tq_fail(e, TQ_EDATA, "%s: cannot derive a safe output file name", rows);
         goto done;
     }
-    if (tq_mkdir_p(dir, e) != 0 || !(out = tq_path_join(dir, name, e)) || rows_out_refuse(out, NULL, e) != 0)
+    if (tq_mkdir_p(dir, e) != 0 || !(out = tq_path_join(dir, name, e)) || rows_out_refuse(out, rows, e) != 0)
         goto done;
     int exact = kept_header_usable(&f, e);
     if (exact < 0)
@@ -222,7 +225,7 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
         tq_progress_add(&pg, n);
     }
     tq_progress_end(&pg);
-    if (tq_afile_commit(&af, e) != 0) {
+    if (tq_sources_check_afile(&watch, &af, e) != 0 || tq_afile_commit(&af, e) != 0) {
         opened = 0;
         goto done;
     }
@@ -250,6 +253,7 @@ done:
     free(hdr);
     free(out);
     rows_file_close(&f);
+    tq_sources_free(&watch);
     if (rc)
         tq_rows_report_free(r);
     return rc;

@@ -12,11 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int64_t ns_of(struct timespec t)
-{
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 int rows_identity_fd(int fd, const char *path, tq_rows_identity *id, tq_err *e)
 {
     struct stat st;
@@ -24,17 +19,14 @@ int rows_identity_fd(int fd, const char *path, tq_rows_identity *id, tq_err *e)
         return tq_fail(e, TQ_EIO, "%s: cannot stat: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
         return tq_fail(e, TQ_EDATA, "%s: not a regular file", path);
+    tq_file_id fid;
+    tq_file_id_stat(&st, &fid);
     memset(id, 0, sizeof *id);
-    id->size = (uint64_t)st.st_size;
-#ifdef __APPLE__
-    id->mtime_ns = ns_of(st.st_mtimespec);
-    id->ctime_ns = ns_of(st.st_ctimespec);
-#else
-    id->mtime_ns = ns_of(st.st_mtim);
-    id->ctime_ns = ns_of(st.st_ctim);
-#endif
-    id->device = (uint64_t)st.st_dev;
-    id->inode = (uint64_t)st.st_ino;
+    id->size = fid.size;
+    id->mtime_ns = fid.mtime_ns;
+    id->ctime_ns = fid.ctime_ns;
+    id->device = fid.dev;
+    id->inode = fid.ino;
     char *json;
     uint64_t len;
     if (tq_st_read_header(fd, id->size, path, &json, &len, e) != 0)
@@ -157,28 +149,25 @@ int tq_rows_identity_parse(const char *text, tq_rows_identity *id, tq_err *e)
     return 0;
 }
 
+static void as_file_id(const tq_rows_identity *r, tq_file_id *f)
+{
+    memset(f, 0, sizeof *f);
+    f->dev = r->device;
+    f->ino = r->inode;
+    f->size = r->size;
+    f->mtime_ns = r->mtime_ns;
+    f->ctime_ns = r->ctime_ns;
+}
+
+/* common/'s wording for the stat fields, then the header hash MTPLX records */
 void tq_rows_identity_diff(const tq_rows_identity *a, const tq_rows_identity *b, char *buf, size_t cap)
 {
-    size_t n = 0;
-    buf[0] = 0;
-#define ADD(...)                                                              \
-    do {                                                                      \
-        if (n < cap)                                                          \
-            n += (size_t)snprintf(buf + n, cap - n, "%s", n ? ", " : "");     \
-        if (n < cap)                                                          \
-            n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__);             \
-    } while (0)
-    if (a->size != b->size)
-        ADD("size %" PRIu64 " -> %" PRIu64, a->size, b->size);
-    if (a->mtime_ns != b->mtime_ns)
-        ADD("mtime_ns %" PRId64 " -> %" PRId64, a->mtime_ns, b->mtime_ns);
-    if (strcmp(a->header_sha256, b->header_sha256))
-        ADD("header_sha256 %.12s... -> %.12s...", a->header_sha256, b->header_sha256);
-    if (a->ctime_ns != b->ctime_ns)
-        ADD("ctime_ns %" PRId64 " -> %" PRId64, a->ctime_ns, b->ctime_ns);
-    if (a->device != b->device)
-        ADD("device %" PRIu64 " -> %" PRIu64, a->device, b->device);
-    if (a->inode != b->inode)
-        ADD("inode %" PRIu64 " -> %" PRIu64, a->inode, b->inode);
-#undef ADD
+    tq_file_id fa, fb;
+    as_file_id(a, &fa);
+    as_file_id(b, &fb);
+    tq_file_id_diff(&fa, &fb, buf, cap);
+    size_t n = strlen(buf);
+    if (strcmp(a->header_sha256, b->header_sha256) && n < cap)
+        snprintf(buf + n, cap - n, "%sheader_sha256 %.12s... -> %.12s...", n ? ", " : "", a->header_sha256,
+                 b->header_sha256);
 }

@@ -1,5 +1,5 @@
-/* Output files of tq-rowlayout: refuse to replace anything (including the source under
- * another name), reserve the space up front; publishing is common/'s tq_afile_commit with
+/* Output files of tq-rowlayout: refuse to replace anything (the source under another name is
+ * a path conflict), reserve the space up front; publishing is common/'s tq_afile_commit with
  * TQ_AFILE_NOCLOBBER, which cannot clobber a file created meanwhile. */
 #include "layout/rows/rows.h"
 #include "layout/rows/rows_internal.h"
@@ -11,10 +11,9 @@
 
 int rows_out_refuse(const char *out, const char *source, tq_err *e)
 {
-    struct stat so, oo;
-    if (source && stat(out, &oo) == 0 && stat(source, &so) == 0 && so.st_dev == oo.st_dev && so.st_ino == oo.st_ino)
-        return tq_fail(e, TQ_EEXIST, "%s: is the source file itself (same device and inode); choose a new output path",
-                       out);
+    if (source && tq_check_out_in(out, source, e) != 0)
+        return -1;
+    struct stat oo;
     if (lstat(out, &oo) == 0)
         return tq_fail(e, TQ_EEXIST, "%s: already exists; refusing to overwrite", out);
     return 0;

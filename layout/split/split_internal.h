@@ -101,6 +101,7 @@ typedef struct split_run {
     split_plan plan;
     const tq_split_opts *o;
     tq_adir out;                   /* OUT.partial-XXXXXX while it is built */
+    tq_sources src;                /* the model's files, re-checked before publishing */
     const char *stage;             /* out.tmp_path */
     tq_flash_file *files;
     size_t n_files, cap_files;

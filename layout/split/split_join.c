@@ -57,9 +57,11 @@ int tq_split_join(const char *split_dir, const char *out_dir, const tq_split_joi
     tq_model_writer *w = NULL;
     tq_st_decl *decls = NULL;
     tq_adir out = {0};
+    tq_sources src = {0};
     char *cfg = NULL;
     int rc = -1;
-    if (tq_model_open_split(&m, split_dir, o->naming, e) != 0 || tq_flash_manifest_load(&man, split_dir, e) != 0)
+    if (tq_check_out_in(out_dir, split_dir, e) != 0 || tq_sources_add(&src, split_dir, e) != 0 ||
+        tq_model_open_split(&m, split_dir, o->naming, e) != 0 || tq_flash_manifest_load(&man, split_dir, e) != 0)
         goto out;
     if (!(decls = tq_calloc(m->n_tensors ? m->n_tensors : 1, sizeof *decls, e)))
         goto out;
@@ -95,7 +97,8 @@ int tq_split_join(const char *split_dir, const char *out_dir, const tq_split_joi
     tq_progress_end(&prog);
     if (m->config && (!(cfg = tq_path_join(stage, "config.json", e)) || tq_json_write_file(cfg, m->config, e) != 0))
         goto out;
-    if (tq_model_copy_extras(m, stage, e) != 0 || tq_adir_commit(&out, e) != 0)
+    if (tq_model_copy_extras(m, stage, e) != 0 || tq_sources_check_adir(&src, &out, e) != 0 ||
+        tq_adir_commit(&out, e) != 0)
         goto out;
     rc = 0;
 out:
@@ -107,5 +110,6 @@ out:
     free(decls);
     tq_flash_manifest_free(man);
     tq_model_close(m);
+    tq_sources_free(&src);
     return rc;
 }

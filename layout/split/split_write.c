@@ -194,6 +194,8 @@ static int finish(split_run *r, const char *out_dir, tq_err *e)
     if (rc != 0 || split_fsync_path(r->stage, 1, e) != 0)
         return -1;
     r->stage = NULL;
+    if (tq_sources_check_adir(&r->src, &r->out, e) != 0)
+        return -1;
     return tq_adir_commit(&r->out, e);
 }
 
@@ -202,7 +204,8 @@ int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_
     split_run r = {.o = o};
     tq_model *m = NULL;
     int rc = -1;
-    if (tq_model_open(&m, model, e) != 0)
+    if (tq_check_out_in(out_dir, model, e) != 0 || tq_sources_add(&r.src, model, e) != 0 ||
+        tq_model_open(&m, model, e) != 0)
         goto out;
     if (split_plan_build(&r.plan, m, o, e) != 0)
         goto out;
@@ -248,6 +251,7 @@ out:
     free(r.files);
     split_plan_free(&r.plan);
     tq_model_close(m);
+    tq_sources_free(&r.src);
     return rc;
 }
 

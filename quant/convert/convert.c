@@ -6,7 +6,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -59,19 +58,15 @@ static int check_opts(const tq_convert_opts *o, tq_err *e)
 }
 
 /* ------------------------------------------------------------ output directory */
-/* Refuse what must not be replaced; OUTPUT_DIR may not be or contain the input. */
+/* Refuse what must not be replaced; OUTPUT_DIR may not be, hold or lie inside the input. */
 static int check_output(const char *in, const char *out, int force, tq_err *e)
 {
+    if (tq_check_out_in(out, in, e))
+        return -1;
     struct stat st;
     if (stat(out, &st) == 0) {
         if (!S_ISDIR(st.st_mode))
             return tq_fail(e, TQ_EEXIST, "%s: exists and is not a directory", out);
-        char rin[PATH_MAX], rout[PATH_MAX];
-        if (realpath(in, rin) && realpath(out, rout)) {
-            size_t k = strlen(rout);
-            if (!strcmp(rin, rout) || (!strncmp(rin, rout, k) && rin[k] == '/'))
-                return tq_fail(e, TQ_EUSAGE, "%s: the output directory holds the input %s", out, in);
-        }
         if (!force && !tq_dir_is_empty(out))
             return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty (use --force to replace it)", out);
     }
@@ -280,9 +275,10 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
     tq_st_decl *decls = NULL;
     tq_model_writer *w = NULL;
     tq_adir od = {0};
+    tq_sources src = {0};
     const char *tmp = NULL;
     int rc = -1;
-    if (check_output(input, out, o->force, e) ||
+    if (check_output(input, out, o->force, e) || tq_sources_add(&src, input, e) ||
         tq_model_open_ex(&m, input, o->keep_names ? TQ_MODEL_KEEP_NAMES : 0, e) || copy_warnings(m, r, e) ||
         cv_plan_build(&plan, m, o, e))
         goto done;
@@ -310,8 +306,8 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
     w = NULL;
     if (tq_model_writer_finish(wf, e) || write_config(&plan, m, o, tmp, e) || tq_model_copy_extras(m, tmp, e))
         goto done;
-    /* the input may have changed under us only if someone wrote it; the output is complete */
-    if (tq_adir_commit(&od, e))
+    /* an input changed meanwhile may have given mixed bytes: keep the output, publish nothing */
+    if (tq_sources_check_adir(&src, &od, e) || tq_adir_commit(&od, e))
         goto done;
     if (fill_report(&plan, r, e) || warn_nothing_quantized(o, r, e))
         goto done;
@@ -328,6 +324,7 @@ done:
     free(decls);
     cv_plan_free(&plan);
     tq_model_close(m);
+    tq_sources_free(&src);
     free(out);
     return rc;
 }

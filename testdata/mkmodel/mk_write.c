@@ -327,5 +327,14 @@ int tq_mkmodel(const char *dir, const tq_mk_opts *o, tq_err *e)
         tq_adir_abort(&out);
         return -1;
     }
+    /* a file put into the OUTPUT_DIR being replaced meanwhile is not deleted: the new model
+     * stays beside it (an OUTPUT_DIR that appeared meanwhile is refused by the commit) */
+    if (out.had_final && check_outdir(dir, e)) {
+        char *kept = tq_adir_keep(&out);
+        size_t n = strlen(e->msg);
+        snprintf(e->msg + n, sizeof e->msg - n, "; the new model is kept at %s", kept ? kept : "?");
+        free(kept);
+        return -1;
+    }
     return tq_adir_commit(&out, e);
 }

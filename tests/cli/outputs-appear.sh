@@ -23,8 +23,28 @@ two_writers joined 5 -- tq-split --quiet --join split joined
 two_writers un 5 -- tq-verify unpack --quiet b.tar.zst -o un
 two_writers r.rows 5 -- tq-rowlayout ng/model.safetensors --out r.rows --quiet --chunk-size 4096
 
-# --force: an atomic exchange, then the old output is removed
+# --force and tq-mkmodel replace only the directory that was there when they started
+output_appears qf 1000 -- tq-convert --quiet --force --threads 2 src qf
+output_appears mm 1000 -- tq-mkmodel --quiet --seed 9 mm
 tq-convert --quiet --bits 2 src old || fail "convert --bits 2"
+cp -a old q
+PAUSE_ERR=sw.err pause_at 1000 tq-convert --quiet --force --threads 2 src q || fail "did not pause"
+mv q q-moved && make_theirs q dir
+kill -CONT "$PID"; wait "$PID"; rc=$?
+[ "$rc" = 1 ] && grep -q "q: appeared while this output was being written" sw.err || fail "swapped-in q: exit $rc: $(cat sw.err)"
+theirs_intact q && [ "$(tree_hash q-moved)" = "$(tree_hash old)" ] || fail "--force touched a directory it was not given"
+rm -rf q q-moved q.partial-* sw.err
+echo "--force leaves alone a directory swapped in for the one it was given"
+tq-mkmodel --quiet --seed 8 mf || fail mkmodel
+PAUSE_ERR=mf.err pause_at 1000 tq-mkmodel --quiet --seed 9 mf || fail "did not pause"
+echo mine > mf/notes.txt
+kill -CONT "$PID"; wait "$PID"; rc=$?
+[ "$rc" = 1 ] && grep -q "holds 'notes.txt'.*kept at mf.partial-" mf.err && [ "$(cat mf/notes.txt)" = mine ] ||
+  fail "tq-mkmodel replaced a directory that got a foreign file: exit $rc: $(cat mf.err)"
+rm -rf mf mf.partial-* mf.err
+echo "tq-mkmodel leaves alone a directory that got someone else's file meanwhile"
+
+# --force: an atomic exchange, then the old output is removed
 force_kill_steps q old -- tq-convert --quiet --force src q
 # tq-mkmodel replaces an earlier model the same way
 tq-mkmodel --quiet --seed 8 oldm || fail "mkmodel --seed 8"

@@ -65,8 +65,8 @@ expect 1 "dtype BF16 is not supported (weight must be U32)" ll/model.safetensors
 expect 1 "no tensor 'ngram.weight' (U32 2-D tables present: 'lm_head'" ll/model.safetensors --out e2
 expect 1 "already exists; refusing to overwrite" t100/model.safetensors --out t100.rows
 ln t100/model.safetensors hard.safetensors
-expect 1 "is the source file itself" t100/model.safetensors --out hard.safetensors
-expect 1 "is the source file itself" t100/model.safetensors --out ./t100/../t100/model.safetensors
+expect 2 "hard.safetensors: the output is the input t100/model.safetensors itself" t100/model.safetensors --out hard.safetensors
+expect 2 "the output is the input t100/model.safetensors itself" t100/model.safetensors --out ./t100/../t100/model.safetensors
 expect 1 "missing.safetensors: No such file or directory" missing.safetensors --out e3
 expect 1 "not a row file" --check t100/model.safetensors
 head -c 1000 t24.rows > trunc.rows

@@ -26,7 +26,8 @@
 #   input_truncated OUT INPUT_DIR AFTER_BYTES -- CMD...  shards cut mid-run are detected
 #   output_appears OUT AFTER_BYTES -- CMD...   OUT made by someone else mid-run survives
 #   two_writers OUT N -- CMD...               two runs into one new OUT, N times: one wins
-#   force_kill_steps OUT -- CMD...            --force replacement killed at every step
+#   force_kill_steps OUT OLD -- CMD...        --force replacement killed at every step
+#   input_changed OUT FILE AFTER MODE -- CMD...  an input touched/replaced/rewritten mid-run
 
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh" # fail, run, expect_exit, jget
 
@@ -292,4 +293,38 @@ force_kill_steps() {
   [ "$k" -gt 3 ] || fail "only $((k - 1)) step points: the hook is not reached"
   rm -rf "$out".partial-* "$out".old-*
   echo "killed at each of $((k - 1)) steps of a replacement: $out always complete: $*"
+}
+
+# input_changed OUT FILE AFTER_BYTES MODE -- CMD...  (CMD writes OUT reading FILE over time)
+# Stops CMD after AFTER_BYTES bytes of output and changes its input FILE: MODE touch (only the
+# modification time), replace (an identical copy renamed over it: a new inode), overwrite
+# (one low mantissa bit of a byte in the middle flipped in place, same size) or add (a new
+# file next to it). CMD must exit 1 naming FILE (add: its directory) as changed, publish
+# nothing under OUT, and keep its output under the partial name it gives. FILE is put back.
+input_changed() {
+  local out=$1 file=$2 after=$3 mode=$4; shift 5
+  local rc kept name mid
+  rm -rf "$out" "$out".partial-*
+  cp -p "$file" "$file.saved"
+  PAUSE_ERR=chg.err pause_at "$after" "$@" || fail "$* did not stop after $after bytes"
+  name=$(basename "$file")
+  case $mode in
+    touch) touch -d '2001-01-01 00:00:00' "$file" ;;
+    replace) cp -p "$file" "$file.new" && mv "$file.new" "$file" ;;
+    overwrite)
+      mid=$(( $(stat -c %s "$file") / 2 / 2 * 2 ))
+      printf "\\$(printf '%03o' $(( $(od -An -tu1 -j "$mid" -N1 "$file") ^ 1 )))" |
+        dd of="$file" bs=1 seek="$mid" conv=notrunc 2>/dev/null ;;
+    add) echo extra > "$(dirname "$file")/added-meanwhile.txt"; name=$(basename "$(dirname "$file")") ;;
+    *) fail "input_changed: unknown mode $mode" ;;
+  esac
+  kill -CONT "$PID"; wait "$PID"; rc=$?
+  rm -f "$(dirname "$file")/added-meanwhile.txt"; mv "$file.saved" "$file"
+  [ "$rc" -eq 1 ] || fail "input $mode under $*: exit $rc, expected 1 ($(cat chg.err))"
+  grep -q "$name: changed" chg.err || fail "input $mode: message does not name $name as changed: $(cat chg.err)"
+  [ ! -e "$out" ] || fail "input $mode: $out was published"
+  kept=$(kept_partial chg.err)
+  [[ $kept == *"$(basename "$out")".partial-* ]] && [ -e "$kept" ] || fail "input $mode: no kept partial named: $(cat chg.err)"
+  rm -rf "$kept" chg.err
+  echo "input $mode after $after bytes refused, partial kept: $*"
 }

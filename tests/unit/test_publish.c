@@ -1,5 +1,6 @@
-/* The commit primitive (tq_publish, tq_afile, tq_adir), each case with its outcome asserted;
- * every case runs twice: with the kernel's flagged renames and with the portable fallbacks. */
+/* The commit primitive (tq_publish, tq_afile, tq_adir), the output-vs-input path check and
+ * the input identity watch, each case with its outcome asserted; every publishing case runs
+ * twice: with the kernel's flagged renames and with the portable fallbacks. */
 #include "common/common.h"
 #include "tests/unit/check.h"
 
@@ -192,9 +193,130 @@ static void adir_appearing(void)
     free(px);
     CHECK_OK(tq_adir_commit(&d, &err));
     CHECK(holds(fx, "new") && !tq_exists(fy) && t_count_prefixed(dir, "o.") == 0);
+    /* REPLACE replaces the directory seen at open, not one that took its place meanwhile */
+    char *other = tq_path_join(dir, "other", &err), *ox = tq_path_join(other, "x", &err);
+    CHECK_OK(tq_adir_open(&d, fin, TQ_ADIR_REPLACE, &err));
+    tmp = strdup(d.tmp_path);
+    mkdir(other, 0755);
+    put(ox, "someone else's");
+    CHECK(rename(fin, t_path("ad/o-moved")) == 0 && rename(other, fin) == 0);
+    CHECK(tq_adir_commit(&d, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, tmp));
+    CHECK(holds(fx, "someone else's") && tq_is_dir(tmp) && t_count_prefixed(dir, "o.old-") == 0);
+    tq_rm_tree(tmp);
+    free(tmp);
+    /* ... nor one that appeared where there was none */
+    tq_rm_tree(fin);
+    CHECK_OK(tq_adir_open(&d, fin, TQ_ADIR_REPLACE, &err));
+    tmp = strdup(d.tmp_path);
+    mkdir(fin, 0755);
+    put(fy, "theirs");
+    CHECK(tq_adir_commit(&d, &err) != 0 && err.code == TQ_EEXIST && holds(fy, "theirs") && tq_is_dir(tmp));
+    tq_rm_tree(tmp);
+    free(tmp);
+    free(other);
+    free(ox);
     free(fin);
     free(fx);
     free(fy);
+}
+
+static void out_in_paths(void)
+{
+    tq_err err = {0};
+    char *dir = fresh_dir("oi");
+    char *m = tq_path_join(dir, "m", &err), *m2 = tq_path_join(dir, "m2", &err);
+    char *f = tq_path_join(m, "w.safetensors", &err), *hl = tq_path_join(dir, "hard", &err);
+    char *sl = tq_path_join(dir, "link", &err);
+    mkdir(m, 0755);
+    put(f, "w");
+    CHECK(link(f, hl) == 0 && symlink("m", sl) == 0);
+    char buf[1024];
+    struct {
+        const char *out, *in;
+        const char *want; /* NULL: no conflict */
+    } cases[] = {
+        {m2, m, NULL},                 /* a sibling sharing a name prefix */
+        {"new-out", m, NULL},
+        {m, m, "is the input"},
+        {hl, f, "same device and inode"},
+        {f, m, "inside the input directory"},
+        {"", NULL, NULL},
+    };
+    snprintf(buf, sizeof buf, "%s/../m/sub/new/x.f32", m); /* does not exist yet */
+    cases[5].out = buf;
+    cases[5].in = m;
+    cases[5].want = "inside the input directory";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err.msg[0] = 0;
+        int rc = tq_check_out_in(cases[i].out, cases[i].in, &err);
+        if (!cases[i].want)
+            CHECKF(rc == 0, "%s vs %s: %s", cases[i].out, cases[i].in, err.msg);
+        else
+            CHECKF(rc != 0 && err.code == TQ_EUSAGE && strstr(err.msg, cases[i].want) && strstr(err.msg, cases[i].in),
+                   "%s vs %s: %s", cases[i].out, cases[i].in, err.msg);
+    }
+    /* through a symbolic link to the input directory, and the output holding the input */
+    char *via = tq_path_join(sl, "x", &err);
+    CHECK(tq_check_out_in(via, m, &err) != 0 && strstr(err.msg, "inside the input directory"));
+    CHECK(tq_check_out_in(dir, f, &err) != 0 && strstr(err.msg, "would hold the input"));
+    CHECK(tq_check_out_in(dir, m, &err) != 0 && strstr(err.msg, "would hold the input"));
+    char *c = tq_path_canonical("a/./b/../c//", &err), cwd[4096];
+    CHECK(c && getcwd(cwd, sizeof cwd) && !strncmp(c, cwd, strlen(cwd)) && !strcmp(c + strlen(cwd), "/a/c"));
+    free(c);
+    free(via);
+    free(m);
+    free(m2);
+    free(f);
+    free(hl);
+    free(sl);
+}
+
+static void sources_watch(void)
+{
+    tq_err err = {0};
+    char *dir = fresh_dir("sw");
+    char *a = tq_path_join(dir, "a.bin", &err), *b = tq_path_join(dir, "b.bin", &err);
+    char *sub = tq_path_join(dir, "sub", &err), *c = tq_path_join(sub, "c.bin", &err);
+    char *tmp = t_path("sw-repl.bin");
+    put(a, "aaaa");
+    put(b, "bbbb");
+    mkdir(sub, 0755);
+    put(c, "cccc");
+    tq_sources s = {0};
+    CHECK_OK(tq_sources_add(&s, dir, &err));
+    CHECK(s.n == 5);
+    CHECK_OK(tq_sources_check(&s, &err));
+    /* the same size, other bytes, the times put back: the head hash and ctime see it */
+    struct stat st;
+    CHECK(stat(c, &st) == 0);
+    put(c, "CCCC");
+    struct timespec ts[2] = {st.st_atim, st.st_mtim};
+    utimensat(AT_FDCWD, c, ts, 0);
+    CHECK(tq_sources_check(&s, &err) != 0 && err.code == TQ_EDATA && strstr(err.msg, "c.bin: changed") &&
+          strstr(err.msg, "first 65536 bytes differ"));
+    tq_sources_free(&s);
+    /* replaced by rename: a new inode */
+    CHECK_OK(tq_sources_add(&s, a, &err));
+    put(tmp, "aaaa");
+    CHECK(rename(tmp, a) == 0);
+    CHECK(tq_sources_check(&s, &err) != 0 && strstr(err.msg, "a.bin: changed") && strstr(err.msg, "replaced"));
+    tq_sources_free(&s);
+    /* a file added to a watched directory, one removed */
+    CHECK_OK(tq_sources_add(&s, dir, &err));
+    put(tmp, "new");
+    CHECK(rename(tmp, t_path("sw/sub/new.bin")) == 0);
+    CHECK(tq_sources_check(&s, &err) != 0 && strstr(err.msg, "sub: changed") && strstr(err.msg, "entry was added"));
+    tq_sources_free(&s);
+    CHECK_OK(tq_sources_add(&s, dir, &err));
+    unlink(b);
+    CHECK(tq_sources_check(&s, &err) != 0 && strstr(err.msg, "b.bin: vanished"));
+    tq_sources_free(&s);
+    CHECK(tq_sources_add(&s, b, &err) != 0 && strstr(err.msg, "b.bin: cannot open"));
+    tq_sources_free(&s);
+    free(a);
+    free(b);
+    free(sub);
+    free(c);
 }
 
 int main(void)
@@ -208,5 +330,7 @@ int main(void)
         RUN(adir_appearing);
     }
     unsetenv("TQ_RENAME_FALLBACK");
+    RUN(out_in_paths);
+    RUN(sources_watch);
     TEST_MAIN_END();
 }

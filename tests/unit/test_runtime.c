@@ -285,7 +285,7 @@ static void threads_identical(void)
         int32_t toks[NGEN];
         unsigned char sha[32];
         char lp[600];
-        snprintf(lp, sizeof lp, "%s/logits-%d.f32", dir, threads[i]);
+        snprintf(lp, sizeof lp, "%s-logits-%d.f32", dir, threads[i]); /* not inside the model */
         CHECK_OK(run_model(dir, threads[i], &b, toks, sha, lp, &err));
         /* file == collected stream, sha == SHA-256 of the file */
         unsigned char fsha[32];
