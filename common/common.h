@@ -206,10 +206,6 @@ void tq_sources_free(tq_sources *s);
  * and the message ends with where it is. */
 int tq_sources_check_afile(const tq_sources *s, tq_afile *f, tq_err *e);
 int tq_sources_check_adir(const tq_sources *s, tq_adir *d, tq_err *e);
-/* tq_sources_check before publishing f or d: on a change the partial output is kept (closed)
- * and the message ends with where it is. */
-int tq_sources_check_afile(const tq_sources *s, tq_afile *f, tq_err *e);
-int tq_sources_check_adir(const tq_sources *s, tq_adir *d, tq_err *e);
 
 /* Test hook: with TQ_CRASH_AT_STEP=N in the environment the process SIGKILLs itself at the
  * N-th call (the step points between the system calls of publishing and of removing). */
