@@ -80,6 +80,8 @@ int main(int argc, char **argv)
     }
     if (rc != 0)
         return tq_cli_fail(&e);
+    for (size_t i = 0; i < r.n_warnings && !o.quiet; i++)
+        fprintf(stderr, "%s: warning: %s\n", tq_prog, r.warnings[i]);
     int status = 0;
     if (json || (out && !o.quiet)) {
         int jrc = tq_cli_print_json(tq_rows_report_json(&r, mode));

@@ -89,6 +89,8 @@ typedef struct tq_rows_report {
     int byte_identical;   /* extract: the rebuilt file is the source file byte for byte */
     int have_source;
     tq_rows_identity source;
+    size_t n_warnings;
+    char *warnings[4];    /* convert: why MTPLX cannot load the output, or where it landed */
 } tq_rows_report;
 
 /* SOURCE -> OUT (refuses an existing OUT or OUT == SOURCE). On a source that changed during

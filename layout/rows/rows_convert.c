@@ -73,6 +73,39 @@ static int fill_start(fill_job *j, pthread_t *th)
     return 0;
 }
 
+/* Keeps MSG (from tq_asprintf, NULL when it failed) in the report. */
+static int warn(tq_rows_report *r, char *msg)
+{
+    if (!msg)
+        return -1;
+    if (r->n_warnings < sizeof r->warnings / sizeof r->warnings[0])
+        r->warnings[r->n_warnings++] = msg;
+    else
+        free(msg);
+    return 0;
+}
+
+/* What MTPLX cannot load (it reads PREFIX "ngram" and mtplx_ngram_rows_v1 only), and an
+ * output inside the source's directory, where loaders that take every *.safetensors of a
+ * model directory would read it as a shard. */
+static int rows_warnings(const rows_table *t, const tq_rows_opts *o, tq_rows_report *r, tq_err *e)
+{
+    if (strcmp(t->prefix, "ngram") &&
+        warn(r, tq_asprintf(e, "prefix '%s': MTPLX reads only the table 'ngram' and cannot load this file", t->prefix)))
+        return -1;
+    if (o->page_align && warn(r, tq_asprintf(e, "%s is tq's own layout: MTPLX loads only %s", TQ_ROWS_FORMAT_PAGED,
+                                                TQ_ROWS_FORMAT_V1)))
+        return -1;
+    const char *ss = strrchr(t->path_abs, '/'), *os = strrchr(r->output, '/');
+    size_t sl = ss ? (size_t)(ss - t->path_abs) : 0, ol = os ? (size_t)(os - r->output) : 0;
+    if (sl && ol >= sl && !strncmp(r->output, t->path_abs, sl) && (r->output[sl] == '/') &&
+        warn(r, tq_asprintf(e, "%s is inside the source's directory %.*s: a loader that reads every *.safetensors "
+                                  "there would take it for a model shard",
+                               r->output, (int)sl, t->path_abs)))
+        return -1;
+    return 0;
+}
+
 int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, tq_rows_report *r, tq_err *e)
 {
     memset(r, 0, sizeof *r);
@@ -87,7 +120,7 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
         return -1;
     if (rows_table_open(&t, source, o->prefix, e) != 0)
         return -1;
-    if (!(r->output = abs_path_of_new(out, e)))
+    if (!(r->output = abs_path_of_new(out, e)) || rows_warnings(&t, o, r, e) != 0)
         goto done;
     tq_rows_geom g = t.g;
     g.page = o->page_align;

@@ -147,7 +147,8 @@ int rows_parts_from_json(const char *text, uint64_t rows, tq_rows_geom *g, tq_er
         snprintf(pt->name, sizeof pt->name, "%s", part_names[p]);
         uint64_t r = 0;
         if (!cJSON_IsString(dt) || tq_dtype_from_name(dt->valuestring, &pt->dtype) != 0 ||
-            (p == 0 ? pt->dtype != TQ_DT_U32 : pt->dtype != TQ_DT_F16 && pt->dtype != TQ_DT_BF16) ||
+            (p == 0 ? pt->dtype != TQ_DT_U32 && pt->dtype != TQ_DT_F16 && pt->dtype != TQ_DT_BF16
+                    : (pt->dtype != TQ_DT_F16 && pt->dtype != TQ_DT_BF16) || g->parts[0].dtype != TQ_DT_U32) ||
             !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != 2 || tq_json_u64(sh->child, &r) != 0 ||
             tq_json_u64(sh->child->next, &pt->cols) != 0 || !cJSON_IsArray(of) ||
             cJSON_GetArraySize(of) != 2 || tq_json_u64(of->child, &pt->begin) != 0 ||

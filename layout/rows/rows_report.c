@@ -15,6 +15,8 @@ void tq_rows_report_free(tq_rows_report *r)
     free(r->output);
     free(r->source_path);
     free(r->kept_partial);
+    for (size_t i = 0; i < r->n_warnings; i++)
+        free(r->warnings[i]);
     memset(r, 0, sizeof *r);
 }
 
@@ -47,6 +49,11 @@ cJSON *tq_rows_report_json(const tq_rows_report *r, const char *mode)
     cJSON_AddStringToObject(o, "format", r->format ? r->format : "");
     cJSON_AddStringToObject(o, "prefix", r->prefix ? r->prefix : "");
     cJSON_AddStringToObject(o, "mode", mode);
+    if (r->n_warnings) {
+        cJSON *w = cJSON_AddArrayToObject(o, "warnings");
+        for (size_t i = 0; w && i < r->n_warnings; i++)
+            cJSON_AddItemToArray(w, cJSON_CreateString(r->warnings[i]));
+    }
     if (r->source_path)
         cJSON_AddStringToObject(o, "source_path", r->source_path);
     if (r->have_source) {

@@ -35,6 +35,55 @@ static void list_candidates(const tq_st_file *st, char *buf, size_t cap)
     }
 }
 
+/* MTPLX's table metadata (docs/compatibility.md, MTPLX): ngram_bits (0 = raw weight rows)
+ * and ngram_group_size (default 32), as decimal strings; when present they must describe the
+ * parts: bits 0 a float weight alone, else U32 words of 32/bits values, scales and biases of
+ * one dtype and shape, words x 32 = groups x group size x bits. */
+static int small_decimal(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!*s || strlen(s) > 6)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+static int check_ngram_meta(const rows_table *t, const char *path, tq_err *e)
+{
+    const char *vb = NULL, *vg = NULL;
+    for (size_t i = 0; i < t->st->n_meta; i++) {
+        if (!strcmp(t->st->meta_keys[i], "ngram_bits"))
+            vb = t->st->meta_vals[i];
+        else if (!strcmp(t->st->meta_keys[i], "ngram_group_size"))
+            vg = t->st->meta_vals[i];
+    }
+    if (!vb && !vg)
+        return 0;
+    uint64_t bits = 4, group = 32;
+    if ((vb && (small_decimal(vb, &bits) != 0 || bits > 8)) || (vg && (small_decimal(vg, &group) != 0 || !group || group > 4096)))
+        return tq_fail(e, TQ_EDATA, "%s: __metadata__ ngram_bits '%s' / ngram_group_size '%s' are not valid numbers", path,
+                       vb ? vb : "", vg ? vg : "");
+    const tq_rows_geom *g = &t->g;
+    const tq_rows_part *w = &g->parts[0], *s = g->n_parts > 1 ? &g->parts[1] : NULL, *b = g->n_parts > 2 ? &g->parts[2] : NULL;
+    const char *why = NULL;
+    if (bits == 0 && (w->dtype == TQ_DT_U32 || g->n_parts != 1))
+        why = "ngram_bits 0 means raw F16/BF16 weight rows alone";
+    else if (bits != 0 && (w->dtype != TQ_DT_U32 || !s || !b || strcmp(s->name, "scales") || s->dtype != b->dtype ||
+                           s->cols != b->cols))
+        why = "a packed table needs a U32 weight with scales and biases of one dtype and shape";
+    else if (bits != 0 && w->cols * 32 != s->cols * group * bits)
+        why = "weight words x 32 != groups x group size x bits";
+    if (why)
+        return tq_fail(e, TQ_EDATA, "%s: __metadata__ says ngram_bits %llu, ngram_group_size %llu, but table '%s' does not "
+                       "match: %s", path, (unsigned long long)bits, (unsigned long long)group, t->prefix, why);
+    return 0;
+}
+
 int rows_table_open(rows_table *t, const char *path, const char *prefix, tq_err *e)
 {
     memset(t, 0, sizeof *t);
@@ -94,10 +143,15 @@ int rows_table_open(rows_table *t, const char *path, const char *prefix, tq_err 
             }
             continue;
         }
-        int ok_dtype = p == 0 ? ti->dtype == TQ_DT_U32 : ti->dtype == TQ_DT_F16 || ti->dtype == TQ_DT_BF16;
+        /* the weight packed (U32, with scales and biases) or raw rows (F16/BF16, alone) */
+        int fl = ti->dtype == TQ_DT_F16 || ti->dtype == TQ_DT_BF16;
+        int ok_dtype = p == 0 ? ti->dtype == TQ_DT_U32 || fl : fl && g->parts[0].dtype == TQ_DT_U32;
         if (!ok_dtype) {
             tq_fail(e, TQ_EUNSUP, "%s: tensor '%s': dtype %s is not supported (%s)", path, name,
-                    tq_dtype_name(ti->dtype), p == 0 ? "weight must be U32" : "scales and biases must be F16 or BF16");
+                    tq_dtype_name(ti->dtype),
+                    p == 0 ? "weight must be U32 (packed) or F16/BF16 (raw rows)"
+                    : fl   ? "a raw F16/BF16 weight table has no scales or biases"
+                           : "scales and biases must be F16 or BF16");
             cJSON_Delete(parts);
             goto fail;
         }
@@ -158,6 +212,8 @@ int rows_table_open(rows_table *t, const char *path, const char *prefix, tq_err 
         tq_fail(e, TQ_EDATA, "%s: table '%s' has 0 bytes per row", path, prefix);
         goto fail;
     }
+    if (check_ngram_meta(t, path, e) != 0)
+        goto fail;
     return 0;
 fail:
     rows_table_close(t);

@@ -261,10 +261,12 @@ int tq_mk_validate(const tq_mk_opts *o, tq_err *e)
             return tq_fail(e, TQ_EUSAGE, "ngram tables store scales/biases as f16 or bf16");
         if (o->rows == 0 || o->rows > (1ull << 40))
             return tq_fail(e, TQ_EUSAGE, "--rows must be in [1, 2^40]");
-        if (o->bits != 2 && o->bits != 4 && o->bits != 8)
-            return tq_fail(e, TQ_EUSAGE, "--bits must be 2, 4 or 8");
+        if (o->bits != 0 && o->bits != 2 && o->bits != 4 && o->bits != 8)
+            return tq_fail(e, TQ_EUSAGE, "--bits must be 0, 2, 4 or 8");
         if (range("width", o->width, 1, 1 << 20, e) || range("group-size", o->group_size, 1, 1 << 20, e))
             return -1;
+        if (o->bits == 0)
+            return 0; /* raw rows: no groups */
         if (o->width % o->group_size)
             return tq_fail(e, TQ_EUSAGE, "--width %ld is not a multiple of --group-size %d", o->width, o->group_size);
         if (o->group_size % (32 / o->bits))

@@ -95,7 +95,7 @@ static int add(builder *b, const spec *s)
     if (!it->key_pre || (s->key_suf && !(it->key_suf = tq_strdup(s->key_suf, b->e))) ||
         (s->key_suf2 && !(it->key_suf2 = tq_strdup(s->key_suf2, b->e))))
         return -1;
-    if (o->arch == TQ_MK_NGRAM) {
+    if (o->arch == TQ_MK_NGRAM && o->bits) { /* --bits 0: raw rows in --dtype */
         it->enc = MK_ENC_AFFINE;
         it->bits = o->bits;
         it->group = o->group_size;

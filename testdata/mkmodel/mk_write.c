@@ -186,10 +186,17 @@ static int generate(const char *dir, const tq_mk_opts *o, tq_mk_plan *p, tq_err 
     memset(&j, 0, sizeof j);
     j.o = o;
     j.pv = pv;
-    /* an ngram table is one file: tq-rowlayout reads a single safetensors table */
+    /* an ngram table is one file: tq-rowlayout reads a single safetensors table; its
+     * metadata says how it is stored, as MTPLX's table writer does (ngram_bits 0: raw rows) */
     uint64_t shard = o->arch == TQ_MK_NGRAM ? UINT64_MAX : o->shard_size;
-    if (tq_model_writer_open(&j.w, dir, p->decls, p->n, shard, keys_hf,
-                             mlx ? vals_mlx : vals_pt, 1, e))
+    char nb[16], ng[16];
+    snprintf(nb, sizeof nb, "%d", o->bits);
+    snprintf(ng, sizeof ng, "%d", o->group_size);
+    const char *const keys_ng[] = {"format", "ngram_bits", "ngram_group_size"};
+    const char *const vals_ng[] = {mlx || o->bits ? "mlx" : "pt", nb, ng};
+    int ngram = o->arch == TQ_MK_NGRAM;
+    if (tq_model_writer_open(&j.w, dir, p->decls, p->n, shard, ngram ? keys_ng : keys_hf,
+                             ngram ? vals_ng : mlx ? vals_mlx : vals_pt, ngram ? 3 : 1, e))
         return -1;
     uint64_t max_cols = 1;
     for (size_t i = 0; i < pv->n_items; i++) {
