@@ -314,6 +314,8 @@ static const table_spec specs[] = {
     {"tok", 33, 3, 1, 0, TQ_DT_U32, TQ_DT_F16, TQ_DT_F16, 0, 0},       /* no biases, odd widths */
     {"emb", 64, 1100, 0, 0, TQ_DT_U32, TQ_DT_F16, TQ_DT_F16, 0, 0},     /* weight only, 4400-byte records */
     {"ngram", 0, 20, 5, 5, TQ_DT_U32, TQ_DT_F16, TQ_DT_F16, 0, 0},      /* empty table */
+    {"ngram", 300, 96, 0, 0, TQ_DT_BF16, TQ_DT_F16, TQ_DT_F16, 0, 1},   /* raw BF16 rows, 192 B */
+    {"ngram", 77, 33, 0, 0, TQ_DT_F16, TQ_DT_F16, TQ_DT_F16, 0, 0},     /* raw F16 rows, odd width */
 };
 
 static void roundtrip(const table_spec *s, uint64_t page, int pads, uint64_t chunk, int i)
@@ -328,7 +330,7 @@ static void roundtrip(const table_spec *s, uint64_t page, int pads, uint64_t chu
     tq_rows_opts o = {.prefix = s->prefix, .page_align = page, .pad_stride = pads, .chunk_bytes = chunk, .quiet = 1};
     tq_rows_report r;
     CHECK_OK(tq_rows_convert(src, out, &o, &r, &err));
-    uint64_t stride = s->wcols * 4 + s->scols * 2 + s->bcols * 2;
+    uint64_t stride = s->wcols * tq_dtype_size(s->wdt) + s->scols * 2 + s->bcols * 2;
     CHECKF(r.rows == s->rows && r.row_bytes == stride && r.all_rows_bit_exact, "spec %d", i);
     if (page)
         CHECK(r.straddle_paged == 0);
@@ -556,7 +558,8 @@ static void test_bad_inputs(void)
     tq_rows_report r;
     const char *src = t_path("bad.safetensors"), *out = t_path("bad.rows");
     struct { table_spec s; const char *want; int code; } cases[] = {
-        {{"ngram", 10, 4, 2, 2, TQ_DT_F16, TQ_DT_F16, TQ_DT_F16, 0, 0}, "weight must be U32", TQ_EUNSUP},
+        {{"ngram", 10, 4, 2, 2, TQ_DT_F16, TQ_DT_F16, TQ_DT_F16, 0, 0}, "a raw F16/BF16 weight table has no scales or biases", TQ_EUNSUP},
+        {{"ngram", 10, 4, 0, 0, TQ_DT_F32, TQ_DT_F16, TQ_DT_F16, 0, 0}, "weight must be U32 (packed) or F16/BF16 (raw rows)", TQ_EUNSUP},
         {{"ngram", 10, 4, 2, 2, TQ_DT_U32, TQ_DT_F32, TQ_DT_F16, 0, 0}, "must be F16 or BF16", TQ_EUNSUP},
         {{"other", 10, 4, 2, 2, TQ_DT_U32, TQ_DT_F16, TQ_DT_F16, 0, 0}, "no tensor 'ngram.weight' (U32 2-D tables present: 'other'", TQ_EDATA},
     };
@@ -661,6 +664,32 @@ static void test_header_seeds(void)
         }
 }
 
+/* A row file's 'parts': a packed weight (U32) may have F16/BF16 scales and biases; a raw
+ * F16/BF16 weight stands alone; anything else is refused as malformed. */
+static void test_parts_dtypes(void)
+{
+    static const struct { const char *json; int ok; uint64_t stride; } cases[] = {
+        {"[[\"weight\",{\"dtype\":\"BF16\",\"shape\":[4,6],\"data_offsets\":[0,48]}]]", 1, 12},
+        {"[[\"weight\",{\"dtype\":\"F16\",\"shape\":[4,3],\"data_offsets\":[0,24]}]]", 1, 6},
+        {"[[\"weight\",{\"dtype\":\"U32\",\"shape\":[4,2],\"data_offsets\":[0,32]}],"
+         "[\"scales\",{\"dtype\":\"BF16\",\"shape\":[4,1],\"data_offsets\":[32,40]}]]", 1, 10},
+        {"[[\"weight\",{\"dtype\":\"F32\",\"shape\":[4,2],\"data_offsets\":[0,32]}]]", 0, 0},
+        {"[[\"weight\",{\"dtype\":\"BF16\",\"shape\":[4,2],\"data_offsets\":[0,16]}],"
+         "[\"scales\",{\"dtype\":\"BF16\",\"shape\":[4,1],\"data_offsets\":[16,24]}]]", 0, 0},
+        {"[[\"weight\",{\"dtype\":\"U32\",\"shape\":[4,2],\"data_offsets\":[0,32]}],"
+         "[\"scales\",{\"dtype\":\"U32\",\"shape\":[4,1],\"data_offsets\":[32,48]}]]", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tq_err err = {0};
+        tq_rows_geom g;
+        memset(&g, 0, sizeof g);
+        int rc = rows_parts_from_json(cases[i].json, 4, &g, &err);
+        CHECKF(cases[i].ok ? rc == 0 && g.stride == cases[i].stride : rc != 0 && err.code == TQ_EDATA &&
+                                                                         strstr(err.msg, "needs a supported dtype"),
+               "case %zu: rc %d stride %llu %s", i, rc, (unsigned long long)g.stride, err.msg);
+    }
+}
+
 int main(void)
 {
     RUN(test_canonical_matches_python);
@@ -673,6 +702,7 @@ int main(void)
     RUN(test_check_finds_first_bad_row);
     RUN(test_check_source_changed_and_truncated);
     RUN(test_bad_inputs);
+    RUN(test_parts_dtypes);
     RUN(test_refuses_existing_and_source);
     RUN(test_deterministic);
     RUN(test_header_seeds);
