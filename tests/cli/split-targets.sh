@@ -66,9 +66,17 @@ tq-mkmodel --arch deepseek_v3 --size tiny --naming mlx --quant affine4 dsk >/dev
 expect_msg 1 "layer 0 has no routed experts (a dense MLP): mac-code opens an expert file for every layer" tq-split --target mac-code dsk x5
 expect_msg 1 "mlx-sniper reads only MoE splits" tq-split --target mlx-sniper d x6
 expect_msg 2 "mac-code reads exactly 16384 header bytes" tq-split --target mac-code --align 4096 m x7
-tq-split --quiet --target mlx-sniper hf x8
-$C read mlx-sniper x8 hf >/dev/null 2>&1 && fail "bf16 experts passed the mlx-sniper reader"
-for x in x1 x2 x4 x5 x6 x7; do [ ! -e $x ] || fail "$x written"; done
+expect_msg 1 "layer 0 experts gate_proj are BF16 weights (not quantized): mlx-sniper computes only MLX affine 4-bit" \
+  tq-split --target mlx-sniper hf x8
+expect_msg 1 "affine 8-bit group 64: mlx-sniper computes only MLX affine 4-bit group-64" tq-split --target mlx-sniper a8 x9
+for x in x1 x2 x4 x5 x6 x7 x8 x9; do [ ! -e $x ] || fail "$x written"; done
+# the refusal is what the consumers' readers would meet: the 8-bit model split by their own
+# writers fails their reader's affine 4-bit group-64 check
+for t in mac-code mlx-sniper; do
+  $C write $t a8 w-$t
+  $C read $t w-$t a8 > r-$t.txt 2>&1 && fail "$t's reader accepted 8-bit experts"
+  grep -q 'gate_proj is not affine 4-bit group 64' r-$t.txt || fail "$t: $(cat r-$t.txt)"
+done
 set -e
 # --plan: per target, readable and fits
 tq-split --plan --ram 16G tq3 > plan.txt
