@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const tq_opt_choice rotations[] = {{"hadamard", 0, 0}, {"blockwise_hadamard", 0, 1}, {"none", 1, 0}, {NULL, 0, 0}};
 static const tq_opt_choice scales[] = {{"rms", TQ_SCALE_RMS, 0}, {"lsq", TQ_SCALE_LSQ, 0}, {NULL, 0, 0}};
 static const tq_opt_choice group_sizes[] = {{"32", 32, 0}, {"64", 64, 0}, {"128", 128, 0}, {NULL, 0, 0}};
 static const tq_opt_choice methods[] = {{"turboquant", TQ_METHOD_TURBOQUANT, 0}, {"affine", TQ_METHOD_AFFINE, 0},
@@ -85,6 +86,9 @@ int main(int argc, char **argv)
                       "group scale: RMS (the reference recipe) or least squares for the chosen indices, "
                       "never worse than rms (default lsq)"),
         TQ_OPT_INT("seed", 0, &o.seed, 0, 2147483647, "S", "rotation_seed for the signs (default 42)"),
+        TQ_OPT_CHOICE("rotation", 0, &o.rotation_none, rotations, NULL,
+                      "hadamard (default): signs and block Hadamard before quantizing; none: neither "
+                      "(all-ones signs), as TurboQuant-MLX's --rotation none"),
         TQ_OPT_CALL("bits-for", 0, add_bits_for, &bf, "REGEX=B",
                     "B bits for tensors matching the POSIX extended REGEX (repeatable; the last match wins)"),
         TQ_OPT_CHOICE("affine-rule", 0, &o.affine_rule, rules, "R",

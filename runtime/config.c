@@ -521,6 +521,25 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         cfgsrc qs = {q, q, path};
         if (get_u64(&qs, "bits", &c->q_bits, 0, 32, e) || get_u64(&qs, "group_size", &c->q_group, 0, 1u << 20, e))
             goto out;
+        /* TurboQuant's rotation, and the TurboQuant-MLX features tq cannot run */
+        const cJSON *rot = cJSON_GetObjectItemCaseSensitive(q, "rotation");
+        if (cJSON_IsString(rot) && !strcmp(rot->valuestring, "none"))
+            c->tq_norot = 1;
+        else if (rot && !cJSON_IsNull(rot) &&
+                 (!cJSON_IsString(rot) || (strcmp(rot->valuestring, "hadamard") && strcmp(rot->valuestring, "blockwise_hadamard")))) {
+            tq_fail(e, TQ_EUNSUP, "%s: quantization.rotation %s%s%s is not supported (hadamard, blockwise_hadamard, none)",
+                    path, cJSON_IsString(rot) ? "\"" : "", cJSON_IsString(rot) ? rot->valuestring : "(not a string)",
+                    cJSON_IsString(rot) ? "\"" : "");
+            goto out;
+        }
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "use_qjl"))) {
+            tq_fail(e, TQ_EUNSUP, "%s: quantization.use_qjl is true: QJL residual correction is not supported", path);
+            goto out;
+        }
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "ternary_experts"))) {
+            tq_fail(e, TQ_EUNSUP, "%s: quantization.ternary_experts is true: ternary (trit) experts are not supported", path);
+            goto out;
+        }
     }
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "streaming");
     if (cJSON_IsObject(st)) {

@@ -284,7 +284,7 @@ int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scrat
             cb[i] = rt_load_f(l->cdt, l->codebook, i);
         for (uint64_t j = 0; j < l->cols; j++)
             s->xr[j] = x[j] * rt_load_f(l->gdt, l->signs, j);
-        if (tq_hadamard_rotate(s->xr, l->cols, NULL, tq_hadamard_block(l->cols)) != 0)
+        if (!l->norot && tq_hadamard_rotate(s->xr, l->cols, NULL, tq_hadamard_block(l->cols)) != 0)
             return tq_fail(e, TQ_EDATA, "no Hadamard block for an input axis of %llu",
                            (unsigned long long)l->cols);
         c.x = s->xr;

@@ -49,8 +49,15 @@ static int get_parts(rt_store *s, const char *module, uint64_t E, mod_parts *mp,
     return 0;
 }
 
-static void note_kind(tq_runner *r, const rt_linear *l)
+/* Also: a TurboQuant module of a rotation "none" model is used unrotated when its signs are
+ * all +1 (a negative sign means it was rotated whatever the config says: TurboQuant-MLX's rule). */
+static void note_kind(tq_runner *r, rt_linear *l)
 {
+    if (l->kind == RT_TQ && r->c.tq_norot) {
+        l->norot = 1;
+        for (uint64_t j = 0; j < l->cols && l->norot; j++)
+            l->norot = rt_load_f(l->gdt, l->signs, j) > 0;
+    }
     r->weights_mask |= l->kind == RT_DENSE ? 1 : l->kind == RT_AFFINE ? 2 : l->kind == RT_TQ ? 4 : 8;
     if (l->kind == RT_DENSE)
         r->dense_dt = l->wdt;

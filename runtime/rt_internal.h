@@ -75,6 +75,7 @@ typedef struct rt_config {
     double swiglu_alpha, swiglu_limit;
     /* MLX affine defaults from the "quantization" block */
     uint64_t q_bits, q_group;
+    int tq_norot;            /* TurboQuant quantization.rotation "none" */
     /* split directory */
     int split;
     char pinned_file[256];
@@ -113,6 +114,7 @@ typedef struct rt_linear {
     tq_dtype biasdt;
     uint64_t rstep;        /* MXFP4 weight rows and bias entries: row r is stored row r * rstep
                             * (2 for gpt-oss's interleaved gate/up; 0 or 1 otherwise) */
+    int norot;             /* tq: quantized unrotated (rotation "none", all-ones signs) */
 } rt_linear;
 
 /* Byte sizes of one matrix's parts, for stacked experts and block templates. */

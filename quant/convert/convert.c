@@ -84,6 +84,9 @@ static int write_config(const cv_plan *p, const tq_model *m, const tq_convert_op
     if (!c)
         return tq_fail(e, TQ_ENOMEM, "out of memory");
     int ok = 1;
+    cJSON *tc = cJSON_GetObjectItemCaseSensitive(c, "text_config");
+    if (o->mode == TQ_CONVERT_QUANTIZE && cJSON_IsObject(tc))
+        cJSON_DeleteItemFromObjectCaseSensitive(tc, "quantization_config");
     if (o->mode == TQ_CONVERT_QUANTIZE && o->method == TQ_METHOD_AFFINE) {
         /* as mlx_lm.convert writes it: {"group_size", "bits", "mode": "affine"} plus per-module
          * entries, and the same object again as quantization_config */
@@ -99,11 +102,13 @@ static int write_config(const cv_plan *p, const tq_model *m, const tq_convert_op
         if (q2)
             cJSON_AddItemToObject(c, "quantization_config", q2);
     } else if (o->mode == TQ_CONVERT_QUANTIZE) {
+        /* a source quantization tq decoded itself (gpt-oss's mxfp4) is gone from the output */
         cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization");
+        cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization_config");
         cJSON *q = p->qconfig ? cJSON_Duplicate(p->qconfig, 1) : cJSON_CreateObject();
         ok = q && cJSON_AddStringToObject(q, "mode", "turboquant") && cJSON_AddNumberToObject(q, "bits", o->bits) &&
              cJSON_AddNumberToObject(q, "group_size", (double)o->group_size) &&
-             cJSON_AddStringToObject(q, "rotation", "hadamard") &&
+             cJSON_AddStringToObject(q, "rotation", o->rotation_none ? "none" : "hadamard") &&
              cJSON_AddNumberToObject(q, "rotation_seed", (double)o->seed) &&
              cJSON_AddStringToObject(q, "scale_method", scale_name(o->scale)) &&
              cJSON_AddStringToObject(q, "codebook", "lloyd_max_gaussian");
@@ -196,7 +201,9 @@ static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
         t->rel_mse = it->sum2 > 0 ? it->err2 / it->sum2 : 0;
         r->params += t->params;
         r->bytes += t->bytes;
-        if (it->kind == CV_COPY)
+        if (it->mxfp4)
+            r->in_bytes += t->params / 32 * 17;
+        else if (it->kind == CV_COPY)
             r->in_bytes += t->params * tq_dtype_size(it->src_dtype);
         else if (it->kind == CV_QUANT || it->kind == CV_AFFINE)
             r->in_bytes += t->params * tq_dtype_size(it->src_dtype);

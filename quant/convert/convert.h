@@ -29,6 +29,8 @@ typedef struct tq_convert_opts {
     size_t group_size;      /* 32, 64, 128 */
     int scale;              /* enum tq_scale_method */
     uint64_t seed;          /* rotation_seed (42) */
+    int rotation_none;      /* quantize unrotated (all-ones signs, no Hadamard); config says
+                               rotation "none" */
     size_t n_bits_for;      /* --bits-for REGEX=B, in order (last match wins) */
     const char *const *bits_for_re;
     const int *bits_for_bits;

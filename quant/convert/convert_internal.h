@@ -8,6 +8,7 @@
 #ifndef TQ_CONVERT_INTERNAL_H
 #define TQ_CONVERT_INTERNAL_H
 
+#include "formats/family.h"
 #include "formats/formats.h"
 #include "quant/convert/convert.h"
 
@@ -15,9 +16,13 @@ enum cv_kind { CV_COPY, CV_QUANT, CV_DEQUANT, CV_AFFINE, CV_AFFINE_DEQUANT };
 
 /* Part p of an item (an expert, or the whole tensor when E == 1). */
 typedef struct cv_part {
-    const tq_model_tensor *src;  /* COPY/QUANT: the values; DEQUANT: the packed weight */
-    uint64_t src_off;            /* element offset of the part in src */
-    const tq_model_tensor *scales; /* DEQUANT, AFFINE_DEQUANT */
+    const tq_model_tensor *src;  /* COPY/QUANT/AFFINE: the values (MXFP4: the blocks);
+                                  * DEQUANT: the packed weight */
+    uint64_t src_off;            /* element offset of the part in src (MXFP4: decoded elements) */
+    uint64_t stride;             /* elements from one row (rowwise COPY: one element) to the
+                                  * next in src; 0 = contiguous (gpt-oss's interleaved rows) */
+    const tq_model_tensor *scales; /* DEQUANT, AFFINE_DEQUANT: the module's scales; MXFP4
+                                  * sources: the E8M0 scales (one per 32 decoded elements) */
     uint64_t scales_off;
     const tq_model_tensor *biases; /* AFFINE_DEQUANT */
     long out;                    /* output tensor (writer index) */
@@ -30,8 +35,11 @@ typedef struct cv_item {
     char *source;                /* first input tensor */
     uint64_t E;
     cv_part *parts;
-    uint64_t rows, cols;         /* per part; COPY: rows = 1, cols = elements */
-    tq_dtype src_dtype, out_dtype;
+    uint64_t rows, cols;         /* per part; COPY: rows = 1, cols = elements, unless rowwise */
+    tq_dtype src_dtype, out_dtype; /* src_dtype F32 for MXFP4 sources (decoded exactly) */
+    int mxfp4;                   /* parts read MXFP4 blocks + scales */
+    int rowwise;                 /* COPY in rows of `cols` (strided or MXFP4 sources) */
+    float add;                   /* COPY: value + add, rounded to out_dtype (norm shift, +-1) */
     /* QUANT / DEQUANT */
     int bits;
     size_t group, block;
@@ -39,6 +47,7 @@ typedef struct cv_item {
     int scale_method;            /* QUANT: enum tq_scale_method */
     float codebook[16];          /* DEQUANT: the file's codebook */
     float *signs;                /* cols signs */
+    int norot;                   /* rotation "none" (all-ones signs): no Hadamard */
     long out_scales, out_codebook, out_signs; /* QUANT outputs (weight is parts[].out) */
     /* AFFINE / AFFINE_DEQUANT: scales and biases dtype, MLX rule; AFFINE also writes biases */
     tq_dtype qdtype;
@@ -58,18 +67,59 @@ typedef struct cv_decl {
     uint64_t shape[TQ_MAX_DIMS];
 } cv_decl;
 
+/* One output tensor of quantize / plain mode before planning: where its values come from. */
+typedef struct cv_src {
+    const tq_model_tensor *t;    /* values (MXFP4: blocks) */
+    const tq_model_tensor *scales; /* MXFP4 scales, else NULL */
+    uint64_t off, stride;        /* as cv_part's src_off and stride */
+} cv_src;
+
+typedef struct cv_group {
+    char *out_name;
+    size_t n;                    /* pieces: one per expert when `experts`, else 1 */
+    cv_src *src;
+    int experts;                 /* pieces stacked on a new leading expert axis */
+    uint64_t rows, cols;         /* one piece as a matrix (vectors: rows 1) */
+    int ndim;
+    uint64_t shape[TQ_MAX_DIMS]; /* the output tensor's shape */
+    tq_dtype dtype;              /* the values' dtype (F32 for MXFP4) */
+    int mxfp4;
+    float add;                   /* value shift (a zero-centred norm in the MLX form: +1) */
+    int planned;                 /* consumed (a quantized module's bias) */
+} cv_group;
+
+/* Input tensors -> output tensors for quantize and plain modes, through the family table
+ * (formats/family.h): per-expert, fused and MXFP4 experts stacked or split into the MLX
+ * container, wrapped roots renamed, the transforms mlx-lm's sanitize would apply, MTP heads
+ * kept or left out as the family says. Checks the experts against config.json (count, fused
+ * widths) and names the offending tensor. keep_names: every tensor as it is. */
+int cv_groups_build(const tq_model *m, int keep_names, cv_group **out, size_t *n_out, size_t *n_dropped,
+                    tq_err *e);
+void cv_groups_free(cv_group *g, size_t n);
+
 typedef struct cv_plan {
     const tq_model *m;
     const tq_convert_opts *o;
+    const tq_family *family;     /* from config.json, or NULL */
     tq_codebook cbs[TQ_MAX_BITS + 1];
     size_t n_items, cap_items;
     cv_item *items;
     size_t n_decls, cap_decls;
     cv_decl *decls;
     struct cJSON *qconfig;       /* per-module overrides for config.json */
+    size_t n_dropped;            /* input tensors left out (MTP heads mlx-lm drops) */
 } cv_plan;
 
 int cv_plan_build(cv_plan *p, const tq_model *m, const tq_convert_opts *o, tq_err *e);
+/* Dequantize mode (convert_dequant.c): TurboQuant and MLX affine modules back to floats under
+ * the family's HF names. */
+int cv_plan_dequant(cv_plan *p, tq_err *e);
+/* Plan building blocks shared by convert_plan.c and convert_dequant.c. */
+cv_item *cv_new_item(cv_plan *p, int kind, tq_err *e);
+/* Declare an output tensor; its declaration index, or -1. */
+long cv_declare(cv_plan *p, const char *name, tq_dtype dt, int ndim, const uint64_t *shape, tq_err *e);
+/* Index of an already declared output, or -1. */
+long cv_find_decl(const cv_plan *p, const char *name);
 void cv_plan_free(cv_plan *p);
 /* After the writer exists: resolve output indices of every part. */
 int cv_plan_resolve(cv_plan *p, tq_model_writer *w, tq_err *e);

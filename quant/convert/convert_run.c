@@ -47,20 +47,79 @@ typedef struct cv_worker {
     cv_buf in, f32, scratch, words, scales, out;
 } cv_worker;
 
+/* Rows [r0, r0+n) of part pt (it->cols values each) as f32: a strided source (gpt-oss's
+ * interleaved gate/up rows) read as one span when it is small and row by row otherwise, an
+ * MXFP4 source decoded exactly from its blocks and scales. */
+static int read_rows_f32(cv_worker *wk, const cv_item *it, const cv_part *pt, uint64_t r0, uint64_t n, float *out,
+                         tq_err *e)
+{
+    uint64_t C = it->cols, stride = pt->stride ? pt->stride : C;
+    if (it->mxfp4) {
+        uint64_t nb = C / 32;
+        uint8_t *q = grow(&wk->scratch, (size_t)(nb * 17), e);
+        if (!q)
+            return -1;
+        for (uint64_t r = 0; r < n; r++) {
+            uint64_t el = pt->src_off + (r0 + r) * stride, bad;
+            if (tq_model_read(pt->src, el / 2, q, (size_t)(nb * 16), e) ||
+                tq_model_read(pt->scales, el / 32, q + nb * 16, (size_t)nb, e))
+                return -1;
+            if (tq_mxfp4_decode(q, q + nb * 16, nb, 0, out + r * C, &bad))
+                return tq_fail(e, TQ_EDATA, "tensor '%s': MXFP4 block %llu: scale byte %u is NaN or overflows f32",
+                               pt->src->info.name, (unsigned long long)((el / 32) + bad), q[nb * 16 + bad]);
+        }
+        return 0;
+    }
+    size_t isz = tq_dtype_size(it->src_dtype);
+    uint64_t first = pt->src_off + r0 * stride, span = (n - 1) * stride + C;
+    if (stride == C || span <= (1u << 20)) {
+        char *in = grow(&wk->in, (size_t)(span * isz), e);
+        if (!in || tq_model_read(pt->src, first * isz, in, (size_t)(span * isz), e))
+            return -1;
+        for (uint64_t r = 0; r < n; r++)
+            if (tq_to_f32(it->src_dtype, in + r * stride * isz, out + r * C, (size_t)C, e))
+                return -1;
+        return 0;
+    }
+    char *in = grow(&wk->in, (size_t)(C * isz), e);
+    for (uint64_t r = 0; in && r < n; r++)
+        if (tq_model_read(pt->src, (first + r * stride) * isz, in, (size_t)(C * isz), e) ||
+            tq_to_f32(it->src_dtype, in, out + r * C, (size_t)C, e))
+            return -1;
+    return in ? 0 : -1;
+}
+
 static int job_copy(cv_worker *wk, cv_job *j, tq_err *e)
 {
     cv_item *it = j->it;
     const cv_part *pt = &it->parts[j->part];
     size_t isz = tq_dtype_size(it->src_dtype), osz = tq_dtype_size(it->out_dtype);
     size_t n = (size_t)j->count;
+    if (it->rowwise) { /* j->first / count are rows of it->cols */
+        size_t nv = n * (size_t)it->cols;
+        float *f = grow(&wk->f32, nv * sizeof(float), e);
+        void *o = f ? grow(&wk->out, nv * osz, e) : NULL;
+        if (!o || read_rows_f32(wk, it, pt, j->first, n, f, e))
+            return -1;
+        for (size_t i = 0; it->add != 0.0f && i < nv; i++)
+            f[i] += it->add;
+        if (tq_from_f32(it->out_dtype, f, o, nv, e))
+            return -1;
+        return tq_model_writer_write(wk->sh->w, (size_t)pt->out, (pt->out_off + j->first * it->cols) * osz, o, nv * osz, e);
+    }
     void *in = grow(&wk->in, n * isz, e);
     if (!in || tq_model_read(pt->src, (pt->src_off + j->first) * isz, in, n * isz, e))
         return -1;
     const void *outp = in;
-    if (it->out_dtype != it->src_dtype) {
+    if (it->out_dtype != it->src_dtype || it->add != 0.0f) {
+        /* exact in f32, then one rounding: a correctly rounded sum for bf16/f16 values */
         float *f = grow(&wk->f32, n * sizeof(float), e);
         void *o = f ? grow(&wk->out, n * osz, e) : NULL;
-        if (!o || tq_to_f32(it->src_dtype, in, f, n, e) || tq_from_f32(it->out_dtype, f, o, n, e))
+        if (!o || tq_to_f32(it->src_dtype, in, f, n, e))
+            return -1;
+        for (size_t i = 0; it->add != 0.0f && i < n; i++)
+            f[i] += it->add;
+        if (tq_from_f32(it->out_dtype, f, o, n, e))
             return -1;
         outp = o;
     }
@@ -73,20 +132,35 @@ static int job_quant(cv_worker *wk, cv_job *j, tq_err *e)
     const cv_part *pt = &it->parts[j->part];
     size_t isz = tq_dtype_size(it->src_dtype), in = (size_t)it->cols, rows = (size_t)j->count;
     size_t words = tq_pack_words(in, it->bits), ng = in / it->group;
-    void *src = grow(&wk->in, rows * in * isz, e);
+    int direct = !it->mxfp4 && !pt->stride; /* rows straight from the file, converted as they are signed */
+    void *src = grow(&wk->in, rows * in * (direct ? isz : sizeof(float)), e);
     float *f = src ? grow(&wk->f32, in * sizeof(float), e) : NULL;
     void *scr = f ? grow(&wk->scratch, in, e) : NULL;
     uint32_t *pk = scr ? grow(&wk->words, rows * words * 4, e) : NULL;
     uint16_t *sc = pk ? grow(&wk->scales, rows * ng * 2, e) : NULL;
-    if (!sc || tq_model_read(pt->src, (pt->src_off + j->first * in) * isz, src, rows * in * isz, e))
+    if (!sc)
         return -1;
+    if (direct && tq_model_read(pt->src, (pt->src_off + j->first * in) * isz, src, rows * in * isz, e))
+        return -1;
+    if (!direct) {
+        /* read_rows_f32 uses wk->in and wk->scratch itself: decode into a buffer of its own */
+        float *rowsf = grow(&wk->out, rows * in * sizeof(float), e);
+        if (!rowsf || read_rows_f32(wk, it, pt, j->first, rows, rowsf, e))
+            return -1;
+        src = rowsf;
+        isz = sizeof(float);
+        scr = grow(&wk->scratch, in, e);
+        if (!scr)
+            return -1;
+    }
+    tq_dtype sdt = direct ? it->src_dtype : TQ_DT_F32;
     double e2 = 0, s2 = 0;
     uint8_t *idx = (uint8_t *)scr;
     for (size_t r = 0; r < rows; r++) {
         double a, b;
         /* tq_quantize_row, with the dtype conversion fused into the sign multiplication */
-        tq_q_load_signed(it->src_dtype, (const char *)src + r * in * isz, it->signs, in, f);
-        if (tq_hadamard(f, in, it->block, 0))
+        tq_q_load_signed(sdt, (const char *)src + r * in * isz, it->signs, in, f);
+        if (!it->norot && tq_hadamard(f, in, it->block, 0))
             return tq_fail(e, TQ_EUSAGE, "tensor '%s': bad Hadamard block", it->source);
         if (tq_quantize_groups(it->cb, it->scale_method, it->group, f, in, idx, sc + r * ng, &a, &b, e))
             return tq_err_prefix(e, "tensor '%s' row %llu", it->source, (unsigned long long)(j->first + r));
@@ -117,7 +191,7 @@ static int job_dequant(cv_worker *wk, cv_job *j, tq_err *e)
         return -1;
     for (size_t r = 0; r < rows; r++) {
         tq_dequantize_row(pk + r * words, sc + r * ng, it->codebook, it->bits, it->group, in, f);
-        if (tq_hadamard_unrotate(f, in, it->signs, it->block))
+        if (!it->norot && tq_hadamard_unrotate(f, in, it->signs, it->block))
             return tq_fail(e, TQ_EDATA, "tensor '%s': bad Hadamard block", it->source);
         if (tq_from_f32(it->out_dtype, f, out + r * in * osz, in, e))
             return -1;
@@ -135,21 +209,42 @@ static int job_affine(cv_worker *wk, cv_job *j, tq_err *e)
     size_t isz = tq_dtype_size(it->src_dtype), qsz = tq_dtype_size(it->qdtype);
     size_t in = (size_t)it->cols, rows = (size_t)j->count, group = it->group;
     size_t words = in / (32 / (size_t)it->bits), ng = in / group;
+    int direct = !it->mxfp4 && !pt->stride;
+    tq_dtype sdt = direct ? it->src_dtype : TQ_DT_F32;
+    if (!direct)
+        isz = sizeof(float);
     void *src = grow(&wk->in, rows * in * isz, e);
     float *f = src ? grow(&wk->f32, (2 * in + 4 * ng) * sizeof(float), e) : NULL;
     void *tmp = f ? grow(&wk->out, in * qsz, e) : NULL;
     uint32_t *pk = tmp ? grow(&wk->words, rows * words * 4, e) : NULL;
     unsigned char *sb = pk ? grow(&wk->scales, 2 * rows * ng * qsz, e) : NULL;
-    if (!sb || tq_model_read(pt->src, (pt->src_off + j->first * in) * isz, src, rows * in * isz, e))
+    if (!sb)
         return -1;
+    if (direct && tq_model_read(pt->src, (pt->src_off + j->first * in) * isz, src, rows * in * isz, e))
+        return -1;
+    if (!direct) { /* strided or MXFP4 rows, decoded to f32 (read_rows_f32 uses wk->in too) */
+        float *rowsf = malloc(rows * in * sizeof(float));
+        if (!rowsf)
+            return tq_fail(e, TQ_ENOMEM, "out of memory");
+        if (read_rows_f32(wk, it, pt, j->first, rows, rowsf, e)) {
+            free(rowsf);
+            return -1;
+        }
+        src = grow(&wk->in, rows * in * isz, e);
+        if (src)
+            memcpy(src, rowsf, rows * in * sizeof(float));
+        free(rowsf);
+        if (!src)
+            return -1;
+    }
     float *back = f + in, *fs = back + in, *fb = fs + ng, *rs = fb + ng, *rb = rs + ng;
     unsigned char *sc = sb, *bi = sb + rows * ng * qsz;
     double e2 = 0, s2 = 0;
     for (size_t r = 0; r < rows; r++) {
         uint64_t row = j->first + r, bad;
-        if (tq_to_f32(it->src_dtype, (const char *)src + r * in * isz, f, in, e))
+        if (tq_to_f32(sdt, (const char *)src + r * in * isz, f, in, e))
             return -1;
-        if (it->src_dtype != it->qdtype &&
+        if (sdt != it->qdtype &&
             (tq_from_f32(it->qdtype, f, tmp, in, e) || tq_to_f32(it->qdtype, tmp, f, in, e)))
             return -1;
         if (tq_affine_quantize_row_rule(f, in, it->bits, (int)group, it->affine_rule, pk + r * words, fs, fb, &bad))
@@ -209,8 +304,10 @@ static int job_affine_dequant(cv_worker *wk, cv_job *j, tq_err *e)
 static uint64_t job_in_bytes(const cv_job *j)
 {
     const cv_item *it = j->it;
+    if (it->mxfp4) /* 16 bytes of nibbles + 1 scale per 32 values */
+        return j->count * it->cols / 32 * 17;
     if (it->kind == CV_COPY)
-        return j->count * tq_dtype_size(it->src_dtype);
+        return j->count * (it->rowwise ? it->cols : 1) * tq_dtype_size(it->src_dtype);
     if (it->kind == CV_QUANT || it->kind == CV_AFFINE)
         return j->count * it->cols * tq_dtype_size(it->src_dtype);
     if (it->kind == CV_AFFINE_DEQUANT)
@@ -224,9 +321,9 @@ static void job_src_range(const cv_job *j, int *fd, uint64_t *off, uint64_t *len
     const cv_item *it = j->it;
     const cv_part *pt = &it->parts[j->part];
     *len = 0;
-    if (!pt->src || !pt->src->file)
+    if (!pt->src || !pt->src->file || it->mxfp4 || pt->stride)
         return;
-    uint64_t esz = tq_dtype_size(pt->src->info.dtype), per = it->kind == CV_COPY ? 1 : it->cols;
+    uint64_t esz = tq_dtype_size(pt->src->info.dtype), per = it->kind == CV_COPY && !it->rowwise ? 1 : it->cols;
     if (it->kind == CV_DEQUANT) /* packed words; its scales are a tenth of that */
         per = tq_pack_words(it->cols, it->bits);
     if (it->kind == CV_AFFINE_DEQUANT)
@@ -278,7 +375,11 @@ static int make_jobs(cv_plan *p, cv_job **out, size_t *n_out, uint64_t *total_in
     for (size_t i = 0; i < p->n_items; i++) {
         cv_item *it = &p->items[i];
         uint64_t unit, span;
-        if (it->kind == CV_COPY) {
+        if (it->kind == CV_COPY && it->rowwise) {
+            uint64_t rowb = it->cols * 4;
+            unit = rowb >= JOB_BYTES ? 1 : JOB_BYTES / rowb;
+            span = it->rows;
+        } else if (it->kind == CV_COPY) {
             unit = JOB_BYTES / (tq_dtype_size(it->src_dtype) > tq_dtype_size(it->out_dtype) ? tq_dtype_size(it->src_dtype)
                                                                                             : tq_dtype_size(it->out_dtype));
             span = it->cols;

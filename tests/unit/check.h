@@ -85,5 +85,9 @@ char *t_path(const char *name);
 void t_flip_byte(const char *path, uint64_t off, unsigned char x);
 /* Entries of dir whose names start with prefix (partial outputs, leftovers). */
 int t_count_prefixed(const char *dir, const char *prefix);
+/* The bytes of tensor NAME of model m in a new buffer (NULL if absent or unreadable);
+ * *nbytes gets their count when nbytes is not NULL. */
+struct tq_model;
+void *t_read_tensor(const struct tq_model *m, const char *name, uint64_t *nbytes);
 
 #endif

@@ -222,20 +222,6 @@ static void test_shapes_moe_hf(void)
     tq_model_close(m);
 }
 
-/* Read a whole tensor (small) into a fresh buffer. */
-static void *read_tensor(const tq_model_tensor *t)
-{
-    tq_err err = {0};
-    if (!t)
-        return NULL;
-    void *b = malloc(t->info.nbytes ? t->info.nbytes : 1);
-    if (tq_model_read(t, 0, b, t->info.nbytes, &err)) {
-        free(b);
-        return NULL;
-    }
-    return b;
-}
-
 /* File values are the recipe rounded to the dtype; MLX stacks carry the HF experts' bytes. */
 static void test_values_and_mlx_stacking(void)
 {
@@ -254,18 +240,18 @@ static void test_values_and_mlx_stacking(void)
     const tq_model_tensor *st = expect(m, "model.layers.1.mlp.switch_mlp.down_proj.weight", TQ_DT_BF16, 3, 6, 128, 64);
     expect(m, "model.layers.1.mlp.switch_mlp.gate_proj.weight", TQ_DT_BF16, 3, 6, 64, 128);
     CHECK(tq_model_find(m, "model.layers.1.mlp.experts.0.down_proj.weight") == NULL);
-    unsigned char *stack = read_tensor(st);
+    unsigned char *stack = st ? t_read_tensor(m, st->info.name, NULL) : NULL;
     for (int x = 0; stack && x < 6; x++) {
         char name[128];
         snprintf(name, sizeof name, "model.layers.1.mlp.experts.%d.down_proj.weight", x);
-        unsigned char *one = read_tensor(tq_model_find(h, name));
+        unsigned char *one = t_read_tensor(h, name, NULL);
         CHECKF(one && !memcmp(one, stack + (size_t)x * 128 * 64 * 2, 128 * 64 * 2), "expert %d", x);
         free(one);
     }
     free(stack);
     /* the recipe, rounded to bf16 */
     const char *nm = "model.layers.0.self_attn.k_proj.weight";
-    uint16_t *kb = read_tensor(tq_model_find(h, nm));
+    uint16_t *kb = t_read_tensor(h, nm, NULL);
     tq_mk_matrix mat;
     CHECK_OK(tq_mk_matrix_init(&mat, 5, nm, 96, 128, &err));
     float *v = malloc(96 * 128 * sizeof *v);
@@ -275,7 +261,7 @@ static void test_values_and_mlx_stacking(void)
     CHECK(kb && !memcmp(kb, want, 96 * 128 * 2));
     tq_mk_matrix_free(&mat);
     free(kb);
-    uint16_t *nb = read_tensor(tq_model_find(h, "model.layers.1.self_attn.q_norm.weight"));
+    uint16_t *nb = t_read_tensor(h, "model.layers.1.self_attn.q_norm.weight", NULL);
     tq_mk_norm_values(5, "model.layers.1.self_attn.q_norm.weight", 0, 48, v);
     CHECK_OK(tq_from_f32(TQ_DT_BF16, v, want, 48, &err));
     CHECK(nb && !memcmp(nb, want, 48 * 2));
@@ -307,7 +293,7 @@ static void test_file_statistics(void)
     if (!m)
         return;
     const uint64_t R = 512, C = 2048; /* down_proj: in = 2048 */
-    float *w = read_tensor(expect(m, "model.layers.0.mlp.down_proj.weight", TQ_DT_F32, 2, R, C, 0));
+    float *w = expect(m, "model.layers.0.mlp.down_proj.weight", TQ_DT_F32, 2, R, C, 0) ? t_read_tensor(m, "model.layers.0.mlp.down_proj.weight", NULL) : NULL;
     CHECK(w != NULL);
     if (!w) {
         tq_model_close(m);
@@ -412,8 +398,8 @@ static void test_affine_quantized_model(void)
     cJSON *q = m->config ? cJSON_GetObjectItem(m->config, "quantization") : NULL;
     CHECK(q && cJSON_GetObjectItem(q, "bits")->valuedouble == 4 &&
           cJSON_GetObjectItem(q, "group_size")->valuedouble == 64);
-    uint32_t *pw = read_tensor(tw);
-    uint16_t *ps = read_tensor(ts), *pb = read_tensor(tb);
+    uint32_t *pw = tw ? t_read_tensor(m, tw->info.name, NULL) : NULL;
+    uint16_t *ps = ts ? t_read_tensor(m, ts->info.name, NULL) : NULL, *pb = tb ? t_read_tensor(m, tb->info.name, NULL) : NULL;
     if (pw && ps && pb) {
         /* expert 4 dequantized vs the float recipe of the HF-named expert */
         tq_mk_matrix mat;

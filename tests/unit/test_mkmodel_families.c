@@ -130,21 +130,6 @@ static void test_qwen3_5_moe_hf(void)
     tq_model_close(m);
 }
 
-static void *read_all(const tq_model *m, const char *name, uint64_t *n)
-{
-    tq_err err = {0};
-    const tq_model_tensor *t = tq_model_find(m, name);
-    if (!t)
-        return NULL;
-    void *b = malloc(t->info.nbytes);
-    if (n)
-        *n = t->info.nbytes;
-    if (tq_model_read(t, 0, b, t->info.nbytes, &err)) {
-        free(b);
-        return NULL;
-    }
-    return b;
-}
 
 /* The MLX form (mlx-lm's sanitize result): the fused halves of every expert are the stacked
  * gate / up projections, byte for byte. */
@@ -159,9 +144,9 @@ static void test_qwen3_5_moe_mlx_same_numbers(void)
     CHECK(has(m, "language_model.lm_head.weight", BF, SH(512, H)));
     CHECK(tq_model_find(m, "model.language_model.norm.weight") == NULL);
     CHECK(tq_model_find(m, "language_model.model.norm.weight") != NULL);
-    uint8_t *gu = read_all(h, "model.language_model.layers.1.mlp.experts.gate_up_proj", NULL);
-    uint8_t *g = read_all(m, "language_model.model.layers.1.mlp.switch_mlp.gate_proj.weight", NULL);
-    uint8_t *u = read_all(m, "language_model.model.layers.1.mlp.switch_mlp.up_proj.weight", NULL);
+    uint8_t *gu = t_read_tensor(h, "model.language_model.layers.1.mlp.experts.gate_up_proj", NULL);
+    uint8_t *g = t_read_tensor(m, "language_model.model.layers.1.mlp.switch_mlp.gate_proj.weight", NULL);
+    uint8_t *u = t_read_tensor(m, "language_model.model.layers.1.mlp.switch_mlp.up_proj.weight", NULL);
     for (uint64_t e = 0; gu && g && u && e < E; e++) {
         CHECKF(!memcmp(gu + e * 2 * I * H * 2, g + e * I * H * 2, I * H * 2), "gate of expert %llu", (unsigned long long)e);
         CHECKF(!memcmp(gu + (e * 2 * I + I) * H * 2, u + e * I * H * 2, I * H * 2), "up of expert %llu", (unsigned long long)e);
@@ -169,8 +154,8 @@ static void test_qwen3_5_moe_mlx_same_numbers(void)
     free(gu), free(g), free(u);
     /* qwen3_5 keeps conv1d [C,1,K] and the zero-centred norms: mlx-lm's sanitize converts both */
     uint64_t na, nb;
-    uint8_t *a = read_all(h, "model.language_model.layers.0.input_layernorm.weight", &na);
-    uint8_t *b = read_all(m, "language_model.model.layers.0.input_layernorm.weight", &nb);
+    uint8_t *a = t_read_tensor(h, "model.language_model.layers.0.input_layernorm.weight", &na);
+    uint8_t *b = t_read_tensor(m, "language_model.model.layers.0.input_layernorm.weight", &nb);
     CHECK(a && b && na == nb && !memcmp(a, b, na));
     free(a), free(b);
     CHECK(has(m, "language_model.model.layers.0.linear_attn.conv1d.weight", BF, SH(256, 1, 4)));
@@ -200,15 +185,15 @@ static void test_qwen3_next(void)
         goto out;
     CHECK(has(m, "model.layers.0.linear_attn.conv1d.weight", BF, SH(256, 4, 1)));
     uint64_t na, nb;
-    uint8_t *a = read_all(h, "model.layers.0.linear_attn.conv1d.weight", &na);
-    uint8_t *b = read_all(m, "model.layers.0.linear_attn.conv1d.weight", &nb);
+    uint8_t *a = t_read_tensor(h, "model.layers.0.linear_attn.conv1d.weight", &na);
+    uint8_t *b = t_read_tensor(m, "model.layers.0.linear_attn.conv1d.weight", &nb);
     CHECK(a && b && na == nb && !memcmp(a, b, na));
     free(a), free(b);
     static const char *const shifted[] = {"model.norm.weight", "model.layers.1.input_layernorm.weight",
                                           "model.layers.2.post_attention_layernorm.weight",
                                           "model.layers.3.self_attn.q_norm.weight", "model.layers.3.self_attn.k_norm.weight"};
     for (size_t i = 0; i < 5; i++) {
-        uint16_t *x = read_all(h, shifted[i], &na), *y = read_all(m, shifted[i], &nb);
+        uint16_t *x = t_read_tensor(h, shifted[i], &na), *y = t_read_tensor(m, shifted[i], &nb);
         for (uint64_t j = 0; x && y && j < na / 2; j++) {
             float want = tq_bf16_to_f32(tq_f32_to_bf16(tq_bf16_to_f32(x[j]) + 1.0f));
             CHECKF(tq_bf16_to_f32(y[j]) == want, "%s[%llu]", shifted[i], (unsigned long long)j);
@@ -217,8 +202,8 @@ static void test_qwen3_next(void)
         free(x), free(y);
     }
     /* the gated norm inside linear_attn is not shifted */
-    a = read_all(h, "model.layers.0.linear_attn.norm.weight", &na);
-    b = read_all(m, "model.layers.0.linear_attn.norm.weight", &nb);
+    a = t_read_tensor(h, "model.layers.0.linear_attn.norm.weight", &na);
+    b = t_read_tensor(m, "model.layers.0.linear_attn.norm.weight", &nb);
     CHECK(a && b && !memcmp(a, b, na));
     free(a), free(b);
 out:
@@ -246,11 +231,11 @@ static void test_mixtral(void)
     for (int k = 0; k < 3; k++) {
         char sn[128], en[128];
         snprintf(sn, sizeof sn, "model.layers.0.block_sparse_moe.switch_mlp.%s.weight", mlx[k]);
-        uint8_t *s = read_all(m, sn, NULL);
+        uint8_t *s = t_read_tensor(m, sn, NULL);
         CHECK(has(m, sn, BF, SH(8, 128, 128)));
         for (int e = 0; s && e < 8; e++) {
             snprintf(en, sizeof en, "model.layers.0.block_sparse_moe.experts.%d.%s.weight", e, hf[k]);
-            uint8_t *x = read_all(h, en, NULL);
+            uint8_t *x = t_read_tensor(h, en, NULL);
             CHECKF(x && !memcmp(x, s + (size_t)e * 128 * 128 * 2, 128 * 128 * 2), "%s", en);
             free(x);
         }
@@ -336,10 +321,10 @@ static void test_gpt_oss(void)
     CHECK(tq_family_attn_kind(tq_family_detect(h->config), h->config, 0, &err) == TQ_ATTN_SLIDING);
     CHECK(tq_family_attn_kind(tq_family_detect(h->config), h->config, 1, &err) == TQ_ATTN_FULL);
     const uint64_t E = 8, I = 128, H = 128;
-    uint8_t *blk = read_all(h, "model.layers.1.mlp.experts.gate_up_proj_blocks", NULL);
-    uint8_t *sc = read_all(h, "model.layers.1.mlp.experts.gate_up_proj_scales", NULL);
-    uint16_t *g = read_all(m, "model.layers.1.mlp.experts.gate_proj.weight", NULL);
-    uint16_t *u = read_all(m, "model.layers.1.mlp.experts.up_proj.weight", NULL);
+    uint8_t *blk = t_read_tensor(h, "model.layers.1.mlp.experts.gate_up_proj_blocks", NULL);
+    uint8_t *sc = t_read_tensor(h, "model.layers.1.mlp.experts.gate_up_proj_scales", NULL);
+    uint16_t *g = t_read_tensor(m, "model.layers.1.mlp.experts.gate_proj.weight", NULL);
+    uint16_t *u = t_read_tensor(m, "model.layers.1.mlp.experts.up_proj.weight", NULL);
     float row_vals[128];
     int bad = !blk || !sc || !g || !u;
     for (uint64_t e = 0; !bad && e < E; e++)
@@ -356,8 +341,8 @@ static void test_gpt_oss(void)
         }
     CHECK(!bad);
     free(blk), free(sc), free(g), free(u);
-    uint16_t *gub = read_all(h, "model.layers.1.mlp.experts.gate_up_proj_bias", NULL);
-    uint16_t *ub = read_all(m, "model.layers.1.mlp.experts.up_proj.bias", NULL);
+    uint16_t *gub = t_read_tensor(h, "model.layers.1.mlp.experts.gate_up_proj_bias", NULL);
+    uint16_t *ub = t_read_tensor(m, "model.layers.1.mlp.experts.up_proj.bias", NULL);
     for (uint64_t e = 0; gub && ub && e < E; e++)
         for (uint64_t i = 0; i < I; i++)
             CHECKF(gub[e * 2 * I + 2 * i + 1] == ub[e * I + i], "bias %llu/%llu", (unsigned long long)e, (unsigned long long)i);
@@ -386,8 +371,8 @@ static void test_gemma4(void)
     tq_model *h = gen(TQ_MK_GEMMA4, 0, ""), *m = gen(TQ_MK_GEMMA4, 1, "");
     CHECK(h && m && !tq_model_find(h, "lm_head.weight"));
     CHECK(m && has(m, "language_model.model.layers.1.experts.switch_glu.up_proj.weight", BF, SH(8, 64, 128)));
-    uint8_t *gu = h ? read_all(h, "model.language_model.layers.1.experts.gate_up_proj", NULL) : NULL;
-    uint8_t *up = m ? read_all(m, "language_model.model.layers.1.experts.switch_glu.up_proj.weight", NULL) : NULL;
+    uint8_t *gu = h ? t_read_tensor(h, "model.language_model.layers.1.experts.gate_up_proj", NULL) : NULL;
+    uint8_t *up = m ? t_read_tensor(m, "language_model.model.layers.1.experts.switch_glu.up_proj.weight", NULL) : NULL;
     for (int e = 0; gu && up && e < 8; e++)
         CHECK(!memcmp(gu + ((size_t)e * 128 + 64) * 128 * 2, up + (size_t)e * 64 * 128 * 2, 64 * 128 * 2));
     CHECK(gu && up);
