@@ -120,9 +120,18 @@ static void top(const char *root, const char *head)
         Q(head, 0, V, H, 0);
 }
 
-/* qwen2_moe.py: Qwen2MoeSparseMoeBlock gate (Linear, kept: router), switch_mlp, shared_expert
- * (MLP), shared_expert_gate (Linear 1 output, kept) */
-static void exp_qwen2_moe(void)
+/* The Qwen MoE block: gate (Linear, kept: router), switch_mlp, shared_expert (MLP),
+ * shared_expert_gate (Linear with 1 output, kept) */
+static void qwen_moe_block(const char *L, uint64_t shared)
+{
+    F2(NM("%smlp.gate.weight", L), E8, H);
+    switch_glu(NM("%smlp.switch_mlp", L), 128, 0);
+    mlp(L, "mlp.shared_expert", shared);
+    F2(NM("%smlp.shared_expert_gate.weight", L), 1, H);
+}
+
+/* qwen2.py (q/k/v with bias) / qwen2_moe.py (Qwen2MoeSparseMoeBlock on every layer) */
+static void qwen2_family(int moe)
 {
     top("model.", "lm_head");
     for (int l = 0; l < 2; l++) {
@@ -130,24 +139,15 @@ static void exp_qwen2_moe(void)
         snprintf(L, sizeof L, "model.layers.%d.", l);
         norms2(L);
         attn(L, 128, 64, 1);
-        F2(NM("%smlp.gate.weight", L), E8, H);
-        switch_glu(NM("%smlp.switch_mlp", L), 128, 0);
-        mlp(L, "mlp.shared_expert", 256);
-        F2(NM("%smlp.shared_expert_gate.weight", L), 1, H);
+        if (moe)
+            qwen_moe_block(L, 256);
+        else
+            mlp(L, "mlp", 256);
     }
 }
 
-static void exp_qwen2(void)
-{
-    top("model.", "lm_head");
-    for (int l = 0; l < 2; l++) {
-        char L[64];
-        snprintf(L, sizeof L, "model.layers.%d.", l);
-        norms2(L);
-        attn(L, 128, 64, 1);
-        mlp(L, "mlp", 256);
-    }
-}
+static void exp_qwen2_moe(void) { qwen2_family(1); }
+static void exp_qwen2(void) { qwen2_family(0); }
 
 /* qwen3_next.py / qwen3_5.py: GatedDeltaNet on layers 0-2 (in_proj_*, out_proj Linear;
  * conv1d, A_log, dt_bias, norm not), gated Attention on layer 3 (q_proj 2 x 4 x 64, q/k norm). */
@@ -180,14 +180,6 @@ static void hybrid_layer(const char *L, int l, int next)
     }
 }
 
-static void qwen_moe_block(const char *L)
-{
-    F2(NM("%smlp.gate.weight", L), E8, H);
-    switch_glu(NM("%smlp.switch_mlp", L), 128, 0);
-    mlp(L, "mlp.shared_expert", 128);
-    F2(NM("%smlp.shared_expert_gate.weight", L), 1, H);
-}
-
 static void exp_qwen3_next(void)
 {
     top("model.", "lm_head");
@@ -195,7 +187,7 @@ static void exp_qwen3_next(void)
         char L[64];
         snprintf(L, sizeof L, "model.layers.%d.", l);
         hybrid_layer(L, l, 1);
-        qwen_moe_block(L);
+        qwen_moe_block(L, 128);
     }
 }
 
@@ -229,31 +221,25 @@ static void mtp_head(int moe)
     }
 }
 
-/* qwen3_5_moe.py: the language model under language_model.model (sanitize renames
- * model.language_model), fused experts split into switch_mlp gate/up. */
-static void exp_qwen3_5_moe(void)
+/* qwen3_5.py / qwen3_5_moe.py: the language model under language_model.model (sanitize renames
+ * model.language_model); the MoE's fused experts split into switch_mlp gate/up. */
+static void qwen3_5_family(int moe)
 {
     top("language_model.model.", "language_model.lm_head");
     for (int l = 0; l < 4; l++) {
         char L[64];
         snprintf(L, sizeof L, "language_model.model.layers.%d.", l);
         hybrid_layer(L, l, 0);
-        qwen_moe_block(L);
+        if (moe)
+            qwen_moe_block(L, 128);
+        else
+            mlp(L, "mlp", 256);
     }
-    mtp_head(1);
+    mtp_head(moe);
 }
 
-static void exp_qwen3_5(void)
-{
-    top("language_model.model.", "language_model.lm_head");
-    for (int l = 0; l < 4; l++) {
-        char L[64];
-        snprintf(L, sizeof L, "language_model.model.layers.%d.", l);
-        hybrid_layer(L, l, 0);
-        mlp(L, "mlp", 256);
-    }
-    mtp_head(0);
-}
+static void exp_qwen3_5_moe(void) { qwen3_5_family(1); }
+static void exp_qwen3_5(void) { qwen3_5_family(0); }
 
 /* mixtral.py: block_sparse_moe.gate (Linear router, kept) and .switch_mlp (w1/w3/w2 stacked) */
 static void exp_mixtral(void)
@@ -356,6 +342,16 @@ static tq_convert_opts opts(int mode)
     o.quiet = 1;
     o.force = 1;
     return o;
+}
+
+/* tq_convert without the report */
+static int conv(const char *in, const char *out, const tq_convert_opts *o, tq_err *e)
+{
+    tq_convert_report r;
+    int rc = tq_convert(in, out, o, &r, e);
+    if (!rc)
+        tq_convert_report_free(&r);
+    return rc;
 }
 
 static const char *gen(tq_mk_arch a, int mlx, const char *tag)
@@ -486,13 +482,9 @@ static void family_case(tq_mk_arch arch, void (*expect)(void), int shifted)
     snprintf(q2, sizeof q2, "%s-q", mlx);
     snprintf(d1, sizeof d1, "%s-d", hf);
     tq_convert_opts o = opts(TQ_CONVERT_QUANTIZE), dq = opts(TQ_CONVERT_DEQUANTIZE);
-    tq_convert_report r;
-    CHECK_OK(tq_convert(hf, q1, &o, &r, &err));
-    tq_convert_report_free(&r);
-    CHECK_OK(tq_convert(mlx, q2, &o, &r, &err));
-    tq_convert_report_free(&r);
-    CHECK_OK(tq_convert(q1, d1, &dq, &r, &err));
-    tq_convert_report_free(&r);
+    CHECK_OK(conv(hf, q1, &o, &err));
+    CHECK_OK(conv(mlx, q2, &o, &err));
+    CHECK_OK(conv(q1, d1, &dq, &err));
     tq_model *S = NULL, *Qm = NULL, *Q2 = NULL, *D = NULL, *M = NULL;
     CHECK_OK(tq_model_open(&S, hf, &err));
     CHECK_OK(tq_model_open(&Qm, q1, &err));
@@ -569,9 +561,7 @@ static void test_configs(void)
     char q[512];
     snprintf(q, sizeof q, "%s-q", hf ? hf : "x");
     tq_convert_opts o = opts(TQ_CONVERT_QUANTIZE);
-    tq_convert_report r;
-    CHECK(hf && tq_convert(hf, q, &o, &r, &err) == 0);
-    tq_convert_report_free(&r);
+    CHECK(hf && conv(hf, q, &o, &err) == 0);
     tq_model *m = NULL;
     CHECK_OK(tq_model_open(&m, q, &err));
     CHECK(m && !cJSON_GetObjectItem(m->config, "quantization_config"));
@@ -647,8 +637,7 @@ static void refused(const char *dir, const char *needle)
     char q[600];
     snprintf(q, sizeof q, "%s-q", dir);
     tq_convert_opts o = opts(TQ_CONVERT_QUANTIZE);
-    tq_convert_report r;
-    int rc = tq_convert(dir, q, &o, &r, &err);
+    int rc = conv(dir, q, &o, &err);
     CHECKF(rc == -1 && tq_exit_code(&err) == 1 && strstr(err.msg, needle), "%s: rc %d: %s (wanted '%s')", dir, rc,
            err.msg, needle);
     CHECK(!tq_exists(q));
@@ -699,9 +688,7 @@ static void test_rotation_and_refusals(void)
     snprintf(d, sizeof d, "%s-d", hf);
     snprintf(d2, sizeof d2, "%s-d2", hf);
     tq_convert_opts o = opts(TQ_CONVERT_QUANTIZE), dq = opts(TQ_CONVERT_DEQUANTIZE);
-    tq_convert_report r;
-    CHECK_OK(tq_convert(hf, q, &o, &r, &err));
-    tq_convert_report_free(&r);
+    CHECK_OK(conv(hf, q, &o, &err));
     char cp[600];
     snprintf(cp, sizeof cp, "%s/config.json", q);
     cJSON *c = NULL;
@@ -710,20 +697,19 @@ static void test_rotation_and_refusals(void)
     /* "none" with rotated signs: the legacy guard rotates back anyway, same bytes as hadamard */
     cJSON_ReplaceItemInObject(qb, "rotation", cJSON_CreateString("none"));
     CHECK_OK(tq_json_write_file(cp, c, &err));
-    CHECK_OK(tq_convert(q, d, &dq, &r, &err));
-    tq_convert_report_free(&r);
+    CHECK_OK(conv(q, d, &dq, &err));
     /* unknown rotation, QJL, ternary experts: refused, naming the feature */
     cJSON_ReplaceItemInObject(qb, "rotation", cJSON_CreateString("givens"));
     CHECK_OK(tq_json_write_file(cp, c, &err));
-    CHECK(tq_convert(q, d2, &dq, &r, &err) == -1 && strstr(err.msg, "\"givens\""));
+    CHECK(conv(q, d2, &dq, &err) == -1 && strstr(err.msg, "\"givens\""));
     cJSON_ReplaceItemInObject(qb, "rotation", cJSON_CreateString("hadamard"));
     cJSON_AddBoolToObject(qb, "use_qjl", 1);
     CHECK_OK(tq_json_write_file(cp, c, &err));
-    CHECK(tq_convert(q, d2, &dq, &r, &err) == -1 && strstr(err.msg, "QJL"));
+    CHECK(conv(q, d2, &dq, &err) == -1 && strstr(err.msg, "QJL"));
     cJSON_DeleteItemFromObject(qb, "use_qjl");
     cJSON_AddBoolToObject(qb, "ternary_experts", 1);
     CHECK_OK(tq_json_write_file(cp, c, &err));
-    CHECK(tq_convert(q, d2, &dq, &r, &err) == -1 && strstr(err.msg, "ternary"));
+    CHECK(conv(q, d2, &dq, &err) == -1 && strstr(err.msg, "ternary"));
     cJSON_Delete(c);
     CHECK(!tq_exists(d2));
     /* the legacy guard: "none" with rotated signs dequantizes as "hadamard" does */
@@ -733,8 +719,7 @@ static void test_rotation_and_refusals(void)
     qb = cJSON_GetObjectItem(c, "quantization");
     cJSON_DeleteItemFromObject(qb, "ternary_experts");
     CHECK_OK(tq_json_write_file(cp, c, &err));
-    CHECK_OK(tq_convert(q, d3, &dq, &r, &err));
-    tq_convert_report_free(&r);
+    CHECK_OK(conv(q, d3, &dq, &err));
     char a1[600], a2[600];
     snprintf(a1, sizeof a1, "%s/model.safetensors", d);
     snprintf(a2, sizeof a2, "%s/model.safetensors", d3);
@@ -781,8 +766,7 @@ static void test_rotation_and_refusals(void)
     CHECK_OK(tq_write_file_atomic(ucfg, cfg_none, strlen(cfg_none), &err));
     tq_convert_opts f32 = dq;
     f32.dtype = TQ_DT_F32;
-    CHECK_OK(tq_convert(u, ud, &f32, &r, &err));
-    tq_convert_report_free(&r);
+    CHECK_OK(conv(u, ud, &f32, &err));
     tq_model *m = NULL;
     CHECK_OK(tq_model_open(&m, ud, &err));
     uint64_t n;
