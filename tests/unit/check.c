@@ -1,7 +1,6 @@
 /* Helpers shared by the unit tests (declared in check.h): file comparison, deterministic
- * random numbers, scratch paths, counting leftovers, reading a tensor. */
+ * random numbers, scratch paths, counting leftovers. */
 #include "check.h"
-#include "formats/formats.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -85,20 +84,4 @@ int t_count_prefixed(const char *dir, const char *prefix)
     if (d)
         closedir(d);
     return n;
-}
-
-void *t_read_tensor(const tq_model *m, const char *name, uint64_t *nbytes)
-{
-    tq_err err = {0};
-    const tq_model_tensor *t = tq_model_find(m, name);
-    if (!t)
-        return NULL;
-    void *b = malloc(t->info.nbytes ? t->info.nbytes : 1);
-    if (b && tq_model_read(t, 0, b, t->info.nbytes, &err)) {
-        free(b);
-        return NULL;
-    }
-    if (nbytes)
-        *nbytes = t->info.nbytes;
-    return b;
 }
