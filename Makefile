@@ -40,6 +40,23 @@ LIBDIRS  := common formats quant quant/convert layout/split layout/rows verify r
 LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIBDIRS))))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB      := $(BUILD)/libtq.a
+# The shared library beside it, with the soname of the major version: libtq.so.0.1.0,
+# soname libtq.so.0 (macOS: libtq.0.1.0.dylib, install name libtq.0.dylib). The library's
+# objects are position-independent so that both are made from the same objects.
+VERSION  := $(shell sed -n 's/^\#define TQ_VERSION "\(.*\)"/\1/p' common/common.h)
+SOMAJOR  := $(firstword $(subst ., ,$(VERSION)))
+ifeq ($(shell uname -s),Darwin)
+SO_REAL  := libtq.$(VERSION).dylib
+SO_NAME  := libtq.$(SOMAJOR).dylib
+SO_DEV   := libtq.dylib
+SO_FLAGS  = -dynamiclib -install_name $(PREFIX)/lib/$(SO_NAME)
+else
+SO_REAL  := libtq.so.$(VERSION)
+SO_NAME  := libtq.so.$(SOMAJOR)
+SO_DEV   := libtq.so
+SO_FLAGS  = -shared -Wl,-soname,$(SO_NAME)
+endif
+SHLIB    := $(BUILD)/$(SO_REAL)
 # Public headers: every header of a library folder except the *_internal.h ones.
 LIB_HDR  := $(filter-out %_internal.h,$(sort $(wildcard $(addsuffix /*.h,$(LIBDIRS)))))
 
@@ -82,9 +99,9 @@ MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
 .SECONDARY:
-.PHONY: all tools lib tests bench-build check check-asan check-long demo bench verify mutate fuzz fuzz-build fuzz-progs install clean help
-all: $(LIB) $(TOOLS)
-lib: $(LIB)
+.PHONY: all tools lib tests bench-build check check-asan check-long demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help
+all: $(LIB) $(SHLIB) $(TOOLS) completions
+lib: $(LIB) $(SHLIB)
 tools: $(TOOLS)
 tests: $(TEST_BIN) $(FUZZ_REPLAY)
 bench-build: $(BENCH_BIN)
@@ -97,6 +114,35 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
+
+$(LIB_OBJ): CFLAGS += -fPIC
+# The library's objects are rebuilt when its compile flags change (an older build tree's
+# objects without -fPIC cannot go into libtq.so): $(BUILD)/lib.cflags holds the flags and
+# is rewritten only when they differ.
+LIB_CFLAGS_STAMP := $(BUILD)/lib.cflags
+ifeq ($(filter clean help print-%,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(BUILD) && { echo '$(CC) $(CFLAGS) -fPIC' | cmp -s - $(LIB_CFLAGS_STAMP) || echo '$(CC) $(CFLAGS) -fPIC' >$(LIB_CFLAGS_STAMP); })
+endif
+$(LIB_OBJ): $(LIB_CFLAGS_STAMP)
+
+$(SHLIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_FLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	ln -sf $(SO_REAL) $(BUILD)/$(SO_NAME)
+	ln -sf $(SO_NAME) $(BUILD)/$(SO_DEV)
+
+# Shell completions made from the tools' option tables (scripts/completions).
+COMPL := $(BUILD)/completions
+completions: $(COMPL)/zsh/_tq
+$(COMPL)/zsh/_tq: $(TOOLS) scripts/completions
+	rm -rf $(COMPL)
+	./scripts/completions $(BIN) $(COMPL)
+
+# tq.pc for pkg-config, for the PREFIX given to make install.
+$(BUILD)/tq.pc: scripts/tq.pc.in common/common.h Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(PKGS)|' $< >$@
+.PHONY: $(BUILD)/tq.pc
 
 $(MKLIB): $(MK_OBJ)
 	@mkdir -p $(dir $@)
@@ -174,15 +220,23 @@ fuzz-build:
 
 fuzz-progs: $(FUZZ_PROGS) $(TOOLS)
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
-	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
-	# public headers; compile against them with -I$(PREFIX)/include/tq
-	for h in $(LIB_HDR); do install -d $(DESTDIR)$(PREFIX)/include/tq/$$(dirname $$h) && \
-	  install -m 644 $$h $(DESTDIR)$(PREFIX)/include/tq/$$h ; done
-	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/)
-	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/)
+# make install: every file goes through scripts/install-tree, which records what it put
+# under DESTDIR/PREFIX (files, links and the directories it had to make) in
+# share/tq/installed; make uninstall removes exactly those.
+install: all $(BUILD)/tq.pc
+	{ for t in $(TOOLS); do echo "755 $$t bin/$$(basename $$t)"; done; \
+	  echo "644 $(LIB) lib/libtq.a"; echo "755 $(SHLIB) lib/$(SO_REAL)"; \
+	  echo "link $(SO_REAL) lib/$(SO_NAME)"; echo "link $(SO_NAME) lib/$(SO_DEV)"; \
+	  echo "644 $(BUILD)/tq.pc lib/pkgconfig/tq.pc"; \
+	  for h in $(LIB_HDR); do echo "644 $$h include/tq/$$h"; done; \
+	  for m in $(MAN1); do echo "644 $$m share/man/man1/$$(basename $$m)"; done; \
+	  for m in $(MAN5); do echo "644 $$m share/man/man5/$$(basename $$m)"; done; \
+	  for c in $(COMPL)/bash/*; do echo "644 $$c share/bash-completion/completions/$$(basename $$c)"; done; \
+	  echo "644 $(COMPL)/zsh/_tq share/zsh/site-functions/_tq"; \
+	} | ./scripts/install-tree install "$(DESTDIR)$(PREFIX)"
+
+uninstall:
+	./scripts/install-tree uninstall "$(DESTDIR)$(PREFIX)"
 
 clean:
 	rm -rf build build-asan $(FUZZ_BUILD) build-o0 bin
@@ -192,4 +246,4 @@ print-%:
 	@echo '$($*)'
 
 help:
-	@echo "targets: all check check-asan check-long demo bench bench-build verify mutate fuzz fuzz-build install clean"
+	@echo "targets: all check check-asan check-long demo bench bench-build verify mutate fuzz fuzz-build install uninstall clean"

@@ -119,6 +119,9 @@ typedef struct tq_cli_spec {
     int n_args;
 } tq_cli_spec;
 
+/* With TQ_CLI_TABLE set in the environment, tq_cli_parse prints the table instead (a
+ * build-time interface of scripts/completions, which makes the shell completions from it)
+ * and returns 1 with *rc 0. */
 /* Parse argv[1..argc-1] against s->opts (options and operands may be mixed; "--" ends the
  * options). Returns 0 to go on with s->args, or 1 when the program should exit with *rc:
  * 0 after --help or --version, 2 after a usage error (already printed). */

@@ -350,10 +350,34 @@ static void unknown_long(const tq_opt *opts, size_t n, const char *arg)
         tq_cli_usage_error("unknown option '--%.*s'", len, name);
 }
 
+/* The table for scripts/completions, one row per line:
+ * NAME TAB SHORT TAB VALUE TAB CHOICES TAB HELP, where VALUE is none, choice, number or
+ * path, CHOICES the choice names (aliases too) separated by spaces, and an empty SHORT,
+ * CHOICES or HELP is "-" (a shell's read joins adjacent tabs). */
+static void print_table(const tq_cli_spec *s)
+{
+    static const char *value[] = {
+        [TQ_OPT_FLAG] = "none",   [TQ_OPT_INT] = "number", [TQ_OPT_SIZE] = "number", [TQ_OPT_CHOICE] = "choice",
+        [TQ_OPT_IDS] = "number",  [TQ_OPT_STR] = "path",   [TQ_OPT_STRS] = "path",   [TQ_OPT_CALL] = "path",
+    };
+    for (const tq_opt *o = s->opts; o->name; o++) {
+        printf("%s\t%c\t%s\t", o->name, o->short_name ? o->short_name : '-', value[o->kind]);
+        for (const tq_opt_choice *c = o->choices; c && c->name; c++)
+            printf("%s%s", c == o->choices ? "" : " ", c->name);
+        printf("%s\t%s\n", o->choices ? "" : "-", o->help && *o->help ? o->help : "-");
+    }
+    printf("help\th\tnone\t-\tprint this help and exit\nversion\t-\tnone\t-\tprint the version and exit\n");
+}
+
 int tq_cli_parse(tq_cli_spec *s, int argc, char **argv, int *rc)
 {
     tq_cli_command = s->command;
     check_table(s->opts);
+    if (getenv("TQ_CLI_TABLE")) {
+        print_table(s);
+        *rc = 0;
+        return 1;
+    }
     size_t n = 0;
     while (s->opts[n].name)
         n++;

@@ -265,7 +265,14 @@ int tq_parse_size(const char *s, uint64_t *out);
 int tq_parse_ids(const char *s, int32_t **out, size_t *n, tq_err *e);
 /* Human-readable bytes, e.g. "1.50 GiB". */
 void tq_format_size(uint64_t n, char *buf, size_t cap);
+/* Worker threads when none are asked for: the CPUs this process may run on
+ * (sched_getaffinity: taskset, cpusets), fewer under a cgroup CPU quota, 1..256. */
 int tq_default_threads(void);
+/* The CPU limit of this process's cgroups, quota / period rounded up (the smallest on the
+ * way up each hierarchy), read from proc_cgroup (/proc/self/cgroup) and the cgroup mounts
+ * under fs_root (/sys/fs/cgroup): v2 cpu.max, v1 cpu/cpu.cfs_quota_us and
+ * cpu.cfs_period_us. 0 when there is no limit or nothing can be read. */
+int tq_cgroup_cpus(const char *proc_cgroup, const char *fs_root);
 double tq_now(void);           /* monotonic seconds */
 uint64_t tq_peak_rss(void);    /* bytes (VmHWM on Linux, ru_maxrss elsewhere) */
 uint32_t tq_crc32(const void *data, size_t len); /* zlib-compatible CRC-32 */

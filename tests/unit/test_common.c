@@ -1,4 +1,4 @@
-/* common/: sizes, overflow checks, CRC-32, SHA-256, sorted JSON, atomic files, short reads, tq_open_regular. */
+/* common/: sizes, overflow checks, CRC-32, SHA-256, sorted JSON, atomic files, short reads, tq_open_regular, cgroup CPU limits. */
 #include "common/common.h"
 #include "tests/unit/check.h"
 
@@ -325,6 +325,56 @@ static void test_open_regular_fifo(void)
     unlink(path);
 }
 
+/* A file under the test directory holding `text` (parent directories made). */
+static void put(const char *rel, const char *text)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", t_path(rel));
+    CHECK(system(cmd) == 0);
+    FILE *f = fopen(t_path(rel), "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* cgroup CPU limits over fake /proc/self/cgroup files and mounts (the kernel's formats:
+ * cgroup v2 cpu.max "QUOTA PERIOD" / "max PERIOD", v1 cpu.cfs_quota_us -1 = none). */
+static void test_cgroup_cpus(void)
+{
+    char root[4096];
+    snprintf(root, sizeof root, "%s", t_path("cg"));
+    /* v2: a limit of 2.5 CPUs on the cgroup rounds up to 3; an ancestor's 2 wins. */
+    put("cg/self-v2", "0::/a/b\n");
+    put("cg/a/b/cpu.max", "250000 100000\n");
+    CHECK(tq_cgroup_cpus(t_path("cg/self-v2"), root) == 3);
+    put("cg/a/cpu.max", "200000 100000\n");
+    CHECK(tq_cgroup_cpus(t_path("cg/self-v2"), root) == 2);
+    put("cg/a/cpu.max", "max 100000\n");
+    put("cg/a/b/cpu.max", "max 100000\n");
+    CHECK(tq_cgroup_cpus(t_path("cg/self-v2"), root) == 0);
+    put("cg/cpu.max", "50000 100000\n"); /* half a CPU at the root: 1 */
+    CHECK(tq_cgroup_cpus(t_path("cg/self-v2"), root) == 1);
+    /* v1: the cpu controller's mount, other controllers ignored. */
+    put("cg/self-v1", "4:memory:/x\n2:cpu,cpuacct:/x\n0::/\n");
+    put("cg/cpu,cpuacct/x/cpu.cfs_quota_us", "-1\n");
+    put("cg/cpu,cpuacct/x/cpu.cfs_period_us", "100000\n");
+    put("cg/memory/x/cpu.cfs_quota_us", "100000\n");
+    put("cg/memory/x/cpu.cfs_period_us", "100000\n");
+    CHECK(tq_cgroup_cpus(t_path("cg/self-v1"), root) == 1); /* the v2 root's 50000/100000 */
+    unlink(t_path("cg/cpu.max"));
+    CHECK(tq_cgroup_cpus(t_path("cg/self-v1"), root) == 0);
+    put("cg/cpu,cpuacct/x/cpu.cfs_quota_us", "400000\n");
+    CHECK(tq_cgroup_cpus(t_path("cg/self-v1"), root) == 4);
+    /* Nothing readable: no limit. */
+    CHECK(tq_cgroup_cpus(t_path("cg/missing"), root) == 0);
+    put("cg/self-bad", "garbage\n0::relative\n");
+    CHECK(tq_cgroup_cpus(t_path("cg/self-bad"), root) == 0);
+    int n = tq_default_threads();
+    CHECK(n >= 1 && n <= 256);
+}
+
 int main(void)
 {
     RUN(test_parse_size);
@@ -341,5 +391,6 @@ int main(void)
     RUN(test_short_read_names_file);
     RUN(test_open_regular);
     RUN(test_open_regular_fifo);
+    RUN(test_cgroup_cpus);
     TEST_MAIN_END();
 }
