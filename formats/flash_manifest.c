@@ -129,9 +129,11 @@ static int load(tq_flash_manifest *m, const char *path, tq_err *e)
         uint64_t layer;
         if (tq_flash_json_u64(c, "layer", &layer, path, "layers[]", e) != 0)
             return -1;
-        if (layer != m->n_layers)
-            BAD("%s: layers[%zu] is layer %llu (layers must be 0..N-1 in order)", path, m->n_layers,
-                (unsigned long long)layer);
+        /* ascending; a family's dense layers (first_k_dense_replace...) have no file */
+        if (layer > UINT32_MAX || (m->n_layers && layer <= m->layers[m->n_layers - 1].layer) ||
+            (m->kind == TQ_FLASH_DENSE && layer != m->n_layers))
+            BAD("%s: layers[%zu] is layer %llu (layers must be in ascending order; a dense split's 0..N-1)", path,
+                m->n_layers, (unsigned long long)layer);
         L->layer = (uint32_t)layer;
         const cJSON *file = cJSON_GetObjectItemCaseSensitive(c, "file");
         const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(c, "prefix");
@@ -164,7 +166,7 @@ static int load(tq_flash_manifest *m, const char *path, tq_err *e)
                 tq_flash_json_u64(c, "offset", &b->offset, path, "expert_blocks[]", e) != 0 ||
                 tq_flash_json_u64(c, "length", &b->length, path, "expert_blocks[]", e) != 0)
                 return -1;
-            if (layer != m->n_blocks / m->num_experts || expert != m->n_blocks % m->num_experts)
+            if (layer != m->layers[m->n_blocks / m->num_experts].layer || expert != m->n_blocks % m->num_experts)
                 BAD("%s: expert_blocks[%zu] is (layer %llu, expert %llu): blocks must be in layer-major order", path,
                     m->n_blocks, (unsigned long long)layer, (unsigned long long)expert);
             uint64_t end;
@@ -200,9 +202,19 @@ int tq_flash_manifest_load(tq_flash_manifest **out, const char *split_dir, tq_er
 
 const tq_flash_block *tq_flash_manifest_block(const tq_flash_manifest *m, uint32_t layer, uint64_t expert)
 {
-    if (m->kind != TQ_FLASH_MOE || layer >= m->n_layers || expert >= m->num_experts)
+    if (m->kind != TQ_FLASH_MOE || expert >= m->num_experts)
         return NULL;
-    return &m->blocks[(size_t)layer * m->num_experts + expert];
+    size_t lo = 0, hi = m->n_layers; /* layers ascend: find the position of layer id `layer` */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->layers[mid].layer < layer)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == m->n_layers || m->layers[lo].layer != layer)
+        return NULL;
+    return &m->blocks[lo * m->num_experts + expert];
 }
 
 static int cmp_name(const void *k, const void *f)

@@ -1,6 +1,7 @@
 /* A split directory presented as the model it came from: pinned.safetensors' tensors as they
  * are, and every expert / FFN tensor under its source name, read straight out of the layer
  * files. tq_split_join writes this model back out; tq-verify compares it with the source. */
+#include "formats/family.h"
 #include "formats/flash_internal.h"
 
 #include <errno.h>
@@ -81,15 +82,40 @@ static void src_close(tq_tensor_source *s_)
     free(s);
 }
 
-/* "mlp.switch_mlp.gate_proj.weight" / "switch_mlp.gate_proj.weight" / "mlp.gate_proj.weight"
- * -> "gate_proj.weight" */
+/* A layer-file tensor name ("mlp.switch_mlp.gate_proj.weight", "switch_mlp.gate_proj.weight",
+ * "mlp.gate_proj.weight", "gate_proj.weight") -> its last two parts, "gate_proj.weight". */
 static const char *tail_of(const char *n)
 {
-    if (!strncmp(n, "mlp.", 4))
-        n += 4;
-    if (!strncmp(n, "switch_mlp.", 11))
-        n += 11;
+    const char *last = strrchr(n, '.');
+    if (!last)
+        return n;
+    for (const char *p = last - 1; p >= n; p--)
+        if (*p == '.')
+            return p + 1;
     return n;
+}
+
+/* The source name of a layer-file tensor with tail "PROJ.SUFFIX" (expert x, or -1 for the
+ * stacked / dense tensor), spelled as the model's family spells it (formats/family.h). */
+static char *source_name(const tq_family *f, const char *prefix, int dense, int mlx, int64_t x, const char *tail,
+                         tq_err *e)
+{
+    if (dense)
+        return tq_asprintf(e, "%smlp.%s", prefix, tail);
+    if (mlx)
+        return tq_asprintf(e, "%s%s.%s", prefix, f->mlx_container, tail);
+    const char *dot = strchr(tail, '.');
+    const char *proj = NULL;
+    static const int fp[3] = {TQ_PROJ_GATE, TQ_PROJ_UP, TQ_PROJ_DOWN};
+    for (int k = 0; k < 3 && dot; k++)
+        if (!strncmp(tail, tq_family_proj_name(fp[k]), (size_t)(dot - tail)) &&
+            strlen(tq_family_proj_name(fp[k])) == (size_t)(dot - tail))
+            proj = f->hf_proj[fp[k]];
+    if (f->store != TQ_EXP_SEPARATE || !proj)
+        return tq_fail(e, TQ_EUNSUP, "split: %s checkpoints do not store experts one tensor per expert and "
+                       "projection; join them with --naming mlx (or source)", f->name), NULL;
+    const char *blk = *f->moe_block ? f->moe_block : "";
+    return tq_asprintf(e, "%s%s%sexperts.%lld.%s%s", prefix, blk, *blk ? "." : "", (long long)x, proj, dot);
 }
 
 static int cmp_mt(const void *a, const void *b)
@@ -116,6 +142,10 @@ static int add_vt(split_src *s, size_t cap, size_t layer, size_t tensor, int64_t
 
 static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const char *dir, int naming, tq_err *e)
 {
+    /* names as the family spells them; without one, the qwen3_moe layout tq has always written */
+    const tq_family *f = tq_family_detect(m->config);
+    if (!f || f->store == TQ_EXP_NONE)
+        f = tq_family_get(TQ_FAM_QWEN3_MOE);
     s->n_layers = man->n_layers;
     s->hdrs = tq_calloc(s->n_layers, sizeof *s->hdrs, e);
     s->fds = tq_malloc(s->n_layers * sizeof *s->fds, e);
@@ -147,15 +177,13 @@ static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const 
         int nm = naming == TQ_NAMING_SOURCE ? L->naming : naming;
         for (size_t k = 0; k < h->n_tensors; k++) {
             const char *tail = tail_of(h->tensors[k].name);
-            if (h->kind == TQ_FLASH_DENSE) {
-                if (add_vt(s, cap, i, k, -1, tq_asprintf(e, "%smlp.%s", L->prefix, tail), e) != 0)
-                    return -1;
-            } else if (nm == TQ_NAMING_MLX) {
-                if (add_vt(s, cap, i, k, -1, tq_asprintf(e, "%smlp.switch_mlp.%s", L->prefix, tail), e) != 0)
+            int dense = h->kind == TQ_FLASH_DENSE, mlx = nm == TQ_NAMING_MLX;
+            if (dense || mlx) {
+                if (add_vt(s, cap, i, k, -1, source_name(f, L->prefix, dense, mlx, -1, tail, e), e) != 0)
                     return -1;
             } else {
                 for (uint64_t x = 0; x < h->num_experts; x++)
-                    if (add_vt(s, cap, i, k, (int64_t)x, tq_asprintf(e, "%smlp.experts.%llu.%s", L->prefix, (unsigned long long)x, tail), e) != 0)
+                    if (add_vt(s, cap, i, k, (int64_t)x, source_name(f, L->prefix, 0, 0, (int64_t)x, tail, e), e) != 0)
                         return -1;
             }
         }
@@ -226,8 +254,6 @@ int tq_model_open_split(tq_model **out, const char *dir, int naming, tq_err *e)
         tq_st_open(&m->files[0], pinned, e) != 0)
         goto out;
     m->n_files = 1;
-    if (build(m, s, man, dir, naming, e) != 0)
-        goto out;
     if (!(cfg = tq_path_join(dir, "config.json", e)))
         goto out;
     if (tq_exists(cfg)) {
@@ -235,6 +261,8 @@ int tq_model_open_split(tq_model **out, const char *dir, int naming, tq_err *e)
             goto out;
         cJSON_DeleteItemFromObjectCaseSensitive(m->config, "streaming");
     }
+    if (build(m, s, man, dir, naming, e) != 0)
+        goto out;
     if (!(m->extra_files = tq_calloc(man->n_files ? man->n_files : 1, sizeof *m->extra_files, e)))
         goto out;
     for (size_t i = 0; i < man->n_files; i++)

@@ -2,6 +2,7 @@
 #ifndef TQ_SPLIT_INTERNAL_H
 #define TQ_SPLIT_INTERNAL_H
 
+#include "formats/family.h"
 #include "layout/split/split.h"
 
 #include <cjson/cJSON.h>
@@ -28,6 +29,9 @@ typedef struct split_layer {
 
 typedef struct split_plan {
     tq_model *m;
+    const tq_family *fam;                 /* the model's family (formats/family.h) or NULL */
+    const tq_family *names;               /* how expert names are spelled: fam when it has
+                                             experts, else the qwen3_moe layout */
     int target;                           /* enum tq_split_target */
     int kind;                             /* TQ_FLASH_MOE / TQ_FLASH_DENSE */
     uint64_t align, num_experts, top_k;

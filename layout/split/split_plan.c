@@ -42,8 +42,10 @@ static int tail_rank(const char *s)
     return tq_flash_slot_rank(proj, dot + 1);
 }
 
-/* Classify one name; 0 = an FFN/expert tensor (filled), 1 = pinned. */
-static int classify(const char *name, entry *en)
+/* Classify one name without a family (the layout tq has always read: mlp.experts.E.*,
+ * mlp.switch_mlp.*, mlp.* under any "layers.N." path); 0 = an FFN/expert tensor (filled),
+ * 1 = pinned. */
+static int classify_generic(const char *name, entry *en)
 {
     const char *p = name;
     for (;;) {
@@ -86,6 +88,66 @@ static int classify(const char *name, entry *en)
         }
         p = l + 7;
     }
+}
+
+/* Classify one name through the family table (formats/family.h): 0 = an FFN/expert tensor
+ * (filled), 1 = pinned, 2 = a routed expert tensor in a form the layer files do not hold
+ * (fused gate_up, MXFP4 blocks). MTP heads, routers, shared experts and their gates are
+ * pinned; names the family does not explain fall back to the generic rules. */
+static int classify(const tq_family *f, uint64_t n_layers, const char *name, entry *en)
+{
+    tq_name_info ni;
+    tq_family_name(f, n_layers, name, &ni);
+    switch (ni.role) {
+    case TQ_ROLE_EXPERT:
+        if (ni.form == TQ_FORM_FUSED || ni.form == TQ_FORM_MXFP4)
+            return 2;
+        if (ni.layer > 1000000 || ni.expert >= TQ_FLASH_MAX_EXPERTS)
+            return 1;
+        en->rank = tq_flash_slot_rank(tq_family_proj_name(ni.proj), ni.suffix);
+        if (en->rank < 0) /* a stacked module's shared codebook / signs */
+            return 1;
+        en->layer = (uint32_t)ni.layer;
+        en->prefix_len = ni.layer_len;
+        en->routed = 1;
+        en->naming = ni.form == TQ_FORM_SEPARATE ? TQ_NAMING_HF : TQ_NAMING_MLX;
+        en->expert = ni.form == TQ_FORM_SEPARATE ? ni.expert : 0;
+        return 0;
+    case TQ_ROLE_MTP:
+    case TQ_ROLE_ROUTER:
+    case TQ_ROLE_SHARED:
+    case TQ_ROLE_SHARED_GATE:
+        return 1;
+    default: {
+        int c = classify_generic(name, en);
+        /* a MoE family's experts are only where the family keeps them */
+        return c == 0 && en->routed && f && f->store != TQ_EXP_NONE ? 1 : c;
+    }
+    }
+}
+
+/* A pinned tensor that nonetheless holds routed-expert bytes: named like an expert by some
+ * family, and neither a stacked module's shared codebook / signs nor part of the MTP head. */
+static int expert_left_pinned(const tq_family *f, uint64_t n_layers, const char *name)
+{
+    tq_name_info ni;
+    tq_family_name(f, n_layers, name, &ni);
+    if (ni.role == TQ_ROLE_MTP || ni.role == TQ_ROLE_SHARED || ni.role == TQ_ROLE_ROUTER ||
+        ni.role == TQ_ROLE_SHARED_GATE || !tq_family_looks_like_expert(name))
+        return 0;
+    const char *dot = strrchr(name, '.');
+    return !(dot && (!strcmp(dot, ".codebook") || !strcmp(dot, ".signs")));
+}
+
+/* The source name of expert x's tensor of slot rank in layer L (HF per-expert naming). */
+static void hf_expert_name(const split_plan *p, const split_layer *L, uint64_t x, int rank, char *buf, size_t cap)
+{
+    const tq_family *f = p->names;
+    static const int fam_proj[3] = {TQ_PROJ_GATE, TQ_PROJ_UP, TQ_PROJ_DOWN};
+    const char *proj = f->hf_proj[fam_proj[rank / 4]] ? f->hf_proj[fam_proj[rank / 4]] : tq_flash_projs[rank / 4];
+    const char *blk = f->moe_block && *f->moe_block ? f->moe_block : "";
+    snprintf(buf, cap, "%s%s%sexperts.%llu.%s.%s", L->prefix, blk, *blk ? "." : "", (unsigned long long)x, proj,
+             tq_flash_suffixes[rank % 4]);
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -149,11 +211,13 @@ static int build_slot(split_plan *p, split_layer *L, entry *en, size_t a, size_t
     for (size_t i = a; i < b; i++)
         s->per_expert[en[i].expert] = en[i].t;
     for (uint64_t x = 0; x < top; x++) {
-        if (!s->per_expert[x])
-            return tq_fail(e, TQ_EDATA, "%s: layer %u: expert %llu has no %s.%s tensor ('%.*smlp.experts.%llu.%s.%s' is missing)",
-                           p->m->path, L->layer, (unsigned long long)x, tq_flash_projs[s->rank / 4],
-                           tq_flash_suffixes[s->rank % 4], (int)en[a].prefix_len, t0->name,
-                           (unsigned long long)x, tq_flash_projs[s->rank / 4], tq_flash_suffixes[s->rank % 4]);
+        if (!s->per_expert[x]) {
+            char miss[400];
+            hf_expert_name(p, L, x, s->rank, miss, sizeof miss);
+            return tq_fail(e, TQ_EDATA, "%s: layer %u: expert %llu has no %s.%s tensor ('%s' is missing)", p->m->path,
+                           L->layer, (unsigned long long)x, tq_flash_projs[s->rank / 4], tq_flash_suffixes[s->rank % 4],
+                           miss);
+        }
         const tq_tensor_info *t = &s->per_expert[x]->info;
         int same = t->dtype == t0->dtype && t->ndim == t0->ndim;
         for (int d = 0; same && d < t->ndim; d++)
@@ -228,6 +292,55 @@ static uint64_t config_u64(const tq_model *m, const char *key, int *present)
     return v;
 }
 
+/* Which layers get a layer file. A model of a known MoE family whose config states its
+ * expert count: exactly the layers its config makes MoE (first_k_dense_replace, mlp_only_layers, decoder_sparse_step...), wherever the
+ * dense ones are; their dense MLPs, like shared experts, stay pinned. Without a family (or a
+ * dense model): every layer 0..N-1, none skipped. en is sorted by layer. */
+static int layer_set_check(const split_plan *p, const entry *en, size_t n_en, uint64_t n_hidden, tq_err *e)
+{
+    const tq_model *m = p->m;
+    const int moe = p->kind == TQ_FLASH_MOE;
+    uint64_t n_exp = 0;
+    if (moe && p->fam && tq_family_num_experts(p->fam, m->config, &n_exp, e) != 0)
+        return tq_err_prefix(e, "%s", m->path);
+    if (moe && p->fam && p->fam->store != TQ_EXP_NONE && n_hidden && n_exp) {
+        size_t i = 0;
+        for (uint64_t l = 0; l < n_hidden; l++) {
+            int want = tq_family_layer_is_moe(p->fam, m->config, l, e);
+            if (want < 0)
+                return tq_err_prefix(e, "%s", m->path);
+            int have = i < n_en && en[i].layer == l;
+            if (want && !have) {
+                const char *n0 = en[0].t->info.name, *lp = strstr(n0, "layers.");
+                return tq_fail(e, TQ_EDATA, "%s: config.json makes layer %llu a MoE layer (%s) but it has no routed "
+                               "expert tensors ('%.*slayers.%llu.%s.gate_proj.weight' is missing)", m->path,
+                               (unsigned long long)l, p->fam->name, lp ? (int)(lp - n0) : 0, n0,
+                               (unsigned long long)l, p->names->mlx_container);
+            }
+            if (!want && have)
+                return tq_fail(e, TQ_EDATA, "%s: tensor '%s': config.json makes layer %llu a dense layer but it has "
+                               "routed experts", m->path, en[i].t->info.name, (unsigned long long)l);
+            while (i < n_en && en[i].layer == l)
+                i++;
+        }
+        if (i < n_en)
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s': layer %u is past num_hidden_layers = %llu", m->path,
+                           en[i].t->info.name, en[i].layer, (unsigned long long)n_hidden);
+        return 0;
+    }
+    uint32_t li = 0;
+    for (size_t a = 0; a < n_en; a++) {
+        if (a && en[a].layer == en[a - 1].layer)
+            continue;
+        if (en[a].layer != li)
+            return tq_fail(e, TQ_EUNSUP, "%s: layer %u has no %s tensors but layer %u has: only layers 0..N-1 all with %s "
+                           "are supported", m->path, li, moe ? "routed expert" : "FFN", en[a].layer,
+                           moe ? "experts (or a model family whose config.json says which layers are dense)" : "FFN tensors");
+        li++;
+    }
+    return 0;
+}
+
 int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err *e)
 {
     memset(p, 0, sizeof *p);
@@ -245,11 +358,26 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
         free(en);
         return -1;
     }
+    p->fam = tq_family_detect(m->config);
+    p->names = p->fam && p->fam->store != TQ_EXP_NONE ? p->fam : tq_family_get(TQ_FAM_QWEN3_MOE);
+    uint64_t n_hidden = 0;
+    if (p->fam && tq_family_cfg_u64(m->config, "num_hidden_layers", &n_hidden, e) < 0) {
+        free(en);
+        return tq_err_prefix(e, "%s", m->path);
+    }
     size_t n_en = 0, n_routed = 0;
     for (size_t i = 0; i < m->n_tensors; i++) {
         entry x = {0};
         x.t = &m->tensors[i];
-        if (classify(x.t->info.name, &x) == 0) {
+        int c = classify(p->fam, n_hidden, x.t->info.name, &x);
+        if (c == 2) {
+            tq_fail(e, TQ_EUNSUP, "%s: tensor '%s' holds the %s experts fused (gate_up in one tensor or MXFP4 blocks): "
+                    "tq-split lays out one gate, up and down tensor per expert; tq-convert writes that form first",
+                    m->path, x.t->info.name, p->fam->name);
+            free(en);
+            return -1;
+        }
+        if (c == 0) {
             en[n_en++] = x;
             n_routed += x.routed;
         } else {
@@ -257,6 +385,15 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
         }
     }
     p->kind = n_routed ? TQ_FLASH_MOE : TQ_FLASH_DENSE;
+    /* nothing named like a routed expert may stay in pinned.safetensors */
+    for (size_t i = 0; i < p->n_pinned; i++)
+        if (expert_left_pinned(p->fam, n_hidden, p->pinned[i]->info.name)) {
+            tq_fail(e, TQ_EUNSUP, "%s: tensor '%s' is named like a routed expert but is not one tq-split can place in "
+                    "a layer file (%s); it would stay in pinned.safetensors", m->path, p->pinned[i]->info.name,
+                    p->fam ? p->fam->name : "no model family in config.json");
+            free(en);
+            return -1;
+        }
     /* In a MoE model, dense FFN layers (if any) stay pinned. */
     size_t k = 0;
     for (size_t i = 0; i < n_en; i++) {
@@ -297,22 +434,16 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
             tq_fail(e, TQ_EDATA, "%s: pinned size overflows", m->path);
             goto out;
         }
-    p->n_layers = en[n_en - 1].layer + 1u;
-    p->layers = tq_calloc(p->n_layers, sizeof *p->layers, e);
+    if (layer_set_check(p, en, n_en, n_hidden, e) != 0)
+        goto out;
+    p->layers = tq_calloc(en[n_en - 1].layer + 1u, sizeof *p->layers, e);
     if (!p->layers)
         goto out;
-    size_t li = 0;
     for (size_t a = 0; a < n_en;) {
         size_t b = a;
         while (b < n_en && en[b].layer == en[a].layer)
             b++;
-        if (en[a].layer != li) {
-            tq_fail(e, TQ_EUNSUP, "%s: layer %zu has no %s tensors but layer %u has: only layers 0..N-1 all with %s are supported",
-                    m->path, li, p->kind == TQ_FLASH_MOE ? "routed expert" : "FFN", en[a].layer,
-                    p->kind == TQ_FLASH_MOE ? "experts" : "FFN tensors");
-            goto out;
-        }
-        split_layer *L = &p->layers[li++];
+        split_layer *L = &p->layers[p->n_layers++];
         L->layer = en[a].layer;
         L->naming = en[a].naming;
         if (!(L->prefix = tq_malloc(en[a].prefix_len + 1, e)))
@@ -326,7 +457,7 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
                 goto out;
             }
             if (en[i].naming != L->naming) {
-                tq_fail(e, TQ_EDATA, "%s: layer %u mixes per-expert (mlp.experts.E.*) and stacked (mlp.switch_mlp.*) tensors ('%s', '%s')",
+                tq_fail(e, TQ_EDATA, "%s: layer %u mixes per-expert (experts.E.*) and stacked tensors ('%s', '%s')",
                         m->path, L->layer, en[a].t->info.name, en[i].t->info.name);
                 goto out;
             }
@@ -341,16 +472,15 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
                 goto out;
             if (p->kind == TQ_FLASH_MOE && layer_exp && n_exp != layer_exp) {
                 const split_slot *s0 = &L->slots[0], *s1 = &L->slots[L->n_slots - 1];
-                if (L->naming == TQ_NAMING_HF && n_exp < layer_exp) {
-                    tq_fail(e, TQ_EDATA, "%s: layer %u: expert %llu has no %s.%s tensor ('%smlp.experts.%llu.%s.%s' is missing)",
-                            m->path, L->layer, (unsigned long long)n_exp, tq_flash_projs[s1->rank / 4],
-                            tq_flash_suffixes[s1->rank % 4], L->prefix, (unsigned long long)n_exp,
-                            tq_flash_projs[s1->rank / 4], tq_flash_suffixes[s1->rank % 4]);
-                } else if (L->naming == TQ_NAMING_HF) {
-                    tq_fail(e, TQ_EDATA, "%s: layer %u: expert %llu has no %s.%s tensor ('%smlp.experts.%llu.%s.%s' is missing)",
-                            m->path, L->layer, (unsigned long long)layer_exp, tq_flash_projs[s0->rank / 4],
-                            tq_flash_suffixes[s0->rank % 4], L->prefix, (unsigned long long)layer_exp,
-                            tq_flash_projs[s0->rank / 4], tq_flash_suffixes[s0->rank % 4]);
+                if (L->naming == TQ_NAMING_HF) {
+                    /* the slot with fewer experts lacks the first expert the other has */
+                    const split_slot *sm = n_exp < layer_exp ? s1 : s0;
+                    uint64_t x = n_exp < layer_exp ? n_exp : layer_exp;
+                    char miss[400];
+                    hf_expert_name(p, L, x, sm->rank, miss, sizeof miss);
+                    tq_fail(e, TQ_EDATA, "%s: layer %u: expert %llu has no %s.%s tensor ('%s' is missing)", m->path,
+                            L->layer, (unsigned long long)x, tq_flash_projs[sm->rank / 4],
+                            tq_flash_suffixes[sm->rank % 4], miss);
                 } else {
                     tq_fail(e, TQ_EDATA, "%s: layer %u: '%s' stacks %llu experts but '%s' stacks %llu", m->path,
                             L->layer, s1->stacked->info.name, (unsigned long long)n_exp, s0->stacked->info.name,
@@ -382,17 +512,19 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
     }
     if (p->kind == TQ_FLASH_MOE) {
         int have;
-        uint64_t cfg_e = config_u64(m, "num_experts", &have);
-        if (!have)
-            cfg_e = config_u64(m, "num_local_experts", &have);
+        const char *ekey = p->fam && p->fam->experts_key ? p->fam->experts_key : "num_experts";
+        uint64_t cfg_e = config_u64(m, ekey, &have);
+        if (!have && !p->fam)
+            cfg_e = config_u64(m, ekey = "num_local_experts", &have);
         if (have && cfg_e != p->num_experts) {
-            tq_fail(e, TQ_EDATA, "%s: config.json says num_experts = %llu but the layers have %llu experts", m->path,
+            tq_fail(e, TQ_EDATA, "%s: config.json says %s = %llu but the layers have %llu experts", m->path, ekey,
                     (unsigned long long)cfg_e, (unsigned long long)p->num_experts);
             goto out;
         }
-        p->top_k = o->top_k ? o->top_k : config_u64(m, "num_experts_per_tok", &have);
+        const char *topk_key = p->fam && p->fam->topk_key ? p->fam->topk_key : "num_experts_per_tok";
+        p->top_k = o->top_k ? o->top_k : config_u64(m, topk_key, &have);
         if (!p->top_k) {
-            tq_fail(e, TQ_EDATA, "%s: config.json has no num_experts_per_tok; pass --top-k", m->path);
+            tq_fail(e, TQ_EDATA, "%s: config.json has no %s; pass --top-k", m->path, topk_key);
             goto out;
         }
         if (p->top_k > p->num_experts) {

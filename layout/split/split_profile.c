@@ -102,7 +102,7 @@ static int affine4_g64(const split_plan *p, const split_layer *L, tq_err *e)
         const tq_flash_tensor *w = find_part(h, k, 0), *s = find_part(h, k, 1), *b = find_part(h, k, 2),
                               *bias = find_part(h, k, 3);
         char module[512];
-        snprintf(module, sizeof module, "%smlp.%s%s", L->prefix, p->kind == TQ_FLASH_MOE ? "switch_mlp." : "",
+        snprintf(module, sizeof module, "%s%s.%s", L->prefix, p->kind == TQ_FLASH_MOE ? p->names->mlx_container : "mlp",
                  tq_flash_projs[k]);
         if (!w)
             return tq_fail(e, TQ_EUNSUP, "%s: layer %u has no %s %s: %s computes gate, up and down projections",

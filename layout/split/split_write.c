@@ -27,9 +27,13 @@ static int write_config(split_run *r, tq_err *e)
         return -1;
     }
     cJSON_DeleteItemFromObjectCaseSensitive(c, "streaming");
+    /* the decoder's layer count: a family's dense layers have no layer file but are layers */
+    uint64_t n_layers = p->n_layers;
+    if (p->fam && tq_family_cfg_u64(p->m->config, "num_hidden_layers", &n_layers, e) != 0)
+        n_layers = p->n_layers;
     cJSON *s = cJSON_AddObjectToObject(c, "streaming");
     int ok = s && cJSON_AddStringToObject(s, "pinned_file", "pinned.safetensors") &&
-             tq_json_add_u64(s, "num_layers", p->n_layers) && tq_json_add_u64(s, "page_size", p->align) &&
+             tq_json_add_u64(s, "num_layers", n_layers) && tq_json_add_u64(s, "page_size", p->align) &&
              cJSON_AddStringToObject(s, "manifest", "split.json");
     if (p->kind == TQ_FLASH_MOE)
         ok = ok && cJSON_AddStringToObject(s, "format", "moe_flash_v1") &&

@@ -24,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (m->n_layers == 0)
         abort();
     for (size_t i = 0; i < m->n_layers; i++)
-        if (m->layers[i].layer != i || !m->layers[i].file || !m->layers[i].prefix)
+        if ((i && m->layers[i].layer <= m->layers[i - 1].layer) ||
+            (m->kind == TQ_FLASH_DENSE && m->layers[i].layer != i) || !m->layers[i].file || !m->layers[i].prefix)
             abort();
     for (size_t i = 0; i < m->n_files; i++)
         if (tq_flash_manifest_file(m, m->files[i].name) != &m->files[i] ||
@@ -35,11 +36,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         for (size_t i = 0; i < m->n_layers; i++)
             for (uint64_t x = 0; x < m->num_experts; x++) {
-                const tq_flash_block *b = tq_flash_manifest_block(m, (uint32_t)i, x);
-                if (!b || b->layer != i || b->expert != x || b->length == 0 || b->offset + b->length < b->offset)
+                const tq_flash_block *b = tq_flash_manifest_block(m, m->layers[i].layer, x);
+                if (!b || b->layer != m->layers[i].layer || b->expert != x || b->length == 0 || b->offset + b->length < b->offset)
                     abort();
             }
-        if (tq_flash_manifest_block(m, (uint32_t)m->n_layers, 0) ||
+        if ((m->layers[m->n_layers - 1].layer < UINT32_MAX &&
+             tq_flash_manifest_block(m, m->layers[m->n_layers - 1].layer + 1, 0)) ||
             tq_flash_manifest_block(m, 0, m->num_experts))
             abort();
     } else if (m->n_blocks || tq_flash_manifest_block(m, 0, 0)) {
