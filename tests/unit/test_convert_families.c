@@ -149,6 +149,33 @@ static void qwen2_family(int moe)
 static void exp_qwen2_moe(void) { qwen2_family(1); }
 static void exp_qwen2(void) { qwen2_family(0); }
 
+/* llama.py / qwen3.py (q_norm, k_norm: RMSNorm, kept) / qwen3_moe.py (Qwen3MoeSparseMoeBlock:
+ * gate router kept, switch_mlp stacked; no shared expert) */
+static void llama_family(int qk_norm, int moe)
+{
+    top("model.", "lm_head");
+    for (int l = 0; l < 2; l++) {
+        char L[64];
+        snprintf(L, sizeof L, "model.layers.%d.", l);
+        norms2(L);
+        attn(L, 128, 64, 0);
+        if (qk_norm) {
+            F(NM("%sself_attn.q_norm.weight", L), 32);
+            F(NM("%sself_attn.k_norm.weight", L), 32);
+        }
+        if (moe) {
+            F2(NM("%smlp.gate.weight", L), E8, H);
+            switch_glu(NM("%smlp.switch_mlp", L), 128, 0);
+        } else {
+            mlp(L, "mlp", 256);
+        }
+    }
+}
+
+static void exp_llama(void) { llama_family(0, 0); }
+static void exp_qwen3(void) { llama_family(1, 0); }
+static void exp_qwen3_moe(void) { llama_family(1, 1); }
+
 /* qwen3_next.py / qwen3_5.py: GatedDeltaNet on layers 0-2 (in_proj_*, out_proj Linear;
  * conv1d, A_log, dt_bias, norm not), gated Attention on layer 3 (q_proj 2 x 4 x 64, q/k norm). */
 static void hybrid_layer(const char *L, int l, int next)
@@ -473,7 +500,8 @@ static void family_case(tq_mk_arch arch, void (*expect)(void), int shifted)
 {
     tq_err err = {0};
     /* a dense family without a wrapper has one form for both namings */
-    const char *hf = gen(arch, 0, "hf"), *mlx = arch == TQ_MK_QWEN2 ? hf : gen(arch, 1, "mlx");
+    const char *hf = gen(arch, 0, "hf");
+    const char *mlx = arch == TQ_MK_QWEN2 || arch == TQ_MK_LLAMA || arch == TQ_MK_QWEN3 ? hf : gen(arch, 1, "mlx");
     CHECK(hf && mlx);
     if (!hf || !mlx)
         return;
@@ -513,7 +541,7 @@ static void family_case(tq_mk_arch arch, void (*expect)(void), int shifted)
     int extra = 0;
     for (size_t i = 0; i < want->n_tensors; i++) {
         const tq_tensor_info *w = &want->tensors[i].info;
-        if (arch == TQ_MK_DEEPSEEK_V3 && strstr(w->name, "layers.3."))
+        if ((arch == TQ_MK_DEEPSEEK_V3 || arch == TQ_MK_KIMI_K2) && strstr(w->name, "layers.3."))
             continue; /* the MTP layer convert left out */
         const tq_model_tensor *dt = tq_model_find(D, w->name);
         CHECKF(dt != NULL, "dequantized model lacks %s", w->name);
@@ -542,6 +570,10 @@ out:
     tq_model_close(M);
 }
 
+static void test_llama(void) { family_case(TQ_MK_LLAMA, exp_llama, 0); }
+static void test_qwen3(void) { family_case(TQ_MK_QWEN3, exp_qwen3, 0); }
+static void test_qwen3_moe(void) { family_case(TQ_MK_QWEN3_MOE, exp_qwen3_moe, 0); }
+static void test_kimi_k2(void) { family_case(TQ_MK_KIMI_K2, exp_deepseek_v3, 0); }
 static void test_qwen2(void) { family_case(TQ_MK_QWEN2, exp_qwen2, 0); }
 static void test_qwen2_moe(void) { family_case(TQ_MK_QWEN2_MOE, exp_qwen2_moe, 0); }
 static void test_qwen3_next(void) { family_case(TQ_MK_QWEN3_NEXT, exp_qwen3_next, 1); }
@@ -782,6 +814,9 @@ static void test_rotation_and_refusals(void)
 
 int main(void)
 {
+    RUN(test_llama);
+    RUN(test_qwen3);
+    RUN(test_qwen3_moe);
     RUN(test_qwen2);
     RUN(test_qwen2_moe);
     RUN(test_qwen3_next);
@@ -789,6 +824,7 @@ int main(void)
     RUN(test_qwen3_5_moe);
     RUN(test_mixtral);
     RUN(test_deepseek_v3);
+    RUN(test_kimi_k2);
     RUN(test_gpt_oss);
     RUN(test_gemma4);
     RUN(test_configs);
