@@ -251,6 +251,12 @@ int main(int argc, char **argv)
                                       : "missing --tokens ID,ID,... or --prompt TEXT");
     if (add_special && tokens.v)
         return tq_cli_usage_error("--add-special goes with --prompt or --prompt-file");
+    if (o.logits_path) { /* the model is checked when it is opened; these are the other inputs */
+        tq_err err = {0};
+        if ((prompt_file && tq_check_out_in(o.logits_path, prompt_file, &err) != 0) ||
+            (tok_dir && tq_check_out_in(o.logits_path, tok_dir, &err) != 0))
+            return tq_cli_fail(&err);
+    }
     const char *model = cli.args[0];
     const int32_t *prompt = tokens.v;
     size_t n_prompt = tokens.n;

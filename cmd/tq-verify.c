@@ -88,12 +88,8 @@ static int cmd_manifest(int argc, char **argv)
     tq_err err = {0};
     tq_manifest *m;
     double t0 = tq_now();
-    if (tq_manifest_build(dir, threads, &m, &err) != 0)
+    if (tq_manifest_update(dir, threads, &m, &err) != 0)
         return tq_cli_fail(&err);
-    if (tq_manifest_write(dir, m, &err) != 0) {
-        tq_manifest_free(m);
-        return tq_cli_fail(&err);
-    }
     uint64_t bytes = 0;
     size_t tensors = 0;
     for (size_t i = 0; i < m->n_files; i++) {

@@ -33,6 +33,8 @@ typedef struct tq_err {
 int tq_fail(tq_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Prefix an existing message: "prefix: old message". Returns -1. */
 int tq_err_prefix(tq_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append to an existing message (what was or was not done about it). Returns -1. */
+int tq_err_suffix(tq_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Process exit status for an error: 2 for usage errors, 1 for everything else. */
 int tq_exit_code(const tq_err *e);
 
@@ -200,6 +202,9 @@ typedef struct tq_sources {
     tq_file_id *ids;
 } tq_sources;
 int tq_sources_add(tq_sources *s, const char *path, tq_err *e);
+/* path alone, not what is under it: a directory's own identity changes when an entry is
+ * added, removed or renamed in it. */
+int tq_sources_add_entry(tq_sources *s, const char *path, tq_err *e);
 int tq_sources_check(const tq_sources *s, tq_err *e);
 void tq_sources_free(tq_sources *s);
 /* tq_sources_check before publishing f or d: on a change the partial output is kept (closed)

@@ -31,6 +31,18 @@ int tq_err_prefix(tq_err *e, const char *fmt, ...)
     return -1;
 }
 
+int tq_err_suffix(tq_err *e, const char *fmt, ...)
+{
+    if (!e)
+        return -1;
+    size_t n = strnlen(e->msg, sizeof e->msg);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg + n, sizeof e->msg - n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 int tq_exit_code(const tq_err *e)
 {
     return e && e->code == TQ_EUSAGE ? 2 : 1;

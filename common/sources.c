@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -116,6 +118,12 @@ int tq_sources_add(tq_sources *s, const char *path, tq_err *e)
     return add_tree(s, path, 0, e);
 }
 
+int tq_sources_add_entry(tq_sources *s, const char *path, tq_err *e)
+{
+    tq_file_id id;
+    return id_of(path, &id, e) != 0 ? -1 : add_one(s, path, &id, e);
+}
+
 void tq_file_id_diff(const tq_file_id *a, const tq_file_id *b, char *buf, size_t cap)
 {
     size_t n = 0;
@@ -144,8 +152,19 @@ void tq_file_id_diff(const tq_file_id *a, const tq_file_id *b, char *buf, size_t
 #undef ADD
 }
 
+/* Test hook: TQ_PAUSE_BEFORE_CHECK=1 stops the process (SIGSTOP) before its first check, so
+ * a test can change an input of a tool that writes nothing before it has read everything. */
+static void pause_before_check(void)
+{
+    static atomic_int done;
+    const char *v = getenv("TQ_PAUSE_BEFORE_CHECK");
+    if (v && *v && strcmp(v, "0") != 0 && !atomic_exchange(&done, 1))
+        raise(SIGSTOP);
+}
+
 int tq_sources_check(const tq_sources *s, tq_err *e)
 {
+    pause_before_check();
     /* files first, so the message names the file itself rather than its directory */
     for (size_t k = 0; k < 2 * s->n; k++) {
         size_t i = k % s->n;
@@ -176,11 +195,8 @@ void tq_sources_free(tq_sources *s)
  * message says where. */
 static int refuse_keeping(char *kept, tq_err *e)
 {
-    if (e && kept) {
-        size_t n = strlen(e->msg);
-        snprintf(e->msg + n, sizeof e->msg - n, "; nothing was published, and the output built from it is kept at %s",
-                 kept);
-    }
+    if (kept)
+        tq_err_suffix(e, "; nothing was published, and the output built from it is kept at %s", kept);
     free(kept);
     return -1;
 }

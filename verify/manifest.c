@@ -150,6 +150,26 @@ out:
     return rc;
 }
 
+int tq_manifest_update(const char *dir, int threads, tq_manifest **out, tq_err *e)
+{
+    tq_sources src = {0};
+    tq_manifest *m = NULL;
+    int rc = -1;
+    if (tq_sources_add(&src, dir, e) == 0 && tq_manifest_build(dir, threads, &m, e) == 0) {
+        /* a file changed while it was hashed: its digest may be of neither version */
+        if (tq_sources_check(&src, e) != 0)
+            tq_err_suffix(e, "; %s and %s were not written", TQ_SUMS_NAME, TQ_MANIFEST_NAME);
+        else
+            rc = tq_manifest_write(dir, m, e);
+    }
+    tq_sources_free(&src);
+    if (rc == 0)
+        *out = m;
+    else
+        tq_manifest_free(m);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- JSON out */
 static cJSON *hex_item(const unsigned char d[32])
 {

@@ -203,8 +203,33 @@ static int model_open(model *m, const char *path, const char *sig, tq_err *e)
     return m->sig_path ? 0 : -1;
 }
 
-/* List (ignore rules applied) and hash the model's files. */
-static int model_hash(model *m, const strv *ign, int allow_symlinks, int threads, tq_err *e)
+/* Record in watch the signed file rel of m (root relative) and each directory on its way that
+ * the previous file's path (prev) did not already pass through. */
+static int watch_file(tq_sources *watch, const model *m, const char *prev, const char *rel, const char *abs, tq_err *e)
+{
+    if (m->is_file)
+        return tq_sources_add_entry(watch, abs, e);
+    if (!prev && tq_sources_add_entry(watch, m->root, e) != 0)
+        return -1;
+    for (const char *p = strchr(rel, '/'); p; p = strchr(p + 1, '/')) {
+        size_t k = (size_t)(p - rel);
+        if (prev && !strncmp(prev, rel, k) && prev[k] == '/')
+            continue;
+        /* abs is root/rel: its first root + 1 + k bytes name this directory */
+        char *dir = tq_strdup(abs, e);
+        if (dir)
+            dir[strlen(abs) - strlen(rel) + k] = 0;
+        int rc = dir ? tq_sources_add_entry(watch, dir, e) : -1;
+        free(dir);
+        if (rc != 0)
+            return -1;
+    }
+    return tq_sources_add_entry(watch, abs, e);
+}
+
+/* List (ignore rules applied) and hash the model's files; with watch, each file and the
+ * directories that hold them are recorded there before the file is read. */
+static int model_hash(model *m, const strv *ign, int allow_symlinks, int threads, tq_sources *watch, tq_err *e)
 {
     if (m->is_file) {
         if (!(m->files = tq_calloc(1, sizeof *m->files, e)) || !(m->files[0] = tq_strdup(".", e)))
@@ -230,6 +255,10 @@ static int model_hash(model *m, const strv *ign, int allow_symlinks, int threads
     for (size_t i = 0; rc == 0 && i < m->n; i++) {
         abs[i] = m->is_file ? tq_strdup(m->root, e) : tq_path_join(m->root, m->files[i], e);
         if (!abs[i]) {
+            rc = -1;
+            break;
+        }
+        if (watch && watch_file(watch, m, i ? m->files[i - 1] : NULL, m->files[i], abs[i], e) != 0) {
             rc = -1;
             break;
         }
@@ -262,6 +291,55 @@ static int model_hash(model *m, const strv *ign, int allow_symlinks, int threads
 /* ---------------------------------------------------------------------- sign */
 static const char *const git_paths[] = {".git", ".gitattributes", ".github", ".gitignore"};
 
+/* Where the signature may go, before anything is read: never over the key or the model file,
+ * never holding the model. Inside the signed directory it is left out of what it signs (by
+ * design: DIR/model.sig), so an existing file there other than DIR/model.sig is replaced only
+ * when it is itself a signature; anything else is a model file that would vanish unsigned. */
+static int sig_target_check(const model *m, const char *path, const char *sig_abs, const char *key_pem, tq_err *e)
+{
+    if (m->is_file && !strcmp(sig_abs, m->root))
+        return tq_fail(e, TQ_EUSAGE,
+                       "%s: the output is the input %s itself: the signature would replace the model file",
+                       m->sig_path, path);
+    const char *rel = m->is_file ? NULL : inside(m->root, sig_abs);
+    if (!rel)
+        return tq_check_out_in(m->sig_path, path, e) != 0 ? -1 : tq_check_out_in(m->sig_path, key_pem, e);
+    struct stat st;
+    if (tq_check_out_in(m->sig_path, key_pem, e) != 0)
+        return -1;
+    if (lstat(sig_abs, &st) != 0 || !strcmp(rel, TQ_OMS_SIG_NAME))
+        return 0;
+    char *text = NULL;
+    size_t len = 0;
+    tq_oms_env env;
+    tq_err why = {0};
+    int is_sig = S_ISREG(st.st_mode) && tq_read_small_file(sig_abs, TQ_OMS_MAX_SIG_BYTES, &text, &len, &why) == 0 &&
+                 tq_oms_bundle_parse(text, len, m->sig_path, &env, &why) == 0;
+    if (is_sig)
+        tq_oms_env_free(&env);
+    free(text);
+    if (is_sig)
+        return 0;
+    return tq_fail(e, TQ_EUSAGE,
+                   "%s: the output lies inside the input directory %s and is not a signature (%s); it would be "
+                   "replaced and left out of the signature; choose another --out",
+                   m->sig_path, path, why.msg[0] ? why.msg : "not a regular file");
+}
+
+/* The signature is none of the files it signs under another name (a hard link). */
+static int sig_not_signed(const char *sig_path, const tq_sources *src, tq_err *e)
+{
+    struct stat st;
+    if (stat(sig_path, &st) != 0)
+        return 0;
+    for (size_t i = 0; i < src->n; i++)
+        if (!src->ids[i].is_dir && src->ids[i].dev == (uint64_t)st.st_dev && src->ids[i].ino == (uint64_t)st.st_ino)
+            return tq_fail(e, TQ_EUSAGE,
+                           "%s: the output is the input %s itself (same device and inode); choose another --out",
+                           sig_path, src->paths[i]);
+    return 0;
+}
+
 int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_oms_info *info, tq_err *e)
 {
     memset(info, 0, sizeof *info);
@@ -269,6 +347,7 @@ int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_
     strv ign = {0};
     tq_oms_key *k = NULL;
     tq_oms_stmt s = {0};
+    tq_sources src = {0};
     char *payload = NULL, *bundle = NULL, *sig_abs = NULL;
     unsigned char *pae = NULL, *sig = NULL;
     size_t plen = 0, paelen = 0, slen = 0, blen = 0;
@@ -278,7 +357,7 @@ int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_
     /* the key first: a bad key should not cost a pass over the model */
     if (tq_oms_key_load(key_pem, 1, &k, e) != 0)
         goto out;
-    if (!(sig_abs = resolve(m.sig_path, e)))
+    if (!(sig_abs = resolve(m.sig_path, e)) || sig_target_check(&m, path, sig_abs, key_pem, e) != 0)
         goto out;
     if (!m.is_file) {
         const char *rel = inside(m.root, sig_abs);
@@ -294,16 +373,14 @@ int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_
             goto out;
         if (add_cli_paths(&ign, m.root, o->ignore, o->n_ignore, e) != 0)
             goto out;
-    } else if (!strcmp(sig_abs, m.root)) {
-        tq_fail(e, TQ_EUSAGE, "%s: the signature would replace the model file", m.sig_path);
-        goto out;
     }
     for (size_t i = 0; !o->keep_git && i < sizeof git_paths / sizeof *git_paths; i++)
         if (strv_add(&ign, git_paths[i], e) != 0)
             goto out;
     if (ign.n > 1)
         qsort(ign.v, ign.n, sizeof *ign.v, cmp_strp);
-    if (model_hash(&m, &ign, o->allow_symlinks, o->threads, e) != 0)
+    if (model_hash(&m, &ign, o->allow_symlinks, o->threads, &src, e) != 0 ||
+        sig_not_signed(m.sig_path, &src, e) != 0)
         goto out;
     if (!(s.name = model_name(path, m.root, e)) || (m.n && !(s.res = tq_calloc(m.n, sizeof *s.res, e))))
         goto out;
@@ -325,6 +402,11 @@ int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_
         tq_oms_key_sign(k, pae, paelen, &sig, &slen, e) != 0 ||
         !(bundle = tq_oms_bundle_make((const unsigned char *)payload, plen, sig, slen, tq_oms_key_hint(k), &blen, e)))
         goto out;
+    /* a file changed while it was hashed: its digest may be of neither version */
+    if (tq_sources_check(&src, e) != 0) {
+        tq_err_suffix(e, "; the signature was not written");
+        goto out;
+    }
     if (tq_write_file_atomic(m.sig_path, bundle, blen, e) != 0)
         goto out;
     tq_oms_info_set(info, s.subject, k, m.n, m.bytes, m.sig_path, s.name);
@@ -332,6 +414,7 @@ int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_
     s.name = NULL;
     rc = 0;
 out:
+    tq_sources_free(&src);
     tq_oms_stmt_free(&s);
     tq_free_strv(ign.v, ign.n);
     tq_oms_key_free(k);
@@ -448,7 +531,7 @@ int tq_oms_verify(const char *path, const char *pub_pem, const tq_oms_opts *o, t
         if (add_cli_paths(&ign, m.root, o->ignore, o->n_ignore, e) != 0)
             goto out;
     }
-    if (model_hash(&m, &ign, s.allow_symlinks, o->threads, e) != 0)
+    if (model_hash(&m, &ign, s.allow_symlinks, o->threads, NULL, e) != 0)
         goto out;
     if (m.n && !(files = tq_calloc(m.n, sizeof *files, e)))
         goto out;

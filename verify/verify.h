@@ -83,6 +83,10 @@ int tq_manifest_from_json(const char *text, size_t len, const char *what, tq_man
 char *tq_manifest_sums(const tq_manifest *m, size_t *len, tq_err *e);
 /* Write dir/SHA256SUMS and dir/tq-manifest.json, each atomically. */
 int tq_manifest_write(const char *dir, const tq_manifest *m, tq_err *e);
+/* tq-verify manifest: build and write, with every file and directory under dir recorded
+ * (tq_sources) before it is read and checked before anything is written; one that changed
+ * meanwhile fails (TQ_EDATA, naming it) and nothing is written. */
+int tq_manifest_update(const char *dir, int threads, tq_manifest **out, tq_err *e);
 
 /* ------------------------------------------------------------------ check */
 enum tq_problem_kind {

@@ -1,6 +1,7 @@
 # Inputs read over time (issue 24): a source touched, replaced by rename, rewritten in place
 # or given a new neighbour while a tool reads it is noticed before anything is published:
-# exit 1 naming the file, no output under the final name, the partial kept and named.
+# exit 1 naming the file, no output under the final name, the partial kept and named (or,
+# for tq-verify manifest and sign, nothing written and the earlier files intact).
 set -u
 . "$ROOT/tests/lib/safety.sh"
 tq-mkmodel --quiet --seed 5 src || fail mkmodel
@@ -20,6 +21,31 @@ done
 for mode in touch replace; do
   input_changed un b.tar.zst 1000 $mode -- tq-verify unpack --quiet b.tar.zst -o un
   input_changed ex/model.safetensors r0.rows 1000 $mode -- tq-rowlayout --extract r0.rows --to ex --quiet --chunk-size 4096
+done
+
+# tq-verify manifest and sign write only after reading everything: stopped just before their
+# check (TQ_PAUSE_BEFORE_CHECK), a changed file makes them write nothing; the earlier
+# SHA256SUMS, tq-manifest.json and model.sig stay as they were.
+. "$ROOT/tests/lib/keys.sh"
+make_key k ed25519
+cp -a src ms
+tq-verify manifest --quiet ms && tq-verify sign --quiet ms --key k.pem || fail "first manifest and signature"
+earlier=$(cat ms/SHA256SUMS ms/tq-manifest.json ms/model.sig | sha256sum)
+for mode in touch replace overwrite add; do
+  for tool in "manifest --quiet ms" "sign --quiet ms --key k.pem"; do
+    cp -p ms/model.safetensors saved.safetensors
+    # shellcheck disable=SC2086
+    PAUSE_ERR=chg.err pause_env TQ_PAUSE_BEFORE_CHECK=1 tq-verify $tool || fail "tq-verify $tool did not stop"
+    name=$(change_input ms/model.safetensors "$mode")
+    kill -CONT "$PID"; wait "$PID"; rc=$?
+    rm -f ms/added-meanwhile.txt; mv saved.safetensors ms/model.safetensors
+    [ "$rc" = 1 ] && grep -q "$name: changed while it was being read" chg.err && grep -q "not written" chg.err ||
+      fail "tq-verify $tool, input $mode: exit $rc: $(cat chg.err)"
+    [ "$(cat ms/SHA256SUMS ms/tq-manifest.json ms/model.sig | sha256sum)" = "$earlier" ] ||
+      fail "tq-verify $tool, input $mode: the earlier manifest or signature changed"
+    [ -z "$(ls ms | grep partial)" ] || fail "tq-verify $tool, input $mode: left $(ls ms | grep partial)"
+    echo "tq-verify $tool: input $mode before the check refused, nothing written"
+  done
 done
 
 # tq-rowlayout keeps its own MTPLX identity (inode included): a source replaced by rename

@@ -37,9 +37,31 @@ conflict tq-rowlayout hard.safetensors ng/model.safetensors ng/model.safetensors
 # --extract rebuilds model.safetensors: into the row file's own directory it would be the row file
 conflict tq-rowlayout rx/model.safetensors rx/model.safetensors --extract rx/model.safetensors --to rx --quiet
 
-[ "$( (tree_hash m; tree_hash s; tree_hash b.tar.zst; tree_hash ng; tree_hash rx) )" = "$before" ] ||
-  fail "an input changed"
+# tq-run --logits against its other inputs: the prompt file and the tokenizer directory
+echo "hello" > p.txt && mkdir tk && echo '{}' > tk/tokenizer.json
+. "$ROOT/tests/lib/keys.sh"
+make_key k ed25519
+ln m/model.safetensors hard.bin
+before2=$( (tree_hash k.pem; tree_hash p.txt; tree_hash tk) )
+conflict tq-run p.txt p.txt m --prompt-file p.txt --max-tokens 2 --quiet --logits p.txt
+conflict tq-run tk/tokenizer.json tk m --tokenizer tk --tokens 1,2 --max-tokens 2 --quiet --logits tk/tokenizer.json
+# tq-verify sign: its signature goes inside the signed directory by design (left out of what
+# it signs), but never over the key, a signed file (under any name) or a non-signature there
+conflict tq-verify k.pem k.pem sign --quiet m --key k.pem --out k.pem
+conflict tq-verify m/model.safetensors m sign --quiet m --key k.pem --out m/model.safetensors
+conflict tq-verify m/config.json m sign --quiet m --key k.pem --out m/config.json
+conflict tq-verify hard.bin m/model.safetensors sign --quiet m --key k.pem --out hard.bin
+conflict tq-verify . m sign --quiet m --key k.pem --out .
+conflict tq-verify ng/model.safetensors ng/model.safetensors sign --quiet ng/model.safetensors --key k.pem --out ng/model.safetensors
+
+[ "$( (tree_hash m; tree_hash s; tree_hash b.tar.zst; tree_hash ng; tree_hash rx) )" = "$before" ] &&
+  [ "$( (tree_hash k.pem; tree_hash p.txt; tree_hash tk) )" = "$before2" ] || fail "an input changed"
 # an output next to the input (sharing a name prefix) is fine
 tq-convert --quiet m m2 || fail "m2 next to m refused"
 tq-run m --tokens 1,2 --max-tokens 2 --quiet --logits m.f32 >/dev/null || fail "--logits next to the model refused"
+# the signature inside the directory: model.sig, or another name holding an earlier signature
+tq-verify sign --quiet m --key k.pem && tq-verify sign --quiet m --key k.pem || fail "DIR/model.sig refused"
+tq-verify sign --quiet m --key k.pem --out m/other.sig && tq-verify sign --quiet m --key k.pem --out m/other.sig ||
+  fail "re-signing into m/other.sig refused"
+tq-verify verify --quiet m --pubkey k.pub --sig m/other.sig || fail "m/other.sig does not verify"
 exit 0

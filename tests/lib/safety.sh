@@ -17,6 +17,8 @@
 #                               TQ_PAUSE_AFTER_BYTES=N and wait until it has stopped itself;
 #                               sets PID (kill -CONT "$PID"; wait "$PID"). Status 1 if it
 #                               exited instead. Output goes to $PAUSE_OUT/$PAUSE_ERR.
+#   pause_env VAR=VALUE CMD...  the same with another pausing hook (TQ_PAUSE_BEFORE_CHECK=1)
+#   change_input FILE MODE      touch, replace, overwrite or add (see input_changed)
 #   file_limit_run BLOCKS CMD...  run CMD under ulimit -f BLOCKS (1 KiB); sets RC and ERR
 #   snapshot FILE...            SHA-256 lines of FILEs, to compare before/after
 #   tree_hash PATH, out_bytes PATH   digest / total size of a file or directory tree
@@ -70,7 +72,12 @@ crash_check() {
 
 pause_at() {
   local n=$1; shift
-  TQ_PAUSE_AFTER_BYTES=$n "$@" >"${PAUSE_OUT:-/dev/null}" 2>"${PAUSE_ERR:-/dev/null}" &
+  pause_env "TQ_PAUSE_AFTER_BYTES=$n" "$@"
+}
+
+pause_env() {
+  local hook=$1; shift
+  env "$hook" "$@" >"${PAUSE_OUT:-/dev/null}" 2>"${PAUSE_ERR:-/dev/null}" &
   PID=$!
   local i state
   for ((i = 0; i < 6000; i++)); do # up to a minute on a loaded machine
@@ -83,7 +90,7 @@ pause_at() {
     [ -z "$state" ] || [ "$state" = Z ] && { wait "$PID"; return 1; }
     sleep 0.01
   done
-  fail "pause_at $n: $* did not stop"
+  fail "$hook: $* did not stop"
 }
 
 file_limit_run() {
@@ -295,19 +302,12 @@ force_kill_steps() {
   echo "killed at each of $((k - 1)) steps of a replacement: $out always complete: $*"
 }
 
-# input_changed OUT FILE AFTER_BYTES MODE -- CMD...  (CMD writes OUT reading FILE over time)
-# Stops CMD after AFTER_BYTES bytes of output and changes its input FILE: MODE touch (only the
-# modification time), replace (an identical copy renamed over it: a new inode), overwrite
-# (one low mantissa bit of a byte in the middle flipped in place, same size) or add (a new
-# file next to it). CMD must exit 1 naming FILE (add: its directory) as changed, publish
-# nothing under OUT, and keep its output under the partial name it gives. FILE is put back.
-input_changed() {
-  local out=$1 file=$2 after=$3 mode=$4; shift 5
-  local rc kept name mid
-  rm -rf "$out" "$out".partial-*
-  cp -p "$file" "$file.saved"
-  PAUSE_ERR=chg.err pause_at "$after" "$@" || fail "$* did not stop after $after bytes"
-  name=$(basename "$file")
+# change_input FILE MODE: MODE touch (only the modification time), replace (an identical copy
+# renamed over it: a new inode), overwrite (one low mantissa bit of a byte in the middle
+# flipped in place, same size) or add (a new file added-meanwhile.txt next to it). Prints the
+# name the tool must report as changed (add: FILE's directory).
+change_input() {
+  local file=$1 mode=$2 mid
   case $mode in
     touch) touch -d '2001-01-01 00:00:00' "$file" ;;
     replace) cp -p "$file" "$file.new" && mv "$file.new" "$file" ;;
@@ -315,9 +315,23 @@ input_changed() {
       mid=$(( $(stat -c %s "$file") / 2 / 2 * 2 ))
       printf "\\$(printf '%03o' $(( $(od -An -tu1 -j "$mid" -N1 "$file") ^ 1 )))" |
         dd of="$file" bs=1 seek="$mid" conv=notrunc 2>/dev/null ;;
-    add) echo extra > "$(dirname "$file")/added-meanwhile.txt"; name=$(basename "$(dirname "$file")") ;;
-    *) fail "input_changed: unknown mode $mode" ;;
+    add) echo extra > "$(dirname "$file")/added-meanwhile.txt"; basename "$(dirname "$file")"; return ;;
+    *) fail "change_input: unknown mode $mode" ;;
   esac
+  basename "$file"
+}
+
+# input_changed OUT FILE AFTER_BYTES MODE -- CMD...  (CMD writes OUT reading FILE over time)
+# Stops CMD after AFTER_BYTES bytes of output and changes its input FILE (change_input FILE
+# MODE). CMD must exit 1 naming FILE (add: its directory) as changed, publish
+# nothing under OUT, and keep its output under the partial name it gives. FILE is put back.
+input_changed() {
+  local out=$1 file=$2 after=$3 mode=$4; shift 5
+  local rc kept name
+  rm -rf "$out" "$out".partial-*
+  cp -p "$file" "$file.saved"
+  PAUSE_ERR=chg.err pause_at "$after" "$@" || fail "$* did not stop after $after bytes"
+  name=$(change_input "$file" "$mode")
   kill -CONT "$PID"; wait "$PID"; rc=$?
   rm -f "$(dirname "$file")/added-meanwhile.txt"; mv "$file.saved" "$file"
   [ "$rc" -eq 1 ] || fail "input $mode under $*: exit $rc, expected 1 ($(cat chg.err))"
