@@ -85,6 +85,9 @@ int main(int argc, char **argv)
                       "names) or mlx (stacked mlp.switch_mlp.* names)"),
         TQ_OPT_SIZE("shard-size", 0, &jo.shard_size, 0, UINT64_MAX, 0, "SIZE",
                     "with --join: shard limit (default: the source's own sharding)"),
+        TQ_OPT_FLAG("no-verify", 0, &jo.no_verify,
+                    "with --join: skip checking every file and expert block against split.json's SHA-256 "
+                    "(checked by default: a split changed after it was made is refused)"),
         TQ_OPT_FLAG("plan", 0, &plan, "print what the split needs, write nothing"),
         TQ_OPT_SIZE("ram", 0, &ram, 0, UINT64_MAX, 0, "SIZE",
                     "with --plan: the target machine's memory (e.g. 16G)"),
@@ -130,6 +133,8 @@ int main(int argc, char **argv)
     }
     if (have_ram)
         return tq_cli_usage_error("--ram goes with --plan");
+    if (jo.no_verify && !join)
+        return tq_cli_usage_error("--no-verify goes with --join");
     if (nargs != 2)
         return tq_cli_usage_error("expected %s OUTPUT_DIR", join ? "SPLIT_DIR" : "MODEL");
     if (join) {

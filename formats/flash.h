@@ -130,6 +130,12 @@ int tq_flash_hash_head(const char *path, uint64_t n, unsigned char out[32], tq_e
  * header_sha256: a header edited after the split was made is refused, naming the file. Reads
  * only the headers. Files without a recorded header (older split.json) are not checked. */
 int tq_flash_manifest_check_headers(const tq_flash_manifest *m, const char *split_dir, tq_err *e);
+/* Every file split.json lists has its recorded size and SHA-256, read in full with `threads`
+ * workers (progress "verify" unless quiet); a layer file whose header and expert blocks tile
+ * it is checked block by block, so a mismatch names the layer and expert. The first mismatch
+ * fails it (TQ_EDATA), naming the file. */
+int tq_flash_manifest_check_data(const tq_flash_manifest *m, const char *split_dir, int threads, int quiet,
+                                 tq_err *e);
 /* The same for split_dir/split.json when there is one (0 when there is none). */
 int tq_flash_check_split_headers(const char *split_dir, tq_err *e);
 

@@ -296,3 +296,124 @@ int tq_flash_check_split_headers(const char *split_dir, tq_err *e)
     tq_flash_manifest_free(m);
     return rc;
 }
+
+/* ---------------------------------------------------------------- data check
+ * One item per whole file, or per expert block (plus its header) of a layer file whose
+ * header split.json records: blocks are hashed in parallel and a mismatch names the block. */
+typedef struct data_item {
+    size_t file;        /* index in m->files */
+    int64_t block;      /* index in m->blocks; -1: the whole file; -2: its header */
+} data_item;
+
+typedef struct data_check {
+    const tq_flash_manifest *m;
+    const char *dir;
+    data_item *items;
+    int *fds;           /* per file, opened before the run */
+    char **paths;
+} data_check;
+
+static int check_item(tq_work *q, void *ctx, int worker, uint64_t i, tq_err *e)
+{
+    data_check *c = ctx;
+    const data_item *it = &c->items[i];
+    const tq_flash_file *f = &c->m->files[it->file];
+    const char *p = c->paths[it->file];
+    unsigned char d[32];
+    if (it->block >= 0) {
+        const tq_flash_block *b = &c->m->blocks[it->block];
+        if (tq_sha256_range(c->fds[it->file], b->offset, b->length, p, d, e) != 0)
+            return -1;
+        if (memcmp(d, b->sha256, 32))
+            return tq_fail(e, TQ_EDATA, "%s: layer %u expert %u (bytes %llu..%llu) does not match split.json's sha256: "
+                                        "changed after the split was made",
+                           p, b->layer, b->expert, (unsigned long long)b->offset,
+                           (unsigned long long)(b->offset + b->length));
+        tq_work_progress(q, b->length);
+        return 0;
+    }
+    int header = it->block == -2;
+    uint64_t len = header ? f->header_bytes : f->size;
+    if (tq_sha256_range(c->fds[it->file], 0, len, p, d, e) != 0)
+        return -1;
+    if (memcmp(d, header ? f->header_sha256 : f->sha256, 32))
+        return tq_fail(e, TQ_EDATA, "%s: %s does not match split.json's %s: changed after the split was made", p,
+                       header ? "header" : "content", header ? "header_sha256" : "sha256");
+    tq_work_progress(q, len);
+    return 0;
+}
+
+/* The layer whose file is name, with its blocks (MoE), or NULL. */
+static const tq_flash_layer *blocks_of(const tq_flash_manifest *m, const char *name, size_t *first)
+{
+    if (m->kind != TQ_FLASH_MOE)
+        return NULL;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        if (!strcmp(m->layers[l].file, name) && (l + 1) * m->num_experts <= m->n_blocks) {
+            *first = l * m->num_experts;
+            return &m->layers[l];
+        }
+    }
+    return NULL;
+}
+
+int tq_flash_manifest_check_data(const tq_flash_manifest *m, const char *split_dir, int threads, int quiet,
+                                 tq_err *e)
+{
+    data_check c = {.m = m, .dir = split_dir};
+    size_t cap = m->n_files + m->n_blocks, n = 0;
+    uint64_t total = 0;
+    int rc = -1;
+    if (!(c.items = tq_calloc(cap ? cap : 1, sizeof *c.items, e)) ||
+        !(c.fds = tq_calloc(m->n_files ? m->n_files : 1, sizeof *c.fds, e)) ||
+        !(c.paths = tq_calloc(m->n_files ? m->n_files : 1, sizeof *c.paths, e)))
+        goto out;
+    for (size_t i = 0; i < m->n_files; i++)
+        c.fds[i] = -1;
+    for (size_t i = 0; i < m->n_files; i++) {
+        const tq_flash_file *f = &m->files[i];
+        uint64_t size;
+        if (!(c.paths[i] = tq_path_join(split_dir, f->name, e)) || (c.fds[i] = tq_open_regular(c.paths[i], &size, e)) < 0)
+            goto out;
+        if (size != f->size) {
+            tq_fail(e, TQ_EDATA, "%s: %llu bytes, split.json records %llu: changed after the split was made", c.paths[i],
+                    (unsigned long long)size, (unsigned long long)f->size);
+            goto out;
+        }
+        size_t first;
+        /* blocks and header cover a layer file exactly when they tile it; else hash it whole */
+        const tq_flash_layer *L = f->header_bytes ? blocks_of(m, f->name, &first) : NULL;
+        uint64_t end = f->header_bytes;
+        for (uint64_t x = 0; L && x < m->num_experts; x++) {
+            const tq_flash_block *b = &m->blocks[first + x];
+            if (b->offset != end)
+                L = NULL;
+            else
+                end = b->offset + b->length;
+        }
+        if (L && end == f->size) {
+            c.items[n++] = (data_item){i, -2};
+            for (uint64_t x = 0; x < m->num_experts; x++)
+                c.items[n++] = (data_item){i, (int64_t)(first + x)};
+        } else {
+            c.items[n++] = (data_item){i, -1};
+        }
+        total += f->size;
+    }
+    tq_progress prog;
+    tq_progress_init(&prog, "verify", total, quiet);
+    rc = tq_work_run(n, threads > 0 ? threads : tq_default_threads(), check_item, &c, &prog, e);
+    if (rc == 0)
+        tq_progress_end(&prog);
+out:
+    for (size_t i = 0; c.fds && i < m->n_files; i++) {
+        if (c.fds[i] >= 0)
+            close(c.fds[i]);
+        if (c.paths)
+            free(c.paths[i]);
+    }
+    free(c.fds);
+    free(c.paths);
+    free(c.items);
+    return rc;
+}

@@ -76,6 +76,8 @@ typedef struct tq_split_join_opts {
     uint64_t shard_size;            /* 0 = the formats default */
     int threads;
     int quiet;
+    int no_verify;                  /* skip checking every file and expert block against
+                                     * split.json's SHA-256 before joining */
 } tq_split_join_opts;
 
 

@@ -63,6 +63,9 @@ int tq_split_join(const char *split_dir, const char *out_dir, const tq_split_joi
     if (tq_check_out_in(out_dir, split_dir, e) != 0 || tq_sources_add(&src, split_dir, e) != 0 ||
         tq_model_open_split(&m, split_dir, o->naming, e) != 0 || tq_flash_manifest_load(&man, split_dir, e) != 0)
         goto out;
+    /* what is joined is what was split: headers alone (checked on open) do not cover the data */
+    if (!o->no_verify && tq_flash_manifest_check_data(man, split_dir, o->threads, o->quiet, e) != 0)
+        goto out;
     if (!(decls = tq_calloc(m->n_tensors ? m->n_tensors : 1, sizeof *decls, e)))
         goto out;
     for (size_t i = 0; i < m->n_tensors; i++) {
