@@ -1,5 +1,6 @@
 /* Deterministic .tar.zst bundles (libarchive + zstd), checked or unpacked in one pass. */
 #include "verify/verify_internal.h"
+#include "formats/flash.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -33,6 +34,29 @@ static int same_manifest(const tq_manifest *fresh, const tq_manifest *old, const
         k++;
     }
     return 0;
+}
+
+/* A split directory's split.json must still describe it: every file it lists present, with
+ * the size and SHA-256 recorded (a bundle of a split with a layer file lost or changed would
+ * carry a split.json that no longer holds). */
+static int check_split(const char *dir, const tq_manifest *fresh, tq_err *e)
+{
+    char *p = tq_path_join(dir, "split.json", e);
+    if (!p)
+        return -1;
+    tq_flash_manifest *sm = NULL;
+    int rc = tq_exists(p) ? tq_flash_manifest_load(&sm, dir, e) : 0;
+    for (size_t i = 0; rc == 0 && sm && i < sm->n_files; i++) {
+        const tq_flash_file *sf = &sm->files[i];
+        const tq_mf_file *f = tq_manifest_find(fresh, sf->name);
+        if (!f)
+            rc = tq_fail(e, TQ_EDATA, "%s: lists '%s', which is missing", p, sf->name);
+        else if (f->size != sf->size || memcmp(f->sha256, sf->sha256, 32))
+            rc = tq_fail(e, TQ_EDATA, "%s: '%s' has changed since the split was made (size or SHA-256)", p, sf->name);
+    }
+    tq_flash_manifest_free(sm);
+    free(p);
+    return rc;
 }
 
 static int check_existing(const char *dir, const tq_manifest *fresh, tq_err *e)
@@ -80,7 +104,7 @@ static int check_existing(const char *dir, const tq_manifest *fresh, tq_err *e)
     }
     free(mp);
     free(sp);
-    return rc;
+    return rc == 0 ? check_split(dir, fresh, e) : rc;
 }
 
 static void fixed_entry(struct archive_entry *en, const char *path, uint64_t size)

@@ -1,4 +1,4 @@
-# tq-split --join checks the data against split.json before writing anything: every file's
+# tq-split --join (and tq-verify pack) checks the data against split.json before writing anything: every file's
 # size and SHA-256, every expert block's SHA-256. A byte changed after the split was made (in
 # an expert block, in pinned.safetensors' data, in a dense FFN file, in a copied file), a
 # truncated or missing file: exit 1 naming the file (and the layer and expert for a block),
@@ -57,6 +57,12 @@ rm -rf x; cp -r s x; truncate -s -16384 x/experts/layer_00.bin
 expect_refused "x/experts/layer_00.bin" j tq-split --join x j
 rm -rf x; cp -r s x; rm x/tokenizer.json
 expect_refused "x/tokenizer.json: cannot open" j tq-split --join x j
+# tq-verify pack refuses a split that split.json no longer describes (a bundle would carry it)
+rm -rf x; cp -r s x; rm x/experts/layer_01.bin
+expect_refused "x/split.json: lists 'experts/layer_01.bin', which is missing" x.tar.zst tq-verify pack x -o x.tar.zst
+flip s experts/layer_00.bin $((off + 7))
+expect_refused "x/split.json: 'experts/layer_00.bin' has changed since the split was made" x.tar.zst tq-verify pack x -o x.tar.zst
+run tq-verify pack --quiet s -o s.tar.zst
 # usage
 expect_msg 2 "--no-verify goes with --join" tq-split --no-verify m j
 echo "every changed split was refused before writing; --no-verify joins it"
