@@ -12,6 +12,7 @@
 #define INDEX_NAME "model.safetensors.index.json"
 #define MAX_INDEX_BYTES (256u << 20)
 #define MAX_CONFIG_BYTES (64u << 20)
+#define MAX_EXPERT_INDEX (1u << 20) /* TQ_FLASH_MAX_EXPERTS */
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -43,6 +44,80 @@ static int push_str(char ***v, size_t *n, const char *s, tq_err *e)
     if (!(nv[*n] = tq_strdup(s, e)))
         return -1;
     (*n)++;
+    return 0;
+}
+
+/* Where routed experts sit in a tensor name: the block before "experts." or "switch_mlp." /
+ * "switch_glu." (length of "model.layers.0.mlp."), whether they are per-expert
+ * ("experts.N.") or stacked (MLX switch_mlp / switch_glu, HF fused experts.gate_up_proj), and
+ * for per-expert names the index text. 0 when the name is not an expert tensor. */
+enum { EXP_NONE, EXP_PER, EXP_STACKED };
+static int expert_form(const char *name, size_t *block_len, const char **idx, size_t *idx_len)
+{
+    static const char *const stacked[] = {".switch_mlp.", ".switch_glu.", ".experts.gate_up_proj", ".experts.down_proj",
+                                          ".experts.gate_proj", ".experts.up_proj"};
+    for (size_t k = 0; k < sizeof stacked / sizeof *stacked; k++) {
+        const char *s = strstr(name, stacked[k]);
+        if (s) {
+            *block_len = (size_t)(s - name) + 1;
+            /* an MLX container under experts. ("experts.switch_glu.") belongs to the block above */
+            if (*block_len >= 8 && !strncmp(name + *block_len - 8, "experts.", 8))
+                *block_len -= 8;
+            return EXP_STACKED;
+        }
+    }
+    const char *x = strstr(name, ".experts.");
+    if (!x || x[9] < '0' || x[9] > '9')
+        return EXP_NONE;
+    *block_len = (size_t)(x - name) + 1;
+    *idx = x + 9;
+    *idx_len = strspn(*idx, "0123456789");
+    return EXP_PER;
+}
+
+/* Index of the first tensor whose name is >= key (names are sorted). */
+static size_t lower_bound(const tq_model *m, const char *key, size_t key_len)
+{
+    size_t lo = 0, hi = m->n_tensors;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strncmp(m->tensors[mid].info.name, key, key_len) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Expert tensors must be unambiguous: an index is a canonical decimal below 2^20 (no leading
+ * zero: "experts.01" and "experts.1" would be one expert or two), and no block holds both
+ * per-expert and stacked experts (which would be the experts?). Names are sorted. */
+static int check_expert_names(const tq_model *m, tq_err *e)
+{
+    char key[512];
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const char *n = m->tensors[i].info.name, *idx = NULL;
+        size_t blen = 0, ilen = 0;
+        int form = expert_form(n, &blen, &idx, &ilen);
+        if (form == EXP_PER && ((ilen > 1 && idx[0] == '0') || ilen > 7 || strtoul(idx, NULL, 10) >= MAX_EXPERT_INDEX))
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s': expert index '%.*s' is not a canonical decimal below %u",
+                           m->path, n, (int)(ilen > 24 ? 24 : ilen), idx, MAX_EXPERT_INDEX);
+        if (form != EXP_STACKED || blen + 8 >= sizeof key)
+            continue;
+        /* per-expert names of the same block sort from "<block>experts." on */
+        memcpy(key, n, blen);
+        memcpy(key + blen, "experts.", 9);
+        for (size_t k = lower_bound(m, key, blen + 8); k < m->n_tensors; k++) {
+            const char *o = m->tensors[k].info.name;
+            if (strncmp(o, key, blen + 8))
+                break;
+            if (o[blen + 8] >= '0' && o[blen + 8] <= '9')
+                return tq_fail(e, TQ_EDATA,
+                               "%s: '%.*s' holds both per-expert (%s) and stacked (%s) expert tensors: which are the "
+                               "experts is ambiguous",
+                               m->path, (int)blen, n, o, n);
+        }
+    }
     return 0;
 }
 
@@ -86,7 +161,7 @@ static int open_shards(tq_model *m, char **names, size_t n, int single_file, tq_
             return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is in both %s and %s", m->path, a->info.name, fa, fb);
         }
     }
-    return 0;
+    return check_expert_names(m, e);
 }
 
 typedef struct ientry {
@@ -139,6 +214,10 @@ static int open_indexed(tq_model *m, tq_err *e)
     }
     for (const cJSON *c = wm->child; c; c = c->next)
         n++;
+    if (n == 0) {
+        tq_fail(e, TQ_EDATA, "%s: weight_map is empty: the index names no tensor", ipath);
+        goto out;
+    }
     if (!(ent = tq_calloc(n ? n : 1, sizeof *ent, e)))
         goto out;
     n = 0;
@@ -279,6 +358,11 @@ static int open_dir(tq_model *m, tq_err *e)
             goto out;
         }
         free(p);
+    }
+    if ((has_index || nw) && ng) {
+        tq_fail(e, TQ_EDATA, "%s: holds both safetensors (%s) and GGUF (%s) files; which one is the model is "
+                "ambiguous: keep one format in the directory", m->path, has_index ? INDEX_NAME : weights[0], ggufs[0]);
+        goto out;
     }
     if (has_index) {
         rc = open_indexed(m, e);
