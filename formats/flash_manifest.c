@@ -86,6 +86,14 @@ static int load(tq_flash_manifest *m, const char *path, tq_err *e)
             return -1;
         if (m->num_experts == 0 || m->num_experts > TQ_FLASH_MAX_EXPERTS)
             BAD("%s: num_experts %llu out of range", path, (unsigned long long)m->num_experts);
+        if (m->experts_per_tok == 0 || m->experts_per_tok > m->num_experts)
+            BAD("%s: experts_per_tok %llu is not in [1, num_experts %llu]", path, (unsigned long long)m->experts_per_tok,
+                (unsigned long long)m->num_experts);
+    } else {
+        static const char *const moe_keys[] = {"num_experts", "experts_per_tok", "expert_blocks"};
+        for (size_t k = 0; k < 3; k++)
+            if (cJSON_GetObjectItemCaseSensitive(j, moe_keys[k]))
+                BAD("%s: kind is \"dense\" but it has '%s': kind and content disagree", path, moe_keys[k]);
     }
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
     if (!cJSON_IsObject(files))
@@ -172,6 +180,11 @@ static int load(tq_flash_manifest *m, const char *path, tq_err *e)
             uint64_t end;
             if (b->length == 0 || tq_add_u64(b->offset, b->length, &end) != 0)
                 BAD("%s: expert_blocks[%zu]: bad offset/length", path, m->n_blocks);
+            const tq_flash_file *lf = tq_flash_manifest_file(m, m->layers[layer].file);
+            if (lf && end > lf->size)
+                BAD("%s: expert_blocks[%zu] (layer %llu, expert %llu) ends at byte %llu, past the end of %s (%llu bytes)",
+                    path, m->n_blocks, (unsigned long long)layer, (unsigned long long)expert, (unsigned long long)end,
+                    lf->name, (unsigned long long)lf->size);
             if (parse_hex32(cJSON_GetObjectItemCaseSensitive(c, "sha256"), b->sha256) != 0)
                 BAD("%s: expert_blocks[%zu]: no valid sha256", path, m->n_blocks);
             b->layer = (uint32_t)layer;

@@ -63,6 +63,20 @@ expect_refused "x/split.json: lists 'experts/layer_01.bin', which is missing" x.
 flip s experts/layer_00.bin $((off + 7))
 expect_refused "x/split.json: 'experts/layer_00.bin' has changed since the split was made" x.tar.zst tq-verify pack x -o x.tar.zst
 run tq-verify pack --quiet s -o s.tar.zst
+# split.json itself: values that contradict the rest of it are refused by every reader
+sj() { # EDIT MESSAGE: split.json of a copy of s edited by the python EDIT
+  rm -rf x; cp -r s x
+  python3 -c "import json, sys; p = 'x/split.json'; j = json.load(open(p)); exec(sys.argv[1]); json.dump(j, open(p, 'w'))" "$1" \
+    || fail "cannot edit split.json"
+  expect_refused "x/split.json: $2" j tq-split --join x j
+  expect_refused "x/split.json: $2" - tq-run x --tokens 1 --max-tokens 1
+  tq-verify check x >out 2>err; rc=$?
+  [ "$rc" -eq 1 ] && grep -qF "$2" out err || fail "tq-verify check after '$1': exit $rc: $(cat out err)"
+}
+sj 'j["kind"] = "dense"' "kind is \"dense\" but it has 'num_experts'"
+sj 'j["experts_per_tok"] = 0' "experts_per_tok 0 is not in [1, num_experts 8]"
+sj 'j["experts_per_tok"] = 9' "experts_per_tok 9 is not in [1, num_experts 8]"
+sj 'j["expert_blocks"][15]["length"] += 16384' "expert_blocks[15] (layer 1, expert 7) ends at byte"
 # usage
 expect_msg 2 "--no-verify goes with --join" tq-split --no-verify m j
 echo "every changed split was refused before writing; --no-verify joins it"
