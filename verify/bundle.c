@@ -15,6 +15,7 @@
 #define CHUNK (4u << 20)
 #define MAX_MANIFEST_BYTES (512u << 20)
 #define MAX_SUMS_BYTES (64u << 20)
+#define MAX_UNLISTED 10000u /* entries a bundle may hold beyond what its manifest lists */
 
 /* ------------------------------------------------------------------- pack */
 static int same_manifest(const tq_manifest *fresh, const tq_manifest *old, const char *what, tq_err *e)
@@ -528,6 +529,14 @@ static int scan_bundle(scan *s, tq_err *e)
                 !(s->got = tq_calloc(s->m->n_files + 1, sizeof *s->got, e)))
                 goto out;
             continue;
+        }
+        /* a bundle tq wrote holds its files, the two indexes and model.sig; past that, every
+         * entry is a problem to report, so their number is bounded as they stream */
+        if (idx > s->m->n_files + 3 + MAX_UNLISTED) {
+            tq_fail(e, TQ_EDATA, "%s: more than %u entries besides the %zu files its manifest lists: not a bundle "
+                    "tq wrote; stopped reading at entry %zu",
+                    s->bundle, MAX_UNLISTED, s->m->n_files, idx);
+            goto out;
         }
         const char *shown = name ? name : "?";
         if (!name) {
