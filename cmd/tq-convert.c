@@ -109,6 +109,8 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("no-quantize", 0, &noq, "plain dtype conversion (with --dtype), names unchanged"),
         TQ_OPT_FLAG("keep-names", 0, &o.keep_names,
                     "keep input names: no stacking of HF experts into switch_mlp (or unstacking with --dequantize)"),
+        TQ_OPT_FLAG("allow-nonfinite", 0, &o.allow_nonfinite,
+                    "copy (--no-quantize) or dequantize NaN and infinite values instead of refusing them"),
         TQ_OPT_FLAG("force", 0, &o.force, "replace an existing non-empty OUTPUT_DIR"),
         TQ_OPT_FLAG("json", 0, &json, "print the report as JSON on stdout"),
         TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress and no summary"),

@@ -195,6 +195,8 @@ int main(int argc, char **argv)
         TQ_OPT_SET("no-direct", 0, &o.io_mode, TQ_RUN_IO_BUFFERED,
                    "plain buffered reads (no O_DIRECT/F_NOCACHE/fadvise)"),
         TQ_OPT_FLAG("check-blocks", 0, &o.check_blocks, "verify every expert block read against split.json"),
+        TQ_OPT_FLAG("allow-nonfinite", 0, &o.allow_nonfinite,
+                    "decode on when a step's logits hold NaN or infinity (default: exit 1 naming the step)"),
         TQ_OPT_STR("logits", 0, &o.logits_path, "FILE",
                    "write every step's logits (raw little-endian f32, steps x vocab)"),
         TQ_OPT_IDS("force-tokens", 0, &force, "LIST",

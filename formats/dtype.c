@@ -119,6 +119,40 @@ float tq_bf16_to_f32(uint16_t h)
     return bits_f32(x);
 }
 
+int tq_find_nonfinite(tq_dtype d, const void *p, size_t n, size_t *at, const char **what)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = 0, exp, man;
+        switch (d) {
+        case TQ_DT_F8_E5M2: v = b[i]; exp = 0x7c; man = 0x03; break;
+        case TQ_DT_F8_E4M3: v = b[i]; exp = 0x7f; man = 0x7f; break; /* only S.1111.111 is NaN; no Inf */
+        case TQ_DT_F16: v = (uint64_t)b[2 * i] | (uint64_t)b[2 * i + 1] << 8; exp = 0x7c00; man = 0x3ff; break;
+        case TQ_DT_BF16: v = (uint64_t)b[2 * i] | (uint64_t)b[2 * i + 1] << 8; exp = 0x7f80; man = 0x7f; break;
+        case TQ_DT_F32: {
+            uint32_t x;
+            memcpy(&x, b + 4 * i, 4);
+            v = x;
+            exp = 0x7f800000u;
+            man = 0x7fffffu;
+            break;
+        }
+        case TQ_DT_F64:
+            memcpy(&v, b + 8 * i, 8);
+            exp = 0x7ff0000000000000ull;
+            man = 0xfffffffffffffull;
+            break;
+        default: return 0;
+        }
+        if ((v & exp) == exp) {
+            *at = i;
+            *what = d == TQ_DT_F8_E4M3 || (v & man) ? "NaN" : "infinite";
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int tq_to_f32(tq_dtype src_dt, const void *src, float *dst, size_t n, tq_err *e)
 {
     const unsigned char *p = src;

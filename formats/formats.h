@@ -29,6 +29,10 @@ float tq_f16_to_f32(uint16_t h);
 float tq_bf16_to_f32(uint16_t h);
 /* Bulk: n elements of src (F16/BF16/F32/F64) -> f32, and f32 -> dst (F16/BF16/F32). */
 int tq_to_f32(tq_dtype src_dt, const void *src, float *dst, size_t n, tq_err *e);
+/* 1 when one of the n values at p (F16, BF16, F32, F64, F8_E5M2, F8_E4M3) is NaN or
+ * infinite, with its index in *at and "NaN" or "infinite" in *what; 0 otherwise (and for
+ * integer dtypes). Reads bit patterns only. */
+int tq_find_nonfinite(tq_dtype d, const void *p, size_t n, size_t *at, const char **what);
 int tq_from_f32(tq_dtype dst_dt, const float *src, void *dst, size_t n, tq_err *e);
 
 /* MXFP4 (formats/mxfp4.c): 32 FP4 E2M1 values per 16-byte block, one E8M0 scale 2^(s-127)

@@ -218,6 +218,15 @@ int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, siz
             tok = prompt[pos];
             continue;
         }
+        /* a NaN anywhere upstream (a weight, a config value) ends as a NaN logit: greedy
+         * decoding would pick garbage without a word */
+        size_t bad;
+        const char *what;
+        if (!r->o.allow_nonfinite && tq_find_nonfinite(TQ_DT_F32, r->logits, V, &bad, &what)) {
+            tq_fail(e, TQ_EDATA, "step %llu: logit %zu is %s: the model holds non-finite weights or values "
+                    "(--allow-nonfinite decodes anyway)", (unsigned long long)step, bad, what);
+            goto out;
+        }
         /* logits stream: raw little-endian f32 */
         const void *bytes = r->logits;
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -30,6 +30,7 @@ typedef struct tq_run_opts {
     int resident;           /* load every tensor, experts included, up front */
     int io_mode;            /* enum tq_run_io */
     int check_blocks;       /* verify each expert block read against split.json's SHA-256 */
+    int allow_nonfinite;    /* decode on when a step's logits hold NaN or infinity (else an error) */
     uint64_t cache_budget;  /* expert cache bytes (default 1 GiB) */
     uint64_t ctx;           /* KV cache positions; 0 = prompt + max_tokens */
     const char *logits_path;/* raw little-endian f32 logits, steps x vocab (atomic); NULL = none */

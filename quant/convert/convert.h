@@ -43,6 +43,7 @@ typedef struct tq_convert_opts {
     int force;              /* replace an existing non-empty OUTPUT_DIR */
     int keep_names;         /* no expert stacking / unstacking */
     int quiet;              /* no progress */
+    int allow_nonfinite;    /* copy or dequantize NaN / infinite values instead of refusing */
 } tq_convert_opts;
 
 void tq_convert_opts_default(tq_convert_opts *o);

@@ -39,8 +39,23 @@ typedef struct cv_shared {
     size_t n_jobs;
     tq_model_writer *w;
     int threads;
+    int allow_nonfinite;
     struct cv_worker *wk; /* [threads] */
 } cv_shared;
+
+/* Values read or made must be finite unless --allow-nonfinite: a NaN copied or dequantized
+ * into a model is a model that decodes garbage. first: the element index of p[0] in the tensor. */
+static int check_finite(const cv_shared *sh, const char *tensor, tq_dtype d, const void *p, size_t n, uint64_t first,
+                        const char *how, tq_err *e)
+{
+    size_t at;
+    const char *what;
+    if (sh->allow_nonfinite || !tq_find_nonfinite(d, p, n, &at, &what))
+        return 0;
+    return tq_fail(e, TQ_EDATA, "tensor '%s' element %llu: %s%s value (--allow-nonfinite %s it anyway)", tensor,
+                   (unsigned long long)(first + at), how, strcmp(what, "NaN") ? "an infinite" : "a NaN",
+                   *how ? "writes" : "copies");
+}
 
 typedef struct cv_worker {
     cv_shared *sh;
@@ -108,7 +123,8 @@ static int job_copy(cv_worker *wk, cv_job *j, tq_err *e)
         return tq_model_writer_write(wk->sh->w, (size_t)pt->out, (pt->out_off + j->first * it->cols) * osz, o, nv * osz, e);
     }
     void *in = grow(&wk->in, n * isz, e);
-    if (!in || tq_model_read(pt->src, (pt->src_off + j->first) * isz, in, n * isz, e))
+    if (!in || tq_model_read(pt->src, (pt->src_off + j->first) * isz, in, n * isz, e) ||
+        check_finite(wk->sh, pt->src->info.name, it->src_dtype, in, n, pt->src_off + j->first, "", e))
         return -1;
     const void *outp = in;
     if (it->out_dtype != it->src_dtype || it->add != 0.0f) {
@@ -191,6 +207,8 @@ static int job_dequant(cv_worker *wk, cv_job *j, tq_err *e)
         return -1;
     for (size_t r = 0; r < rows; r++) {
         tq_dequantize_row(pk + r * words, sc + r * ng, it->codebook, it->bits, it->group, in, f);
+        if (check_finite(wk->sh, pt->src->info.name, TQ_DT_F32, f, in, (j->first + r) * in, "dequantized to ", e))
+            return -1;
         if (!it->norot && tq_hadamard_unrotate(f, in, it->signs, it->block))
             return tq_fail(e, TQ_EDATA, "tensor '%s': bad Hadamard block", it->source);
         if (tq_from_f32(it->out_dtype, f, out + r * in * osz, in, e))
@@ -295,6 +313,8 @@ static int job_affine_dequant(cv_worker *wk, cv_job *j, tq_err *e)
         if (tq_to_f32(it->qdtype, sb + r * ng * qsz, fs, ng, e) || tq_to_f32(it->qdtype, sb + (rows + r) * ng * qsz, fb, ng, e))
             return -1;
         tq_affine_dequantize_row(pk + r * words, fs, fb, in, it->bits, (int)it->group, f);
+        if (check_finite(wk->sh, pt->src->info.name, TQ_DT_F32, f, in, (j->first + r) * in, "dequantized to ", e))
+            return -1;
         if (tq_from_f32(it->out_dtype, f, out + r * in * osz, in, e))
             return -1;
     }
@@ -425,6 +445,7 @@ int cv_run(cv_plan *p, tq_model_writer *w, tq_err *e)
     tq_progress_init(&prog, "tq-convert", total, p->o->quiet);
     int nt = p->o->threads > 0 ? p->o->threads : 1;
     sh.threads = nt;
+    sh.allow_nonfinite = p->o->allow_nonfinite;
     for (int i = 0; i < nt; i++) /* the first job of every thread */
         prefetch(&sh, (size_t)i);
     cv_worker *wk = sh.wk = tq_calloc((size_t)nt, sizeof *wk, e);
