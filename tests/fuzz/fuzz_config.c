@@ -18,14 +18,7 @@ static const char *model_dir(void)
     static const char *dir;
     if (!dir) {
         tq_mk_opts o;
-        fz_mk_opts(&o, TQ_MK_QWEN3_MOE);
-        o.layers = 2;
-        o.hidden = 64;
-        o.moe_intermediate = 64;
-        o.experts = 4;
-        o.heads = 2;
-        o.kv_heads = 1;
-        o.vocab = 64;
+        fz_mk_small_moe(&o);
         dir = fz_mkmodel("model", &o);
     }
     return dir;

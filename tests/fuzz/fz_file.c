@@ -76,6 +76,18 @@ void fz_mk_opts(tq_mk_opts *o, tq_mk_arch arch)
     o->threads = 1;
 }
 
+void fz_mk_small_moe(tq_mk_opts *o)
+{
+    fz_mk_opts(o, TQ_MK_QWEN3_MOE);
+    o->layers = 2;
+    o->hidden = 64;
+    o->moe_intermediate = 64;
+    o->experts = 4;
+    o->heads = 2;
+    o->kv_heads = 1;
+    o->vocab = 64;
+}
+
 const char *fz_mkmodel(const char *rel, const tq_mk_opts *o)
 {
     char *dir = strdup(fz_path(rel));

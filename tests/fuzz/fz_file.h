@@ -20,6 +20,9 @@ void fz_write(const char *rel, const uint8_t *data, size_t size);
 void fz_note(const char *msg);
 /* Options for a fuzz target's model: arch's tiny preset, quiet, one thread. */
 void fz_mk_opts(tq_mk_opts *o, tq_mk_arch arch);
+/* The smallest MoE model the config and split targets use: qwen3_moe, 2 layers, 4 experts,
+ * hidden 64, vocab 64. */
+void fz_mk_small_moe(tq_mk_opts *o);
 /* Generates the model o describes in fz_dir()/rel and returns that directory's path
  * (allocated, kept for the process). Aborts when generation fails. */
 const char *fz_mkmodel(const char *rel, const tq_mk_opts *o);
