@@ -180,7 +180,7 @@ static int load(tq_flash_manifest *m, const char *path, tq_err *e)
             uint64_t end;
             if (b->length == 0 || tq_add_u64(b->offset, b->length, &end) != 0)
                 BAD("%s: expert_blocks[%zu]: bad offset/length", path, m->n_blocks);
-            const tq_flash_file *lf = tq_flash_manifest_file(m, m->layers[layer].file);
+            const tq_flash_file *lf = tq_flash_manifest_file(m, m->layers[m->n_blocks / m->num_experts].file);
             if (lf && end > lf->size)
                 BAD("%s: expert_blocks[%zu] (layer %llu, expert %llu) ends at byte %llu, past the end of %s (%llu bytes)",
                     path, m->n_blocks, (unsigned long long)layer, (unsigned long long)expert, (unsigned long long)end,

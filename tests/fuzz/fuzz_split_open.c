@@ -20,7 +20,8 @@ static const char *split_dir(void)
     if (!dir) {
         tq_mk_opts o;
         fz_mk_small_moe(&o);
-        const char *model = fz_mkmodel("model", &o);
+        static const char *model; /* kept for the process, as fz_mkmodel says */
+        model = fz_mkmodel("model", &o);
         dir = strdup(fz_path("split"));
         tq_split_opts so = {0};
         so.threads = 1;
