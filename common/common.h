@@ -47,6 +47,10 @@ int tq_align_up(uint64_t x, uint64_t a, uint64_t *out);
 /* Allocation that reports failure through tq_err. */
 void *tq_malloc(size_t n, tq_err *e);
 void *tq_calloc(size_t n, size_t size, tq_err *e);
+/* Room for element n of an array of *cap elements: arr itself while n < *cap, else arr
+ * reallocated to twice the capacity (64 at first; *cap updated). NULL on failure (arr is
+ * still valid and still the caller's). */
+void *tq_grow(void *arr, size_t *cap, size_t n, size_t elem, tq_err *e);
 char *tq_strdup(const char *s, tq_err *e);
 char *tq_path_join(const char *dir, const char *name, tq_err *e);
 

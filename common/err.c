@@ -80,6 +80,20 @@ void *tq_calloc(size_t n, size_t size, tq_err *e)
     return p;
 }
 
+void *tq_grow(void *arr, size_t *cap, size_t n, size_t elem, tq_err *e)
+{
+    if (n < *cap)
+        return arr;
+    size_t nc = *cap ? 2 * *cap : 64;
+    if (nc <= n || nc > SIZE_MAX / (elem ? elem : 1))
+        return tq_fail(e, TQ_ENOMEM, "out of memory: %zu elements of %zu bytes", n, elem), NULL;
+    void *p = realloc(arr, nc * elem);
+    if (!p)
+        return tq_fail(e, TQ_ENOMEM, "out of memory allocating %zu x %zu bytes", nc, elem), NULL;
+    *cap = nc;
+    return p;
+}
+
 char *tq_strdup(const char *s, tq_err *e)
 {
     size_t n = strlen(s) + 1;

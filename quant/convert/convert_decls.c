@@ -7,14 +7,10 @@
 
 cv_item *cv_new_item(cv_plan *p, int kind, tq_err *e)
 {
-    if (p->n_items == p->cap_items) {
-        size_t nc = p->cap_items ? 2 * p->cap_items : 64;
-        cv_item *ni = realloc(p->items, nc * sizeof *ni);
-        if (!ni)
-            return tq_fail(e, TQ_ENOMEM, "out of memory"), NULL;
-        p->items = ni;
-        p->cap_items = nc;
-    }
+    cv_item *ni = tq_grow(p->items, &p->cap_items, p->n_items, sizeof *ni, e);
+    if (!ni)
+        return NULL;
+    p->items = ni;
     cv_item *it = &p->items[p->n_items++];
     memset(it, 0, sizeof *it);
     it->kind = kind;
@@ -26,14 +22,10 @@ cv_item *cv_new_item(cv_plan *p, int kind, tq_err *e)
 long cv_declare(cv_plan *p, const char *name, tq_dtype dt, int ndim, const uint64_t *shape, tq_err *e)
 {
     /* duplicates (two inputs mapping to one output) are refused by the model writer */
-    if (p->n_decls == p->cap_decls) {
-        size_t nc = p->cap_decls ? 2 * p->cap_decls : 64;
-        cv_decl *nd = realloc(p->decls, nc * sizeof *nd);
-        if (!nd)
-            return tq_fail(e, TQ_ENOMEM, "out of memory");
-        p->decls = nd;
-        p->cap_decls = nc;
-    }
+    cv_decl *nd = tq_grow(p->decls, &p->cap_decls, p->n_decls, sizeof *nd, e);
+    if (!nd)
+        return -1;
+    p->decls = nd;
     cv_decl *d = &p->decls[p->n_decls];
     memset(d, 0, sizeof *d);
     if (!(d->name = tq_strdup(name, e)))

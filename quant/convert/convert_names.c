@@ -16,14 +16,10 @@ typedef struct gbuf {
 
 static cv_group *new_group(gbuf *b, const char *name, size_t n_src, tq_err *e)
 {
-    if (b->n == b->cap) {
-        size_t nc = b->cap ? 2 * b->cap : 64;
-        cv_group *ng = realloc(b->g, nc * sizeof *ng);
-        if (!ng)
-            return tq_fail(e, TQ_ENOMEM, "out of memory"), NULL;
-        b->g = ng;
-        b->cap = nc;
-    }
+    cv_group *ng = tq_grow(b->g, &b->cap, b->n, sizeof *ng, e);
+    if (!ng)
+        return NULL;
+    b->g = ng;
     cv_group *g = &b->g[b->n];
     memset(g, 0, sizeof *g);
     if (!(g->out_name = tq_strdup(name, e)) || !(g->src = tq_calloc(n_src ? n_src : 1, sizeof *g->src, e))) {

@@ -375,6 +375,32 @@ static void test_cgroup_cpus(void)
     CHECK(n >= 1 && n <= 256);
 }
 
+/* tq_grow: the array itself while there is room, doubled (64 at first) when full, contents
+ * kept; an impossible size fails with ENOMEM and leaves the array the caller's. */
+static void test_grow(void)
+{
+    tq_err e = {0};
+    size_t cap = 0, n = 0;
+    int *a = NULL;
+    for (int i = 0; i < 200; i++) {
+        int *na = tq_grow(a, &cap, n, sizeof *na, &e);
+        CHECK(na != NULL);
+        if (!na)
+            break;
+        a = na;
+        a[n++] = i;
+    }
+    CHECK(cap == 256 && n == 200);
+    int ok = a != NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = a[i] == (int)i;
+    CHECK(ok);
+    CHECK(tq_grow(a, &cap, n, sizeof *a, &e) == a); /* room left: unchanged */
+    size_t big = SIZE_MAX / 2 + 1;
+    CHECK(tq_grow(a, &big, big, 8, &e) == NULL && e.code == TQ_ENOMEM && big == SIZE_MAX / 2 + 1);
+    free(a);
+}
+
 int main(void)
 {
     RUN(test_parse_size);
@@ -392,5 +418,6 @@ int main(void)
     RUN(test_open_regular);
     RUN(test_open_regular_fifo);
     RUN(test_cgroup_cpus);
+    RUN(test_grow);
     TEST_MAIN_END();
 }
