@@ -1,7 +1,8 @@
 /* Streaming from split directories (written by the split library, tq-split's engine):
  * streamed logits are bit-identical to --resident and to the unsplit model, for TurboQuant
- * and bf16 qwen3_moe models, at cache budgets from one expert block to everything, with any
- * number of io threads; cache statistics add up; --check-blocks names a corrupt block. */
+ * and bf16 qwen3_moe models and every other family the runtime decodes, at cache budgets
+ * from one expert block to everything, with any number of io threads; cache statistics add
+ * up; --check-blocks names a corrupt block. */
 #include "layout/split/split.h"
 #include "runtime/runtime.h"
 #include "tests/unit/check.h"
@@ -181,12 +182,31 @@ static void split_aff4_bit_identical(void)
 }
 
 /* the hybrid families (Gated DeltaNet + gated attention, shared expert with its gate):
- * stacked MLX experts streamed from layer files */
+ * stacked MLX experts streamed from layer files; qwen3_next's layer 2 is dense
+ * (mlp_only_layers) and stays pinned between two layers with files */
 static void split_qwen3_next_tq3(void)
 {
-    fx_cfg c = fx_family_cfg(FX_QWEN3_NEXT, FX_TQ3);
-    c.mlp_only = 0;
-    bit_identical(c, "qwen3_next-tq3");
+    bit_identical(fx_family_cfg(FX_QWEN3_NEXT, FX_TQ3), "qwen3_next-tq3");
+}
+
+/* the other families the runtime decodes: Mixtral's block_sparse_moe.switch_mlp, DeepSeek's
+ * dense first layer (first_k_dense_replace, pinned, no layer file) with shared experts,
+ * gpt-oss's mlp.experts with biases */
+static void split_mixtral_tq3(void)
+{
+    bit_identical(fx_family_cfg(FX_MIXTRAL, FX_TQ3), "mixtral-tq3");
+}
+
+static void split_deepseek_tq4(void)
+{
+    fx_cfg c = fx_family_cfg(FX_DEEPSEEK, FX_TQ4);
+    CHECK(c.first_dense == 1);
+    bit_identical(c, "deepseek-tq4");
+}
+
+static void split_gpt_oss_aff4(void)
+{
+    bit_identical(fx_family_cfg(FX_GPT_OSS, FX_AFF4), "gpt_oss-aff4");
 }
 
 static void split_qwen3_5_moe_aff4(void)
@@ -260,6 +280,9 @@ int main(void)
     RUN(split_bf16_hf_shared_bit_identical);
     RUN(split_aff4_bit_identical);
     RUN(split_qwen3_next_tq3);
+    RUN(split_mixtral_tq3);
+    RUN(split_deepseek_tq4);
+    RUN(split_gpt_oss_aff4);
     RUN(split_qwen3_5_moe_aff4);
     RUN(split_qwen3_5_moe_bf16);
     RUN(split_dense);
