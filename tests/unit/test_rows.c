@@ -196,6 +196,13 @@ static void brute_geom_check(uint64_t rows, uint64_t S, uint64_t P, int pads)
         CHECK(g.data_bytes == rows * S);
     else
         CHECK(g.data_bytes % P == 0 && g.data_bytes - prev_end < g.group_bytes);
+    if (P && pads && S <= P) { /* the padded slot is the smallest divisor of the page that holds a record */
+        uint64_t want = S;
+        while (P % want)
+            want++;
+        CHECKF(g.slot == want, "S=%llu P=%llu: slot %llu, smallest divisor >= S is %llu", (unsigned long long)S,
+               (unsigned long long)P, (unsigned long long)g.slot, (unsigned long long)want);
+    }
     /* straddle count against brute force, plain layout at several data starts */
     tq_rows_geom v1 = g;
     v1.page = 0;
@@ -217,7 +224,7 @@ static void brute_geom_check(uint64_t rows, uint64_t S, uint64_t P, int pads)
 
 static void test_geometry(void)
 {
-    uint64_t strides[] = {1, 7, 100, 128, 4095, 4096, 4097, 10000};
+    uint64_t strides[] = {1, 7, 8, 100, 128, 4095, 4096, 4097, 10000}; /* 8 divides 96, 8·8 < 96 */
     for (size_t i = 0; i < sizeof strides / sizeof *strides; i++) {
         brute_geom_check(333, strides[i], 0, 0);
         brute_geom_check(333, strides[i], 4096, 0);

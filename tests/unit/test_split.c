@@ -792,6 +792,9 @@ static void test_header_hostile(void)
     bad_header(subst("\"data_start\":16384", "\"data_start\":100"), "data_start 100");
     bad_header(subst("\"nbytes\":64", "\"nbytes\":65"), "nbytes 65 but shape and dtype give 64");
     bad_header(subst("\"inner_offset\":64", "\"inner_offset\":60"), "overlaps the previous tensor");
+    /* one byte of overlap is enough (good_moe itself, adjacent at 64, parses) */
+    bad_header(subst("\"inner_offset\":64", "\"inner_offset\":63"),
+               "tensor 'mlp.switch_mlp.gate_proj.scales' at offset 63 overlaps the previous tensor");
     bad_header(subst("\"inner_offset\":64", "\"inner_offset\":16380"), "outside the expert block");
     bad_header(subst("\"inner_offset\":64", "\"inner_offset\":18446744073709551615"), "not a non-negative integer");
     bad_header(subst("\"dtype\":\"bfloat16\"", "\"dtype\":\"bfloat17\""), "unknown dtype");
