@@ -599,20 +599,20 @@ static float doc_rms(const float *x, size_t G)
 }
 
 /* "index = #{k : v >= bnd[k]}": a value exactly on a boundary (x / r == bnd[k] in f32) takes
- * the upper centroid, on the 8-lane path (position 3) and in the scalar tail (position 37 of
- * a group of 40), at the boundaries of 2, 3 and 4 bits. The ties are built by solving
- * x = bnd[k]·r for the group's own r (a fixed point, nudged by ulps until exact; most
- * boundaries get one, and each bit width gets some on both paths). */
+ * the upper centroid, on the 8-lane path (position 3) and in the scalar tail (position 42 of
+ * a group of 44: the lanes take the first 40), at the boundaries of 2, 3 and 4 bits. The
+ * ties are built by solving x = bnd[k]·r for the group's own r (a fixed point, nudged by
+ * ulps until exact; most boundaries get one, and each bit width gets some on both paths). */
 static void test_rms_ties_go_up(void)
 {
     tq_err err;
-    enum { G = 40 };
+    enum { G = 44 };
     for (int bits = 2; bits <= 4; bits++) {
         tq_codebook cb;
         CHECK_OK(tq_codebook_lloyd_max(bits, &cb, &err));
         int ties[2] = {0, 0}, tried = 0;
         for (int k = 0; k + 1 < cb.n; k++)
-            for (int pos = 3; pos <= 37; pos += 34) {
+            for (int pos = 3; pos <= 42; pos += 39) {
                 float w[G];
                 for (int i = 0; i < G; i++)
                     w[i] = (i % 2 ? 1.0f : -1.0f) * (0.5f + 0.03f * (float)i);
@@ -630,7 +630,7 @@ static void test_rms_ties_go_up(void)
                 tried++;
                 if (!exact)
                     continue;
-                ties[pos > 32]++;
+                ties[pos >= 40]++;
                 uint8_t idx[G];
                 uint16_t sc[1];
                 CHECK_OK(tq_quantize_groups(&cb, TQ_SCALE_RMS, G, w, G, idx, sc, NULL, NULL, &err));
