@@ -133,6 +133,13 @@ static void test_same_bytes_other_type(void)
     CHECKF(!strcmp(d, "dtype/shape differ: A F16 [4], B BF16 [4]"), "%s", d);
     CHECK(compare(pa, pc, d, sizeof d, NULL) == 1);
     CHECKF(!strcmp(d, "dtype/shape differ: A F16 [4], B F16 [2, 2]"), "%s", d);
+    /* as many dimensions and elements, another shape: [2, 3] against its transpose [3, 2] */
+    uint16_t v6[6] = {0x3c00, 0x4000, 0x4200, 0x4400, 0x4500, 0x4600};
+    uint64_t s23[2] = {2, 3}, s32[2] = {3, 2};
+    write_one(pa, "w", TQ_DT_F16, 2, s23, v6);
+    write_one(pb, "w", TQ_DT_F16, 2, s32, v6);
+    CHECK(compare(pa, pb, d, sizeof d, NULL) == 1);
+    CHECKF(!strcmp(d, "dtype/shape differ: A F16 [2, 3], B F16 [3, 2]"), "%s", d);
 }
 
 int main(void)
