@@ -72,6 +72,17 @@ typedef struct tq_st_file {
     char **meta_keys, **meta_vals; /* __metadata__, sorted by key */
 } tq_st_file;
 
+/* What a file is, from its first bytes (sniff.c), for errors that say what was given in
+ * place of what was expected: GGUF magic, zstd magic, a safetensors frame (a header length
+ * that fits the file, then '{'), a tq-split layer file's header page, other JSON. */
+typedef enum tq_content_kind {
+    TQ_CONTENT_UNKNOWN, TQ_CONTENT_SAFETENSORS, TQ_CONTENT_GGUF, TQ_CONTENT_JSON, TQ_CONTENT_LAYER, TQ_CONTENT_ZSTD,
+} tq_content_kind;
+tq_content_kind tq_sniff(const void *head, size_t n, uint64_t file_size);
+tq_content_kind tq_sniff_fd(int fd, uint64_t file_size); /* reads the first 64 bytes */
+const char *tq_content_name(tq_content_kind k); /* "a GGUF file" */
+const char *tq_content_hint(tq_content_kind k); /* what to give instead, for a tool that wanted another kind */
+
 /* Open and validate every reading rule of man tq-formats(5), SAFETENSORS. */
 int tq_st_open(tq_st_file **out, const char *path, tq_err *e);
 void tq_st_close(tq_st_file *f);
@@ -165,6 +176,9 @@ int tq_model_open(tq_model **out, const char *path, tq_err *e);
 /* tq_model_open with flags: TQ_MODEL_KEEP_NAMES keeps GGUF tensor names (tq-convert
  * --keep-names) instead of mapping them to HF/MLX names. */
 #define TQ_MODEL_KEEP_NAMES 1u
+/* TQ_MODEL_NO_SPLIT refuses a tq-split output directory (one with split.json), naming it,
+ * for the tools that want the model it was made from (tq-convert, tq-split). */
+#define TQ_MODEL_NO_SPLIT 2u
 int tq_model_open_ex(tq_model **out, const char *path, unsigned flags, tq_err *e);
 void tq_model_close(tq_model *m);
 const tq_model_tensor *tq_model_find(const tq_model *m, const char *name);

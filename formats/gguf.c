@@ -385,6 +385,10 @@ static int parse(tq_gguf_file *f, const char *name, const unsigned char *buf, ui
     if (file_size < 4 || (len >= 4 && memcmp(buf, "GGUF", 4) != 0)) {
         if (len < 4 && file_size >= 4)
             return NEED_MORE;
+        tq_content_kind k = tq_sniff(buf, (size_t)len, file_size);
+        if (k != TQ_CONTENT_UNKNOWN && k != TQ_CONTENT_GGUF) /* say what it is instead */
+            return tq_fail(e, TQ_EDATA, "%s: %s, not a GGUF file (bad magic): %s", name, tq_content_name(k),
+                           tq_content_hint(k));
         return tq_fail(e, TQ_EDATA, "%s: not a GGUF file (bad magic)", name);
     }
     c.pos = 4;

@@ -333,6 +333,11 @@ static int open_dir(tq_model *m, tq_err *e)
         free(p);
         if (!reg)
             continue;
+        if (!strcmp(s, "split.json") && (m->flags & TQ_MODEL_NO_SPLIT)) {
+            tq_fail(e, TQ_EDATA, "%s: a tq-split directory (it has split.json), not a model directory: "
+                    "tq-split --join %s OUT makes a model directory from it", m->path, m->path);
+            goto out;
+        }
         if (!strcmp(s, INDEX_NAME))
             has_index = 1;
         else if (!strcmp(s, "config.json"))

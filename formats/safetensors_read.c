@@ -374,8 +374,20 @@ int tq_st_parse_header(tq_st_file *f, const char *json, size_t len, uint64_t fil
     return parse_header_any(f, (char *)json, 0, len, file_size, e);
 }
 
+/* The framing is wrong: if the file is clearly something else (JSON, GGUF, a layer file, a
+ * bundle), say so instead of what its first 8 bytes mean as a header length. */
+static int not_safetensors(int fd, uint64_t file_size, const char *path, tq_err *e)
+{
+    tq_content_kind k = tq_sniff_fd(fd, file_size);
+    if (k == TQ_CONTENT_UNKNOWN || k == TQ_CONTENT_SAFETENSORS)
+        return 0;
+    return tq_fail(e, TQ_EDATA, "%s: %s, not a safetensors file: %s", path, tq_content_name(k), tq_content_hint(k));
+}
+
 int tq_st_read_header(int fd, uint64_t file_size, const char *path, char **json, uint64_t *len, tq_err *e)
 {
+    if (file_size < 8 && not_safetensors(fd, file_size, path, e))
+        return -1;
     if (file_size < 8)
         return tq_fail(e, TQ_EDATA, "%s: file is %llu bytes, too short for the 8-byte header length", path,
                        (unsigned long long)file_size);
@@ -385,6 +397,8 @@ int tq_st_read_header(int fd, uint64_t file_size, const char *path, char **json,
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
         n = n << 8 | lb[i];
+    if ((n > TQ_ST_MAX_HEADER || n > file_size - 8) && not_safetensors(fd, file_size, path, e))
+        return -1;
     if (n > TQ_ST_MAX_HEADER)
         return tq_fail(e, TQ_EDATA, "%s: header length %llu exceeds the limit of %llu bytes", path,
                        (unsigned long long)n, (unsigned long long)TQ_ST_MAX_HEADER);

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Keys are looked up in the text part (text_config of a multimodal checkpoint) first, then at
  * the top level. */
@@ -369,6 +370,16 @@ static int arch_of(const tq_family *f)
 int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
 {
     memset(c, 0, sizeof *c);
+    if (!tq_is_dir(dir)) { /* a file given for the directory: say what it is */
+        uint64_t size;
+        int fd = tq_open_regular(dir, &size, NULL);
+        if (fd >= 0) {
+            tq_content_kind k = tq_sniff_fd(fd, size);
+            close(fd);
+            return tq_fail(e, TQ_EDATA, "%s: %s, not a model directory (expected a model directory or a tq-split "
+                           "directory)", dir, tq_content_name(k));
+        }
+    }
     char *path = tq_path_join(dir, "config.json", e);
     if (!path)
         return -1;

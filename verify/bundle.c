@@ -1,4 +1,5 @@
 /* Deterministic .tar.zst bundles (libarchive + zstd), checked or unpacked in one pass. */
+#include "formats/formats.h"
 #include "verify/verify_internal.h"
 #include "formats/flash.h"
 
@@ -489,6 +490,13 @@ static int scan_bundle(scan *s, tq_err *e)
     /* opened here, not by libarchive: a FIFO or a device given as the bundle is refused */
     if ((fd = tq_open_regular(s->bundle, NULL, e)) < 0)
         goto out;
+    struct stat sb;
+    tq_content_kind kind = fstat(fd, &sb) == 0 ? tq_sniff_fd(fd, (uint64_t)sb.st_size) : TQ_CONTENT_UNKNOWN;
+    if (kind != TQ_CONTENT_UNKNOWN && kind != TQ_CONTENT_ZSTD) { /* say what was given instead */
+        tq_fail(e, TQ_EDATA, "%s: %s, not a .tar.zst bundle (expected a bundle of tq-verify pack, or a directory "
+                "with tq-manifest.json, SHA256SUMS or split.json)", s->bundle, tq_content_name(kind));
+        goto out;
+    }
     if (archive_read_open_fd(a, fd, 1 << 20) != ARCHIVE_OK) {
         tq_fail(e, TQ_EDATA, "%s: cannot read as .tar.zst: %s", s->bundle, archive_error_string(a));
         goto out;

@@ -209,7 +209,7 @@ int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_
     tq_model *m = NULL;
     int rc = -1;
     if (tq_check_out_in(out_dir, model, e) != 0 || tq_sources_add(&r.src, model, e) != 0 ||
-        tq_model_open(&m, model, e) != 0)
+        tq_model_open_ex(&m, model, TQ_MODEL_NO_SPLIT, e) != 0)
         goto out;
     if (split_plan_build(&r.plan, m, o, e) != 0)
         goto out;
@@ -277,7 +277,7 @@ int tq_split_plan(const char *model, const tq_split_opts *o, uint64_t ram, tq_sp
     tq_model *m = NULL;
     split_plan p;
     memset(&p, 0, sizeof p);
-    if (tq_model_open(&m, model, e) != 0)
+    if (tq_model_open_ex(&m, model, TQ_MODEL_NO_SPLIT, e) != 0)
         return -1;
     int rc = split_plan_build(&p, m, o, e);
     if (rc == 0) {

@@ -286,7 +286,7 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
     const char *tmp = NULL;
     int rc = -1;
     if (check_output(input, out, o->force, e) || tq_sources_add(&src, input, e) ||
-        tq_model_open_ex(&m, input, o->keep_names ? TQ_MODEL_KEEP_NAMES : 0, e) || copy_warnings(m, r, e) ||
+        tq_model_open_ex(&m, input, TQ_MODEL_NO_SPLIT | (o->keep_names ? TQ_MODEL_KEEP_NAMES : 0), e) || copy_warnings(m, r, e) ||
         cv_plan_build(&plan, m, o, e))
         goto done;
     if (!plan.n_decls) {
