@@ -134,4 +134,20 @@ unsigned tq_cli_given(const tq_cli_spec *s, const char *name);
  * parsed into a scratch struct, laid over defaults computed after the parse. */
 void tq_cli_overlay(const tq_cli_spec *s, const void *from, void *to, size_t size);
 
+/* ---- progress (cmd/progress.c) ----
+ * Every tool with long phases puts TQ_CLI_PROGRESS_OPT in its table and calls
+ * tq_cli_progress_start after parsing: the library's reports (tq_progress) are then shown
+ * on stderr as the mode says. auto: tty on a terminal, plain when CI is set (and not
+ * "false" or "0"), else nothing; nothing either when the tool prints a JSON report
+ * (json_report) unless a mode is asked for. --quiet (quiet) shows nothing in any mode. */
+enum { TQ_CLI_PROGRESS_AUTO = 1, TQ_CLI_PROGRESS_TTY, TQ_CLI_PROGRESS_PLAIN, TQ_CLI_PROGRESS_JSON };
+extern int tq_cli_progress_mode;
+extern const tq_opt_choice tq_cli_progress_choices[];
+#define TQ_CLI_PROGRESS_OPT                                                                             \
+    TQ_OPT_CHOICE("progress", 0, &tq_cli_progress_mode, tq_cli_progress_choices, NULL,                  \
+                  "progress on stderr: tty (a bar with rate and ETA), plain (a line every 10 s and at "   \
+                  "the end of each phase), json (one JSON object per line: phase, done, total, "           \
+                  "bytes_per_s, eta_s, final) or auto (default: tty on a terminal, plain when CI=true)")
+void tq_cli_progress_start(int quiet, int json_report);
+
 #endif

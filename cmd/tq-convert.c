@@ -113,6 +113,7 @@ int main(int argc, char **argv)
                     "copy (--no-quantize) or dequantize NaN and infinite values instead of refusing them"),
         TQ_OPT_FLAG("force", 0, &o.force, "replace an existing non-empty OUTPUT_DIR"),
         TQ_OPT_FLAG("json", 0, &json, "print the report as JSON on stdout"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress and no summary"),
         TQ_OPT_END,
     };
@@ -154,8 +155,7 @@ int main(int argc, char **argv)
     o.n_keep = keep.n;
     o.keep_re = keep.v;
     int quiet = o.quiet;
-    if (json)
-        o.quiet = 1; /* no progress bar mixed into a JSON consumer's terminal */
+    tq_cli_progress_start(quiet, json);
     tq_err err = {0};
     tq_convert_report r;
     if (tq_convert(in, outdir, &o, &r, &err)) {

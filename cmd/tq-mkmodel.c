@@ -63,6 +63,7 @@ int main(int argc, char **argv)
         TQ_OPT_STR("prefix", 0, &ov.prefix, "P", "ngram tensor name prefix (default ngram)"),
         TQ_OPT_INT("threads", 0, &ov.threads, 1, 1024, "N", "worker threads (default: all cores)"),
         TQ_OPT_FLAG("json", 0, &json, "print a JSON summary on stdout"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &ov.quiet, "no progress output"),
         TQ_OPT_END,
     };
@@ -79,6 +80,7 @@ int main(int argc, char **argv)
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
+    tq_cli_progress_start(ov.quiet, json);
     if (cli.n_args != 1)
         return tq_cli_usage_error(cli.n_args == 0 ? "missing OUTPUT_DIR" : "too many arguments");
     const char *outdir = cli.args[0];

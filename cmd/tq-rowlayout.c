@@ -28,6 +28,7 @@ int main(int argc, char **argv)
         TQ_OPT_SIZE("chunk-size", 0, &o.chunk_bytes, 1, 1u << 30, 0, "SIZE",
                     "bytes of records per chunk (default 8M; memory is about 3x this)"),
         TQ_OPT_FLAG("json", 0, &json, "print the report as JSON (conversion always prints its JSON receipt)"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress, no report unless --json"),
         TQ_OPT_END,
     };
@@ -44,6 +45,7 @@ int main(int argc, char **argv)
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
+    tq_cli_progress_start(o.quiet, json);
     int page_given = tq_cli_given(&cli, "page-align") > 0;
     int npos = cli.n_args;
     const char *source = npos >= 1 ? cli.args[0] : NULL;

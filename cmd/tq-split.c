@@ -92,6 +92,7 @@ int main(int argc, char **argv)
         TQ_OPT_SIZE("ram", 0, &ram, 0, UINT64_MAX, 0, "SIZE",
                     "with --plan: the target machine's memory (e.g. 16G)"),
         TQ_OPT_FLAG("json", 0, &json, "machine-readable report on stdout"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &quiet, "no report, no progress"),
         TQ_OPT_END,
     };
@@ -112,6 +113,7 @@ int main(int argc, char **argv)
         return rc;
     so.threads = jo.threads = threads;
     so.quiet = jo.quiet = quiet;
+    tq_cli_progress_start(quiet, json);
     int have_ram = tq_cli_given(&cli, "ram") > 0;
     int nargs = cli.n_args;
     char **args = cli.args;

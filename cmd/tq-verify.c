@@ -16,6 +16,7 @@ static int cmd_ls(int argc, char **argv)
         TQ_OPT_FLAG("json", 'j', &json, "machine-readable listing"),
         TQ_OPT_FLAG("read", 'r', &rd, "also read every tensor's bytes end to end; report bytes/s on stderr"),
         TQ_OPT_FLAG("keep-names", 0, &keep_names, "GGUF input: list GGUF tensor names, not HF/MLX names"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 'q', &quiet, "no listing and no warnings (with --read: only errors)"),
         TQ_OPT_END,
     };
@@ -30,6 +31,7 @@ static int cmd_ls(int argc, char **argv)
         return rc;
     if (cli.n_args != 1)
         return tq_cli_usage_error("expected one FILE or DIR");
+    tq_cli_progress_start(quiet, json);
     const char *path = cli.args[0];
     unsigned flags = keep_names ? TQ_MODEL_KEEP_NAMES : 0;
     tq_err err = {0};
@@ -68,6 +70,7 @@ static int cmd_manifest(int argc, char **argv)
     tq_opt opts[] = {
         TQ_OPT_INT("threads", 't', &threads, 1, 256, "N", "hashing threads (default: the number of CPUs)"),
         TQ_OPT_FLAG("json", 'j', &json, "print a JSON summary"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing on success"),
         TQ_OPT_END,
     };
@@ -84,7 +87,8 @@ static int cmd_manifest(int argc, char **argv)
     if (cli.n_args != 1)
         return tq_cli_usage_error("expected one DIR");
     const char *dir = cli.args[0];
-    tq_verify_progress(!quiet && !json);
+    tq_verify_progress(1);
+    tq_cli_progress_start(quiet, json);
     tq_err err = {0};
     tq_manifest *m;
     double t0 = tq_now();
@@ -173,6 +177,7 @@ static int cmd_check(int argc, char **argv)
         TQ_OPT_STR("pubkey", 'p', &pubkey, "PUB.pem",
                    "also check the model.sig signature with this public key and every file against it"),
         TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing; only the exit status"),
         TQ_OPT_END,
     };
@@ -193,7 +198,8 @@ static int cmd_check(int argc, char **argv)
     if (cli.n_args != 1)
         return tq_cli_usage_error("expected one DIR or BUNDLE");
     const char *path = cli.args[0];
-    tq_verify_progress(!quiet && !json);
+    tq_verify_progress(1);
+    tq_cli_progress_start(quiet, json);
     tq_err err = {0};
     tq_check_report r;
     tq_oms_info info;
@@ -221,6 +227,7 @@ static int cmd_sign(int argc, char **argv)
         TQ_OPT_FLAG("allow-symlinks", 0, &o.allow_symlinks, "follow symbolic links to files (default: refuse them)"),
         TQ_OPT_INT("threads", 't', &o.threads, 1, 256, "N", "hashing threads (default: the number of CPUs)"),
         TQ_OPT_FLAG("json", 'j', &json, "print a JSON summary"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing on success"),
         TQ_OPT_END,
     };
@@ -242,7 +249,8 @@ static int cmd_sign(int argc, char **argv)
     o.n_ignore = ignore.n;
     o.keep_git = no_git;
     o.keep_index = no_index;
-    tq_verify_progress(!quiet && !json);
+    tq_verify_progress(1);
+    tq_cli_progress_start(quiet, json);
     tq_err err = {0};
     tq_oms_info info;
     double t0 = tq_now();
@@ -281,6 +289,7 @@ static int cmd_verify(int argc, char **argv)
                     "also leave PATH (relative to the current directory) out of the check; repeatable"),
         TQ_OPT_INT("threads", 't', &o.threads, 1, 256, "N", "hashing threads (default: the number of CPUs)"),
         TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing; only the exit status"),
         TQ_OPT_END,
     };
@@ -301,7 +310,8 @@ static int cmd_verify(int argc, char **argv)
     o.ignore = ignore.v;
     o.n_ignore = ignore.n;
     const char *path = cli.args[0];
-    tq_verify_progress(!quiet && !json);
+    tq_verify_progress(1);
+    tq_cli_progress_start(quiet, json);
     tq_err err = {0};
     tq_check_report r;
     tq_oms_info info;
@@ -451,6 +461,7 @@ static int cmd_pack(int argc, char **argv)
         TQ_OPT_STR("output", 'o', &out, "FILE", "the bundle (written atomically; replaced if it exists)"),
         TQ_OPT_INT("threads", 't', &threads, 1, 256, "N", "hashing threads (default: the number of CPUs)"),
         TQ_OPT_INT("level", 'l', &level, 1, 19, "L", "zstd level 1..19 (default 3)"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing on success"),
         TQ_OPT_END,
     };
@@ -468,7 +479,8 @@ static int cmd_pack(int argc, char **argv)
         return rc;
     if (cli.n_args != 1 || !out)
         return tq_cli_usage_error("expected DIR and -o NAME.tar.zst");
-    tq_verify_progress(!quiet);
+    tq_verify_progress(1);
+    tq_cli_progress_start(quiet, 0);
     tq_err err = {0};
     if (tq_bundle_pack(cli.args[0], out, threads, level, &err) != 0)
         return tq_cli_fail(&err);

@@ -286,9 +286,16 @@ double tq_now(void);           /* monotonic seconds */
 uint64_t tq_peak_rss(void);    /* bytes (VmHWM on Linux, ru_maxrss elsewhere) */
 uint32_t tq_crc32(const void *data, size_t len); /* zlib-compatible CRC-32 */
 
-/* Progress on stderr, only when stderr is a TTY and not quiet. */
+/* Progress of a long phase ("quantize", "hash", "compress", ...). Library code reports and
+ * never prints: each report goes to the one sink a front-end installs (cmd/progress.c
+ * renders --progress), and nowhere when none is installed or the phase was started quiet.
+ * The sink is called with done never decreasing within a phase, from tq_progress_add
+ * (under tq_work_run's lock when reported through tq_work_progress) and, with final set,
+ * once from tq_progress_end. */
+typedef void (*tq_progress_sink)(void *ctx, const char *phase, uint64_t done, uint64_t total, int final);
+void tq_progress_set_sink(tq_progress_sink fn, void *ctx);
 typedef struct tq_progress {
-    const char *label;
+    const char *label; /* the phase */
     uint64_t total, done;
     double last;
     int enabled;

@@ -100,6 +100,13 @@ int tq_model_read_all(const tq_model *m, size_t chunk, uint64_t *bytes, tq_err *
     if (!buf)
         return -1;
     int rc = 0;
+    tq_progress prog;
+    uint64_t total = 0;
+    for (size_t i = 0; i < m->n_files; i++)
+        total += m->files[i]->file_size - m->files[i]->data_start;
+    for (size_t i = 0; i < m->n_tensors; i++)
+        total += m->tensors[i].file ? 0 : m->tensors[i].info.nbytes;
+    tq_progress_init(&prog, "read", total, 0);
     /* safetensors shards: tensors are validated to tile [data_start, file_size) exactly, so
      * one sequential pass over that range reads every tensor's bytes in large requests */
     for (size_t i = 0; rc == 0 && i < m->n_files; i++) {
@@ -117,6 +124,7 @@ int tq_model_read_all(const tq_model *m, size_t chunk, uint64_t *bytes, tq_err *
             rc = tq_pread_full(f->fd, buf, n, pos, f->path, e);
             pos += n;
             *bytes += n;
+            tq_progress_add(&prog, n);
         }
     }
     for (size_t i = 0; rc == 0 && i < m->n_tensors; i++) {
@@ -128,8 +136,10 @@ int tq_model_read_all(const tq_model *m, size_t chunk, uint64_t *bytes, tq_err *
             rc = tq_model_read(t, pos, buf, n, e);
             pos += n;
             *bytes += n;
+            tq_progress_add(&prog, n);
         }
     }
+    tq_progress_end(&prog);
     free(buf);
     return rc;
 }

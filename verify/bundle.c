@@ -138,7 +138,7 @@ static int put_buffer(struct archive *a, struct archive_entry *en, const char *n
 }
 
 static int put_file(struct archive *a, struct archive_entry *en, const char *dir, const tq_mf_file *f,
-                    char *buf, const char *out, tq_err *e)
+                    char *buf, tq_progress *prog, const char *out, tq_err *e)
 {
     char *p = tq_path_join(dir, f->path, e);
     if (!p)
@@ -168,6 +168,7 @@ static int put_file(struct archive *a, struct archive_entry *en, const char *dir
         if (archive_write_data(a, buf, (size_t)n) != n)
             rc = ar_fail(a, e, out, f->path);
         done += (uint64_t)n;
+        tq_progress_add(prog, (uint64_t)n);
     }
     if (h) {
         unsigned char d[32];
@@ -273,9 +274,15 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
         put_buffer(a, en, TQ_SUMS_NAME, sums, slen, out, e) != 0 ||
         (sig && put_buffer(a, en, TQ_OMS_SIG_NAME, sig, siglen, out, e) != 0))
         goto out;
+    uint64_t total = 0;
     for (size_t i = 0; i < m->n_files; i++)
-        if (put_file(a, en, dir, &m->files[i], buf, out, e) != 0)
+        total += m->files[i].size;
+    tq_progress prog; /* the compression: most of pack's time after the hashing */
+    tq_progress_init(&prog, "compress", total, 0);
+    for (size_t i = 0; i < m->n_files; i++)
+        if (put_file(a, en, dir, &m->files[i], buf, &prog, out, e) != 0)
             goto out;
+    tq_progress_end(&prog);
     if (archive_write_close(a) != ARCHIVE_OK) {
         ar_fail(a, e, out, "cannot finish the archive");
         goto out;

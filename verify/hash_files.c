@@ -81,7 +81,8 @@ typedef struct job {
     uint64_t size;
 } job;
 
-/* Progress over all jobs of a run (stderr, TTY only, when enabled with tq_verify_progress). */
+/* Progress over all jobs of a run, reported to the progress sink when enabled with
+ * tq_verify_progress. */
 static int progress_on;
 
 void tq_verify_progress(int enabled)
@@ -212,7 +213,7 @@ int tq_vh_run(tq_vh_task *t, size_t n, int threads, tq_err *e)
     uint64_t total_bytes = 0;
     for (size_t k = 0; k < nj; k++)
         total_bytes += jobs[k].bytes;
-    tq_progress_init(&prog, "tq-verify: hashing", total_bytes, !progress_on);
+    tq_progress_init(&prog, "hash", total_bytes, !progress_on);
     int rc = tq_work_run(nj, threads, hash_job, jobs, prog.enabled ? &prog : NULL, e);
     if (prog.enabled)
         tq_progress_end(&prog);

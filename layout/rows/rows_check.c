@@ -53,7 +53,7 @@ int tq_rows_check(const char *rows, const char *source, const tq_rows_opts *o, t
     if (rows_io_init(&io, g, o->chunk_bytes, e) != 0)
         goto done;
     tq_progress pg;
-    tq_progress_init(&pg, "tq-rowlayout --check", g->data_bytes, o->quiet);
+    tq_progress_init(&pg, "check", g->data_bytes, o->quiet);
     for (uint64_t o0 = 0, o1; o0 < g->data_bytes; o0 = o1) {
         o1 = rows_io_next(&io, o0);
         rows_io_plan(&io, o0, o1);

@@ -149,7 +149,7 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
         goto done;
     posix_fadvise(t.st->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     tq_progress pg;
-    tq_progress_init(&pg, "tq-rowlayout", g.data_bytes, o->quiet);
+    tq_progress_init(&pg, "rows", g.data_bytes, o->quiet);
     fill_job job[2] = {{.io = &io[0], .t = &t, .source = source}, {.io = &io[1], .t = &t, .source = source}};
     job[0].o1 = g.data_bytes ? rows_io_next(&io[0], 0) : 0;
     if (g.data_bytes)

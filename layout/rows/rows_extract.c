@@ -192,7 +192,7 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
     for (int p = 0; p < g->n_parts; p++)
         dst_off[p] = hlen + dst_begin[p];
     tq_progress pg;
-    tq_progress_init(&pg, "tq-rowlayout --extract", g->data_bytes, o->quiet);
+    tq_progress_init(&pg, "extract", g->data_bytes, o->quiet);
     for (uint64_t o0 = 0, o1; o0 < g->data_bytes; o0 = o1) {
         o1 = rows_io_next(&io, o0);
         size_t n = (size_t)(o1 - o0);

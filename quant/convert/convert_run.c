@@ -442,7 +442,7 @@ int cv_run(cv_plan *p, tq_model_writer *w, tq_err *e)
         return -1;
     sh.w = w;
     tq_progress prog;
-    tq_progress_init(&prog, "tq-convert", total, p->o->quiet);
+    tq_progress_init(&prog, p->o->mode == TQ_CONVERT_QUANTIZE ? "quantize" : "convert", total, p->o->quiet);
     int nt = p->o->threads > 0 ? p->o->threads : 1;
     sh.threads = nt;
     sh.allow_nonfinite = p->o->allow_nonfinite;

@@ -223,7 +223,7 @@ static int generate(const char *dir, const tq_mk_opts *o, tq_mk_plan *p, tq_err 
         j.first[i + 1] = j.first[i] + item_blocks(&pv->items[i]);
     if (!rc) {
         tq_progress prog;
-        tq_progress_init(&prog, "tq-mkmodel", p->total_bytes, o->quiet);
+        tq_progress_init(&prog, "generate", p->total_bytes, o->quiet);
         rc = tq_work_run(j.first[pv->n_items], nt, mk_block, &j, &prog, e);
         tq_progress_end(&prog);
     }
