@@ -2,16 +2,58 @@
 #include "cmd/cli.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 const char *tq_prog = "tq";
 const char *tq_cli_command;
 
+static sigset_t stop_signals;
+static atomic_int interrupted;
+
+/* SIGINT, SIGTERM and SIGHUP are blocked in every thread and taken here: the partial
+ * outputs still open are removed, one line says so, and the exit status is 128 + the
+ * signal (130 for SIGINT, 143 for SIGTERM), as a shell reports a process killed by it. */
+static void *stop_thread(void *arg)
+{
+    (void)arg;
+    int sig;
+    if (sigwait(&stop_signals, &sig) != 0)
+        return NULL;
+    atomic_store(&interrupted, 1);
+    size_t n = tq_partials_remove_all();
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+    fprintf(stderr, "%s: interrupted by %s; %s\n", tq_prog, name,
+            n ? "the partial output was removed" : "nothing was left behind");
+    fflush(stderr);
+    _exit(128 + sig);
+}
+
 void tq_cli_init(const char *prog)
 {
     tq_prog = prog;
+    /* a signal ignored by whoever started us (nohup; a non-interactive shell's background
+     * job and SIGINT) stays ignored */
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    sigemptyset(&stop_signals);
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction sa;
+        if (sigaction(sigs[i], NULL, &sa) == 0 && sa.sa_handler != SIG_IGN)
+            sigaddset(&stop_signals, sigs[i]);
+    }
+    sigset_t old;
+    pthread_t t;
+    /* before any other thread starts, so that every one inherits the mask */
+    if (pthread_sigmask(SIG_BLOCK, &stop_signals, &old) == 0) {
+        if (pthread_create(&t, NULL, stop_thread, NULL) == 0)
+            pthread_detach(t);
+        else
+            pthread_sigmask(SIG_SETMASK, &old, NULL); /* no thread: the default actions */
+    }
     /* A file-size limit (ulimit -f) must surface as EFBIG from write(), named in an error
      * message with the partial output removed, not as a silent kill. */
     signal(SIGXFSZ, SIG_IGN);
@@ -19,6 +61,10 @@ void tq_cli_init(const char *prog)
 
 int tq_cli_fail(const tq_err *e)
 {
+    /* an error caused by the interruption's cleanup (a partial directory removed under a
+     * writer) is not reported: the stop thread prints its line and exits */
+    while (atomic_load(&interrupted))
+        pause();
     fprintf(stderr, "%s: %s\n", tq_prog, e->msg);
     return tq_exit_code(e);
 }

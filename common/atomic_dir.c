@@ -49,11 +49,14 @@ int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e)
     mode_t um = umask(0); /* mkdtemp makes 0700; the output gets the usual permissions */
     umask(um);
     chmod(d->tmp_path, 0777 & ~um);
+    tq_partials_add(d->tmp_path);
     return 0;
 }
 
 static void adir_clear(tq_adir *d)
 {
+    if (d->tmp_path)
+        tq_partials_forget(d->tmp_path);
     free(d->tmp_path);
     free(d->final_path);
     memset(d, 0, sizeof *d);
@@ -72,6 +75,7 @@ int tq_adir_commit(tq_adir *d, tq_err *e)
      * stays where the message says; on any other failure it is gone. */
     struct stat st;
     int rc;
+    tq_partials_forget(d->tmp_path); /* as tq_afile_commit */
     if (d->had_final && (d->flags & TQ_ADIR_REPLACE)) {
         rc = tq_publish_over(d->tmp_path, d->final_path, d->final_dev, d->final_ino, e);
     } else {
@@ -89,6 +93,8 @@ int tq_adir_commit(tq_adir *d, tq_err *e)
 char *tq_adir_keep(tq_adir *d)
 {
     char *kept = d->tmp_path;
+    if (kept)
+        tq_partials_forget(kept);
     d->tmp_path = NULL;
     adir_clear(d);
     return kept;

@@ -34,11 +34,14 @@ int tq_afile_open(tq_afile *f, const char *final_path, int flags, tq_err *e)
         return tq_fail(e, TQ_EIO, "%s: cannot create output: %s", final_path, strerror(err));
     }
     fchmod(f->fd, 0644);
+    tq_partials_add(f->tmp_path);
     return 0;
 }
 
 static void afile_clear(tq_afile *f)
 {
+    if (f->tmp_path)
+        tq_partials_forget(f->tmp_path);
     free(f->tmp_path);
     free(f->final_path);
     f->tmp_path = f->final_path = NULL;
@@ -65,6 +68,9 @@ int tq_afile_commit(tq_afile *f, tq_err *e)
 {
     if (tq_afile_sync(f, e) != 0)
         return -1;
+    /* no longer a partial to remove on a signal; after an interruption's cleanup began this
+     * waits for the exit, so nothing is published then */
+    tq_partials_forget(f->tmp_path);
     /* on a conflict the complete output stays where the message says; otherwise it is gone */
     int rc = tq_publish(f->tmp_path, f->final_path, f->flags & TQ_AFILE_NOCLOBBER ? 0 : TQ_PUBLISH_REPLACE, e);
     afile_clear(f);
@@ -79,6 +85,8 @@ char *tq_afile_keep(tq_afile *f)
     }
     f->fd = -1;
     char *kept = f->tmp_path;
+    if (kept)
+        tq_partials_forget(kept);
     f->tmp_path = NULL;
     afile_clear(f);
     return kept;

@@ -174,6 +174,13 @@ int tq_adir_commit(tq_adir *d, tq_err *e);
 void tq_adir_abort(tq_adir *d);
 /* Leave the partial directory where it is; returns its path (caller frees). */
 char *tq_adir_keep(tq_adir *d);
+/* The partial outputs open in this process (partials.c): tq_afile_* and tq_adir_* add
+ * theirs at open and forget them at commit, abort and keep; tq_partials_remove_all, for a
+ * front-end interrupted by a signal, removes every one still open (a directory with all it
+ * holds) and returns how many it removed; it leaves the registry locked, for the exit. */
+void tq_partials_add(const char *path);
+void tq_partials_forget(const char *path);
+size_t tq_partials_remove_all(void);
 void tq_rm_tree(const char *path); /* rm -rf, not following symlinks */
 int tq_dir_is_empty(const char *path);
 

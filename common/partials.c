@@ -1,0 +1,68 @@
+/* common/partials.c — the partial outputs (NAME.partial-XXXXXX) this process has open, so
+ * that an interrupted tool can remove them before it exits (cmd/cli.c, SIGINT/SIGTERM).
+ * tq_afile_* and tq_adir_* register theirs from open until commit, abort or keep. */
+#include "common/common.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static char **paths;
+static size_t n_paths, cap_paths;
+
+void tq_partials_add(const char *path)
+{
+    pthread_mutex_lock(&mu);
+    if (n_paths == cap_paths) {
+        size_t cap = cap_paths ? 2 * cap_paths : 16;
+        char **p = realloc(paths, cap * sizeof *p);
+        if (p) {
+            paths = p;
+            cap_paths = cap;
+        }
+    }
+    char *copy = n_paths < cap_paths ? strdup(path) : NULL;
+    if (copy) /* without memory the partial is still removed on every path but a signal */
+        paths[n_paths++] = copy;
+    pthread_mutex_unlock(&mu);
+}
+
+void tq_partials_forget(const char *path)
+{
+    pthread_mutex_lock(&mu);
+    for (size_t i = n_paths; i-- > 0;)
+        if (!strcmp(paths[i], path)) {
+            free(paths[i]);
+            paths[i] = paths[--n_paths];
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+}
+
+size_t tq_partials_remove_all(void)
+{
+    pthread_mutex_lock(&mu); /* kept: the process exits after this, nothing registers again */
+    size_t removed = 0;
+    for (size_t i = 0; i < n_paths; i++) {
+        struct stat st;
+        /* workers may still be creating files in a partial directory: try again until it
+         * is gone (for at most about a second) */
+        for (int tries = 0; tries < 100 && lstat(paths[i], &st) == 0; tries++) {
+            if (S_ISDIR(st.st_mode))
+                tq_rm_tree(paths[i]);
+            else
+                unlink(paths[i]);
+            if (lstat(paths[i], &st) != 0) {
+                removed++;
+                break;
+            }
+            nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        }
+    }
+    return removed;
+}

@@ -1,0 +1,50 @@
+# SIGINT and SIGTERM at several points of each writing tool (mkmodel, convert, split, join,
+# pack): the tool removes its partial output, says so in one line and exits 130 or 143;
+# nothing is left under the output's name or as OUT.partial-*. The tool is stopped at a
+# point of its writing (TQ_PAUSE_AFTER_BYTES), signalled, and continued.
+. "$ROOT/tests/lib/safety.sh"
+# A script's background jobs start with SIGINT ignored (and tq keeps an ignored signal
+# ignored): dfl runs a command with SIGINT at its default, in place of the job.
+dfl() { exec python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' "$@"; }
+run tq-mkmodel --quiet --seed 9 --layers 4 m
+run tq-convert --quiet m c
+run tq-split --quiet c s
+n=0
+interrupt() { # SIGNAL STATUS AFTER_BYTES OUT CMD...
+  local sig=$1 want=$2 at=$3 out=$4 rc
+  shift 4
+  rm -rf "$out"
+  PAUSE_ERR=$PWD/int.err pause_at "$at" dfl "$@" || fail "$*: finished before $at bytes"
+  [ -n "$(partials "$out")" ] || fail "$*: no partial output at $at bytes"
+  kill -s "$sig" "$PID"
+  kill -CONT "$PID"
+  wait "$PID"; rc=$?
+  [ "$rc" -eq "$want" ] || fail "$* (SIG$sig at $at bytes): exit $rc, expected $want ($(cat int.err))"
+  [ -z "$(partials "$out")" ] || fail "$* (SIG$sig at $at bytes): left $(partials "$out")"
+  [ ! -e "$out" ] || fail "$* (SIG$sig at $at bytes): $out was published"
+  grep -qx "${1##*/}: interrupted by SIG$sig; the partial output was removed" int.err ||
+    fail "$* (SIG$sig): message $(cat int.err)"
+  n=$((n + 1))
+}
+for at in 1 200000 900000; do
+  for sig in INT:130 TERM:143; do
+    s=${sig%:*} st=${sig#*:}
+    interrupt "$s" "$st" "$at" m2 tq-mkmodel --quiet --seed 9 --layers 4 m2
+    interrupt "$s" "$st" "$at" c2 tq-convert --quiet m c2
+    interrupt "$s" "$st" "$at" s2 tq-split --quiet c s2
+    interrupt "$s" "$st" "$at" j2 tq-split --quiet --join s j2
+    interrupt "$s" "$st" "$at" c.tar.zst tq-verify pack --quiet c -o c.tar.zst
+  done
+done
+# An ignored SIGINT (a background job's, nohup-style) stays ignored: the run finishes.
+tq-convert --quiet m c3 & p=$!
+for ((i = 0; i < 500; i++)); do # until the job runs tq-convert (its SIGINT is ignored by then)
+  grep -q tq-convert "/proc/$p/cmdline" 2>/dev/null && break
+  sleep 0.01
+done
+kill -INT $p
+wait $p || fail "ignored SIGINT stopped the run"
+[ -d c3 ] || fail "ignored SIGINT: no output"
+echo "interrupted $n runs: exit 130/143, no partial output left"
