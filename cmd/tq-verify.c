@@ -458,7 +458,9 @@ static int cmd_pack(int argc, char **argv)
     int quiet = 0, threads = tq_default_threads(), level = 3, rc;
     const char *out = NULL;
     tq_opt opts[] = {
-        TQ_OPT_STR("output", 'o', &out, "FILE", "the bundle (written atomically; replaced if it exists)"),
+        TQ_OPT_STR("output", 'o', &out, "FILE",
+                   "the bundle (written atomically; replaced if it exists, refused if it is not a regular "
+                   "file), or - for standard output"),
         TQ_OPT_INT("threads", 't', &threads, 1, 256, "N", "hashing threads (default: the number of CPUs)"),
         TQ_OPT_INT("level", 'l', &level, 1, 19, "L", "zstd level 1..19 (default 3)"),
         TQ_CLI_PROGRESS_OPT,
@@ -484,7 +486,7 @@ static int cmd_pack(int argc, char **argv)
     tq_err err = {0};
     if (tq_bundle_pack(cli.args[0], out, threads, level, &err) != 0)
         return tq_cli_fail(&err);
-    if (!quiet) {
+    if (!quiet && strcmp(out, "-")) { /* the bundle itself went to standard output */
         unsigned char d[32];
         char hex[65];
         uint64_t size;

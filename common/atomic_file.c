@@ -10,6 +10,16 @@
 
 int tq_afile_open(tq_afile *f, const char *final_path, int flags, tq_err *e)
 {
+    /* Only a regular file is ever replaced: a device (/dev/stdout, /dev/null), a FIFO, a
+     * socket, a directory or a symbolic link given as an output is refused, untouched. */
+    struct stat st;
+    if (lstat(final_path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        memset(f, 0, sizeof *f);
+        f->fd = -1;
+        return tq_fail(e, TQ_EUSAGE, "%s: %s, not a regular file: outputs are written as new regular files%s",
+                       final_path, tq_file_kind((unsigned)st.st_mode),
+                       S_ISLNK(st.st_mode) ? " (a link is not followed)" : "");
+    }
     memset(f, 0, sizeof *f);
     f->fd = -1;
     f->flags = flags;

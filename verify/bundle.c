@@ -209,7 +209,8 @@ static int read_signature(const char *dir, char **text, size_t *len, tq_err *e)
 /* The archive's bytes go through tq_write_full like every other tq output, so write errors
  * name the file and the crash-safety hook (TQ_CRASH_AFTER_BYTES) sees them. */
 typedef struct pack_sink {
-    tq_afile *af;
+    int fd;           /* the partial bundle's, or standard output's for "-" */
+    const char *name; /* for messages */
     int failed;
     tq_err err;
 } pack_sink;
@@ -217,7 +218,7 @@ typedef struct pack_sink {
 static la_ssize_t sink_write(struct archive *a, void *cd, const void *buf, size_t len)
 {
     pack_sink *s = cd;
-    if (tq_write_full(s->af->fd, buf, len, s->af->tmp_path, &s->err) != 0) {
+    if (tq_write_full(s->fd, buf, len, s->name, &s->err) != 0) {
         s->failed = 1;
         archive_set_error(a, EIO, "%s", s->err.msg);
         return -1;
@@ -229,7 +230,8 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
 {
     tq_manifest *m = NULL;
     tq_sources src = {0};
-    if (tq_check_out_in(out, dir, e) != 0 || tq_sources_add(&src, dir, e) != 0 ||
+    int to_stdout = !strcmp(out, "-"); /* a stream: nothing to publish, nothing to check against */
+    if ((!to_stdout && tq_check_out_in(out, dir, e) != 0) || tq_sources_add(&src, dir, e) != 0 ||
         tq_manifest_build(dir, threads, &m, e) != 0 || check_existing(dir, m, e) != 0) {
         tq_manifest_free(m);
         tq_sources_free(&src);
@@ -248,15 +250,19 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
     }
     char *buf = tq_malloc(CHUNK, e);
     tq_afile af;
-    pack_sink sink = {.af = &af};
+    pack_sink sink = {.fd = STDOUT_FILENO, .name = "standard output"};
     int rc = -1, opened = 0;
     struct archive *a = NULL;
     struct archive_entry *en = archive_entry_new();
     if (!mtext || !sums || !buf || !en)
         goto out;
-    if (tq_afile_open(&af, out, 0, e) != 0)
-        goto out;
-    opened = 1;
+    if (!to_stdout) {
+        if (tq_afile_open(&af, out, 0, e) != 0)
+            goto out;
+        opened = 1;
+        sink.fd = af.fd;
+        sink.name = af.tmp_path;
+    }
     a = archive_write_new();
     char opt[64];
     snprintf(opt, sizeof opt, "zstd:compression-level=%d", level);
@@ -289,8 +295,12 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
     }
     archive_write_free(a);
     a = NULL;
-    opened = 0;
-    rc = tq_sources_check_afile(&src, &af, e) == 0 ? tq_afile_commit(&af, e) : -1;
+    if (to_stdout)
+        rc = tq_sources_check(&src, e);
+    else {
+        opened = 0;
+        rc = tq_sources_check_afile(&src, &af, e) == 0 ? tq_afile_commit(&af, e) : -1;
+    }
 out:
     if (a)
         archive_write_free(a);
@@ -494,11 +504,18 @@ static int scan_bundle(scan *s, tq_err *e)
         return tq_fail(e, TQ_ENOMEM, "out of memory");
     archive_read_support_filter_zstd(a);
     archive_read_support_format_tar(a);
-    /* opened here, not by libarchive: a FIFO or a device given as the bundle is refused */
-    if ((fd = tq_open_regular(s->bundle, NULL, e)) < 0)
+    /* opened here, not by libarchive: a FIFO or a device given as the bundle is refused;
+     * "-" is standard input, read as a stream */
+    if (!strcmp(s->bundle, "-")) {
+        if ((fd = dup(STDIN_FILENO)) < 0) {
+            tq_fail(e, TQ_EIO, "standard input: %s", strerror(errno));
+            goto out;
+        }
+    } else if ((fd = tq_open_regular(s->bundle, NULL, e)) < 0)
         goto out;
     struct stat sb;
-    tq_content_kind kind = fstat(fd, &sb) == 0 ? tq_sniff_fd(fd, (uint64_t)sb.st_size) : TQ_CONTENT_UNKNOWN;
+    tq_content_kind kind = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? tq_sniff_fd(fd, (uint64_t)sb.st_size)
+                                                                      : TQ_CONTENT_UNKNOWN;
     if (kind != TQ_CONTENT_UNKNOWN && kind != TQ_CONTENT_ZSTD) { /* say what was given instead */
         tq_fail(e, TQ_EDATA, "%s: %s, not a .tar.zst bundle (expected a bundle of tq-verify pack, or a directory "
                 "with tq-manifest.json, SHA256SUMS or split.json)", s->bundle, tq_content_name(kind));
