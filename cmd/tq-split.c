@@ -1,5 +1,6 @@
 /* tq-split: pinned backbone + aligned per-expert (or per-layer FFN) files; --join; --plan. */
 #include "cmd/cli.h"
+#include "formats/formats.h"
 #include "layout/split/split.h"
 
 #include <cjson/cJSON.h>
@@ -120,6 +121,8 @@ int main(int argc, char **argv)
     tq_err err = {0};
     if (join && plan)
         return tq_cli_usage_error("--join and --plan do not go together");
+    if (!join && nargs >= 1 && !(args[0] = tq_hf_resolve(args[0], &err))) /* a HF cache entry, offline */
+        return tq_cli_fail(&err);
     if (plan) {
         if (!have_ram)
             return tq_cli_usage_error("--plan needs --ram SIZE");

@@ -83,6 +83,13 @@ tq_content_kind tq_sniff_fd(int fd, uint64_t file_size); /* reads the first 64 b
 const char *tq_content_name(tq_content_kind k); /* "a GGUF file" */
 const char *tq_content_hint(tq_content_kind k); /* what to give instead, for a tool that wanted another kind */
 
+/* An input as given on a command line, with HuggingFace cache entries resolved offline
+ * (hf_cache.c): a cache directory models--ORG--NAME becomes its snapshots/REV (REV from
+ * refs/main); a repo id ORG/NAME that is not a path is looked up in $HF_HUB_CACHE, else
+ * $HF_HOME/hub, else ~/.cache/huggingface/hub. Anything else comes back as given. A new
+ * string (free it), or NULL with e naming what is missing. */
+char *tq_hf_resolve(const char *arg, tq_err *e);
+
 /* Open and validate every reading rule of man tq-formats(5), SAFETENSORS. */
 int tq_st_open(tq_st_file **out, const char *path, tq_err *e);
 void tq_st_close(tq_st_file *f);
