@@ -4,10 +4,14 @@
 # point of its writing (TQ_PAUSE_AFTER_BYTES), signalled, and continued.
 . "$ROOT/tests/lib/safety.sh"
 # A script's background jobs start with SIGINT ignored (and tq keeps an ignored signal
-# ignored): dfl runs a command with SIGINT at its default, in place of the job.
-dfl() { exec python3 -c 'import os, signal, sys
+# ignored): ./dfl runs a command with SIGINT at its default, in place of itself.
+cat >dfl <<'PY'
+#!/usr/bin/env python3
+import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execvp(sys.argv[1], sys.argv[1:])' "$@"; }
+os.execvp(sys.argv[1], sys.argv[1:])
+PY
+chmod +x dfl
 run tq-mkmodel --quiet --seed 9 --layers 4 m
 run tq-convert --quiet m c
 run tq-split --quiet c s
@@ -16,7 +20,7 @@ interrupt() { # SIGNAL STATUS AFTER_BYTES OUT CMD...
   local sig=$1 want=$2 at=$3 out=$4 rc
   shift 4
   rm -rf "$out"
-  PAUSE_ERR=$PWD/int.err pause_at "$at" dfl "$@" || fail "$*: finished before $at bytes"
+  PAUSE_ERR=$PWD/int.err pause_at "$at" ./dfl "$@" || fail "$*: finished before $at bytes"
   [ -n "$(partials "$out")" ] || fail "$*: no partial output at $at bytes"
   kill -s "$sig" "$PID"
   kill -CONT "$PID"
