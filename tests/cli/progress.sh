@@ -31,7 +31,7 @@ check_json p-cv.json quantize
 tq-split --progress json c s >/dev/null 2>p-sp.json || fail "split"
 check_json p-sp.json split
 tq-split --progress json --join s j >/dev/null 2>p-jn.json || fail "join"
-check_json p-jn.json join
+check_json p-jn.json verify join
 tq-verify pack --progress json c -o c.tar.zst >/dev/null 2>p-pk.json || fail "pack"
 check_json p-pk.json hash compress
 tq-verify check --progress json c.tar.zst >/dev/null 2>p-ck.json || fail "check"
