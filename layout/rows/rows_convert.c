@@ -85,13 +85,19 @@ static int warn(tq_rows_report *r, char *msg)
     return 0;
 }
 
-/* What MTPLX cannot load (it reads PREFIX "ngram" and mtplx_ngram_rows_v1 only), and an
+/* What MTPLX cannot load (it reads PREFIX "ngram", raw rows only with ngram_bits "0", and
+ * mtplx_ngram_rows_v1 only), and an
  * output inside the source's directory, where loaders that take every *.safetensors of a
  * model directory would read it as a shard. */
 static int rows_warnings(const rows_table *t, const tq_rows_opts *o, tq_rows_report *r, tq_err *e)
 {
     if (strcmp(t->prefix, "ngram") &&
         warn(r, tq_asprintf(e, "prefix '%s': MTPLX reads only the table 'ngram' and cannot load this file", t->prefix)))
+        return -1;
+    /* MTPLX's loader takes a table whose metadata lacks ngram_bits for 4-bit packed rows */
+    if (!strcmp(t->prefix, "ngram") && t->g.parts[0].dtype != TQ_DT_U32 && !tq_st_meta(t->st, "ngram_bits") &&
+        warn(r, tq_asprintf(e, "raw %s rows without __metadata__ ngram_bits \"0\": MTPLX's loader reads such a table "
+                               "as 4-bit packed rows and cannot load it", tq_dtype_name(t->g.parts[0].dtype))))
         return -1;
     if (o->page_align && warn(r, tq_asprintf(e, "%s is tq's own layout: MTPLX loads only %s", TQ_ROWS_FORMAT_PAGED,
                                                 TQ_ROWS_FORMAT_V1)))

@@ -1,7 +1,8 @@
 # tq-rowlayout on every table form MTPLX serves: packed (U32 + scales + biases) and raw
 # BF16/F16 weight rows (ngram_bits 0); the ngram_bits / ngram_group_size metadata tq-mkmodel
 # writes is checked against the parts; --extract gives the source back byte for byte in both
-# layouts; warnings when MTPLX cannot load the output or it lands beside the source's shards.
+# layouts; warnings when MTPLX cannot load the output (a prefix other than ngram, the paged
+# layout, a raw table without ngram_bits) or it lands beside the source's shards.
 set -u
 . "$ROOT/tests/lib/common.sh"
 for dt in bf16 f16; do
@@ -51,3 +52,18 @@ tq-rowlayout p4/model.safetensors --out p4/rows.safetensors --json >j 2>w3 || fa
 grep -q "inside the source's directory" w3 || fail "no directory warning: $(cat w3)"
 grep -q '"warnings"' j || fail "warnings missing from --json"
 tq-rowlayout --quiet p4/model.safetensors --out q.rows 2>w4 && [ ! -s w4 ] || fail "warned without cause: $(cat w4)"
+# a raw table without ngram_bits: MTPLX's loader would read it as 4-bit packed rows
+python3 - raw-f16/model.safetensors nometa.safetensors <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+del h["__metadata__"]
+js = json.dumps(h).encode()
+js += b" " * (-len(js) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(js)) + js + raw[8 + n:])
+PY
+tq-rowlayout nometa.safetensors --out nometa.rows >/dev/null 2>w5 || fail "no metadata: $(cat w5)"
+grep -q "^tq-rowlayout: warning: raw F16 rows without __metadata__ ngram_bits \"0\"" w5 || fail "no raw warning: $(cat w5)"
+run tq-rowlayout --quiet --extract nometa.rows --to nm
+cmp nm/nometa.safetensors nometa.safetensors || fail "no-metadata table: extract differs"
