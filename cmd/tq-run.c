@@ -77,6 +77,21 @@ static int encode_stdin(const tq_tok *t, int add_special)
     return fflush(stdout) ? write_out("x", 1) : 0;
 }
 
+/* "id,id,..." with white space around it (none at all: no ids) from buf[len] (NUL-terminated
+ * there, trimmed in place). */
+static int parse_id_text(char *buf, size_t len, int32_t **ids, size_t *n, tq_err *e)
+{
+    char *p = buf, *end = buf + len;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r' || end[-1] == '\t'))
+        end--;
+    *end = 0;
+    *ids = NULL;
+    *n = 0;
+    return p < end ? tq_parse_ids(p, ids, n, e) : 0;
+}
+
 /* --decode: "id,id,..." (white space around it is ignored) on standard input -> text. */
 static int decode_stdin(const tq_tok *t)
 {
@@ -86,14 +101,8 @@ static int decode_stdin(const tq_tok *t)
     int32_t *ids = NULL;
     if (read_stdin(&in, &len, &err))
         return tq_cli_fail(&err);
-    char *p = in, *end = in + len;
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-        p++;
-    while (end > p && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r' || end[-1] == '\t'))
-        end--;
-    *end = 0;
     int rc = 0;
-    if (p < end && tq_parse_ids(p, &ids, &n, &err)) {
+    if (parse_id_text(in, len, &ids, &n, &err)) {
         tq_err_prefix(&err, "standard input");
         rc = tq_cli_fail(&err);
     } else if (tq_tok_decode(t, ids, n, &text, &tl, &err)) {
@@ -159,6 +168,80 @@ static int compare(const char *a, const char *b, uint64_t vocab, int json)
     return 0;
 }
 
+/* --eval / --eval-ids: the file's tokens (text through the tokenizer, or comma-separated ids),
+ * then the sliding-window perplexity report. */
+static int evaluate(const char *model, tq_run_opts *o, const char *path, int is_ids, const char *tok_dir,
+                    uint64_t window, uint64_t stride, int json)
+{
+    tq_err err = {0};
+    char *text = NULL;
+    size_t len = 0, n = 0;
+    int32_t *ids = NULL;
+    tq_tok *tok = NULL;
+    tq_runner *r = NULL;
+    int rc = 1;
+    if (tq_read_small_file(path, MAX_INPUT_BYTES, &text, &len, &err))
+        goto out;
+    if (is_ids) {
+        if (parse_id_text(text, len, &ids, &n, &err)) {
+            tq_err_prefix(&err, "%s", path);
+            if (err.code == TQ_EUSAGE)
+                err.code = TQ_EDATA; /* a bad file, not a bad argument */
+            goto out;
+        }
+    } else if (tq_tok_load(tok_dir ? tok_dir : model, &tok, &err) ||
+               tq_tok_encode(tok, text, len, 0, &ids, &n, &err)) {
+        if (tok)
+            tq_err_prefix(&err, "%s", path);
+        goto out;
+    }
+    tq_run_eval ev;
+    tq_run_stats st;
+    if (tq_runner_open(&r, model, o, &err) != 0)
+        goto out;
+    if (tq_runner_eval(r, ids, n, window, stride ? stride : window / 2, &ev, &st, &err) != 0) {
+        tq_err_prefix(&err, "%s", path);
+        goto out;
+    }
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        char hex[65];
+        tq_hex(st.logits_sha256, 32, hex);
+        cJSON_AddStringToObject(j, "arch", st.arch);
+        cJSON_AddStringToObject(j, "weights", st.weights);
+        cJSON_AddStringToObject(j, "logits_sha256", hex);
+        struct {
+            const char *k;
+            double v;
+        } nums[] = {{"tokens", (double)ev.tokens},       {"scored", (double)ev.scored},
+                    {"window", (double)ev.window},       {"stride", (double)ev.stride},
+                    {"top1", (double)ev.top1},           {"top1_rate", ev.top1_rate},
+                    {"mean_nll", ev.mean_nll},           {"perplexity", ev.perplexity},
+                    {"forward_passes", (double)st.forward_passes}, {"decode_s", st.decode_s},
+                    {"peak_rss", (double)st.peak_rss}};
+        for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
+            cJSON_AddNumberToObject(j, nums[i].k, nums[i].v);
+        rc = tq_cli_print_json(j);
+    } else {
+        printf("model: %s, %s weights\n", st.arch, st.weights);
+        printf("tokens: %llu (%llu scored; window %llu, stride %llu)\n", (unsigned long long)ev.tokens,
+               (unsigned long long)ev.scored, (unsigned long long)ev.window, (unsigned long long)ev.stride);
+        printf("perplexity: %.4f (mean NLL %.6f nats/token)\n", ev.perplexity, ev.mean_nll);
+        printf("top-1: %llu/%llu (%.4f)\n", (unsigned long long)ev.top1, (unsigned long long)ev.scored,
+               ev.top1_rate);
+        printf("speed: %llu forward passes in %.3f s\n", (unsigned long long)st.forward_passes, st.decode_s);
+        rc = 0;
+    }
+out:
+    if (rc == 1 && err.code)
+        rc = tq_cli_fail(&err);
+    tq_runner_close(r);
+    tq_tok_free(tok);
+    free(ids);
+    free(text);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tq_cli_init("tq-run");
@@ -169,7 +252,8 @@ int main(int argc, char **argv)
     long max_tokens = 16;
     uint64_t vocab = 0;
     int json = 0, quiet = 0, rc, encode = 0, decode = 0, add_special = 0;
-    const char *prompt_text = NULL, *prompt_file = NULL, *tok_dir = NULL;
+    const char *prompt_text = NULL, *prompt_file = NULL, *tok_dir = NULL, *eval_text = NULL, *eval_ids = NULL;
+    uint64_t window = 0, stride = 0;
     tq_opt opts[] = {
         TQ_OPT_IDS("tokens", 0, &tokens, "LIST", "prompt token ids, comma-separated"),
         TQ_OPT_STR("prompt", 0, &prompt_text, "TEXT",
@@ -201,6 +285,13 @@ int main(int argc, char **argv)
                    "write every step's logits (raw little-endian f32, steps x vocab)"),
         TQ_OPT_IDS("force-tokens", 0, &force, "LIST",
                    "teacher forcing: feed these ids after each step instead of the argmax"),
+        TQ_OPT_STR("eval", 0, &eval_text, "FILE",
+                   "perplexity of the model on a UTF-8 text file (encoded with the tokenizer), teacher-"
+                   "forced in sliding windows; --logits gets the scored steps"),
+        TQ_OPT_STR("eval-ids", 0, &eval_ids, "FILE", "as --eval, on comma-separated token ids"),
+        TQ_OPT_INT("window", 0, &window, 2, 1 << 24, "N", "--eval window in tokens (default 512)"),
+        TQ_OPT_INT("stride", 0, &stride, 1, 1 << 24, "N",
+                   "--eval: a window starts every N tokens, scoring its last N (default window/2)"),
         TQ_OPT_STR("compare-logits", 0, &cmp_a, "REF TEST", "top-1 agreement and mean KL(REF||TEST) per step"),
         TQ_OPT_INT("vocab", 0, &vocab, 1, 1 << 26, "N", "vocabulary size for --compare-logits"),
         TQ_OPT_FLAG("json", 0, &json, "machine-readable report (sorted keys)"),
@@ -210,6 +301,7 @@ int main(int argc, char **argv)
     tq_cli_spec cli = {
         .usage = "Usage: tq-run [OPTIONS] MODEL_DIR --tokens ID,ID,...\n"
                  "       tq-run [OPTIONS] MODEL_DIR --prompt TEXT | --prompt-file FILE\n"
+                 "       tq-run [OPTIONS] MODEL_DIR --eval TEXT_FILE | --eval-ids FILE [--window N]\n"
                  "       tq-run --tokenizer DIR --encode | --decode [--add-special]\n"
                  "       tq-run --compare-logits REF.f32 TEST.f32 --vocab N [--json]\n",
         .about = "Greedy decode from a plain, TurboQuant, MLX affine or split model directory.\n",
@@ -247,6 +339,20 @@ int main(int argc, char **argv)
         return tq_cli_usage_error("missing MODEL_DIR");
     if (cli.n_args > 1)
         return tq_cli_usage_error("unexpected argument '%s'", cli.args[1]);
+    if (eval_text || eval_ids) {
+        if (eval_text && eval_ids)
+            return tq_cli_usage_error("--eval and --eval-ids go one at a time");
+        if (tokens.v || prompt_text || prompt_file || force.v || add_special)
+            return tq_cli_usage_error("--eval takes no --tokens, --prompt, --force-tokens or --add-special");
+        if (!window)
+            window = 512;
+        if (stride >= window)
+            return tq_cli_usage_error("--stride must be below --window (%llu)", (unsigned long long)window);
+        return evaluate(cli.args[0], &o, eval_text ? eval_text : eval_ids, !eval_text, tok_dir, window, stride,
+                        json);
+    }
+    if (window || stride)
+        return tq_cli_usage_error("--window and --stride go with --eval or --eval-ids");
     if (!!tokens.v + !!prompt_text + !!prompt_file != 1)
         return tq_cli_usage_error(tokens.v || prompt_text || prompt_file
                                       ? "--tokens, --prompt and --prompt-file go one at a time"

@@ -96,12 +96,39 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
+/* Floats of a linear-attention layer's two states (at least 1 each): the short convolution's
+ * last conv_k - 1 inputs [C] and the recurrent state [Hv][Dv][Dk]. -1 when they overflow. */
+static int linear_state_floats(const rt_config *c, uint64_t *conv, uint64_t *ssm)
+{
+    uint64_t C = 2 * c->lk_heads * c->lk_dim + c->lv_heads * c->lv_dim;
+    *conv = c->conv_k > 1 ? (c->conv_k - 1) * C : 1;
+    if (tq_mul_u64(c->lv_heads * c->lv_dim, c->lk_dim, ssm) || *ssm > (SIZE_MAX / 8))
+        return -1;
+    if (*ssm == 0)
+        *ssm = 1;
+    return 0;
+}
+
+/* Back to an empty sequence: the linear-attention states zeroed (attention caches are
+ * overwritten position by position and read only below the current one). */
+static void reset_state(tq_runner *r)
+{
+    uint64_t conv, ssm;
+    if (linear_state_floats(&r->c, &conv, &ssm) != 0)
+        return; /* alloc_state refused these sizes already */
+    for (uint64_t l = 0; l < r->c.layers; l++)
+        if (r->L[l].mixer == RT_MIX_LINEAR) {
+            memset(r->L[l].conv_state, 0, conv * sizeof(float));
+            memset(r->L[l].ssm, 0, ssm * sizeof(float));
+        }
+}
+
 /* The decoding state of tq_runner and of each layer (shapes in rt_internal.h), zeroed. */
 static int alloc_state(tq_runner *r, tq_err *e)
 {
     const rt_config *c = &r->c;
     uint64_t hd = c->head_dim, qd = c->heads * hd, kvd = c->kv_heads * hd;
-    uint64_t Kd = c->lk_heads * c->lk_dim, Vd = c->lv_heads * c->lv_dim, C = 2 * Kd + Vd;
+    uint64_t Kd = c->lk_heads * c->lk_dim, Vd = c->lv_heads * c->lv_dim;
     uint64_t ff = max_u64(c->inter, c->moe_inter); /* ffn: the widest MLP, dense, routed or shared */
     for (uint64_t l = 0; l < c->layers; l++)
         if (r->L[l].has_shared)
@@ -127,11 +154,10 @@ static int alloc_state(tq_runner *r, tq_err *e)
         rt_layer *L = &r->L[l];
         uint64_t kv = 0;
         if (L->mixer == RT_MIX_LINEAR) {
-            uint64_t ssm;
-            if (tq_mul_u64(c->lv_heads * c->lv_dim, c->lk_dim, &ssm) || ssm > (SIZE_MAX / 8))
+            uint64_t conv, ssm;
+            if (linear_state_floats(c, &conv, &ssm) != 0)
                 return tq_fail(e, TQ_EDATA, "the linear-attention state of layer %llu is too large", (unsigned long long)l);
-            if (!(L->conv_state = tq_calloc(c->conv_k > 1 ? (c->conv_k - 1) * C : 1, sizeof(float), e)) ||
-                !(L->ssm = tq_calloc(ssm ? ssm : 1, sizeof(float), e)))
+            if (!(L->conv_state = tq_calloc(conv, sizeof(float), e)) || !(L->ssm = tq_calloc(ssm, sizeof(float), e)))
                 return -1;
             continue;
         }
@@ -167,115 +193,85 @@ static const char *weights_name(const tq_runner *r)
     }
 }
 
-int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
-                       int32_t *out_tokens, tq_run_stats *st, tq_err *e)
+/* Where every step's logits go: the SHA-256 of the stream, the --logits file (raw
+ * little-endian f32, committed only when the whole run succeeds) and the on_logits callback. */
+typedef struct logit_sink {
+    tq_afile af;
+    int have_file;
+    tq_sha256 *hs;
+    unsigned char *le; /* [vocab * 4] logits as little-endian bytes (big-endian hosts) */
+} logit_sink;
+
+static int sink_open(logit_sink *k, const tq_runner *r, tq_err *e)
 {
-    tq_run_stats local;
-    if (!st)
-        st = &local;
-    memset(st, 0, sizeof *st);
-    if (r->used)
-        return tq_fail(e, TQ_EUSAGE, "a runner decodes once");
-    r->used = 1;
-    if (n_prompt == 0)
-        return tq_fail(e, TQ_EUSAGE, "the prompt needs at least one token");
-    if (max_tokens == 0)
-        return tq_fail(e, TQ_EUSAGE, "max_tokens must be at least 1");
-    uint64_t need = n_prompt + max_tokens - 1;
-    r->ctx = r->o.ctx ? r->o.ctx : need;
-    if (r->ctx < need)
-        return tq_fail(e, TQ_EUSAGE, "context of %llu tokens is too small for %zu prompt + %zu generated tokens",
-                       (unsigned long long)r->ctx, n_prompt, max_tokens);
-    if (alloc_state(r, e) != 0)
-        return -1;
-    tq_afile af = {.fd = -1}; /* --logits: [max_tokens][vocab] f32, little-endian */
-    int have_file = 0;
+    memset(k, 0, sizeof *k);
+    k->af.fd = -1;
     if (r->o.logits_path) {
-        if (tq_afile_open(&af, r->o.logits_path, 0, e) != 0)
+        if (tq_afile_open(&k->af, r->o.logits_path, 0, e) != 0)
             return -1;
-        have_file = 1;
+        k->have_file = 1;
     }
-    tq_sha256 *hs = tq_sha256_new();
-    if (!hs) {
-        if (have_file)
-            tq_afile_abort(&af);
+    if (!(k->hs = tq_sha256_new())) {
+        if (k->have_file)
+            tq_afile_abort(&k->af);
+        k->have_file = 0;
         return tq_fail(e, TQ_ENOMEM, "cannot create a SHA-256 context");
     }
+    return 0;
+}
+
+static int sink_emit(logit_sink *k, tq_runner *r, uint64_t step, tq_err *e)
+{
     const uint64_t V = r->c.vocab;
-    unsigned char *le = NULL; /* [vocab * 4] logits as little-endian bytes (big-endian hosts) */
-    int rc = -1;
-    double t0 = tq_now();
-    /* pos: the position tok is fed at; step: generated tokens so far. The prompt's tokens
-     * go in one by one; the logits after the last of them choose generated token 0. */
-    uint64_t pos = 0, step = 0;
-    int32_t tok = prompt[0];
-    for (;;) {
-        if (rt_forward(r, tok, pos, e) != 0)
-            goto out;
-        st->forward_passes++;
-        pos++;
-        if (pos < n_prompt) {
-            tok = prompt[pos];
-            continue;
-        }
-        /* a NaN anywhere upstream (a weight, a config value) ends as a NaN logit: greedy
-         * decoding would pick garbage without a word */
-        size_t bad;
-        const char *what;
-        if (!r->o.allow_nonfinite && tq_find_nonfinite(TQ_DT_F32, r->logits, V, &bad, &what)) {
-            tq_fail(e, TQ_EDATA, "step %llu: logit %zu is %s: the model holds non-finite weights or values "
-                    "(--allow-nonfinite decodes anyway)", (unsigned long long)step, bad, what);
-            goto out;
-        }
-        /* logits stream: raw little-endian f32 */
-        const void *bytes = r->logits;
+    /* a NaN anywhere upstream (a weight, a config value) ends as a NaN logit: greedy
+     * decoding would pick garbage without a word */
+    size_t bad;
+    const char *what;
+    if (!r->o.allow_nonfinite && tq_find_nonfinite(TQ_DT_F32, r->logits, V, &bad, &what))
+        return tq_fail(e, TQ_EDATA, "step %llu: logit %zu is %s: the model holds non-finite weights or values "
+                       "(--allow-nonfinite decodes anyway)", (unsigned long long)step, bad, what);
+    const void *bytes = r->logits;
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-        if (!le && !(le = tq_malloc(V * 4, e)))
-            goto out;
-        for (uint64_t i = 0; i < V; i++) {
-            uint32_t u;
-            memcpy(&u, &r->logits[i], 4);
-            u = __builtin_bswap32(u);
-            memcpy(le + 4 * i, &u, 4);
-        }
-        bytes = le;
+    if (!k->le && !(k->le = tq_malloc(V * 4, e)))
+        return -1;
+    for (uint64_t i = 0; i < V; i++) {
+        uint32_t u;
+        memcpy(&u, &r->logits[i], 4);
+        u = __builtin_bswap32(u);
+        memcpy(k->le + 4 * i, &u, 4);
+    }
+    bytes = k->le;
 #endif
-        tq_sha256_update(hs, bytes, V * 4);
-        if (have_file && tq_write_full(af.fd, bytes, V * 4, af.tmp_path, e) != 0)
-            goto out;
-        if (r->o.on_logits && r->o.on_logits(r->o.user, step, r->logits, V) != 0) {
-            tq_fail(e, TQ_EUSAGE, "decoding stopped by the caller at step %llu", (unsigned long long)step);
-            goto out;
-        }
-        tok = argmax(r->logits, V);
-        out_tokens[step] = tok;
-        if (r->o.on_token && r->o.on_token(r->o.user, step, tok) != 0) {
-            tq_fail(e, TQ_EIO, "decoding stopped by the caller at step %llu", (unsigned long long)step);
-            goto out;
-        }
-        if (step < r->o.n_force && r->o.force_tokens)
-            tok = r->o.force_tokens[step];
-        step++;
-        if (step == max_tokens)
-            break;
+    tq_sha256_update(k->hs, bytes, V * 4);
+    if (k->have_file && tq_write_full(k->af.fd, bytes, V * 4, k->af.tmp_path, e) != 0)
+        return -1;
+    if (r->o.on_logits && r->o.on_logits(r->o.user, step, r->logits, V) != 0)
+        return tq_fail(e, TQ_EUSAGE, "decoding stopped by the caller at step %llu", (unsigned long long)step);
+    return 0;
+}
+
+/* ok: commit the file; otherwise drop it. The digest goes to sha256 either way. */
+static int sink_close(logit_sink *k, int ok, unsigned char sha256[32], tq_err *e)
+{
+    int rc = ok ? 0 : -1;
+    if (k->hs)
+        tq_sha256_final(k->hs, sha256);
+    free(k->le);
+    if (k->have_file) {
+        if (ok)
+            rc = tq_afile_commit(&k->af, e);
+        else
+            tq_afile_abort(&k->af);
     }
-    st->decode_s = tq_now() - t0;
-    if (have_file) {
-        have_file = 0;
-        if (tq_afile_commit(&af, e) != 0)
-            goto out;
-    }
-    rc = 0;
-out:
-    tq_sha256_final(hs, st->logits_sha256);
-    free(le);
-    if (have_file)
-        tq_afile_abort(&af);
+    return rc;
+}
+
+/* Fills what every run reports: names, sizes, expert cache and memory. */
+static void fill_stats(const tq_runner *r, tq_run_stats *st)
+{
     snprintf(st->arch, sizeof st->arch, "%s", r->c.arch_name);
     snprintf(st->weights, sizeof st->weights, "%s", weights_name(r));
-    st->vocab = V;
-    st->prompt_tokens = n_prompt;
-    st->generated_tokens = step;
+    st->vocab = r->c.vocab;
     st->load_s = r->load_s;
     st->tokens_per_s = st->decode_s > 0 ? (double)st->forward_passes / st->decode_s : 0;
     st->resident_bytes = rt_store_bytes(r->store) + r->resident_extra;
@@ -295,6 +291,144 @@ out:
     st->hit_rate = acc ? (double)st->expert_hits / (double)acc : 0;
     st->bytes_per_token = st->forward_passes ? st->bytes_read / st->forward_passes : 0;
     st->peak_rss = tq_peak_rss();
+}
+
+int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
+                       int32_t *out_tokens, tq_run_stats *st, tq_err *e)
+{
+    tq_run_stats local;
+    if (!st)
+        st = &local;
+    memset(st, 0, sizeof *st);
+    if (r->used)
+        return tq_fail(e, TQ_EUSAGE, "a runner decodes once");
+    r->used = 1;
+    if (n_prompt == 0)
+        return tq_fail(e, TQ_EUSAGE, "the prompt needs at least one token");
+    if (max_tokens == 0)
+        return tq_fail(e, TQ_EUSAGE, "max_tokens must be at least 1");
+    uint64_t need = n_prompt + max_tokens - 1;
+    r->ctx = r->o.ctx ? r->o.ctx : need;
+    if (r->ctx < need)
+        return tq_fail(e, TQ_EUSAGE, "context of %llu tokens is too small for %zu prompt + %zu generated tokens",
+                       (unsigned long long)r->ctx, n_prompt, max_tokens);
+    logit_sink sink;
+    if (alloc_state(r, e) != 0 || sink_open(&sink, r, e) != 0)
+        return -1;
+    const uint64_t V = r->c.vocab;
+    int ok = 0;
+    double t0 = tq_now();
+    /* pos: the position tok is fed at; step: generated tokens so far. The prompt's tokens
+     * go in one by one; the logits after the last of them choose generated token 0. */
+    uint64_t pos = 0, step = 0;
+    int32_t tok = prompt[0];
+    for (;;) {
+        if (rt_forward(r, tok, pos, e) != 0)
+            goto out;
+        st->forward_passes++;
+        pos++;
+        if (pos < n_prompt) {
+            tok = prompt[pos];
+            continue;
+        }
+        if (sink_emit(&sink, r, step, e) != 0)
+            goto out;
+        tok = argmax(r->logits, V);
+        out_tokens[step] = tok;
+        if (r->o.on_token && r->o.on_token(r->o.user, step, tok) != 0) {
+            tq_fail(e, TQ_EIO, "decoding stopped by the caller at step %llu", (unsigned long long)step);
+            goto out;
+        }
+        if (step < r->o.n_force && r->o.force_tokens)
+            tok = r->o.force_tokens[step];
+        step++;
+        if (step == max_tokens)
+            break;
+    }
+    st->decode_s = tq_now() - t0;
+    ok = 1;
+out:;
+    int rc = sink_close(&sink, ok, st->logits_sha256, e);
+    st->prompt_tokens = n_prompt;
+    st->generated_tokens = step;
+    fill_stats(r, st);
+    return rc;
+}
+
+int tq_runner_eval(tq_runner *r, const int32_t *ids, size_t n, uint64_t window, uint64_t stride,
+                   tq_run_eval *ev, tq_run_stats *st, tq_err *e)
+{
+    tq_run_stats local;
+    if (!st)
+        st = &local;
+    memset(st, 0, sizeof *st);
+    memset(ev, 0, sizeof *ev);
+    if (r->used)
+        return tq_fail(e, TQ_EUSAGE, "a runner decodes once");
+    r->used = 1;
+    const uint64_t V = r->c.vocab;
+    if (n < 2)
+        return tq_fail(e, TQ_EDATA, "the evaluation text needs at least 2 tokens (it has %zu)", n);
+    if (window < 2 || stride < 1 || stride > window - 1)
+        return tq_fail(e, TQ_EUSAGE, "window %llu and stride %llu: the window needs 2 tokens or more and "
+                       "the stride 1 to window - 1", (unsigned long long)window, (unsigned long long)stride);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint64_t)ids[i] >= V)
+            return tq_fail(e, TQ_EDATA, "token %zu: id %ld is outside the vocabulary [0, %llu)", i, (long)ids[i],
+                           (unsigned long long)V);
+    r->ctx = window < n ? window : n;
+    logit_sink sink;
+    if (alloc_state(r, e) != 0 || sink_open(&sink, r, e) != 0)
+        return -1;
+    ev->tokens = n;
+    ev->window = window;
+    ev->stride = stride;
+    int ok = 0;
+    double t0 = tq_now(), nll = 0;
+    /* Windows start every stride tokens; each scores only the targets no earlier window
+     * scored, so every target but the first token is scored once, with at least
+     * window - stride tokens of context once the first window is past. */
+    uint64_t scored_to = 1; /* targets [1, scored_to) are scored */
+    for (uint64_t b = 0;; b += stride) {
+        uint64_t end = b + window < n ? b + window : n;
+        reset_state(r);
+        for (uint64_t p = b; p + 1 < end; p++) {
+            if (rt_forward(r, ids[p], p - b, e) != 0)
+                goto out;
+            st->forward_passes++;
+            uint64_t t = p + 1; /* the target these logits predict */
+            if (t < scored_to)
+                continue;
+            if (sink_emit(&sink, r, ev->scored, e) != 0)
+                goto out;
+            const float *lg = r->logits;
+            double m = lg[0], z = 0;
+            for (uint64_t i = 1; i < V; i++)
+                m = lg[i] > m ? lg[i] : m;
+            for (uint64_t i = 0; i < V; i++)
+                z += exp((double)lg[i] - m);
+            double l = log(z) + m - (double)lg[ids[t]];
+            if (!isfinite(l)) {
+                tq_fail(e, TQ_EDATA, "target %llu: non-finite logits", (unsigned long long)t);
+                goto out;
+            }
+            nll += l;
+            ev->top1 += argmax(lg, V) == ids[t];
+            ev->scored++;
+        }
+        scored_to = end;
+        if (end == n)
+            break;
+    }
+    st->decode_s = tq_now() - t0;
+    ev->mean_nll = nll / (double)ev->scored;
+    ev->perplexity = exp(ev->mean_nll);
+    ev->top1_rate = (double)ev->top1 / (double)ev->scored;
+    ok = 1;
+out:;
+    int rc = sink_close(&sink, ok, st->logits_sha256, e);
+    st->prompt_tokens = n;
+    fill_stats(r, st);
     return rc;
 }
 

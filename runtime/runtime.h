@@ -80,6 +80,24 @@ int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, siz
                        int32_t *out_tokens, tq_run_stats *st, tq_err *e);
 void tq_runner_close(tq_runner *r);
 
+/* Perplexity of a token sequence, teacher-forced with a sliding window: windows of `window`
+ * tokens start every `stride` tokens (1 <= stride < window), each from an empty state, and
+ * each scores only the next-token predictions no earlier window scored, so every token but
+ * the first is scored exactly once. The scored steps' logits go to o.logits_path /
+ * on_logits as generate's do (steps x vocab), so two models' files compare with
+ * tq_run_logits_compare. Sums run in double in token order: thread-count independent. */
+typedef struct tq_run_eval {
+    uint64_t tokens;       /* ids in the sequence */
+    uint64_t scored;       /* predictions scored: tokens - 1 */
+    uint64_t window, stride;
+    uint64_t top1;         /* predictions whose argmax was the next token */
+    double top1_rate;
+    double mean_nll;       /* mean negative log-likelihood, nats per scored token */
+    double perplexity;     /* exp(mean_nll) */
+} tq_run_eval;
+int tq_runner_eval(tq_runner *r, const int32_t *ids, size_t n, uint64_t window, uint64_t stride,
+                   tq_run_eval *ev, tq_run_stats *st, tq_err *e);
+
 /* Open + generate + close: the golden decode tq-verify compares. out_tokens holds
  * max_tokens ids; sha256 is the SHA-256 of the raw f32 logits stream (what --logits writes). */
 int tq_run_validate(const char *model_dir, const int32_t *prompt, size_t n_prompt,
