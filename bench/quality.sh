@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Quantization quality on the trained test models (testdata/models: qwen3-tiny, qwen3-moe-tiny;
+# trained weights, not synthetic): for bf16 and for tq-convert at 2, 3 and 4 bits (group 64,
+# --scale rms and lsq) and MLX affine 4 and 8 bits, the held-out perplexity (tq-run --eval,
+# window 128 = the training context, stride 64), mean KL(bf16 || quantized) and top-1 agreement
+# with bf16 over every scored token (tq-run --compare-logits), the bits per quantized weight
+# and tq-convert's relative MSE of the quantized tensors. Prints one markdown table per model.
+# With TQ_GGML_SRC=a ggml checkout, also llama.cpp's K-quants Q2_K, Q3_K and Q4_K on the same
+# tensors (ggml's reference quantizers, what llama-quantize runs without an importance matrix;
+# bench/kquant/kquant.py, needs Debian python3-numpy), dequantized to f32 and decoded by the same
+# tq-run: rows whose length is not a multiple of 256 cannot take K-quants, so that is done on
+# models whose quantized tensors all allow it (qwen3-tiny; qwen3-moe-tiny's experts are 128 wide).
+# TQ_QUALITY_MODELS (default "qwen3-tiny qwen3-moe-tiny"), TQ_QUALITY_BYTES (default all of
+# the evaluation text) to measure on its first N bytes, TQ_QUALITY_CONFIGS to pick rows by
+# name (a regex).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+bench_needs quality tq-convert tq-run
+W=128 S=64 V=2048
+jget1() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+D=$TQ_BENCH_DIR/quality
+rm -rf "$D" && mkdir -p "$D"
+EVAL=$D/eval.txt
+if [ -n "${TQ_QUALITY_BYTES:-}" ]; then
+  head -c "$TQ_QUALITY_BYTES" "$ROOT/testdata/models/eval/python-doc-eval.txt" > "$EVAL"
+else
+  cp "$ROOT/testdata/models/eval/python-doc-eval.txt" "$EVAL"
+fi
+CONFIGS=(
+  "tq-2-rms:--bits 2 --scale rms" "tq-2-lsq:--bits 2 --scale lsq"
+  "tq-3-rms:--bits 3 --scale rms" "tq-3-lsq:--bits 3 --scale lsq"
+  "tq-4-rms:--bits 4 --scale rms" "tq-4-lsq:--bits 4 --scale lsq"
+  "affine-4:--method affine --bits 4 --embed keep" "affine-8:--method affine --bits 8 --embed keep"
+)
+LIBQ=
+if [ -n "${TQ_GGML_SRC:-}" ]; then
+  LIBQ=$D/libggml-quants.so
+  cc -O2 -fPIC -shared -w -I"$TQ_GGML_SRC/include" -I"$TQ_GGML_SRC/src" -I"$TQ_GGML_SRC/src/ggml-cpu" \
+    -o "$LIBQ" "$TQ_GGML_SRC/src/ggml-quants.c" "$ROOT/bench/kquant/ggml_stubs.c" -lm
+  echo "quality: ggml K-quants from $TQ_GGML_SRC ($(git -C "$TQ_GGML_SRC" rev-parse --short HEAD 2>/dev/null || echo 'not a git checkout'))"
+fi
+# row NAME BITS/WEIGHT REL_MSE MODEL_DIR: the eval, KL and top-1 of one quantized model
+row() {
+  local name=$1 bpw=$2 mse=$3 Q=$4
+  "$BIN/tq-run" "$Q" --eval "$EVAL" --window $W --stride $S --logits "$Q.f32" --json > "$Q.eval.json"
+  "$BIN/tq-run" --compare-logits "$D/$m-ref.f32" "$Q.f32" --vocab $V --json > "$Q.cmp.json"
+  local ppl
+  ppl=$(jget "$Q.eval.json" perplexity)
+  printf '| %s | %.3f | %s | %.3f | %+.2f%% | %.5f | %.4f |\n' "$name" "$bpw" \
+    "$( [ -n "$mse" ] && printf %.5f "$mse" || echo n/a)" "$ppl" "$(echo "$ppl $ref" | awk '{print 100 * ($1 / $2 - 1)}')" \
+    "$(jget "$Q.cmp.json" mean_kl)" "$(jget "$Q.cmp.json" top1_rate)"
+  rm -f "$Q.f32"
+}
+echo "quality: tq at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo " (with uncommitted changes)"), eval text $(wc -c < "$EVAL") bytes, window $W, stride $S; load $(cut -d' ' -f1 /proc/loadavg)"
+for m in ${TQ_QUALITY_MODELS:-qwen3-tiny qwen3-moe-tiny}; do
+  M=$ROOT/testdata/models/$m
+  "$BIN/tq-run" "$M" --eval "$EVAL" --window $W --stride $S --logits "$D/$m-ref.f32" --json > "$D/$m-ref.json"
+  ref=$(jget "$D/$m-ref.json" perplexity)
+  echo
+  echo "### $m: $(jget "$D/$m-ref.json" scored) tokens scored, bf16 perplexity $(printf %.3f "$ref") (top-1 $(printf %.4f "$(jget "$D/$m-ref.json" top1_rate)"))"
+  echo
+  echo "| weights | bits/weight (quantized tensors) | rel. MSE (quantized tensors) | perplexity | vs bf16 | mean KL (nats/token) | top-1 agreement with bf16 |"
+  echo "|---|---|---|---|---|---|---|"
+  for c in "${CONFIGS[@]}"; do
+    name=${c%%:*} args=${c#*:}
+    [[ $name =~ ${TQ_QUALITY_CONFIGS:-.} ]] || continue
+    Q=$D/$m-$name
+    # shellcheck disable=SC2086
+    "$BIN/tq-convert" $args --json --quiet "$M" "$Q" > "$Q.convert.json"
+    row "$name" "$(jget "$Q.convert.json" bits_per_weight_quantized)" "$(jget "$Q.convert.json" rel_mse)" "$Q"
+  done
+  if [ -n "$LIBQ" ] && [ "$m" = qwen3-tiny ]; then
+    # the tensors tq-convert quantizes, by their source names
+    names=$("$BIN/tq-convert" --json --quiet --bits 4 "$M" "$D/$m-names" | python3 -c "
+import json, sys
+print(' '.join(t['source'] for t in json.load(sys.stdin)['tensors'] if t.get('quantized')))")
+    for t in q2_K q3_K q4_K; do
+      [[ kquant-$t =~ ${TQ_QUALITY_CONFIGS:-.} ]] || continue
+      Q=$D/$m-kquant-$t
+      # shellcheck disable=SC2086
+      /usr/bin/python3 "$ROOT/bench/kquant/kquant.py" "$LIBQ" $t "$M" "$Q" $names > "$Q.json"
+      row "llama.cpp ${t^^} (pure)" "$(jget1 "$Q.json" bits_per_weight)" "$(jget1 "$Q.json" rel_mse)" "$Q"
+    done
+  fi
+  rm -f "$D/$m-ref.f32"
+done
