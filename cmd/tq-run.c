@@ -168,6 +168,18 @@ static int compare(const char *a, const char *b, uint64_t vocab, int json)
     return 0;
 }
 
+/* --logits against the inputs other than the model (checked when it is opened): the prompt
+ * or evaluation file and the tokenizer directory. 0 when it is none of them, else the exit
+ * status (the message printed). */
+static int logits_vs_inputs(const char *logits, const char *file, const char *tok_dir)
+{
+    tq_err err = {0};
+    if (logits && ((file && tq_check_out_in(logits, file, &err) != 0) ||
+                   (tok_dir && tq_check_out_in(logits, tok_dir, &err) != 0)))
+        return tq_cli_fail(&err);
+    return 0;
+}
+
 /* --eval / --eval-ids: the file's tokens (text through the tokenizer, or comma-separated ids),
  * then the sliding-window perplexity report. */
 static int evaluate(const char *model, tq_run_opts *o, const char *path, int is_ids, const char *tok_dir,
@@ -348,6 +360,8 @@ int main(int argc, char **argv)
             window = 512;
         if (stride >= window)
             return tq_cli_usage_error("--stride must be below --window (%llu)", (unsigned long long)window);
+        if ((rc = logits_vs_inputs(o.logits_path, eval_text ? eval_text : eval_ids, tok_dir)) != 0)
+            return rc;
         return evaluate(cli.args[0], &o, eval_text ? eval_text : eval_ids, !eval_text, tok_dir, window, stride,
                         json);
     }
@@ -359,12 +373,8 @@ int main(int argc, char **argv)
                                       : "missing --tokens ID,ID,... or --prompt TEXT");
     if (add_special && tokens.v)
         return tq_cli_usage_error("--add-special goes with --prompt or --prompt-file");
-    if (o.logits_path) { /* the model is checked when it is opened; these are the other inputs */
-        tq_err err = {0};
-        if ((prompt_file && tq_check_out_in(o.logits_path, prompt_file, &err) != 0) ||
-            (tok_dir && tq_check_out_in(o.logits_path, tok_dir, &err) != 0))
-            return tq_cli_fail(&err);
-    }
+    if ((rc = logits_vs_inputs(o.logits_path, prompt_file, tok_dir)) != 0)
+        return rc;
     const char *model = cli.args[0];
     const int32_t *prompt = tokens.v;
     size_t n_prompt = tokens.n;

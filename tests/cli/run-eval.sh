@@ -82,6 +82,9 @@ expect_msg 2 "--stride must be below --window" tq-run m --eval-ids ids.txt --win
 expect_msg 2 "go with --eval" tq-run m --tokens 1 --window 4
 expect_msg 2 "one at a time" tq-run m --eval text.txt --eval-ids ids.txt
 expect_msg 2 "--eval takes no" tq-run m --eval text.txt --tokens 1
+cp text.txt text.keep
+expect_msg 2 "text.txt" tq-run m --eval text.txt --logits text.txt
+cmp text.txt text.keep || fail "--logits over the --eval file changed it"
 [ ! -e e2.f32 ] || fail "stray output"
 expect_msg 1 "outside the vocabulary" tq-run m --eval-ids big.txt --logits e2.f32
 [ -z "$(ls | grep e2.f32)" ] || fail "a failed --eval left a logits file: $(ls)"
