@@ -36,7 +36,7 @@ LDFLAGS += -pthread $(EXTRA_LDFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm
 
 # The library: the toolbox, the formats, the kernels and one folder per pipeline.
-LIBDIRS  := common formats quant quant/convert layout/split layout/rows verify runtime tokenizer
+LIBDIRS  := common formats quant quant/convert layout/split layout/rows verify runtime runtime/metal tokenizer
 LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIBDIRS))))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB      := $(BUILD)/libtq.a

@@ -1,0 +1,123 @@
+/* runtime/metal/abi_internal.h — what the kernels and the host code that dispatches them
+ * agree on: threadgroup size, dtype codes, the argument block of every kernel and the table of
+ * kernels with their buffer slots. Included by kernels.metal (Metal and C) and by the host C
+ * and Objective-C code, so one definition serves the GPU and the shim. Every argument field is
+ * 32 bits wide, so the blocks have the same layout in both languages. */
+#ifndef TQ_RTM_ABI_INTERNAL_H
+#define TQ_RTM_ABI_INTERNAL_H
+
+#ifndef __METAL_VERSION__
+typedef unsigned int uint;
+#endif
+
+/* Threads per threadgroup of every kernel (a multiple of the simd width 32), and the lanes of
+ * one matrix row in the matvec kernels: RTM_MV_ROWS rows per threadgroup. */
+#define RTM_TG 256u
+#define RTM_SIMD 32u
+#define RTM_MV_LANES 8u
+#define RTM_MV_ROWS (RTM_TG / RTM_MV_LANES)
+/* Most experts a route chooses (forward.c keeps ids[64]). */
+#define RTM_MAX_TOPK 64u
+#define RTM_MAX_GROUPS 64u
+
+/* Element types of weight parts (tq_dtype F32 / F16 / BF16). */
+#define RTM_F32 0u
+#define RTM_F16 1u
+#define RTM_BF16 2u
+
+/* y[rows] = W x (+ bias): dense rows, TurboQuant rows (x already rotated), MLX affine rows
+ * (gsum = per-group sums of x). */
+typedef struct rtm_mv_args {
+    uint rows, cols;
+    uint wdt;            /* dense weight type */
+    uint bits, group, ngroups, wpr;
+    uint sdt, zdt, cdt;  /* scales, affine biases, TurboQuant codebook types */
+    uint has_bias, biasdt;
+} rtm_mv_args;
+
+/* gsum[g] = Σ x[g·group .. (g+1)·group), in order */
+typedef struct rtm_gsum_args {
+    uint ngroups, group;
+} rtm_gsum_args;
+
+/* out = blockwise Hadamard(x ⊙ signs): one threadgroup per block of b = m·N */
+typedef struct rtm_had_args {
+    uint cols, m, N, gdt;
+    float s;             /* f32(1 / sqrt(b)) */
+} rtm_had_args;
+
+/* out[v][i] = w[i]·(x[v][i]·inv_v) for count vectors of n, one threadgroup each */
+typedef struct rtm_rms_args {
+    uint n, has_w;
+    float eps;
+} rtm_rms_args;
+
+/* rotate `dim` leading dims of count vectors spaced `stride` floats apart, starting at `off` */
+typedef struct rtm_rope_args {
+    uint count, stride, off, dim, interleaved;
+} rtm_rope_args;
+
+/* one query position, one threadgroup per head */
+typedef struct rtm_att_args {
+    uint hd, kvd, group, t0, pos, att_stride, has_sinks;
+    float scale;
+} rtm_att_args;
+
+/* in place softmax of count rows of n floats spaced `stride` apart */
+typedef struct rtm_softmax_args {
+    uint n, stride;
+} rtm_softmax_args;
+
+/* Routing modes (enum rt_route). */
+#define RTM_ROUTE_SOFTMAX 0u
+#define RTM_ROUTE_TOPK_SOFTMAX 1u
+#define RTM_ROUTE_SIGMOID_GROUP 2u
+typedef struct rtm_route_args {
+    uint E, K, mode, norm_topk, n_group, topk_group, has_bias;
+    float route_scale;
+} rtm_route_args;
+
+/* g[i] = act(g[i], u[i]) */
+typedef struct rtm_act_args {
+    uint n, clamped;
+    float alpha, limit;
+} rtm_act_args;
+
+/* y[i] += a·x[i] (a from the block, or sigmoid(sa[0]) when a_sigmoid) */
+typedef struct rtm_axpy_args {
+    uint n, a_sigmoid;
+    float a;
+} rtm_axpy_args;
+
+/* y[i] *= sigmoid(g[i]) (kind 0) or silu(g[i]) (kind 1); y[i] = 0 (kind 2) */
+typedef struct rtm_gate_args {
+    uint n, kind;
+} rtm_gate_args;
+
+/* dst[b·len + i] = src[b·stride + off + i] for b < blocks, i < len */
+typedef struct rtm_gather_args {
+    uint blocks, len, stride, off;
+} rtm_gather_args;
+
+/* The kernels: X(name, buffer slots including the argument block, which is the last slot). */
+#define RTM_KERNELS(X)      \
+    X(mv_dense, 5)          \
+    X(mv_tq, 7)             \
+    X(mv_affine, 8)         \
+    X(group_sums, 3)        \
+    X(hadamard, 5)          \
+    X(rmsnorm, 4)           \
+    X(rope, 4)              \
+    X(attention, 7)         \
+    X(softmax, 2)           \
+    X(route, 6)             \
+    X(act, 3)               \
+    X(axpy, 4)              \
+    X(gate, 3)              \
+    X(gather, 3)            \
+    X(unary, 3)
+
+#define RTM_KERNEL_ENUM_(name, nbuf) RTM_K_##name,
+enum rtm_kernel_id { RTM_KERNELS(RTM_KERNEL_ENUM_) RTM_K_COUNT };
+
+#endif

@@ -1,0 +1,467 @@
+/* runtime/metal/backend.c — the decoder's operations on a device (rtm_internal.h): which
+ * kernels each operation queues, with which buffers, argument blocks and threadgroup counts.
+ * Written once for the Metal device and the shim, so what make check runs here is what the
+ * GPU is asked to do.
+ *
+ * Memory: pointers the kernels write must come from rtm_be_alloc. A pointer they only read is
+ * found in this registry (alloc'd memory, or a region wrapped earlier), else in a stable
+ * host region the caller's region function knows (the store's tensors: wrapped once, then
+ * registered), else it is staged: copied now, as the bytes are at this call (expert blocks
+ * read into the cache, norm weights, this position's rotary table). */
+#include "runtime/metal/rtm_internal.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rtm_region {
+    const char *base;
+    uint64_t n;
+    void *h;
+    int alloc; /* made by rtm_be_alloc (kernels may write it) */
+} rtm_region;
+
+struct rtm_be {
+    rtm_dev *dev;
+    rtm_region_fn region;
+    void *user;
+    rtm_region *reg; /* sorted by base, disjoint */
+    size_t nreg, capreg;
+    float *dummy;    /* bound to unused slots */
+    /* scratch: rotated activation and butterflies [cols], per-group sums [ngroups] */
+    float *xr, *tmp, *gsum;
+    uint64_t cap_x, cap_t, cap_g;
+    /* routing: scratch [2E + groups], ids [K] (u32), weights [K] */
+    float *rs, *rw;
+    uint32_t *rid;
+    uint64_t cap_rs;
+};
+
+/* ------------------------------------------------------------ the registry */
+
+/* Index of the region whose base is the largest not above p, or -1. */
+static long reg_find(const rtm_be *b, const void *p)
+{
+    size_t lo = 0, hi = b->nreg;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->reg[mid].base <= (const char *)p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (long)lo - 1;
+}
+
+static int reg_add(rtm_be *b, const void *base, uint64_t n, void *h, int alloc, tq_err *e)
+{
+    if (b->nreg == b->capreg) {
+        size_t cap = b->capreg ? 2 * b->capreg : 64;
+        rtm_region *nr = realloc(b->reg, cap * sizeof *nr);
+        if (!nr)
+            return tq_fail(e, TQ_ENOMEM, "out of memory (device region table)");
+        b->reg = nr;
+        b->capreg = cap;
+    }
+    size_t at = (size_t)(reg_find(b, base) + 1);
+    memmove(b->reg + at + 1, b->reg + at, (b->nreg - at) * sizeof *b->reg);
+    b->reg[at] = (rtm_region){base, n, h, alloc};
+    b->nreg++;
+    return 0;
+}
+
+/* The slot for [p, p + n): see the file comment. write: the kernel writes it. */
+static int bind(rtm_be *b, const void *p, uint64_t n, int write, rtm_bind *out, tq_err *e)
+{
+    if (!p)
+        p = b->dummy, n = 0;
+    long i = reg_find(b, p);
+    if (i >= 0) {
+        const rtm_region *r = &b->reg[i];
+        uint64_t off = (uint64_t)((const char *)p - r->base);
+        if (off <= r->n && n <= r->n - off) {
+            if (write && !r->alloc)
+                return tq_fail(e, TQ_EUSAGE, "GPU backend: a kernel would write read-only memory");
+            *out = (rtm_bind){r->h, off};
+            return 0;
+        }
+    }
+    if (write)
+        return tq_fail(e, TQ_EUSAGE, "GPU backend: a kernel would write memory it was not given");
+    const void *base;
+    uint64_t bn;
+    if (b->region && b->region(b->user, p, &base, &bn) == 1 && (const char *)p >= (const char *)base &&
+        (uint64_t)((const char *)p - (const char *)base) <= bn && n <= bn - (uint64_t)((const char *)p - (const char *)base)) {
+        void *h;
+        if (b->dev->wrap(b->dev, base, bn, &h, e) != 0)
+            return -1;
+        if (reg_add(b, base, bn, h, 0, e) != 0) {
+            b->dev->release(b->dev, h);
+            return -1;
+        }
+        *out = (rtm_bind){h, (uint64_t)((const char *)p - (const char *)base)};
+        return 0;
+    }
+    return b->dev->stage(b->dev, p, n, out, e);
+}
+
+void *rtm_be_alloc(rtm_be *b, uint64_t n, tq_err *e)
+{
+    void *h, *host;
+    if (b->dev->alloc(b->dev, n ? n : 4, &h, &host, e) != 0)
+        return NULL;
+    if (reg_add(b, host, n ? n : 4, h, 1, e) != 0) {
+        b->dev->release(b->dev, h);
+        return NULL;
+    }
+    return host;
+}
+
+void rtm_be_free(rtm_be *b, void *p)
+{
+    if (!b || !p)
+        return;
+    long i = reg_find(b, p);
+    if (i < 0 || b->reg[i].base != (const char *)p || !b->reg[i].alloc)
+        return;
+    b->dev->release(b->dev, b->reg[i].h);
+    memmove(b->reg + i, b->reg + i + 1, (b->nreg - (size_t)i - 1) * sizeof *b->reg);
+    b->nreg--;
+}
+
+int rtm_be_sync(rtm_be *b, tq_err *e)
+{
+    return b->dev->sync(b->dev, e);
+}
+
+rtm_dev *rtm_be_dev(rtm_be *b)
+{
+    return b->dev;
+}
+
+int rtm_be_open(rtm_be **out, rtm_dev *dev, rtm_region_fn region, void *user, tq_err *e)
+{
+    *out = NULL;
+    rtm_be *b = tq_calloc(1, sizeof *b, e);
+    if (!b) {
+        dev->close(dev);
+        return -1;
+    }
+    b->dev = dev;
+    b->region = region;
+    b->user = user;
+    if (!(b->dummy = rtm_be_alloc(b, 16, e))) {
+        rtm_be_close(b);
+        return -1;
+    }
+    *out = b;
+    return 0;
+}
+
+void rtm_be_close(rtm_be *b)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; i < b->nreg; i++)
+        b->dev->release(b->dev, b->reg[i].h);
+    free(b->reg);
+    b->dev->close(b->dev);
+    free(b);
+}
+
+/* Scratch of at least n floats in *p (capacity *cap). Growing first runs the queue, since
+ * queued kernels may still use the old buffer. */
+static int scratch(rtm_be *b, float **p, uint64_t *cap, uint64_t n, tq_err *e)
+{
+    if (*p && *cap >= n)
+        return 0;
+    if (*p) {
+        if (rtm_be_sync(b, e) != 0)
+            return -1;
+        rtm_be_free(b, *p);
+        *p = NULL;
+    }
+    uint64_t bytes;
+    if (tq_mul_u64(n ? n : 1, 4, &bytes) || !(*p = rtm_be_alloc(b, bytes, e)))
+        return -1;
+    *cap = n;
+    return 0;
+}
+
+/* ------------------------------------------------------------ dispatch helpers */
+#define MAX_SLOTS 8
+
+typedef struct slot_in {
+    const void *p;
+    uint64_t n;
+    int write;
+} slot_in;
+
+static int run(rtm_be *b, int k, const slot_in *s, int ns, const void *args, uint32_t args_n, uint64_t groups,
+               tq_err *e)
+{
+    rtm_bind bd[MAX_SLOTS];
+    if (groups == 0)
+        return 0;
+    if (groups > UINT32_MAX)
+        return tq_fail(e, TQ_EUNSUP, "GPU backend: %llu threadgroups exceed one dispatch", (unsigned long long)groups);
+    for (int i = 0; i < ns; i++)
+        if (bind(b, s[i].p, s[i].n, s[i].write, &bd[i], e) != 0)
+            return -1;
+    return b->dev->dispatch(b->dev, k, bd, ns, args, args_n, (uint32_t)groups, e);
+}
+
+static uint64_t groups_for(uint64_t n, uint64_t per)
+{
+    return (n + per - 1) / per;
+}
+
+/* Argument fields are 32-bit: every size must fit. */
+static int fits(uint64_t v, const char *what, tq_err *e)
+{
+    if (v > UINT32_MAX)
+        return tq_fail(e, TQ_EUNSUP, "GPU backend: %s of %llu is beyond 32-bit kernel arguments", what,
+                       (unsigned long long)v);
+    return 0;
+}
+
+static int dt_code(tq_dtype dt, uint *out, tq_err *e)
+{
+    switch (dt) {
+    case TQ_DT_F32: *out = RTM_F32; return 0;
+    case TQ_DT_F16: *out = RTM_F16; return 0;
+    case TQ_DT_BF16: *out = RTM_BF16; return 0;
+    default: return tq_fail(e, TQ_EUNSUP, "GPU backend: weights of type %s", tq_dtype_name(dt));
+    }
+}
+
+/* ------------------------------------------------------------ operations */
+
+/* The argument block of a matvec, with the output bias's byte count. */
+static int mv_args(const rt_linear *l, rtm_mv_args *a, uint64_t *bias_n, tq_err *e)
+{
+    memset(a, 0, sizeof *a);
+    if (fits(l->rows, "a matrix's rows", e) || fits(l->cols, "a matrix's columns", e) ||
+        fits(l->ngroups, "groups per row", e) || fits(l->wpr, "words per row", e))
+        return -1;
+    a->rows = (uint)l->rows;
+    a->cols = (uint)l->cols;
+    a->has_bias = l->bias != NULL;
+    if (l->bias && dt_code(l->biasdt, &a->biasdt, e))
+        return -1;
+    *bias_n = l->bias ? l->rows * tq_dtype_size(l->biasdt) : 0;
+    if (l->kind == RT_DENSE)
+        return dt_code(l->wdt, &a->wdt, e);
+    if (l->bits < 1 || l->bits > 8 || l->group == 0 || l->ngroups * l->group != l->cols)
+        return tq_fail(e, TQ_EUNSUP, "GPU backend: %llu-bit rows in groups of %llu", (unsigned long long)l->bits,
+                       (unsigned long long)l->group);
+    a->bits = (uint)l->bits;
+    a->group = (uint)l->group;
+    a->ngroups = (uint)l->ngroups;
+    a->wpr = (uint)l->wpr;
+    if (dt_code(l->sdt, &a->sdt, e))
+        return -1;
+    if (l->kind == RT_AFFINE)
+        return dt_code(l->zdt, &a->zdt, e);
+    return dt_code(l->cdt, &a->cdt, e);
+}
+
+int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_err *e)
+{
+    rtm_mv_args a;
+    uint64_t bias_n, groups = groups_for(l->rows, RTM_MV_ROWS);
+    if (mv_args(l, &a, &bias_n, e))
+        return -1;
+    if (l->kind == RT_DENSE) {
+        slot_in s[] = {{l->w, rt_linear_wbytes(l), 0}, {x, l->cols * 4, 0}, {y, l->rows * 4, 1}, {l->bias, bias_n, 0}};
+        return run(b, RTM_K_mv_dense, s, 4, &a, sizeof a, groups, e);
+    }
+    if (l->kind == RT_AFFINE) {
+        uint64_t sbytes = rt_linear_sbytes(l);
+        if (scratch(b, &b->gsum, &b->cap_g, l->ngroups, e))
+            return -1;
+        rtm_gsum_args ga = {(uint)l->ngroups, (uint)l->group};
+        slot_in sg[] = {{x, l->cols * 4, 0}, {b->gsum, l->ngroups * 4, 1}};
+        if (run(b, RTM_K_group_sums, sg, 2, &ga, sizeof ga, groups_for(l->ngroups, RTM_TG), e))
+            return -1;
+        slot_in s[] = {{l->w, rt_linear_wbytes(l), 0}, {x, l->cols * 4, 0},          {y, l->rows * 4, 1},
+                       {l->scales, sbytes, 0},         {l->biases, sbytes, 0},        {b->gsum, l->ngroups * 4, 0},
+                       {l->bias, bias_n, 0}};
+        return run(b, RTM_K_mv_affine, s, 7, &a, sizeof a, groups, e);
+    }
+    /* TurboQuant: the activation gets the weights' rotation (signs, then block Hadamard) */
+    if (scratch(b, &b->xr, &b->cap_x, l->cols, e) || rtm_be_rotate(b, x, l->signs, l->gdt, l->cols, b->xr, e))
+        return -1;
+    return rtm_be_matvec_rotated(b, l, b->xr, y, e);
+}
+
+int rtm_be_rotate(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols, float *out, tq_err *e)
+{
+    int m;
+    uint64_t N, blk = tq_hadamard_block(cols);
+    if (tq_hadamard_split(blk, &m, &N) != 0)
+        return tq_fail(e, TQ_EDATA, "no Hadamard block for an input axis of %llu", (unsigned long long)cols);
+    if (fits(cols, "a rotated length", e))
+        return -1;
+    rtm_had_args ha = {.cols = (uint)cols, .m = (uint)m, .N = (uint)N, .s = (float)(1.0 / sqrt((double)blk))};
+    if (dt_code(gdt, &ha.gdt, e) || scratch(b, &b->tmp, &b->cap_t, cols, e))
+        return -1;
+    slot_in sh[] = {{x, cols * 4, 0}, {signs, cols * tq_dtype_size(gdt), 0}, {out, cols * 4, 1}, {b->tmp, cols * 4, 1}};
+    return run(b, RTM_K_hadamard, sh, 4, &ha, sizeof ha, cols / blk, e);
+}
+
+int rtm_be_matvec_rotated(rtm_be *b, const rt_linear *l, const float *xr, float *y, tq_err *e)
+{
+    rtm_mv_args a;
+    uint64_t bias_n;
+    if (mv_args(l, &a, &bias_n, e))
+        return -1;
+    if (l->kind != RT_TQ)
+        return tq_fail(e, TQ_EUSAGE, "GPU backend: a rotated product of a matrix that is not TurboQuant");
+    slot_in s[] = {{l->w, rt_linear_wbytes(l), 0},
+                   {xr, l->cols * 4, 0},
+                   {y, l->rows * 4, 1},
+                   {l->scales, rt_linear_sbytes(l), 0},
+                   {l->codebook, ((uint64_t)1 << l->bits) * tq_dtype_size(l->cdt), 0},
+                   {l->bias, bias_n, 0}};
+    return run(b, RTM_K_mv_tq, s, 6, &a, sizeof a, groups_for(l->rows, RTM_MV_ROWS), e);
+}
+
+int rtm_be_rmsnorm(rtm_be *b, float *out, const float *x, const float *w, uint64_t n, uint64_t count, double eps,
+                   tq_err *e)
+{
+    if (fits(n, "a norm's length", e))
+        return -1;
+    rtm_rms_args a = {(uint)n, w != NULL, (float)eps};
+    slot_in s[] = {{x, n * count * 4, 0}, {out, n * count * 4, 1}, {w, w ? n * 4 : 0, 0}};
+    return run(b, RTM_K_rmsnorm, s, 3, &a, sizeof a, count, e);
+}
+
+int rtm_be_rope(rtm_be *b, float *v, uint64_t count, uint64_t stride, uint64_t off, const rt_rope *rp, const float *cs,
+                const float *sn, tq_err *e)
+{
+    if (rp->dim < 2 || count == 0)
+        return 0;
+    if (fits(stride, "a vector stride", e) || fits(off + rp->dim, "a rotary offset", e) ||
+        fits(count * (rp->dim / 2), "rotary pairs", e))
+        return -1;
+    rtm_rope_args a = {(uint)count, (uint)stride, (uint)off, (uint)rp->dim, rp->interleaved != 0};
+    uint64_t span = (count - 1) * stride + off + rp->dim;
+    slot_in s[] = {{v, span * 4, 1}, {cs, rp->dim / 2 * 4, 0}, {sn, rp->dim / 2 * 4, 0}};
+    return run(b, RTM_K_rope, s, 3, &a, sizeof a, groups_for(count * (rp->dim / 2), RTM_TG), e);
+}
+
+int rtm_be_attention(rtm_be *b, const rtm_att *t, tq_err *e)
+{
+    if (fits(t->pos + 1, "a context", e) || fits(t->kvd, "a cache row", e) || fits(t->att_stride, "a score row", e))
+        return -1;
+    rtm_att_args a = {(uint)t->hd, (uint)t->kvd, (uint)t->group, (uint)t->t0, (uint)t->pos, (uint)t->att_stride,
+                      t->sinks != NULL, t->scale};
+    uint64_t cache = (t->pos + 1) * t->kvd * 4;
+    slot_in s[] = {{t->q, t->heads * t->hd * 4, 0},
+                   {t->kc, cache, 0},
+                   {t->vc, cache, 0},
+                   {t->sinks, t->sinks ? t->heads * 4 : 0, 0},
+                   {t->att, t->heads * t->att_stride * 4, 1},
+                   {t->out, t->heads * t->hd * 4, 1}};
+    return run(b, RTM_K_attention, s, 6, &a, sizeof a, t->heads, e);
+}
+
+int rtm_be_softmax(rtm_be *b, float *x, uint64_t n, uint64_t count, uint64_t stride, tq_err *e)
+{
+    if (fits(n, "a softmax length", e) || fits(stride, "a softmax stride", e))
+        return -1;
+    rtm_softmax_args a = {(uint)n, (uint)stride};
+    slot_in s[] = {{x, count ? ((count - 1) * stride + n) * 4 : 0, 1}};
+    return run(b, RTM_K_softmax, s, 1, &a, sizeof a, count, e);
+}
+
+int rtm_be_route(rtm_be *b, const rtm_route *r, uint64_t *ids, float *w, tq_err *e)
+{
+    if (r->K == 0 || r->K > RTM_MAX_TOPK || r->K > r->E || r->n_group > RTM_MAX_GROUPS ||
+        (r->n_group > 1 && (r->E % r->n_group || r->E / r->n_group < 2 || r->topk_group > r->n_group)) ||
+        fits(r->E, "an expert count", e))
+        return tq_fail(e, TQ_EUNSUP, "GPU backend: routing %llu of %llu experts in %llu groups",
+                       (unsigned long long)r->K, (unsigned long long)r->E, (unsigned long long)r->n_group);
+    uint64_t need = 2 * r->E + RTM_MAX_GROUPS + 2 * RTM_MAX_TOPK;
+    if (scratch(b, &b->rs, &b->cap_rs, need, e))
+        return -1;
+    b->rw = b->rs + 2 * r->E + RTM_MAX_GROUPS;
+    b->rid = (uint32_t *)(b->rw + RTM_MAX_TOPK);
+    rtm_route_args a = {(uint)r->E, (uint)r->K, (uint)r->mode, r->norm_topk != 0, (uint)r->n_group, (uint)r->topk_group,
+                        r->bias != NULL, r->route_scale};
+    slot_in s[] = {{r->logits, r->E * 4, 0},
+                   {r->bias, r->bias ? r->E * 4 : 0, 0},
+                   {b->rs, (2 * r->E + RTM_MAX_GROUPS) * 4, 1},
+                   {b->rid, r->K * 4, 1},
+                   {b->rw, r->K * 4, 1}};
+    if (run(b, RTM_K_route, s, 5, &a, sizeof a, 1, e) || rtm_be_sync(b, e))
+        return -1;
+    for (uint64_t k = 0; k < r->K; k++) {
+        if (b->rid[k] >= r->E)
+            return tq_fail(e, TQ_EDATA, "GPU backend: routing chose no expert for rank %llu (NaN router logits?)",
+                           (unsigned long long)k);
+        ids[k] = b->rid[k];
+        w[k] = b->rw[k];
+    }
+    return 0;
+}
+
+int rtm_be_act(rtm_be *b, float *g, const float *u, uint64_t n, int clamped, float alpha, float limit, tq_err *e)
+{
+    if (fits(n, "an MLP width", e))
+        return -1;
+    rtm_act_args a = {(uint)n, clamped != 0, alpha, limit};
+    slot_in s[] = {{g, n * 4, 1}, {u, n * 4, 0}};
+    return run(b, RTM_K_act, s, 2, &a, sizeof a, groups_for(n, RTM_TG), e);
+}
+
+int rtm_be_axpy(rtm_be *b, float *y, const float *x, float av, const float *sa, uint64_t n, tq_err *e)
+{
+    if (fits(n, "a vector length", e))
+        return -1;
+    rtm_axpy_args a = {(uint)n, sa != NULL, av};
+    slot_in s[] = {{y, n * 4, 1}, {x, n * 4, 0}, {sa, sa ? 4 : 0, 0}};
+    return run(b, RTM_K_axpy, s, 3, &a, sizeof a, groups_for(n, RTM_TG), e);
+}
+
+int rtm_be_gate(rtm_be *b, float *y, const float *g, uint64_t n, int kind, tq_err *e)
+{
+    if (fits(n, "a vector length", e))
+        return -1;
+    rtm_gate_args a = {(uint)n, (uint)kind};
+    slot_in s[] = {{y, n * 4, 1}, {kind == 2 ? NULL : g, kind == 2 ? 0 : n * 4, 0}};
+    return run(b, RTM_K_gate, s, 2, &a, sizeof a, groups_for(n, RTM_TG), e);
+}
+
+int rtm_be_unary(rtm_be *b, float *y, const float *x, uint64_t n, int kind, tq_err *e)
+{
+    if (fits(n, "a vector length", e))
+        return -1;
+    rtm_gate_args a = {(uint)n, (uint)kind};
+    slot_in s[] = {{y, n * 4, 1}, {x, n * 4, 0}};
+    return run(b, RTM_K_unary, s, 2, &a, sizeof a, groups_for(n, RTM_TG), e);
+}
+
+int rtm_be_gather(rtm_be *b, float *dst, const float *src, uint64_t blocks, uint64_t len, uint64_t stride, uint64_t off,
+                  tq_err *e)
+{
+    if (blocks == 0 || len == 0)
+        return 0;
+    if (fits(blocks * len, "a copy", e) || fits(stride, "a copy stride", e) || fits(off, "a copy offset", e))
+        return -1;
+    rtm_gather_args a = {(uint)blocks, (uint)len, (uint)stride, (uint)off};
+    slot_in s[] = {{dst, blocks * len * 4, 1}, {src, ((blocks - 1) * stride + off + len) * 4, 0}};
+    return run(b, RTM_K_gather, s, 2, &a, sizeof a, groups_for(blocks * len, RTM_TG), e);
+}
+
+#ifndef TQ_HAVE_METAL
+int rtm_metal_open(rtm_dev **d, tq_err *e)
+{
+    *d = NULL;
+    return tq_fail(e, TQ_EUSAGE,
+                   "this build has no Metal backend (it is built on macOS with Xcode's metal compiler); use "
+                   "--backend cpu");
+}
+#endif

@@ -1,0 +1,760 @@
+/* runtime/metal/kernels.metal — the decoder's kernels in Metal Shading Language, in the
+ * restricted form of shim_internal.h so that the same text also compiles as C (shim.c) and
+ * runs in make check on machines without a GPU. docs/metal.md lists every kernel, its
+ * threadgroup layout and reduction order, and where its result may differ from the CPU
+ * runtime's (runtime/kernels.c, ops.c, attention.c, forward.c) and by how much.
+ *
+ * Every kernel runs threadgroups of RTM_TG threads (abi_internal.h). Orders that make results
+ * bit-identical with the CPU runtime: matvec rows use 8 lanes per row, lane k summing the
+ * products j ≡ k (mod 8) in increasing j (within each group for quantized rows), combined by
+ * the butterfly ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) — runtime/kernels.c's order — and groups
+ * accumulated in order; the Hadamard transform does quant/hadamard.c's operations per element;
+ * attention scores and outputs are sequential sums in the CPU's order. Sums over a whole
+ * threadgroup (RMSNorm, softmax denominators) are per-thread strided sums, a 32-lane
+ * butterfly, then the simd groups in order: a different order from the CPU's. */
+#include "runtime/metal/abi_internal.h"
+#include "runtime/metal/shim_internal.h"
+
+#ifdef __METAL_VERSION__
+#define RTM_THREAD thread
+#else
+#define RTM_THREAD
+#endif
+
+#define RTM_NSG (RTM_TG / RTM_SIMD) /* simd groups per threadgroup */
+
+/* ------------------------------------------------------------ scalar helpers */
+
+/* Element i of a weight part stored as f32, f16 or bf16 (all conversions exact). */
+RTM_FN float rtm_ld(uint dt, RTM_DEV const uchar *p, ulong i)
+{
+    if (dt == RTM_F32)
+        return ((RTM_DEV const float *)p)[i];
+    ushort h = ((RTM_DEV const ushort *)p)[i];
+    if (dt == RTM_F16)
+        return RTM_H2F(h);
+    return RTM_AS_FLOAT((uint)h << 16);
+}
+
+#define RTM_INF RTM_AS_FLOAT(0x7f800000u)
+#define RTM_NINF RTM_AS_FLOAT(0xff800000u)
+
+/* e^x in f32 from + - * and a bit cast only, so the GPU and the shim compute the same bits:
+ * k = nearest integer to x/ln2 (the 1.5·2^23 trick: round to nearest even), r = x - k·ln2 in
+ * two steps (ln2_hi has 15 significant bits, so k·ln2_hi and x - k·ln2_hi are exact),
+ * e^r by its Taylor polynomial to r^7 (|r| ≤ 0.347, truncation < 0.13 of 2^-24 relative),
+ * times 2^k built in the exponent field. Below -87 the result is 0 (the true value is under
+ * 1.7e-38: subnormal results are avoided, since the GPU may flush them); above 88.7228 it
+ * is +inf. Error: tests/unit/test_metal_kernels.c measures it against a double exp over one
+ * float in every 61 of the whole range (docs/metal.md, exp). */
+RTM_FN float rtm_exp(float x)
+{
+    if (!(x == x))
+        return x;
+    if (x > 88.72283f)
+        return RTM_INF;
+    if (x < -87.0f)
+        return 0.0f;
+    float t = x * 1.44269504088896341f;
+    float k = (t + 12582912.0f) - 12582912.0f;
+    float hi = k * 0.693145751953125f;
+    float r = x - hi;
+    float lo = k * 1.42860682030941723e-06f;
+    r = r - lo;
+    float p = 1.98412698412698413e-04f;
+    p = p * r;
+    p = p + 1.38888888888888889e-03f;
+    p = p * r;
+    p = p + 8.33333333333333333e-03f;
+    p = p * r;
+    p = p + 4.16666666666666667e-02f;
+    p = p * r;
+    p = p + 1.66666666666666667e-01f;
+    p = p * r;
+    p = p + 0.5f;
+    p = p * r;
+    p = p + 1.0f;
+    p = p * r;
+    p = p + 1.0f;
+    int ki = (int)k;
+    if (ki > 127) { /* x in (88.38, 88.7228]: 2^128 is not a float */
+        p = p * 2.0f;
+        ki = ki - 1;
+    }
+    float s = RTM_AS_FLOAT((uint)(ki + 127) << 23);
+    return p * s;
+}
+
+RTM_FN float rtm_sigmoid(float x)
+{
+    float e = rtm_exp(-x);
+    float d = 1.0f + e;
+    return 1.0f / d;
+}
+
+RTM_FN float rtm_silu(float x)
+{
+    float e = rtm_exp(-x);
+    float d = 1.0f + e;
+    return x / d;
+}
+
+/* The k largest of v[0..n), ties to the lower index, in rank order (forward.c's rule); one
+ * thread, for short lists (a group's top two, the best groups). */
+RTM_FN void rtm_topk_seq(RTM_DEV const float *v, uint n, uint k, RTM_THREAD uint *ids)
+{
+    for (uint j = 0; j < k; j++) {
+        uint best = n;
+        for (uint i = 0; i < n; i++) {
+            uint taken = 0;
+            for (uint t = 0; t < j; t++)
+                taken |= ids[t] == i ? 1u : 0u;
+            if (taken == 0u && (best == n || v[i] > v[best]))
+                best = i;
+        }
+        ids[j] = best;
+    }
+}
+
+/* Row r of H_12, H_20, H_28 (quant/hadamard.c, MLX's orientation) as a mask: bit c set where
+ * H[r][c] = -1. */
+RTM_TABLE uint rtm_h12[12] = {0x0000002u, 0x0000aabu, 0x00003c8u, 0x000096eu, 0x0000f20u, 0x00005bau,
+                              0x0000c8cu, 0x00006e6u, 0x000023cu, 0x0000b96u, 0x00008f0u, 0x0000e5au};
+RTM_TABLE uint rtm_h20[20] = {0x00933deu, 0x002e3bdu, 0x005477bu, 0x00a0ef7u, 0x00499efu, 0x00637c1u, 0x00c6ba2u,
+                              0x008d764u, 0x001aee8u, 0x00359f0u, 0x000fa53u, 0x00174a7u, 0x0026d4eu, 0x0045e9cu,
+                              0x0083d39u, 0x00f7a6du, 0x00ef4fau, 0x00dedd5u, 0x00bdf8bu, 0x007bf36u};
+RTM_TABLE uint rtm_h28[28] = {0xcd69e7eu, 0x9ad7c7du, 0x37ab8fbu, 0x6d571f7u, 0xd8ae3efu, 0xb3587dfu, 0x66b4f3fu,
+                              0xb467f43u, 0x6acbe87u, 0xd593d8eu, 0xab27b9cu, 0x564f7b8u, 0xac9aff0u, 0x5b31fe1u,
+                              0x87fb325u, 0x0ff66cau, 0x1decd95u, 0x39ddb2au, 0x71bf654u, 0xe17eca9u, 0xc2fd9d2u,
+                              0xfcf1299u, 0xfbe2532u, 0xf7c4ae4u, 0xef8d549u, 0xdf1ea13u, 0xbe3d4a6u, 0x7e7a94cu};
+
+RTM_FN uint rtm_hm_row(uint m, uint r)
+{
+    return m == 12u ? rtm_h12[r] : m == 20u ? rtm_h20[r] : rtm_h28[r];
+}
+
+/* ------------------------------------------------------------ matrix-vector products */
+
+/* Dense rows (f32 / f16 / bf16): grid = ceil(rows / RTM_MV_ROWS) threadgroups. */
+RTM_KERNEL rtm_k_mv_dense(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
+                          RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *bias RTM_BUF(3),
+                          RTM_CONST rtm_mv_args *a RTM_BUF(4), RTM_GROUP_ARGS)
+{
+    RTM_TGMEM float part[RTM_TG];
+    RTM_PHASE(lid) {
+        uint r = rtm_tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+        float acc = 0.0f;
+        if (r < a->rows) {
+            ulong base = (ulong)r * a->cols;
+            uint j = lid % RTM_MV_LANES;
+            if (a->wdt == RTM_F32) {
+                RTM_DEV const float *wr = (RTM_DEV const float *)w + base;
+                for (; j < a->cols; j += RTM_MV_LANES) {
+                    float p = wr[j] * x[j];
+                    acc = acc + p;
+                }
+            } else if (a->wdt == RTM_F16) {
+                RTM_DEV const ushort *wr = (RTM_DEV const ushort *)w + base;
+                for (; j < a->cols; j += RTM_MV_LANES) {
+                    float p = RTM_H2F(wr[j]) * x[j];
+                    acc = acc + p;
+                }
+            } else {
+                RTM_DEV const ushort *wr = (RTM_DEV const ushort *)w + base;
+                for (; j < a->cols; j += RTM_MV_LANES) {
+                    float p = RTM_AS_FLOAT((uint)wr[j] << 16) * x[j];
+                    acc = acc + p;
+                }
+            }
+        }
+        part[lid] = acc;
+    }
+    RTM_SIMD_SUM(part, RTM_MV_LANES);
+    RTM_PHASE(lid) {
+        uint r = rtm_tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+        if (lid % RTM_MV_LANES != 0u || r >= a->rows)
+            continue;
+        float v = part[lid];
+        if (a->has_bias != 0u) {
+            float b = rtm_ld(a->biasdt, bias, r);
+            v = v + b;
+        }
+        y[r] = v;
+    }
+}
+
+/* Quantized rows, TurboQuant (affine = 0: value = codebook[q], x rotated) or MLX affine
+ * (affine = 1: value = q, plus bias_g · gsum[g]): per group, 8 lanes, then
+ * acc += dot·scale (TurboQuant) or acc += scale·dot + bias·gsum (affine), groups in order. */
+RTM_FN void rtm_mv_quant(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_DEV float *y, RTM_DEV const uchar *scales,
+                         RTM_DEV const uchar *codebook, RTM_DEV const uchar *zb, RTM_DEV const float *gsum,
+                         RTM_DEV const uchar *bias, RTM_CONST rtm_mv_args *a, uint affine, uint tgid,
+                         RTM_TGMEM float *part, RTM_TGMEM float *acc, RTM_TGMEM float *lut RTM_TGFN_PARAMS)
+{
+    const uint epw = 32u / a->bits, mask = (1u << a->bits) - 1u;
+    RTM_PHASE(lid) {
+        for (uint q = lid; q <= mask; q += RTM_TG)
+            lut[q] = affine != 0u ? (float)q : rtm_ld(a->cdt, codebook, q);
+        acc[lid] = 0.0f;
+    }
+    RTM_BARRIER();
+    for (uint g = 0; g < a->ngroups; g++) {
+        RTM_PHASE(lid) {
+            uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+            float s = 0.0f;
+            if (r < a->rows) {
+                RTM_DEV const uint *wr = w + (ulong)r * a->wpr;
+                for (uint i = lid % RTM_MV_LANES; i < a->group; i += RTM_MV_LANES) {
+                    uint j = g * a->group + i;
+                    uint q = (wr[j / epw] >> ((j % epw) * a->bits)) & mask;
+                    float p = lut[q] * x[j];
+                    s = s + p;
+                }
+            }
+            part[lid] = s;
+        }
+        RTM_SIMD_SUM(part, RTM_MV_LANES);
+        RTM_PHASE(lid) {
+            uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+            if (lid % RTM_MV_LANES != 0u || r >= a->rows)
+                continue;
+            ulong gi = (ulong)r * a->ngroups + g;
+            float sc = rtm_ld(a->sdt, scales, gi), t;
+            if (affine != 0u) {
+                float t1 = sc * part[lid];
+                float t2 = rtm_ld(a->zdt, zb, gi) * gsum[g];
+                t = t1 + t2;
+            } else {
+                t = part[lid] * sc;
+            }
+            acc[lid] = acc[lid] + t;
+        }
+    }
+    RTM_PHASE(lid) {
+        uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+        if (lid % RTM_MV_LANES != 0u || r >= a->rows)
+            continue;
+        float v = acc[lid];
+        if (a->has_bias != 0u) {
+            float b = rtm_ld(a->biasdt, bias, r);
+            v = v + b;
+        }
+        y[r] = v;
+    }
+}
+
+RTM_KERNEL rtm_k_mv_tq(RTM_DEV const uint *w RTM_BUF(0), RTM_DEV const float *xr RTM_BUF(1), RTM_DEV float *y RTM_BUF(2),
+                       RTM_DEV const uchar *scales RTM_BUF(3), RTM_DEV const uchar *codebook RTM_BUF(4),
+                       RTM_DEV const uchar *bias RTM_BUF(5), RTM_CONST rtm_mv_args *a RTM_BUF(6), RTM_GROUP_ARGS)
+{
+    RTM_TGMEM float part[RTM_TG];
+    RTM_TGMEM float acc[RTM_TG];
+    RTM_TGMEM float lut[256];
+    rtm_mv_quant(w, xr, y, scales, codebook, scales, xr, bias, a, 0u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
+}
+
+RTM_KERNEL rtm_k_mv_affine(RTM_DEV const uint *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1), RTM_DEV float *y RTM_BUF(2),
+                           RTM_DEV const uchar *scales RTM_BUF(3), RTM_DEV const uchar *biases RTM_BUF(4),
+                           RTM_DEV const float *gsum RTM_BUF(5), RTM_DEV const uchar *bias RTM_BUF(6),
+                           RTM_CONST rtm_mv_args *a RTM_BUF(7), RTM_GROUP_ARGS)
+{
+    RTM_TGMEM float part[RTM_TG];
+    RTM_TGMEM float acc[RTM_TG];
+    RTM_TGMEM float lut[256];
+    rtm_mv_quant(w, x, y, scales, scales, biases, gsum, bias, a, 1u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
+}
+
+/* gsum[g] = Σ_k x[g·group + k], k in order from 0: one thread per group. */
+RTM_KERNEL rtm_k_group_sums(RTM_DEV const float *x RTM_BUF(0), RTM_DEV float *gsum RTM_BUF(1),
+                            RTM_CONST rtm_gsum_args *a RTM_BUF(2), RTM_GROUP_ARGS)
+{
+    RTM_PHASE(lid) {
+        uint g = rtm_tgid * RTM_TG + lid;
+        if (g >= a->ngroups)
+            continue;
+        float s = 0.0f;
+        for (uint k = 0; k < a->group; k++)
+            s = s + x[(ulong)g * a->group + k];
+        gsum[g] = s;
+    }
+}
+
+/* out = T(x ⊙ signs) for one block of b = m·N per threadgroup (docs/quantization.md, Hadamard
+ * blocks): the sign products, butterfly stages h = 1, 2, ..., N/2 on each of the m chunks
+ * (the last stage times s when m = 1), then for m > 1 y[r·N + i] = s · Σ_c ±x[c·N + i] with
+ * the sum from +0 in c order. tmp [cols] holds the butterflies when m > 1. */
+RTM_KERNEL rtm_k_hadamard(RTM_DEV const float *x RTM_BUF(0), RTM_DEV const uchar *signs RTM_BUF(1),
+                          RTM_DEV float *out RTM_BUF(2), RTM_DEV float *tmp RTM_BUF(3),
+                          RTM_CONST rtm_had_args *a RTM_BUF(4), RTM_GROUP_ARGS)
+{
+    const uint b = a->m * a->N, half = a->N / 2u;
+    const ulong off = (ulong)rtm_tgid * b;
+    RTM_DEV float *d = a->m == 1u ? out + off : tmp + off;
+    RTM_PHASE(lid) {
+        for (uint j = lid; j < b; j += RTM_TG) {
+            float sg = rtm_ld(a->gdt, signs, off + j);
+            d[j] = x[off + j] * sg;
+        }
+    }
+    RTM_BARRIER_DEV();
+    for (uint h = 1; h < a->N; h <<= 1) {
+        const uint last = a->m == 1u && 2u * h == a->N ? 1u : 0u;
+        RTM_PHASE(lid) {
+            for (uint p = lid; p < a->m * half; p += RTM_TG) {
+                uint c = p / half, q = p % half;
+                uint j = c * a->N + (q / h) * 2u * h + q % h;
+                float u = d[j], v = d[j + h];
+                float s0 = u + v, d0 = u - v;
+                if (last != 0u) {
+                    s0 = s0 * a->s;
+                    d0 = d0 * a->s;
+                }
+                d[j] = s0;
+                d[j + h] = d0;
+            }
+        }
+        RTM_BARRIER_DEV();
+    }
+    if (a->m > 1u) {
+        RTM_PHASE(lid) {
+            for (uint e = lid; e < b; e += RTM_TG) {
+                uint r = e / a->N, i = e % a->N, row = rtm_hm_row(a->m, r);
+                float acc = 0.0f;
+                for (uint c = 0; c < a->m; c++) {
+                    float v = d[c * a->N + i];
+                    float t = ((row >> c) & 1u) != 0u ? -v : v;
+                    acc = acc + t;
+                }
+                out[off + e] = acc * a->s;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ norms and rotary embedding */
+
+/* Sum over a threadgroup of the values part[lid] (after a 32-lane RTM_SIMD_SUM): the simd
+ * groups' sums in order. Call from one thread after a barrier. */
+RTM_FN float rtm_groups_sum(RTM_TGMEM const float *part)
+{
+    float t = part[0];
+    for (uint sg = 1; sg < RTM_NSG; sg++)
+        t = t + part[sg * RTM_SIMD];
+    return t;
+}
+
+RTM_FN float rtm_groups_max(RTM_TGMEM const float *part)
+{
+    float t = part[0];
+    for (uint sg = 1; sg < RTM_NSG; sg++)
+        t = part[sg * RTM_SIMD] > t ? part[sg * RTM_SIMD] : t;
+    return t;
+}
+
+/* out[v·n + i] = w[i] · (x[v·n + i] · inv_v), inv_v = 1 / sqrt(Σ_i x² / n + eps): one
+ * threadgroup per vector; out may be x. */
+RTM_KERNEL rtm_k_rmsnorm(RTM_DEV const float *x RTM_BUF(0), RTM_DEV float *out RTM_BUF(1), RTM_DEV const float *w RTM_BUF(2),
+                         RTM_CONST rtm_rms_args *a RTM_BUF(3), RTM_GROUP_ARGS)
+{
+    RTM_TGMEM float part[RTM_TG];
+    RTM_TGMEM float inv_s[1];
+    const ulong base = (ulong)rtm_tgid * a->n;
+    RTM_PHASE(lid) {
+        float s = 0.0f;
+        for (uint i = lid; i < a->n; i += RTM_TG) {
+            float v = x[base + i];
+            float p = v * v;
+            s = s + p;
+        }
+        part[lid] = s;
+    }
+    RTM_SIMD_SUM(part, RTM_SIMD);
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        if (lid != 0u)
+            continue;
+        float mean = rtm_groups_sum(part) / (float)a->n;
+        float d = RTM_SQRT(mean + a->eps);
+        inv_s[0] = 1.0f / d;
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        float inv = inv_s[0];
+        for (uint i = lid; i < a->n; i += RTM_TG) {
+            float v = x[base + i] * inv;
+            if (a->has_w != 0u)
+                v = w[i] * v;
+            out[base + i] = v;
+        }
+    }
+}
+
+/* RoPE on count vectors (v + c·stride + off): pair i turned by (cos[i], sin[i]) — pairs
+ * (i, i + dim/2), or (2i, 2i+1) when interleaved; one thread per pair. */
+RTM_KERNEL rtm_k_rope(RTM_DEV float *v RTM_BUF(0), RTM_DEV const float *cs RTM_BUF(1), RTM_DEV const float *sn RTM_BUF(2),
+                      RTM_CONST rtm_rope_args *a RTM_BUF(3), RTM_GROUP_ARGS)
+{
+    RTM_PHASE(lid) {
+        uint half = a->dim / 2u, idx = rtm_tgid * RTM_TG + lid;
+        if (half == 0u || idx / half >= a->count)
+            continue;
+        uint c = idx / half, i = idx % half;
+        uint step = a->interleaved != 0u ? 2u : 1u, o2 = a->interleaved != 0u ? 1u : half;
+        RTM_DEV float *p = v + (ulong)c * a->stride + a->off + i * step;
+        float co = cs[i], si = sn[i], x1 = p[0], x2 = p[o2];
+        float a1 = x1 * co, a2 = x2 * si, b1 = x2 * co, b2 = x1 * si;
+        p[0] = a1 - a2;
+        p[o2] = b1 + b2;
+    }
+}
+
+/* ------------------------------------------------------------ attention */
+
+/* One query position, one threadgroup per head h (kv head h / group): scores
+ * sc[t] = scale · Σ_i q[i]·k_t[i] (i in order) for t in [t0, pos], the maximum (with the sink
+ * logit), e_t = exp(sc[t] - max), S = Σ e_t (threadgroup order) + exp(sink - max), and
+ * out[i] = Σ_t (e_t / S)·v_t[i] with t in order. att [heads][att_stride] holds the scores. */
+RTM_KERNEL rtm_k_attention(RTM_DEV const float *q RTM_BUF(0), RTM_DEV const float *kc RTM_BUF(1),
+                           RTM_DEV const float *vc RTM_BUF(2), RTM_DEV const float *sinks RTM_BUF(3),
+                           RTM_DEV float *att RTM_BUF(4), RTM_DEV float *out RTM_BUF(5),
+                           RTM_CONST rtm_att_args *a RTM_BUF(6), RTM_GROUP_ARGS)
+{
+    RTM_TGMEM float red[RTM_TG];
+    RTM_TGMEM float sh[2];
+    const uint h = rtm_tgid, kh = h / a->group;
+    RTM_DEV const float *qh = q + (ulong)h * a->hd;
+    RTM_DEV float *sc = att + (ulong)h * a->att_stride;
+    RTM_PHASE(lid) {
+        float m = RTM_NINF;
+        for (uint t = a->t0 + lid; t <= a->pos; t += RTM_TG) {
+            RTM_DEV const float *k = kc + (ulong)t * a->kvd + (ulong)kh * a->hd;
+            float s = 0.0f;
+            for (uint i = 0; i < a->hd; i++) {
+                float p = qh[i] * k[i];
+                s = s + p;
+            }
+            s = s * a->scale;
+            sc[t] = s;
+            m = s > m ? s : m;
+        }
+        red[lid] = m;
+    }
+    RTM_SIMD_MAX(red);
+    RTM_BARRIER_DEV();
+    RTM_PHASE(lid) {
+        if (lid != 0u)
+            continue;
+        float m = rtm_groups_max(red);
+        if (a->has_sinks != 0u && sinks[h] > m)
+            m = sinks[h];
+        sh[0] = m;
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        float m = sh[0], s = 0.0f;
+        for (uint t = a->t0 + lid; t <= a->pos; t += RTM_TG) {
+            float e = rtm_exp(sc[t] - m);
+            sc[t] = e;
+            s = s + e;
+        }
+        red[lid] = s;
+    }
+    RTM_SIMD_SUM(red, RTM_SIMD);
+    RTM_BARRIER_DEV();
+    RTM_PHASE(lid) {
+        if (lid != 0u)
+            continue;
+        float s = rtm_groups_sum(red);
+        if (a->has_sinks != 0u) {
+            float e = rtm_exp(sinks[h] - sh[0]);
+            s = s + e;
+        }
+        sh[1] = s;
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        float s = sh[1];
+        for (uint i = lid; i < a->hd; i += RTM_TG) {
+            float o = 0.0f;
+            for (uint t = a->t0; t <= a->pos; t++) {
+                float p = sc[t] / s;
+                float pv = p * vc[(ulong)t * a->kvd + (ulong)kh * a->hd + i];
+                o = o + pv;
+            }
+            out[(ulong)h * a->hd + i] = o;
+        }
+    }
+}
+
+/* In place softmax of v[0..n): max, e_i = exp(v_i - max), S in threadgroup order, v_i = e_i / S.
+ * red [RTM_TG] and sh [1] are threadgroup scratch. */
+RTM_FN void rtm_softmax_tg(RTM_DEV float *v, uint n, RTM_TGMEM float *red, RTM_TGMEM float *sh RTM_TGFN_PARAMS)
+{
+    RTM_PHASE(lid) {
+        float m = RTM_NINF;
+        for (uint i = lid; i < n; i += RTM_TG)
+            m = v[i] > m ? v[i] : m;
+        red[lid] = m;
+    }
+    RTM_SIMD_MAX(red);
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        if (lid == 0u)
+            sh[0] = rtm_groups_max(red);
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        float m = sh[0], s = 0.0f;
+        for (uint i = lid; i < n; i += RTM_TG) {
+            float e = rtm_exp(v[i] - m);
+            v[i] = e;
+            s = s + e;
+        }
+        red[lid] = s;
+    }
+    RTM_SIMD_SUM(red, RTM_SIMD);
+    RTM_BARRIER_DEV();
+    RTM_PHASE(lid) {
+        if (lid == 0u)
+            sh[0] = rtm_groups_sum(red);
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        float s = sh[0];
+        for (uint i = lid; i < n; i += RTM_TG)
+            v[i] = v[i] / s;
+    }
+    RTM_BARRIER_DEV();
+}
+
+/* Softmax of row tgid (x + tgid·stride, n values), in place. */
+RTM_KERNEL rtm_k_softmax(RTM_DEV float *x RTM_BUF(0), RTM_CONST rtm_softmax_args *a RTM_BUF(1), RTM_GROUP_ARGS)
+{
+    RTM_TGMEM float red[RTM_TG];
+    RTM_TGMEM float sh[1];
+    rtm_softmax_tg(x + (ulong)rtm_tgid * a->stride, a->n, red, sh RTM_TGFN_ARGS);
+}
+
+/* ------------------------------------------------------------ MoE routing */
+
+/* chosen[0..k) = the k largest of v[0..n) (ties to the lower index), one round per rank: each
+ * thread's best not yet chosen among i ≡ lid (mod RTM_TG), then rtm_better over the simd
+ * groups and the groups in order. Integer result, independent of the reduction order. */
+RTM_FN void rtm_topk_tg(RTM_DEV const float *v, uint n, uint k, RTM_TGMEM uint *chosen, RTM_TGMEM float *rv,
+                        RTM_TGMEM uint *ri RTM_TGFN_PARAMS)
+{
+    for (uint j = 0; j < k; j++) {
+        RTM_PHASE(lid) {
+            float bv = RTM_NINF;
+            uint bi = RTM_NONE;
+            for (uint i = lid; i < n; i += RTM_TG) {
+                uint taken = 0;
+                for (uint t = 0; t < j; t++)
+                    taken |= chosen[t] == i ? 1u : 0u;
+                if (taken == 0u && (bi == RTM_NONE || v[i] > bv)) {
+                    bv = v[i];
+                    bi = i;
+                }
+            }
+            rv[lid] = bv;
+            ri[lid] = bi;
+        }
+        RTM_SIMD_ARGMAX(rv, ri);
+        RTM_BARRIER();
+        RTM_PHASE(lid) {
+            if (lid != 0u)
+                continue;
+            float cv = rv[0];
+            uint ci = ri[0];
+            for (uint sg = 1; sg < RTM_NSG; sg++)
+                if (rtm_better(rv[sg * RTM_SIMD], ri[sg * RTM_SIMD], cv, ci) != 0) {
+                    cv = rv[sg * RTM_SIMD];
+                    ci = ri[sg * RTM_SIMD];
+                }
+            chosen[j] = ci;
+        }
+        RTM_BARRIER();
+    }
+}
+
+/* Router logits [E] → ids [K] and weights w [K] (enum rt_route, forward.c route()), one
+ * threadgroup. scratch [2E + n_group]: probabilities or sigmoid scores, scores to choose by,
+ * group scores. */
+RTM_KERNEL rtm_k_route(RTM_DEV const float *logits RTM_BUF(0), RTM_DEV const float *bias RTM_BUF(1),
+                       RTM_DEV float *scratch RTM_BUF(2), RTM_DEV uint *ids RTM_BUF(3), RTM_DEV float *w RTM_BUF(4),
+                       RTM_CONST rtm_route_args *a RTM_BUF(5), RTM_GROUP_ARGS)
+{
+    RTM_TGMEM float red[RTM_TG];
+    RTM_TGMEM uint ri[RTM_TG];
+    RTM_TGMEM float sh[1];
+    RTM_TGMEM uint chosen[RTM_MAX_TOPK];
+    RTM_DEV float *p = scratch, *choice = scratch + a->E, *gscore = scratch + 2u * a->E;
+    RTM_DEV const float *sel = p;
+    if (a->mode == RTM_ROUTE_SIGMOID_GROUP) {
+        RTM_PHASE(lid) {
+            for (uint i = lid; i < a->E; i += RTM_TG) {
+                float sg = rtm_sigmoid(logits[i]);
+                float b = a->has_bias != 0u ? bias[i] : 0.0f;
+                p[i] = sg;
+                choice[i] = sg + b;
+            }
+        }
+        RTM_BARRIER_DEV();
+        if (a->n_group > 1u) {
+            const uint per = a->E / a->n_group;
+            RTM_PHASE(lid) {
+                for (uint gi = lid; gi < a->n_group; gi += RTM_TG) {
+                    uint two[2];
+                    rtm_topk_seq(choice + gi * per, per, 2u, two);
+                    gscore[gi] = choice[gi * per + two[0]] + choice[gi * per + two[1]];
+                }
+            }
+            RTM_BARRIER_DEV();
+            RTM_PHASE(lid) {
+                if (lid != 0u)
+                    continue;
+                uint gids[RTM_MAX_GROUPS];
+                rtm_topk_seq(gscore, a->n_group, a->topk_group, gids);
+                for (uint gi = 0; gi < a->n_group; gi++) {
+                    uint keep = 0;
+                    for (uint t = 0; t < a->topk_group; t++)
+                        keep |= gids[t] == gi ? 1u : 0u;
+                    gscore[gi] = keep != 0u ? 1.0f : 0.0f;
+                }
+            }
+            RTM_BARRIER_DEV();
+            RTM_PHASE(lid) {
+                for (uint i = lid; i < a->E; i += RTM_TG)
+                    if (gscore[i / per] == 0.0f)
+                        choice[i] = 0.0f;
+            }
+            RTM_BARRIER_DEV();
+        }
+        sel = choice;
+    } else {
+        RTM_PHASE(lid) {
+            for (uint i = lid; i < a->E; i += RTM_TG)
+                p[i] = logits[i];
+        }
+        RTM_BARRIER_DEV();
+        if (a->mode == RTM_ROUTE_SOFTMAX)
+            rtm_softmax_tg(p, a->E, red, sh RTM_TGFN_ARGS);
+    }
+    rtm_topk_tg(sel, a->E, a->K, chosen, red, ri RTM_TGFN_ARGS);
+    RTM_PHASE(lid) {
+        if (lid != 0u)
+            continue;
+        float sum = 0.0f;
+        if (a->mode == RTM_ROUTE_TOPK_SOFTMAX) {
+            float mx = p[chosen[0]];
+            for (uint k = 0; k < a->K; k++) {
+                float e = rtm_exp(p[chosen[k]] - mx);
+                w[k] = e;
+                sum = sum + e;
+            }
+            for (uint k = 0; k < a->K; k++)
+                w[k] = w[k] / sum;
+        } else if (a->mode == RTM_ROUTE_SIGMOID_GROUP) {
+            for (uint k = 0; k < a->K; k++) {
+                w[k] = p[chosen[k]];
+                sum = sum + w[k];
+            }
+            for (uint k = 0; k < a->K; k++) {
+                if (a->norm_topk != 0u)
+                    w[k] = w[k] / (sum + 1e-20f);
+                w[k] = w[k] * a->route_scale;
+            }
+        } else {
+            for (uint k = 0; k < a->K; k++)
+                w[k] = p[chosen[k]];
+            if (a->norm_topk != 0u) {
+                for (uint k = 0; k < a->K; k++)
+                    sum = sum + w[k];
+                for (uint k = 0; k < a->K; k++)
+                    w[k] = w[k] / sum;
+            }
+        }
+        for (uint k = 0; k < a->K; k++)
+            ids[k] = chosen[k];
+    }
+}
+
+/* ------------------------------------------------------------ element-wise */
+
+/* The SwiGLU activation: g[i] = silu(g[i])·u[i], or gpt-oss's clamped form
+ * min(g, L)·sigmoid(α·min(g, L))·(clamp(u, -L, L) + 1). One thread per element. */
+RTM_KERNEL rtm_k_act(RTM_DEV float *g RTM_BUF(0), RTM_DEV const float *u RTM_BUF(1), RTM_CONST rtm_act_args *a RTM_BUF(2),
+                     RTM_GROUP_ARGS)
+{
+    RTM_PHASE(lid) {
+        uint i = rtm_tgid * RTM_TG + lid;
+        if (i >= a->n)
+            continue;
+        if (a->clamped != 0u) {
+            float lim = a->limit;
+            float gv = g[i] < lim ? g[i] : lim;
+            float uv = u[i] < -lim ? -lim : u[i] > lim ? lim : u[i];
+            float t = gv * rtm_sigmoid(a->alpha * gv);
+            g[i] = t * (uv + 1.0f);
+        } else {
+            g[i] = rtm_silu(g[i]) * u[i];
+        }
+    }
+}
+
+/* y[i] += a·x[i] with a from the block, or a = sigmoid(sa[0]) (a shared expert's gate). */
+RTM_KERNEL rtm_k_axpy(RTM_DEV float *y RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1), RTM_DEV const float *sa RTM_BUF(2),
+                      RTM_CONST rtm_axpy_args *a RTM_BUF(3), RTM_GROUP_ARGS)
+{
+    RTM_PHASE(lid) {
+        uint i = rtm_tgid * RTM_TG + lid;
+        if (i >= a->n)
+            continue;
+        float s = a->a_sigmoid != 0u ? rtm_sigmoid(sa[0]) : a->a;
+        float t = s * x[i];
+        y[i] = y[i] + t;
+    }
+}
+
+/* y[i] *= sigmoid(g[i]) (kind 0: attention output gate), silu(g[i]) (kind 1), or y[i] = 0
+ * (kind 2, g unused). */
+RTM_KERNEL rtm_k_gate(RTM_DEV float *y RTM_BUF(0), RTM_DEV const float *g RTM_BUF(1), RTM_CONST rtm_gate_args *a RTM_BUF(2),
+                      RTM_GROUP_ARGS)
+{
+    RTM_PHASE(lid) {
+        uint i = rtm_tgid * RTM_TG + lid;
+        if (i >= a->n)
+            continue;
+        if (a->kind == 2u)
+            y[i] = 0.0f;
+        else
+            y[i] = y[i] * (a->kind == 0u ? rtm_sigmoid(g[i]) : rtm_silu(g[i]));
+    }
+}
+
+/* y[i] = exp(x[i]) (kind 0), sigmoid(x[i]) (1) or silu(x[i]) (2): the scalar functions of the
+ * other kernels on their own, so tests can compare them value by value with the shim's. */
+RTM_KERNEL rtm_k_unary(RTM_DEV float *y RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1), RTM_CONST rtm_gate_args *a RTM_BUF(2),
+                       RTM_GROUP_ARGS)
+{
+    RTM_PHASE(lid) {
+        uint i = rtm_tgid * RTM_TG + lid;
+        if (i >= a->n)
+            continue;
+        y[i] = a->kind == 0u ? rtm_exp(x[i]) : a->kind == 1u ? rtm_sigmoid(x[i]) : rtm_silu(x[i]);
+    }
+}
+
+/* dst[b·len + i] = src[b·stride + off + i]: splitting and copying vectors (dst and src must
+ * not overlap). */
+RTM_KERNEL rtm_k_gather(RTM_DEV float *dst RTM_BUF(0), RTM_DEV const float *src RTM_BUF(1),
+                        RTM_CONST rtm_gather_args *a RTM_BUF(2), RTM_GROUP_ARGS)
+{
+    RTM_PHASE(lid) {
+        uint idx = rtm_tgid * RTM_TG + lid;
+        if (a->len == 0u || idx / a->len >= a->blocks)
+            continue;
+        uint b = idx / a->len, i = idx % a->len;
+        dst[idx] = src[(ulong)b * a->stride + a->off + i];
+    }
+}

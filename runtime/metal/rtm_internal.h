@@ -1,0 +1,104 @@
+/* runtime/metal/rtm_internal.h — the GPU backend's host side: a small device interface with
+ * two implementations (the Metal one, metal.m, built on macOS only; the shim, shim.c, which
+ * runs kernels.metal compiled as C with Metal's memory rules), and the decoder's operations
+ * written once on top of it (backend.c). docs/metal.md describes both. */
+#ifndef TQ_RTM_INTERNAL_H
+#define TQ_RTM_INTERNAL_H
+
+#include "runtime/metal/abi_internal.h"
+#include "runtime/rt_internal.h"
+
+/* ------------------------------------------------------------ the device */
+/* A buffer slot of a dispatch: a device buffer (an opaque handle) and a byte offset in it. */
+typedef struct rtm_bind {
+    void *h;
+    uint64_t off;
+} rtm_bind;
+
+/* Work is queued by dispatch and runs, in order, by sync at the latest; the CPU may read or
+ * write memory the kernels use only after sync. */
+typedef struct rtm_dev rtm_dev;
+struct rtm_dev {
+    const char *name;
+    /* A device buffer over [p, p + n), stable host memory kernels only read (weights): the
+     * memory itself where the device can map it, else a copy made now. */
+    int (*wrap)(rtm_dev *d, const void *p, uint64_t n, void **h, tq_err *e);
+    /* n zeroed bytes both sides use (activations, caches); *host is the CPU's view. */
+    int (*alloc)(rtm_dev *d, uint64_t n, void **h, void **host, tq_err *e);
+    /* A copy of [p, p + n) made now, valid until the next sync (transient bytes: expert
+     * blocks from the cache, small vectors). */
+    int (*stage)(rtm_dev *d, const void *p, uint64_t n, rtm_bind *out, tq_err *e);
+    void (*release)(rtm_dev *d, void *h);
+    /* Queue kernel `k` on `groups` threadgroups of RTM_TG threads: b[0..nb) fill the buffer
+     * slots 0..nb-1, the argument block (copied now) slot nb. */
+    int (*dispatch)(rtm_dev *d, int k, const rtm_bind *b, int nb, const void *args, uint32_t args_n, uint32_t groups,
+                    tq_err *e);
+    /* Run everything queued and wait; staged copies are dropped. */
+    int (*sync)(rtm_dev *d, tq_err *e);
+    void (*close)(rtm_dev *d);
+};
+
+/* The kernels compiled as C, run on this CPU (shim.c). */
+int rtm_shim_open(rtm_dev **d, tq_err *e);
+/* 1: the shim runs each threadgroup's threads from the last to the first (tests). */
+extern int rtm_shim_reverse;
+/* The system's default Metal device (metal.m); without Metal in the build, TQ_EUSAGE with a
+ * message saying so (backend.c). */
+int rtm_metal_open(rtm_dev **d, tq_err *e);
+/* Kernel names as the Metal library has them ("rtm_k_" + name), by enum rtm_kernel_id. */
+extern const char *const rtm_kernel_names[RTM_K_COUNT];
+extern const int rtm_kernel_slots[RTM_K_COUNT];
+
+/* ------------------------------------------------------------ the operations */
+/* Where stable host memory containing p lives (the store's tensors, resident expert blocks):
+ * 1 and [*base, *base + *n), or 0 when p is in no such region. */
+typedef int (*rtm_region_fn)(void *user, const void *p, const void **base, uint64_t *n);
+
+typedef struct rtm_be rtm_be;
+int rtm_be_open(rtm_be **out, rtm_dev *dev, rtm_region_fn region, void *user, tq_err *e);
+/* Closes the device too. */
+void rtm_be_close(rtm_be *b);
+rtm_dev *rtm_be_dev(rtm_be *b);
+/* n zeroed bytes of memory kernels may write (NULL on error). */
+void *rtm_be_alloc(rtm_be *b, uint64_t n, tq_err *e);
+void rtm_be_free(rtm_be *b, void *p);
+int rtm_be_sync(rtm_be *b, tq_err *e);
+
+/* The operations, queued in call order; pointers the kernels write come from rtm_be_alloc.
+ * Each computes what the CPU runtime's function of the same job does (docs/metal.md). */
+int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_err *e);
+/* The TurboQuant parts of it: out = blockwise Hadamard(x ⊙ signs) (quant/hadamard.c's order),
+ * and y = W xr for an activation already rotated. */
+int rtm_be_rotate(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols, float *out, tq_err *e);
+int rtm_be_matvec_rotated(rtm_be *b, const rt_linear *l, const float *xr, float *y, tq_err *e);
+int rtm_be_rmsnorm(rtm_be *b, float *out, const float *x, const float *w, uint64_t n, uint64_t count, double eps,
+                   tq_err *e);
+int rtm_be_rope(rtm_be *b, float *v, uint64_t count, uint64_t stride, uint64_t off, const rt_rope *rp, const float *cs,
+                const float *sn, tq_err *e);
+typedef struct rtm_att {
+    const float *q, *kc, *vc, *sinks; /* sinks may be NULL */
+    float *att, *out;
+    uint64_t heads, hd, kvd, group, t0, pos, att_stride;
+    float scale;
+} rtm_att;
+int rtm_be_attention(rtm_be *b, const rtm_att *a, tq_err *e);
+int rtm_be_softmax(rtm_be *b, float *x, uint64_t n, uint64_t count, uint64_t stride, tq_err *e);
+typedef struct rtm_route {
+    const float *logits, *bias; /* bias may be NULL */
+    uint64_t E, K, n_group, topk_group;
+    int mode, norm_topk;        /* RTM_ROUTE_* */
+    float route_scale;
+} rtm_route;
+/* Runs the queue: ids [K] and weights [K] come back to the CPU (the experts to read). */
+int rtm_be_route(rtm_be *b, const rtm_route *r, uint64_t *ids, float *w, tq_err *e);
+int rtm_be_act(rtm_be *b, float *g, const float *u, uint64_t n, int clamped, float alpha, float limit, tq_err *e);
+/* y += a·x; with sa (one device float), a = sigmoid(sa[0]) instead. */
+int rtm_be_axpy(rtm_be *b, float *y, const float *x, float a, const float *sa, uint64_t n, tq_err *e);
+/* kind 0: y *= sigmoid(g), 1: y *= silu(g), 2: y = 0 (g unused). */
+int rtm_be_gate(rtm_be *b, float *y, const float *g, uint64_t n, int kind, tq_err *e);
+/* kind 0: y = exp(x), 1: sigmoid(x), 2: silu(x), the kernels' own functions (tests). */
+int rtm_be_unary(rtm_be *b, float *y, const float *x, uint64_t n, int kind, tq_err *e);
+int rtm_be_gather(rtm_be *b, float *dst, const float *src, uint64_t blocks, uint64_t len, uint64_t stride, uint64_t off,
+                  tq_err *e);
+
+#endif

@@ -1,0 +1,1117 @@
+/* runtime/metal/kernels.metal, kernel by kernel, through the backend's operations with the
+ * threadgroup sizes the Metal host code uses (abi_internal.h), on random shapes with ragged
+ * tails. Integer paths (unpacking, codebook and scale lookup, routing choices, copies) and
+ * every kernel whose order is the CPU runtime's (matvec, Hadamard, RoPE) must equal their
+ * reference bit for bit; float reductions (RMSNorm, softmax, attention, exp-based
+ * activations) must lie within the a-priori error bound docs/metal.md derives, against an
+ * f64 evaluation of the definition. On the shim every case also runs with each threadgroup's
+ * threads in reverse order and must give the same bits (a kernel that reads in one phase what
+ * another thread writes in it would not). Where the build has Metal, every case runs again on
+ * the GPU with the same checks. References: quant/ (Hadamard, packing, dequantization),
+ * runtime/kernels.c and ops.c (the CPU runtime), and definitions evaluated here in double. */
+#include "runtime/metal/rtm_internal.h"
+#include "formats/formats.h"
+#include "quant/quant.h"
+#include "tests/unit/check.h"
+
+#include <float.h>
+
+#define U (1.0 / 16777216.0) /* 2^-24, the unit roundoff of f32 */
+/* rtm_exp's largest relative error over the sweep of exp_sweep, in units of U: the bound the
+ * other kernels' error bounds use (docs/metal.md, exp). */
+#define EXP_ERR_U 2.0
+
+static double gam(double k)
+{
+    return k * U / (1.0 - k * U);
+}
+
+static rtm_be *BE;        /* the backend under test */
+static const char *DEV;   /* its device's name */
+static int ORDERS = 2;    /* shim: forward and reverse thread order; GPU: 1 */
+static uint64_t rng = 0x5eed1234abcdULL;
+static rt_pool *POOL;
+
+static double urand(void)
+{
+    return t_urand(&rng);
+}
+static double nrand(void)
+{
+    return t_nrand(&rng);
+}
+static uint64_t irand(uint64_t n)
+{
+    return (uint64_t)(urand() * (double)n) % n;
+}
+
+static float *dmem(uint64_t n)
+{
+    tq_err err = {0};
+    float *p = rtm_be_alloc(BE, n ? n * 4 : 4, &err);
+    CHECKF(p != NULL, "alloc: %s", err.msg);
+    return p;
+}
+
+static int sync_ok(void)
+{
+    tq_err err = {0};
+    int rc = rtm_be_sync(BE, &err);
+    CHECKF(rc == 0, "sync: %s", err.msg);
+    return rc == 0;
+}
+
+static uint16_t enc(tq_dtype dt, float v)
+{
+    return dt == TQ_DT_F16 ? tq_f32_to_f16(v) : tq_f32_to_bf16(v);
+}
+
+/* Random values in dtype dt: n elements, normal times scale (bytes returned). */
+static void *rand_vals(tq_dtype dt, uint64_t n, double scale)
+{
+    void *p = malloc(n * tq_dtype_size(dt) + 4);
+    for (uint64_t i = 0; i < n; i++) {
+        float v = (float)(nrand() * scale);
+        if (dt == TQ_DT_F32)
+            ((float *)p)[i] = v;
+        else
+            ((uint16_t *)p)[i] = enc(dt, v);
+    }
+    return p;
+}
+
+/* The outputs of the first thread order, compared bit for bit with the later ones. */
+static float *order_keep;
+static uint64_t order_n;
+static void order_check(int ord, const float *v, uint64_t n, const char *what)
+{
+    if (ord == 0) {
+        free(order_keep);
+        order_keep = malloc(n * 4 + 4);
+        memcpy(order_keep, v, n * 4);
+        order_n = n;
+        return;
+    }
+    CHECKF(order_n == n && memcmp(order_keep, v, n * 4) == 0, "%s: reverse thread order changed the result", what);
+}
+
+/* ---------------------------------------------------------------- exp, sigmoid, silu */
+
+/* rtm_exp on one float in every 61 of [-87, 88.72] against exp in double: relative error in
+ * units of U at most EXP_ERR_U; 0 below -87 and +inf above 88.7229 by design. */
+static void exp_sweep(void)
+{
+    const uint64_t CH = 1u << 20;
+    float *x = dmem(CH), *y = dmem(CH);
+    double worst = 0;
+    uint64_t n_done = 0;
+    tq_err err = {0};
+    float lo = -87.0f, hi = 88.72283f;
+    uint32_t bits_lo, bits_hi;
+    memcpy(&bits_lo, &lo, 4);
+    memcpy(&bits_hi, &hi, 4);
+    /* negative floats from -0 down to -87 (bit patterns 0x80000000 .. bits_lo), then positive */
+    for (int side = 0; side < 2; side++) {
+        uint32_t b0 = side == 0 ? 0x80000000u : 0u, b1 = side == 0 ? bits_lo : bits_hi;
+        for (uint64_t b = b0; b <= b1;) {
+            uint64_t n = 0;
+            for (; n < CH && b <= b1; n++, b += 61) {
+                uint32_t u32 = (uint32_t)b;
+                memcpy(&x[n], &u32, 4);
+            }
+            CHECK_OK(rtm_be_unary(BE, y, x, n, 0, &err));
+            if (!sync_ok())
+                return;
+            for (uint64_t i = 0; i < n; i++) {
+                double ref = exp((double)x[i]), rel = fabs((double)y[i] - ref) / ref / U;
+                if (!(rel <= worst))
+                    worst = rel;
+            }
+            n_done += n;
+        }
+    }
+    printf("  %s: rtm_exp over %llu floats in [-87, 88.72]: max relative error %.3f U\n", DEV,
+           (unsigned long long)n_done, worst);
+    CHECKF(worst <= EXP_ERR_U, "rtm_exp error %.3f U above the stated %.1f U", worst, EXP_ERR_U);
+    /* the ends */
+    float ends[6] = {-87.5f, -1000.0f, 88.75f, 1000.0f, 0.0f, -0.0f};
+    memcpy(x, ends, sizeof ends);
+    CHECK_OK(rtm_be_unary(BE, y, x, 6, 0, &err));
+    if (sync_ok())
+        CHECK(y[0] == 0.0f && y[1] == 0.0f && isinf(y[2]) && isinf(y[3]) && y[4] == 1.0f && y[5] == 1.0f);
+    rtm_be_free(BE, x);
+    rtm_be_free(BE, y);
+}
+
+/* sigmoid and silu from rtm_exp: relative error ≤ γ(EXP_ERR_U + 3) on [-40, 40]. */
+static void sigmoid_silu(void)
+{
+    const uint64_t n = 200003;
+    float *x = dmem(n), *y = dmem(n);
+    tq_err err = {0};
+    for (int kind = 1; kind <= 2; kind++) {
+        for (uint64_t i = 0; i < n; i++)
+            x[i] = (float)(-40.0 + 80.0 * (double)i / (double)(n - 1));
+        CHECK_OK(rtm_be_unary(BE, y, x, n, kind, &err));
+        if (!sync_ok())
+            return;
+        double worst = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            double s = 1.0 / (1.0 + exp(-(double)x[i])), ref = kind == 1 ? s : (double)x[i] * s;
+            double rel = ref != 0 ? fabs((double)y[i] - ref) / fabs(ref) : fabs((double)y[i]);
+            if (!(rel <= worst))
+                worst = rel;
+        }
+        CHECKF(worst <= gam(EXP_ERR_U + 3), "%s: relative error %.3g U", kind == 1 ? "sigmoid" : "silu", worst / U);
+        printf("  %s: %s max relative error %.3f U (bound %.1f U)\n", DEV, kind == 1 ? "sigmoid" : "silu", worst / U,
+               gam(EXP_ERR_U + 3) / U);
+    }
+    rtm_be_free(BE, x);
+    rtm_be_free(BE, y);
+}
+
+
+/* ---------------------------------------------------------------- Hadamard */
+
+/* The activation's rotation against quant/'s tq_hadamard_rotate, bit for bit: block lengths
+ * m·2^k for m = 1, 12, 20, 28, one and several blocks, signs stored as f16, bf16 or f32. */
+static void hadamard_bits(void)
+{
+    static const uint64_t cols[] = {16,  32,  48,  80,   96,   112,  144,  160,   224,    256,
+                                    384, 640, 768, 896, 1024, 4096, 5120, 14336, 2 * 96, 3 * 160};
+    static const tq_dtype gd[] = {TQ_DT_F16, TQ_DT_BF16, TQ_DT_F32};
+    tq_err err = {0};
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++) {
+        uint64_t n = cols[c], blk = tq_hadamard_block(n);
+        tq_dtype gdt = gd[c % 3];
+        float *x = dmem(n), *out = dmem(n), *ref = malloc(n * 4), *sg = malloc(n * 4);
+        void *signs = malloc(n * 4);
+        for (uint64_t j = 0; j < n; j++) {
+            x[j] = (float)nrand();
+            sg[j] = urand() < 0.5 ? -1.0f : 1.0f;
+            if (gdt == TQ_DT_F32)
+                ((float *)signs)[j] = sg[j];
+            else
+                ((uint16_t *)signs)[j] = enc(gdt, sg[j]);
+            ref[j] = x[j];
+        }
+        CHECK(tq_hadamard_rotate(ref, n, sg, blk) == 0);
+        for (int ord = 0; ord < ORDERS; ord++) {
+            rtm_shim_reverse = ord;
+            memset(out, 0xff, n * 4);
+            CHECK_OK(rtm_be_rotate(BE, x, signs, gdt, n, out, &err));
+            if (!sync_ok())
+                break;
+            CHECKF(memcmp(out, ref, n * 4) == 0, "rotation of %llu (block %llu) differs from quant/",
+                   (unsigned long long)n, (unsigned long long)blk);
+            order_check(ord, out, n, "hadamard");
+        }
+        rtm_shim_reverse = 0;
+        free(ref);
+        free(sg);
+        free(signs);
+        rtm_be_free(BE, x);
+        rtm_be_free(BE, out);
+    }
+}
+
+/* ---------------------------------------------------------------- matrix-vector products */
+
+typedef struct mat {
+    rt_linear l;
+    void *w, *scales, *biases, *codebook, *signs, *bias;
+} mat;
+
+static void mat_free(mat *m)
+{
+    free(m->w);
+    free(m->scales);
+    free(m->biases);
+    free(m->codebook);
+    free(m->signs);
+    free(m->bias);
+}
+
+static void with_bias(mat *m, int bias)
+{
+    if (!bias)
+        return;
+    static const tq_dtype bd[] = {TQ_DT_F32, TQ_DT_F16, TQ_DT_BF16};
+    m->l.biasdt = bd[irand(3)];
+    m->bias = rand_vals(m->l.biasdt, m->l.rows, 1.0);
+    m->l.bias = m->bias;
+}
+
+static void make_dense(mat *m, uint64_t rows, uint64_t cols, tq_dtype wdt, int bias)
+{
+    memset(m, 0, sizeof *m);
+    m->l.kind = RT_DENSE;
+    m->l.rows = rows;
+    m->l.cols = cols;
+    m->l.wdt = wdt;
+    m->w = rand_vals(wdt, rows * cols, 0.5);
+    m->l.w = m->w;
+    with_bias(m, bias);
+}
+
+/* Random indices packed by quant/'s tq_pack (epw = 32/bits per word, LSB first). */
+static void rand_packed(mat *m, uint64_t rows, uint64_t cols, int bits)
+{
+    uint64_t wpr = tq_pack_words(cols, bits);
+    uint8_t *idx = malloc(cols);
+    m->w = calloc(rows * wpr + 1, 4);
+    for (uint64_t r = 0; r < rows; r++) {
+        for (uint64_t j = 0; j < cols; j++)
+            idx[j] = (uint8_t)irand(1u << bits);
+        tq_pack(idx, cols, bits, (uint32_t *)m->w + r * wpr);
+    }
+    free(idx);
+    m->l.w = m->w;
+    m->l.wpr = wpr;
+    m->l.bits = (uint64_t)bits;
+}
+
+static void make_tq(mat *m, uint64_t rows, uint64_t cols, int bits, uint64_t group, tq_dtype sdt, tq_dtype cdt,
+                    tq_dtype gdt, int bias)
+{
+    memset(m, 0, sizeof *m);
+    m->l.kind = RT_TQ;
+    m->l.rows = rows;
+    m->l.cols = cols;
+    m->l.group = group;
+    m->l.ngroups = cols / group;
+    rand_packed(m, rows, cols, bits);
+    m->l.sdt = sdt;
+    m->scales = malloc(rows * m->l.ngroups * 4);
+    for (uint64_t i = 0; i < rows * m->l.ngroups; i++) {
+        float v = (float)(0.01 + 0.05 * fabs(nrand()));
+        if (sdt == TQ_DT_F32)
+            ((float *)m->scales)[i] = v;
+        else
+            ((uint16_t *)m->scales)[i] = enc(sdt, v);
+    }
+    m->l.scales = m->scales;
+    tq_codebook cb;
+    tq_err err = {0};
+    CHECK_OK(tq_codebook_lloyd_max(bits, &cb, &err));
+    m->l.cdt = cdt;
+    m->codebook = malloc(64);
+    for (int q = 0; q < (1 << bits); q++) {
+        if (cdt == TQ_DT_F32)
+            ((float *)m->codebook)[q] = cb.c[q];
+        else
+            ((uint16_t *)m->codebook)[q] = cb.f16[q];
+    }
+    m->l.codebook = m->codebook;
+    m->l.gdt = gdt;
+    m->signs = malloc(cols * 4);
+    for (uint64_t j = 0; j < cols; j++) {
+        float v = urand() < 0.5 ? -1.0f : 1.0f;
+        if (gdt == TQ_DT_F32)
+            ((float *)m->signs)[j] = v;
+        else
+            ((uint16_t *)m->signs)[j] = enc(gdt, v);
+    }
+    m->l.signs = m->signs;
+    with_bias(m, bias);
+}
+
+static void make_affine(mat *m, uint64_t rows, uint64_t cols, int bits, uint64_t group, tq_dtype sdt, int bias)
+{
+    memset(m, 0, sizeof *m);
+    m->l.kind = RT_AFFINE;
+    m->l.rows = rows;
+    m->l.cols = cols;
+    m->l.group = group;
+    m->l.ngroups = cols / group;
+    rand_packed(m, rows, cols, bits);
+    m->l.sdt = m->l.zdt = sdt;
+    m->scales = rand_vals(sdt, rows * m->l.ngroups, 0.02);
+    m->biases = rand_vals(sdt, rows * m->l.ngroups, 0.1);
+    m->l.scales = m->scales;
+    m->l.biases = m->biases;
+    with_bias(m, bias);
+}
+
+static double ldv(tq_dtype dt, const void *p, uint64_t i)
+{
+    return (double)rt_load_f(dt, p, i);
+}
+
+/* y = W x in double from the stored parts, and Σ|terms| (xr: the rotated x for TurboQuant). */
+static void mv_ref(const rt_linear *l, const float *x, const float *xr, uint64_t r, double *y, double *sabs)
+{
+    double s = 0, a = 0;
+    const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
+    uint32_t mask = l->kind == RT_DENSE ? 0 : (1u << l->bits) - 1, epw = l->kind == RT_DENSE ? 1 : 32 / (uint32_t)l->bits;
+    for (uint64_t j = 0; j < l->cols; j++) {
+        double t, tb = 0;
+        if (l->kind == RT_DENSE) {
+            t = ldv(l->wdt, l->w, r * l->cols + j) * x[j];
+        } else {
+            uint32_t q = (w[j / epw] >> ((j % epw) * l->bits)) & mask;
+            uint64_t gi = r * l->ngroups + j / l->group;
+            if (l->kind == RT_TQ) {
+                t = ldv(l->cdt, l->codebook, q) * xr[j] * ldv(l->sdt, l->scales, gi);
+            } else {
+                t = ldv(l->sdt, l->scales, gi) * q * x[j];
+                tb = ldv(l->zdt, l->biases, gi) * x[j];
+            }
+        }
+        s += t + tb;
+        a += fabs(t) + fabs(tb);
+    }
+    if (l->bias) {
+        s += ldv(l->biasdt, l->bias, r);
+        a += fabs(ldv(l->biasdt, l->bias, r));
+    }
+    *y = s;
+    *sabs = a;
+}
+
+/* The largest number of roundings one term of a row goes through (docs/metal.md, Matvec). */
+static double mv_depth(const rt_linear *l)
+{
+    double bias = l->bias ? 1 : 0;
+    if (l->kind == RT_DENSE)
+        return (double)((l->cols + 7) / 8) + 3 + bias;
+    double m = (double)((l->group + 7) / 8), ng = (double)l->ngroups;
+    if (l->kind == RT_TQ)
+        return m + 3 + 1 + (ng - 1) + 1 + bias; /* + 1: the codebook·scale product of the reference */
+    double g = (double)l->group - 1;
+    return (m + 3 > g ? m + 3 : g) + 2 + (ng - 1) + bias;
+}
+
+/* GPU backend vs the CPU runtime's rt_matvec bit for bit, and vs the double reference within
+ * γ(depth)·Σ|terms|, in both thread orders. */
+static void check_mv(mat *m, const char *what)
+{
+    const rt_linear *l = &m->l;
+    tq_err err = {0};
+    float *x = dmem(l->cols), *y = dmem(l->rows), *cpu = malloc(l->rows * 4), *xr = malloc(l->cols * 4 + 4);
+    for (uint64_t j = 0; j < l->cols; j++)
+        x[j] = (float)nrand();
+    rt_scratch scr = {0};
+    CHECK_OK(rt_matvec(POOL, l, x, cpu, &scr, &err));
+    free(scr.xr);
+    if (l->kind == RT_TQ) {
+        for (uint64_t j = 0; j < l->cols; j++)
+            xr[j] = x[j] * rt_load_f(l->gdt, l->signs, j);
+        CHECK(tq_hadamard_rotate(xr, l->cols, NULL, tq_hadamard_block(l->cols)) == 0);
+    }
+    for (int ord = 0; ord < ORDERS; ord++) {
+        rtm_shim_reverse = ord;
+        memset(y, 0xff, l->rows * 4);
+        CHECK_OK(rtm_be_matvec(BE, l, x, y, &err));
+        if (!sync_ok())
+            break;
+        uint64_t diff = 0;
+        for (uint64_t r = 0; r < l->rows; r++)
+            diff += memcmp(&y[r], &cpu[r], 4) != 0;
+        CHECKF(diff == 0, "%s %llux%llu: %llu rows differ from the CPU runtime's", what, (unsigned long long)l->rows,
+               (unsigned long long)l->cols, (unsigned long long)diff);
+        double g = gam(mv_depth(l));
+        for (uint64_t r = 0; r < l->rows; r++) {
+            double ref, sabs;
+            mv_ref(l, x, xr, r, &ref, &sabs);
+            CHECKF(fabs((double)y[r] - ref) <= g * sabs + 1e-300, "%s row %llu: |%.9g - %.9g| > %.3g", what,
+                   (unsigned long long)r, y[r], ref, g * sabs);
+        }
+        order_check(ord, y, l->rows, what);
+    }
+    rtm_shim_reverse = 0;
+    free(cpu);
+    free(xr);
+    rtm_be_free(BE, x);
+    rtm_be_free(BE, y);
+}
+
+static void matvec_dense(void)
+{
+    static const tq_dtype wd[] = {TQ_DT_F32, TQ_DT_F16, TQ_DT_BF16};
+    static const uint64_t fixed[][2] = {{1, 1}, {32, 8}, {31, 9}, {33, 7}, {65, 257}, {1, 1000}, {300, 3}};
+    for (int i = 0; i < 24; i++) {
+        uint64_t rows = i < 7 ? fixed[i][0] : 1 + irand(100), cols = i < 7 ? fixed[i][1] : 1 + irand(300);
+        mat m;
+        make_dense(&m, rows, cols, wd[i % 3], i % 2);
+        check_mv(&m, "dense");
+        mat_free(&m);
+    }
+}
+
+/* TurboQuant rows: 2, 3 (10 per word, 2 high bits unused) and 4 bits; groups of 32, 64 and 36
+ * (lanes with uneven counts); scales, codebooks and signs in each stored type; ragged rows. */
+static void matvec_tq(void)
+{
+    static const struct {
+        uint64_t cols, group;
+    } sh[] = {{64, 32}, {96, 32}, {144, 36}, {160, 32}, {224, 32}, {384, 64}, {640, 64}, {768, 128}, {448, 64}};
+    static const tq_dtype d3[] = {TQ_DT_F16, TQ_DT_BF16, TQ_DT_F32};
+    for (int i = 0; i < 27; i++) {
+        int bits = 2 + i % 3;
+        uint64_t rows = i < 3 ? (uint64_t)(i + 1) : 1 + irand(90);
+        mat m;
+        make_tq(&m, rows, sh[i % 9].cols, bits, sh[i % 9].group, d3[i % 3], d3[(i / 3) % 3], d3[(i / 9) % 3], i % 4 == 1);
+        check_mv(&m, bits == 3 ? "tq3" : bits == 2 ? "tq2" : "tq4");
+        mat_free(&m);
+    }
+}
+
+static void matvec_affine(void)
+{
+    static const tq_dtype d3[] = {TQ_DT_F16, TQ_DT_BF16, TQ_DT_F32};
+    static const int bits[] = {4, 8, 2};
+    static const uint64_t groups[] = {32, 64, 128};
+    for (int i = 0; i < 18; i++) {
+        uint64_t group = groups[i % 3], cols = group * (1 + irand(6)), rows = 1 + irand(90);
+        mat m;
+        make_affine(&m, rows, cols, bits[(i / 3) % 3], group, d3[i % 3], i % 5 == 2);
+        check_mv(&m, "affine");
+        mat_free(&m);
+    }
+}
+
+/* Integer paths bit for bit: with x = e_j the products give column j of the dequantized
+ * matrix, which quant/'s own dequantizers compute: tq_dequantize_row (codebook[q]·scale of the
+ * rotated row; the rotation is bypassed) and tq_affine_dequantize_row (scale·q + bias). */
+static void unpack_bits(void)
+{
+    tq_err err = {0};
+    for (int kind = 0; kind < 2; kind++)
+        for (int bits = 2; bits <= (kind == 0 ? 4 : 8); bits += kind == 0 ? 1 : 2) {
+            if (kind == 1 && bits == 6)
+                continue;
+            uint64_t group = kind == 0 && bits == 3 ? 36 : 32, cols = group * 4, rows = 37;
+            mat m;
+            if (kind == 0)
+                make_tq(&m, rows, cols, bits, group, TQ_DT_F16, TQ_DT_F32, TQ_DT_F16, 0);
+            else
+                make_affine(&m, rows, cols, bits, group, TQ_DT_F16, 0);
+            float *deq = malloc(rows * cols * 4), *sc = malloc(rows * m.l.ngroups * 4), *bi = malloc(rows * m.l.ngroups * 4);
+            for (uint64_t i = 0; i < rows * m.l.ngroups; i++) {
+                sc[i] = rt_load_f(TQ_DT_F16, m.scales, i);
+                if (kind == 1)
+                    bi[i] = rt_load_f(TQ_DT_F16, m.biases, i);
+            }
+            for (uint64_t r = 0; r < rows; r++) {
+                const uint32_t *w = (const uint32_t *)m.w + r * m.l.wpr;
+                if (kind == 0)
+                    tq_dequantize_row(w, (const uint16_t *)m.scales + r * m.l.ngroups, (const float *)m.codebook, bits,
+                                      group, cols, deq + r * cols);
+                else
+                    tq_affine_dequantize_row(w, sc + r * m.l.ngroups, bi + r * m.l.ngroups, cols, bits, (int)group,
+                                             deq + r * cols);
+            }
+            float *x = dmem(cols), *y = dmem(rows * cols);
+            for (uint64_t j = 0; j < cols; j++) {
+                memset(x, 0, cols * 4);
+                x[j] = 1.0f;
+                if (kind == 0)
+                    CHECK_OK(rtm_be_matvec_rotated(BE, &m.l, x, y + j * rows, &err));
+                else
+                    CHECK_OK(rtm_be_matvec(BE, &m.l, x, y + j * rows, &err));
+                if (!sync_ok())
+                    break;
+            }
+            uint64_t bad = 0;
+            for (uint64_t j = 0; j < cols; j++)
+                for (uint64_t r = 0; r < rows; r++)
+                    bad += memcmp(&y[j * rows + r], &deq[r * cols + j], 4) != 0;
+            CHECKF(bad == 0, "%s %d-bit: %llu of %llu dequantized values differ from quant/'s", kind ? "affine" : "tq",
+                   bits, (unsigned long long)bad, (unsigned long long)(rows * cols));
+            rtm_be_free(BE, x);
+            rtm_be_free(BE, y);
+            free(deq);
+            free(sc);
+            free(bi);
+            mat_free(&m);
+        }
+}
+
+/* ---------------------------------------------------------------- RMSNorm, RoPE */
+
+/* Relative error bound of RMSNorm for n values (docs/metal.md, RMSNorm): the sum of squares
+ * through K = ceil(n/256) + 12 roundings, then /n, + eps (eps itself rounded to f32), sqrt,
+ * 1/·, ·x, ·w. */
+static double rms_bound(uint64_t n)
+{
+    double K = (double)((n + RTM_TG - 1) / RTM_TG) + 12, g = gam(K + 3);
+    return 0.5 * g + g * g + gam(4);
+}
+
+static void rmsnorm(void)
+{
+    static const uint64_t ns[] = {1, 7, 64, 255, 256, 257, 1000, 4096, 5000};
+    tq_err err = {0};
+    double worst = 0, worst_cpu = 0;
+    for (size_t c = 0; c < sizeof ns / sizeof *ns * 2; c++) {
+        uint64_t n = ns[c % 9], count = 1 + irand(4);
+        int has_w = c % 3 != 0, inplace = c % 4 == 1;
+        double eps = c % 2 ? 1e-6 : 1e-5, scale = c % 5 == 0 ? 1e-3 : 3.0;
+        float *x = dmem(n * count), *out = inplace ? x : dmem(n * count), *w = malloc(n * 4), *x0 = malloc(n * count * 4);
+        float *cpu = malloc(n * count * 4);
+        for (uint64_t i = 0; i < n * count; i++)
+            x0[i] = (float)(nrand() * scale);
+        for (uint64_t i = 0; i < n; i++)
+            w[i] = (float)(1.0 + 0.3 * nrand());
+        for (uint64_t v = 0; v < count; v++)
+            rt_rmsnorm(cpu + v * n, x0 + v * n, has_w ? w : NULL, n, eps);
+        for (int ord = 0; ord < ORDERS; ord++) {
+            rtm_shim_reverse = ord;
+            memcpy(x, x0, n * count * 4);
+            CHECK_OK(rtm_be_rmsnorm(BE, out, x, has_w ? w : NULL, n, count, eps, &err));
+            if (!sync_ok())
+                break;
+            double bound = rms_bound(n);
+            for (uint64_t v = 0; v < count; v++) {
+                double ss = 0;
+                for (uint64_t i = 0; i < n; i++)
+                    ss += (double)x0[v * n + i] * x0[v * n + i];
+                double inv = 1.0 / sqrt(ss / (double)n + eps);
+                for (uint64_t i = 0; i < n; i++) {
+                    double ref = (has_w ? w[i] : 1.0) * x0[v * n + i] * inv, got = out[v * n + i];
+                    double rel = ref != 0 ? fabs(got - ref) / fabs(ref) : fabs(got);
+                    CHECKF(rel <= bound, "rmsnorm n=%llu: relative error %.3g U > %.3g U", (unsigned long long)n, rel / U,
+                           bound / U);
+                    worst = fmax(worst, rel);
+                    float c1 = cpu[v * n + i];
+                    if (c1 != 0)
+                        worst_cpu = fmax(worst_cpu, fabs(got - (double)c1) / fabs((double)c1));
+                }
+            }
+            order_check(ord, out, n * count, "rmsnorm");
+        }
+        rtm_shim_reverse = 0;
+        rtm_be_free(BE, x);
+        if (!inplace)
+            rtm_be_free(BE, out);
+        free(w);
+        free(x0);
+        free(cpu);
+    }
+    printf("  %s: rmsnorm max relative error %.3f U vs f64 (bound %.2f U at n = 5000), %.3f U vs the CPU runtime\n", DEV,
+           worst / U, rms_bound(5000) / U, worst_cpu / U);
+}
+
+/* RoPE against the CPU runtime's rt_rope_apply bit for bit (NeoX and interleaved pairs,
+ * partial rotary dims, vectors at a stride and offset). */
+static void rope_bits(void)
+{
+    tq_err err = {0};
+    for (int c = 0; c < 12; c++) {
+        uint64_t hd = 8 * (1 + irand(20)), dim = 2 * (1 + irand(hd / 2)), count = 1 + irand(40);
+        uint64_t off = c % 3 == 0 ? irand(8) : 0, stride = hd + off + (c % 2 ? 0 : irand(16));
+        int inter = c % 2;
+        uint64_t n = count * stride;
+        float *v = dmem(n), *v0 = malloc(n * 4), *ref = malloc(n * 4), *cs = malloc(dim / 2 * 4), *sn = malloc(dim / 2 * 4);
+        for (uint64_t i = 0; i < n; i++)
+            v0[i] = ref[i] = (float)nrand();
+        for (uint64_t i = 0; i < dim / 2; i++) {
+            double a = urand() * 100;
+            cs[i] = (float)cos(a);
+            sn[i] = (float)sin(a);
+        }
+        tq_runner rr;
+        memset(&rr, 0, sizeof rr);
+        rr.c.rope.dim = dim;
+        rr.c.rope.interleaved = inter;
+        rr.rcos = cs;
+        rr.rsin = sn;
+        for (uint64_t k = 0; k < count; k++)
+            rt_rope_apply(&rr, ref + k * stride + off);
+        for (int ord = 0; ord < ORDERS; ord++) {
+            rtm_shim_reverse = ord;
+            memcpy(v, v0, n * 4);
+            CHECK_OK(rtm_be_rope(BE, v, count, stride, off, &rr.c.rope, cs, sn, &err));
+            if (!sync_ok())
+                break;
+            CHECKF(memcmp(v, ref, n * 4) == 0, "rope dim %llu of %llu (%s) differs from the CPU runtime's",
+                   (unsigned long long)dim, (unsigned long long)hd, inter ? "interleaved" : "neox");
+        }
+        rtm_shim_reverse = 0;
+        rtm_be_free(BE, v);
+        free(v0);
+        free(ref);
+        free(cs);
+        free(sn);
+    }
+}
+
+/* ---------------------------------------------------------------- softmax, attention */
+
+/* Relative error factor of a softmax weight whose exponent argument is off by at most eps_t,
+ * with E the largest such error and K the depth of the denominator's sum (docs/metal.md,
+ * Softmax): p̂/p - 1 ≤ exp(eps_t + E)·(1 + c)(1 + U)/((1 - c)(1 - γ_K)) - 1, c = EXP_ERR_U·U. */
+static double soft_rel(double eps_t, double E, double K)
+{
+    double c = EXP_ERR_U * U;
+    return exp(eps_t + E) * (1 + c) * (1 + U) / ((1 - c) * (1 - gam(K))) - 1;
+}
+
+/* Depth of a threadgroup sum of n values: a thread's chain, the 32-lane butterfly, the simd
+ * groups in order (+ extra terms added after). */
+static double tg_depth(uint64_t n, double extra)
+{
+    double m = (double)((n + RTM_TG - 1) / RTM_TG);
+    return (m > 1 ? m - 1 : 0) + 5 + (RTM_TG / RTM_SIMD - 1) + extra;
+}
+
+static void softmax(void)
+{
+    static const uint64_t ns[] = {1, 2, 3, 31, 255, 256, 257, 1000, 3000};
+    tq_err err = {0};
+    for (size_t c = 0; c < 18; c++) {
+        uint64_t n = ns[c % 9], count = 1 + irand(3), stride = n + (c % 2 ? irand(5) : 0);
+        uint64_t tot = (count - 1) * stride + n;
+        float *x = dmem(tot), *x0 = malloc(tot * 4);
+        for (uint64_t i = 0; i < tot; i++)
+            x0[i] = (float)(nrand() * (c % 3 == 0 ? 8.0 : 2.0));
+        for (int ord = 0; ord < ORDERS; ord++) {
+            rtm_shim_reverse = ord;
+            memcpy(x, x0, tot * 4);
+            CHECK_OK(rtm_be_softmax(BE, x, n, count, stride, &err));
+            if (!sync_ok())
+                break;
+            for (uint64_t r = 0; r < count; r++) {
+                const float *v = x0 + r * stride;
+                double mx = -INFINITY, sum = 0, E = 0;
+                for (uint64_t i = 0; i < n; i++)
+                    mx = fmax(mx, v[i]);
+                for (uint64_t i = 0; i < n; i++) {
+                    sum += exp(v[i] - mx);
+                    E = fmax(E, U * fabs(v[i] - mx));
+                }
+                for (uint64_t i = 0; i < n; i++) {
+                    double p = exp(v[i] - mx) / sum, got = x[r * stride + i];
+                    double bound = soft_rel(U * fabs(v[i] - mx), E, tg_depth(n, 0)) * p;
+                    CHECKF(fabs(got - p) <= bound + 1e-38, "softmax n=%llu [%llu]: |%.9g - %.9g| > %.3g",
+                           (unsigned long long)n, (unsigned long long)i, got, p, bound);
+                }
+            }
+            order_check(ord, x, tot, "softmax");
+        }
+        rtm_shim_reverse = 0;
+        rtm_be_free(BE, x);
+        free(x0);
+    }
+}
+
+/* One query position over a KV cache: grouped heads, sliding window, sinks, head dims below
+ * and above the threadgroup, contexts below and above it. Bound (docs/metal.md, Attention):
+ * scores off by a_t = γ(hd + 1)·|scale|·Σ|q·k|, weights by soft_rel, output sum γ(T). */
+static void attention(void)
+{
+    static const uint64_t hds[] = {8, 16, 64, 80, 128, 300};
+    static const uint64_t poss[] = {0, 1, 17, 255, 256, 600};
+    tq_err err = {0};
+    double worst = 0;
+    for (int c = 0; c < 24; c++) {
+        uint64_t hd = hds[c % 6], pos = poss[(c / 2) % 6], kvh = 1 + irand(3), group = 1 + irand(3), heads = kvh * group;
+        uint64_t kvd = kvh * hd, t0 = c % 4 == 3 && pos > 4 ? pos - 4 : 0, stride = pos + 3;
+        int sinks = c % 3 == 1;
+        float scale = (float)(1.0 / sqrt((double)hd));
+        float *q = dmem(heads * hd), *kc = dmem((pos + 1) * kvd), *vc = dmem((pos + 1) * kvd), *sk = malloc(heads * 4);
+        float *att = dmem(heads * stride), *out = dmem(heads * hd);
+        for (uint64_t i = 0; i < heads * hd; i++)
+            q[i] = (float)(nrand() * 2);
+        for (uint64_t i = 0; i < (pos + 1) * kvd; i++) {
+            kc[i] = (float)nrand();
+            vc[i] = (float)nrand();
+        }
+        for (uint64_t h = 0; h < heads; h++)
+            sk[h] = (float)nrand();
+        rtm_att a = {q, kc, vc, sinks ? sk : NULL, att, out, heads, hd, kvd, group, t0, pos, stride, scale};
+        for (int ord = 0; ord < ORDERS; ord++) {
+            rtm_shim_reverse = ord;
+            memset(out, 0xff, heads * hd * 4);
+            CHECK_OK(rtm_be_attention(BE, &a, &err));
+            if (!sync_ok())
+                break;
+            for (uint64_t h = 0; h < heads; h++) {
+                uint64_t kh = h / group, T = pos - t0 + 1;
+                double *z = malloc(T * 8), *at = malloc(T * 8), *p = malloc(T * 8), zmax = -INFINITY, A = 0;
+                for (uint64_t t = t0; t <= pos; t++) {
+                    double s = 0, sa = 0;
+                    for (uint64_t i = 0; i < hd; i++) {
+                        s += (double)q[h * hd + i] * kc[t * kvd + kh * hd + i];
+                        sa += fabs((double)q[h * hd + i] * kc[t * kvd + kh * hd + i]);
+                    }
+                    z[t - t0] = s * scale;
+                    at[t - t0] = gam((double)hd + 1) * scale * sa;
+                    zmax = fmax(zmax, z[t - t0]);
+                    A = fmax(A, at[t - t0]);
+                }
+                if (sinks)
+                    zmax = fmax(zmax, sk[h]);
+                double sum = sinks ? exp(sk[h] - zmax) : 0, E = sinks ? U * (fabs(sk[h] - zmax) + 2 * A) : 0;
+                for (uint64_t t = 0; t < T; t++) {
+                    sum += exp(z[t] - zmax);
+                    E = fmax(E, at[t] + U * (fabs(z[t] - zmax) + 2 * A));
+                }
+                for (uint64_t t = 0; t < T; t++)
+                    p[t] = exp(z[t] - zmax) / sum;
+                double K = tg_depth(T, sinks ? 1 : 0);
+                for (uint64_t i = 0; i < hd; i++) {
+                    double o = 0, bound = 0;
+                    for (uint64_t t = 0; t < T; t++) {
+                        double v = vc[(t0 + t) * kvd + kh * hd + i], rho = soft_rel(at[t] + U * (fabs(z[t] - zmax) + 2 * A), E, K);
+                        o += p[t] * v;
+                        bound += (rho + gam((double)T) * (1 + rho)) * p[t] * fabs(v);
+                    }
+                    double got = out[h * hd + i];
+                    CHECKF(fabs(got - o) <= bound + 1e-37, "attention hd %llu pos %llu head %llu [%llu]: |%.9g - %.9g| > %.3g",
+                           (unsigned long long)hd, (unsigned long long)pos, (unsigned long long)h, (unsigned long long)i,
+                           got, o, bound);
+                    if (bound > 0)
+                        worst = fmax(worst, fabs(got - o) / bound);
+                }
+                free(z);
+                free(at);
+                free(p);
+            }
+            order_check(ord, out, heads * hd, "attention");
+        }
+        rtm_shim_reverse = 0;
+        rtm_be_free(BE, q);
+        rtm_be_free(BE, kc);
+        rtm_be_free(BE, vc);
+        rtm_be_free(BE, att);
+        rtm_be_free(BE, out);
+        free(sk);
+    }
+    printf("  %s: attention error at most %.3f of its bound\n", DEV, worst);
+}
+
+/* ---------------------------------------------------------------- routing */
+
+/* The k largest of v[0..n) by definition: sort indices by value (descending), then index. */
+static void topk_def(const double *v, uint64_t n, uint64_t k, uint64_t *ids)
+{
+    uint64_t *o = malloc(n * 8);
+    for (uint64_t i = 0; i < n; i++)
+        o[i] = i;
+    for (uint64_t i = 1; i < n; i++) /* insertion sort: stable, so ties keep the lower index first */
+        for (uint64_t j = i; j > 0 && v[o[j]] > v[o[j - 1]]; j--) {
+            uint64_t t = o[j];
+            o[j] = o[j - 1];
+            o[j - 1] = t;
+        }
+    memcpy(ids, o, k * 8);
+    free(o);
+}
+
+/* Every routing mode (forward.c route()): expert ids bit for bit against the rule evaluated in
+ * double (DeepSeek-V3's group-limited choice by sigmoid + correction bias, scores 0 outside the
+ * best groups), weights within their bound. Logits are a shuffled grid, so no two choices are
+ * closer than the f32 rounding could reorder. */
+static void route(void)
+{
+    static const uint64_t Es[] = {8, 60, 128, 300, 16, 64};
+    tq_err err = {0};
+    for (int c = 0; c < 18; c++) {
+        int mode = c % 3;
+        uint64_t E = Es[(c / 3) % 6], K = 1 + irand(E < 8 ? E : 8), ng = 1, tg = 1;
+        if (mode == 2 && E % 4 == 0 && c % 2 == 0) {
+            ng = E % 8 == 0 && E >= 16 ? 8 : 4;
+            tg = 2;
+            if (K > tg * (E / ng))
+                K = tg * (E / ng);
+        }
+        int norm = c % 2;
+        float route_scale = mode == 2 ? 2.5f : 1.0f;
+        float *l = malloc(E * 4), *bias = malloc(E * 4);
+        double *dl = malloc(E * 8), *sg = malloc(E * 8), *choice = malloc(E * 8);
+        uint64_t *perm = malloc(E * 8), ref_ids[64], ids[64];
+        for (uint64_t i = 0; i < E; i++)
+            perm[i] = i;
+        for (uint64_t i = E; i > 1; i--) {
+            uint64_t j = irand(i), t = perm[i - 1];
+            perm[i - 1] = perm[j];
+            perm[j] = t;
+        }
+        for (uint64_t i = 0; i < E; i++) {
+            l[i] = (float)(-3.0 + 6.0 * (double)perm[i] / (double)E);
+            bias[i] = (float)(0.05 * (double)((perm[i] * 7 + 3) % E) / (double)E);
+            dl[i] = l[i];
+        }
+        if (mode == 2) {
+            for (uint64_t i = 0; i < E; i++) {
+                sg[i] = 1.0 / (1.0 + exp(-dl[i]));
+                choice[i] = sg[i] + bias[i];
+            }
+            if (ng > 1) {
+                uint64_t per = E / ng, gids[64], two[2];
+                double gs[64];
+                for (uint64_t g = 0; g < ng; g++) {
+                    topk_def(choice + g * per, per, 2, two);
+                    gs[g] = choice[g * per + two[0]] + choice[g * per + two[1]];
+                }
+                topk_def(gs, ng, tg, gids);
+                for (uint64_t g = 0; g < ng; g++) {
+                    int keep = 0;
+                    for (uint64_t t = 0; t < tg; t++)
+                        keep |= gids[t] == g;
+                    for (uint64_t i = g * per; !keep && i < (g + 1) * per; i++)
+                        choice[i] = 0;
+                }
+            }
+            topk_def(choice, E, K, ref_ids);
+        } else {
+            topk_def(dl, E, K, ref_ids);
+        }
+        /* reference weights */
+        double w_ref[64], mx = -INFINITY, sum = 0, rel;
+        double se = gam(EXP_ERR_U + 3);
+        if (mode == 0) {
+            double E_ = 0;
+            for (uint64_t i = 0; i < E; i++)
+                mx = fmax(mx, dl[i]);
+            for (uint64_t i = 0; i < E; i++) {
+                sum += exp(dl[i] - mx);
+                E_ = fmax(E_, U * fabs(dl[i] - mx));
+            }
+            double s2 = 0;
+            for (uint64_t k = 0; k < K; k++)
+                s2 += w_ref[k] = exp(dl[ref_ids[k]] - mx) / sum;
+            for (uint64_t k = 0; norm && k < K; k++)
+                w_ref[k] /= s2;
+            double rp = soft_rel(2 * E_, E_, tg_depth(E, 0));
+            rel = norm ? (1 + rp) * (1 + rp) * (1 + gam((double)K + 1)) - 1 : rp;
+        } else if (mode == 1) {
+            double E_ = 0;
+            for (uint64_t k = 0; k < K; k++) {
+                sum += w_ref[k] = exp(dl[ref_ids[k]] - dl[ref_ids[0]]);
+                E_ = fmax(E_, U * fabs(dl[ref_ids[k]] - dl[ref_ids[0]]));
+            }
+            for (uint64_t k = 0; k < K; k++)
+                w_ref[k] /= sum;
+            rel = soft_rel(E_, E_, (double)K);
+        } else {
+            for (uint64_t k = 0; k < K; k++)
+                sum += w_ref[k] = sg[ref_ids[k]];
+            for (uint64_t k = 0; k < K; k++)
+                w_ref[k] = (norm ? w_ref[k] / sum : w_ref[k]) * route_scale;
+            rel = (1 + se) * (1 + se) * (1 + gam((double)K + 3)) - 1;
+        }
+        float *ld = dmem(E);
+        memcpy(ld, l, E * 4);
+        rtm_route rt = {ld, mode == 2 ? bias : NULL, E, K, ng, tg, mode, norm, route_scale};
+        float w[64];
+        CHECK_OK(rtm_be_route(BE, &rt, ids, w, &err));
+        CHECKF(memcmp(ids, ref_ids, K * 8) == 0, "route mode %d E %llu K %llu groups %llu: experts differ", mode,
+               (unsigned long long)E, (unsigned long long)K, (unsigned long long)ng);
+        for (uint64_t k = 0; k < K; k++)
+            CHECKF(fabs(w[k] - w_ref[k]) <= rel * fabs(w_ref[k]), "route mode %d weight %llu: %.9g vs %.9g (bound %.3g U)",
+                   mode, (unsigned long long)k, w[k], w_ref[k], rel / U);
+        rtm_be_free(BE, ld);
+        free(l);
+        free(bias);
+        free(dl);
+        free(sg);
+        free(choice);
+        free(perm);
+    }
+}
+
+/* ---------------------------------------------------------------- element-wise */
+
+static void elementwise(void)
+{
+    tq_err err = {0};
+    const uint64_t n = 1000 + irand(300);
+    float *g = dmem(n), *u = dmem(n), *y = dmem(n), *g0 = malloc(n * 4), *y0 = malloc(n * 4), *sa = dmem(1);
+    for (uint64_t i = 0; i < n; i++) {
+        g0[i] = (float)(nrand() * 3);
+        u[i] = (float)(nrand() * 3);
+        y0[i] = (float)nrand();
+    }
+    /* SwiGLU activation: silu(g)·u, and gpt-oss's clamped form (α = 1.702, limit 7) */
+    for (int clamped = 0; clamped < 2; clamped++) {
+        memcpy(g, g0, n * 4);
+        CHECK_OK(rtm_be_act(BE, g, u, n, clamped, 1.702f, 7.0f, &err));
+        if (!sync_ok())
+            return;
+        for (uint64_t i = 0; i < n; i++) {
+            double gv = g0[i], uv = u[i], ref;
+            if (clamped) {
+                gv = fmin(gv, 7.0);
+                uv = fmax(-7.0, fmin(7.0, uv));
+                ref = gv / (1 + exp(-(double)(1.702f * (float)gv))) * (uv + 1);
+            } else {
+                ref = gv / (1 + exp(-gv)) * uv;
+            }
+            double bound = gam(EXP_ERR_U + 6 + (clamped ? 1.702 * fabs(gv) : 0)) * fabs(ref);
+            CHECKF(fabs(g[i] - ref) <= bound + 1e-37, "act%s [%llu]: %.9g vs %.9g", clamped ? " clamped" : "",
+                   (unsigned long long)i, g[i], ref);
+        }
+    }
+    /* y += a·x, bit for bit with the CPU runtime's `y += a * x` */
+    memcpy(y, y0, n * 4);
+    CHECK_OK(rtm_be_axpy(BE, y, u, 0.37f, NULL, n, &err));
+    if (!sync_ok())
+        return;
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        float t = 0.37f * u[i], r = y0[i] + t;
+        bad += memcmp(&r, &y[i], 4) != 0;
+    }
+    CHECKF(bad == 0, "axpy: %llu values differ", (unsigned long long)bad);
+    /* y += sigmoid(sa[0])·x */
+    memcpy(y, y0, n * 4);
+    sa[0] = -0.8f;
+    CHECK_OK(rtm_be_axpy(BE, y, u, 0, sa, n, &err));
+    if (!sync_ok())
+        return;
+    double s = 1.0 / (1.0 + exp(0.8));
+    for (uint64_t i = 0; i < n; i++) {
+        double ref = y0[i] + s * u[i], bound = gam(EXP_ERR_U + 5) * fabs(s * u[i]) + U * fabs(ref);
+        CHECKF(fabs(y[i] - ref) <= bound, "axpy sigmoid [%llu]", (unsigned long long)i);
+    }
+    /* gates: y·sigmoid(g), y·silu(g), zero */
+    for (int kind = 0; kind < 3; kind++) {
+        memcpy(y, y0, n * 4);
+        CHECK_OK(rtm_be_gate(BE, y, g0, n, kind, &err));
+        if (!sync_ok())
+            return;
+        for (uint64_t i = 0; i < n; i++) {
+            double sg = 1.0 / (1.0 + exp(-(double)g0[i])), ref = kind == 2 ? 0 : y0[i] * (kind == 0 ? sg : g0[i] * sg);
+            CHECKF(fabs(y[i] - ref) <= gam(EXP_ERR_U + 4) * fabs(ref), "gate %d [%llu]", kind, (unsigned long long)i);
+        }
+    }
+    /* gather: split [heads][query | gate] as the gated attention does */
+    uint64_t heads = 7, hd = 24;
+    float *src = dmem(2 * heads * hd), *dq = dmem(heads * hd), *dg = dmem(heads * hd);
+    for (uint64_t i = 0; i < 2 * heads * hd; i++)
+        src[i] = (float)nrand();
+    CHECK_OK(rtm_be_gather(BE, dq, src, heads, hd, 2 * hd, 0, &err));
+    CHECK_OK(rtm_be_gather(BE, dg, src, heads, hd, 2 * hd, hd, &err));
+    if (!sync_ok())
+        return;
+    for (uint64_t h = 0; h < heads; h++) {
+        CHECK(memcmp(dq + h * hd, src + 2 * h * hd, hd * 4) == 0);
+        CHECK(memcmp(dg + h * hd, src + 2 * h * hd + hd, hd * 4) == 0);
+    }
+    rtm_be_free(BE, g);
+    rtm_be_free(BE, u);
+    rtm_be_free(BE, y);
+    rtm_be_free(BE, sa);
+    rtm_be_free(BE, src);
+    rtm_be_free(BE, dq);
+    rtm_be_free(BE, dg);
+    free(g0);
+    free(y0);
+}
+
+/* ---------------------------------------------------------------- the backend's memory rules */
+
+static void *REG_BASE;
+static uint64_t REG_N;
+static int reg_calls;
+static int one_region(void *user, const void *p, const void **base, uint64_t *n)
+{
+    (void)user;
+    reg_calls++;
+    if ((const char *)p < (const char *)REG_BASE || (const char *)p >= (const char *)REG_BASE + REG_N)
+        return 0;
+    *base = REG_BASE;
+    *n = REG_N;
+    return 1;
+}
+
+/* A region the caller names is wrapped once and found in the registry afterwards; results
+ * are unchanged; kernels may not write memory that rtm_be_alloc did not make; results read
+ * before sync are not there yet (the queue runs at sync, as on the GPU). */
+static void memory_rules(void)
+{
+    tq_err err = {0};
+    rtm_dev *d;
+    rtm_be *b = NULL;
+    CHECK_OK(rtm_shim_open(&d, &err));
+    CHECK_OK(rtm_be_open(&b, d, one_region, NULL, &err));
+    if (!b)
+        return;
+    mat m;
+    make_dense(&m, 40, 50, TQ_DT_BF16, 0);
+    REG_BASE = m.w;
+    REG_N = rt_linear_wbytes(&m.l);
+    float *x = rtm_be_alloc(b, 50 * 4, &err), *y = rtm_be_alloc(b, 40 * 4, &err), cpu[40], host_y[40];
+    for (int j = 0; j < 50; j++)
+        x[j] = (float)nrand();
+    rt_scratch scr = {0};
+    CHECK_OK(rt_matvec(POOL, &m.l, x, cpu, &scr, &err));
+    free(scr.xr);
+    for (int rep = 0; rep < 3; rep++) {
+        memset(y, 0, 40 * 4);
+        CHECK_OK(rtm_be_matvec(b, &m.l, x, y, &err));
+        CHECK(y[0] == 0.0f && y[39] == 0.0f); /* queued, not run */
+        CHECK_OK(rtm_be_sync(b, &err));
+        CHECK(memcmp(y, cpu, sizeof cpu) == 0);
+    }
+    CHECKF(reg_calls == 1, "the region function was asked %d times (once expected)", reg_calls);
+    CHECK(rtm_be_matvec(b, &m.l, x, host_y, &err) != 0 && err.code == TQ_EUSAGE && strstr(err.msg, "not given"));
+    m.l.wdt = TQ_DT_I32;
+    CHECK(rtm_be_matvec(b, &m.l, x, y, &err) != 0 && strstr(err.msg, "I32"));
+    rtm_be_close(b);
+    mat_free(&m);
+}
+
+/* ---------------------------------------------------------------- main */
+
+typedef struct tcase {
+    const char *name;
+    void (*fn)(void);
+} tcase;
+
+static const tcase cases[] = {
+    {"exp_sweep", exp_sweep},         {"sigmoid_silu", sigmoid_silu}, {"hadamard_bits", hadamard_bits},
+    {"matvec_dense", matvec_dense},   {"matvec_tq", matvec_tq},       {"matvec_affine", matvec_affine},
+    {"unpack_bits", unpack_bits},     {"rmsnorm", rmsnorm},           {"rope_bits", rope_bits},
+    {"softmax", softmax},             {"attention", attention},       {"route", route},
+    {"elementwise", elementwise},
+};
+
+static void run_all(const char *prefix)
+{
+    char name[128];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(name, sizeof name, "%s/%s", prefix, cases[i].name);
+        RUN_AS(name, cases[i].fn);
+    }
+}
+
+int main(void)
+{
+    tq_err err = {0};
+    rt_kernels_init();
+    if (rt_pool_create(&POOL, 2, &err) != 0) {
+        printf("FAIL pool: %s\n", err.msg);
+        return 1;
+    }
+    rtm_dev *d;
+    if (rtm_shim_open(&d, &err) != 0 || rtm_be_open(&BE, d, NULL, NULL, &err) != 0) {
+        printf("FAIL shim: %s\n", err.msg);
+        return 1;
+    }
+    DEV = "shim";
+    ORDERS = 2;
+    run_all("shim");
+    RUN(memory_rules);
+    rtm_be_close(BE);
+    BE = NULL;
+    if (rtm_metal_open(&d, &err) == 0) {
+        if (rtm_be_open(&BE, d, NULL, NULL, &err) == 0) {
+            DEV = "metal";
+            ORDERS = 1;
+            run_all("metal");
+            rtm_be_close(BE);
+        } else {
+            printf("FAIL metal: %s\n", err.msg);
+            t_fail++;
+        }
+    } else {
+        printf("  metal: not run: %s\n", err.msg);
+    }
+    free(order_keep);
+    rt_pool_destroy(POOL);
+    TEST_MAIN_END();
+}
