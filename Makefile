@@ -35,6 +35,22 @@ CFLAGS  += $(CSTD) -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) -g $(WARN) \
 LDFLAGS += -pthread $(EXTRA_LDFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm
 
+# The GPU backend (runtime/metal/, docs/metal.md): its kernels build as C everywhere (the shim
+# make check runs); on macOS with Xcode's Metal compiler they also build as a metallib that is
+# embedded in the library, with the Objective-C host code. Elsewhere the build says the host
+# code was skipped, and tq-run --backend metal exits 2.
+UNAME_S := $(shell uname -s)
+METAL   := $(if $(filter Darwin,$(UNAME_S)),$(shell xcrun -sdk macosx -f metal 2>/dev/null))
+ifneq ($(METAL),)
+METAL_OBJ  := $(BUILD)/runtime/metal/metal.o $(BUILD)/runtime/metal/metallib.o
+CFLAGS     += -DTQ_HAVE_METAL=1
+LDLIBS     += -framework Metal -framework Foundation -framework CoreGraphics
+METAL_NOTE := tq: Metal backend: runtime/metal/metal.m and kernels.metal built with $(METAL)
+else
+METAL_OBJ  :=
+METAL_NOTE := tq: Metal host code (runtime/metal/metal.m) skipped: $(if $(filter Darwin,$(UNAME_S)),no Metal compiler (xcrun -f metal failed: install Xcode and its Metal toolchain),not macOS); the kernels are built and tested through the C shim
+endif
+
 # The library: the toolbox, the formats, the kernels and one folder per pipeline.
 LIBDIRS  := common formats quant quant/convert layout/split layout/rows verify runtime runtime/metal tokenizer
 LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIBDIRS))))
@@ -99,8 +115,8 @@ MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
 .SECONDARY:
-.PHONY: all tools lib tests bench-build check check-asan check-long demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help
-all: $(LIB) $(SHLIB) $(TOOLS) completions
+.PHONY: all tools lib tests bench-build check check-asan check-long demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
+all: metal-note $(LIB) $(SHLIB) $(TOOLS) completions
 lib: $(LIB) $(SHLIB)
 tools: $(TOOLS)
 tests: $(TEST_BIN) $(FUZZ_REPLAY)
@@ -110,12 +126,12 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(LIB): $(LIB_OBJ)
+$(LIB): $(LIB_OBJ) $(METAL_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
-$(LIB_OBJ): CFLAGS += -fPIC
+$(LIB_OBJ) $(METAL_OBJ): CFLAGS += -fPIC
 # The library's objects are rebuilt when its compile flags change (an older build tree's
 # objects without -fPIC cannot go into libtq.so): $(BUILD)/lib.cflags holds the flags and
 # is rewritten only when they differ.
@@ -125,7 +141,7 @@ $(shell mkdir -p $(BUILD) && { echo '$(CC) $(CFLAGS) -fPIC' | cmp -s - $(LIB_CFL
 endif
 $(LIB_OBJ): $(LIB_CFLAGS_STAMP)
 
-$(SHLIB): $(LIB_OBJ)
+$(SHLIB): $(LIB_OBJ) $(METAL_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(SO_FLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
 	ln -sf $(SO_REAL) $(BUILD)/$(SO_NAME)
@@ -143,6 +159,28 @@ $(BUILD)/tq.pc: scripts/tq.pc.in common/common.h Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(PKGS)|' $< >$@
 .PHONY: $(BUILD)/tq.pc
+
+metal-note:
+	@echo "$(METAL_NOTE)"
+
+# macOS only: kernels.metal → metallib (no fast math, no contraction: docs/metal.md, Numerics),
+# embedded as bytes; metal.m as Objective-C without ARC.
+$(BUILD)/runtime/metal/kernels.air: runtime/metal/kernels.metal runtime/metal/shim_internal.h runtime/metal/abi_internal.h
+	@mkdir -p $(dir $@)
+	xcrun -sdk macosx metal -fno-fast-math -ffp-contract=off -I. -c $< -o $@
+
+$(BUILD)/runtime/metal/kernels.metallib: $(BUILD)/runtime/metal/kernels.air
+	xcrun -sdk macosx metallib $< -o $@
+
+$(BUILD)/runtime/metal/metallib.c: $(BUILD)/runtime/metal/kernels.metallib scripts/embed-bytes
+	scripts/embed-bytes rtm_metallib $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/runtime/metal/metallib.o: $(BUILD)/runtime/metal/metallib.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/runtime/metal/metal.o: runtime/metal/metal.m
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out $(CSTD),$(CFLAGS)) -std=gnu11 -x objective-c -fno-objc-arc -MMD -MP -c $< -o $@
 
 $(MKLIB): $(MK_OBJ)
 	@mkdir -p $(dir $@)
@@ -179,7 +217,7 @@ $(BENCH_BIN): $(BUILD)/bench/%: $(BUILD)/bench/%.o $(MKLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
--include $(LIB_OBJ:.o=.d) $(MK_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) $(TEST_COMMON_OBJ:.o=.d) $(CMD_SRC:%.c=$(BUILD)/%.d) $(CMD_COMMON_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d) $(FUZZ_COMMON_OBJ:.o=.d) $(BENCH_SRC:%.c=$(BUILD)/%.d)
+-include $(LIB_OBJ:.o=.d) $(METAL_OBJ:.o=.d) $(MK_OBJ:.o=.d) $(TEST_SRC:%.c=$(BUILD)/%.d) $(TEST_COMMON_OBJ:.o=.d) $(CMD_SRC:%.c=$(BUILD)/%.d) $(CMD_COMMON_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(BUILD)/%.d) $(FUZZ_COMMON_OBJ:.o=.d) $(BENCH_SRC:%.c=$(BUILD)/%.d)
 
 # make check: every unit test binary and every CLI test; ends with "N passed, N failed".
 check: all tests

@@ -12,8 +12,8 @@
  * attention scores and outputs are sequential sums in the CPU's order. Sums over a whole
  * threadgroup (RMSNorm, softmax denominators) are per-thread strided sums, a 32-lane
  * butterfly, then the simd groups in order: a different order from the CPU's. */
+#include "runtime/metal/shim_internal.h" /* first: <metal_stdlib> defines uint and friends */
 #include "runtime/metal/abi_internal.h"
-#include "runtime/metal/shim_internal.h"
 
 #ifdef __METAL_VERSION__
 #define RTM_THREAD thread
@@ -287,7 +287,7 @@ RTM_KERNEL rtm_k_hadamard(RTM_DEV const float *x RTM_BUF(0), RTM_DEV const uchar
                           RTM_DEV float *out RTM_BUF(2), RTM_DEV float *tmp RTM_BUF(3),
                           RTM_CONST rtm_had_args *a RTM_BUF(4), RTM_GROUP_ARGS)
 {
-    const uint b = a->m * a->N, half = a->N / 2u;
+    const uint b = a->m * a->N, npair = a->N / 2u;
     const ulong off = (ulong)rtm_tgid * b;
     RTM_DEV float *d = a->m == 1u ? out + off : tmp + off;
     RTM_PHASE(lid) {
@@ -300,8 +300,8 @@ RTM_KERNEL rtm_k_hadamard(RTM_DEV const float *x RTM_BUF(0), RTM_DEV const uchar
     for (uint h = 1; h < a->N; h <<= 1) {
         const uint last = a->m == 1u && 2u * h == a->N ? 1u : 0u;
         RTM_PHASE(lid) {
-            for (uint p = lid; p < a->m * half; p += RTM_TG) {
-                uint c = p / half, q = p % half;
+            for (uint p = lid; p < a->m * npair; p += RTM_TG) {
+                uint c = p / npair, q = p % npair;
                 uint j = c * a->N + (q / h) * 2u * h + q % h;
                 float u = d[j], v = d[j + h];
                 float s0 = u + v, d0 = u - v;
@@ -395,11 +395,11 @@ RTM_KERNEL rtm_k_rope(RTM_DEV float *v RTM_BUF(0), RTM_DEV const float *cs RTM_B
                       RTM_CONST rtm_rope_args *a RTM_BUF(3), RTM_GROUP_ARGS)
 {
     RTM_PHASE(lid) {
-        uint half = a->dim / 2u, idx = rtm_tgid * RTM_TG + lid;
-        if (half == 0u || idx / half >= a->count)
+        uint npair = a->dim / 2u, idx = rtm_tgid * RTM_TG + lid;
+        if (npair == 0u || idx / npair >= a->count)
             continue;
-        uint c = idx / half, i = idx % half;
-        uint step = a->interleaved != 0u ? 2u : 1u, o2 = a->interleaved != 0u ? 1u : half;
+        uint c = idx / npair, i = idx % npair;
+        uint step = a->interleaved != 0u ? 2u : 1u, o2 = a->interleaved != 0u ? 1u : npair;
         RTM_DEV float *p = v + (ulong)c * a->stride + a->off + i * step;
         float co = cs[i], si = sn[i], x1 = p[0], x2 = p[o2];
         float a1 = x1 * co, a2 = x2 * si, b1 = x2 * co, b2 = x1 * si;
