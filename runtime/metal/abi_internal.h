@@ -26,13 +26,14 @@ typedef unsigned int uint;
 #define RTM_BF16 2u
 
 /* y[rows] = W x (+ bias): dense rows, TurboQuant rows (x already rotated), MLX affine rows
- * (gsum = per-group sums of x). */
+ * (gsum = per-group sums of x), MXFP4 rows (gpt-oss experts). */
 typedef struct rtm_mv_args {
     uint rows, cols;
     uint wdt;            /* dense weight type */
     uint bits, group, ngroups, wpr;
     uint sdt, zdt, cdt;  /* scales, affine biases, TurboQuant codebook types */
     uint has_bias, biasdt;
+    uint rstep;          /* bias entry (and MXFP4 weight row) of row r: r·rstep */
 } rtm_mv_args;
 
 /* gsum[g] = Σ x[g·group .. (g+1)·group), in order */
@@ -104,6 +105,7 @@ typedef struct rtm_gather_args {
     X(mv_dense, 5)          \
     X(mv_tq, 7)             \
     X(mv_affine, 8)         \
+    X(mv_mxfp4, 6)          \
     X(group_sums, 3)        \
     X(hadamard, 5)          \
     X(rmsnorm, 4)           \

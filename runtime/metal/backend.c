@@ -247,12 +247,17 @@ static int mv_args(const rt_linear *l, rtm_mv_args *a, uint64_t *bias_n, tq_err 
         return -1;
     a->rows = (uint)l->rows;
     a->cols = (uint)l->cols;
+    a->rstep = l->rstep ? (uint)l->rstep : 1u;
     a->has_bias = l->bias != NULL;
     if (l->bias && dt_code(l->biasdt, &a->biasdt, e))
         return -1;
-    *bias_n = l->bias ? l->rows * tq_dtype_size(l->biasdt) : 0;
+    *bias_n = l->bias ? ((l->rows - 1) * a->rstep + 1) * tq_dtype_size(l->biasdt) : 0;
     if (l->kind == RT_DENSE)
         return dt_code(l->wdt, &a->wdt, e);
+    if (l->kind == RT_MXFP4)
+        return l->cols % 32 ? tq_fail(e, TQ_EDATA, "MXFP4 rows of %llu values (not whole blocks of 32)",
+                                      (unsigned long long)l->cols)
+                            : 0;
     if (l->bits < 1 || l->bits > 8 || l->group == 0 || l->ngroups * l->group != l->cols)
         return tq_fail(e, TQ_EUNSUP, "GPU backend: %llu-bit rows in groups of %llu", (unsigned long long)l->bits,
                        (unsigned long long)l->group);
@@ -267,15 +272,44 @@ static int mv_args(const rt_linear *l, rtm_mv_args *a, uint64_t *bias_n, tq_err 
     return dt_code(l->cdt, &a->cdt, e);
 }
 
+/* The CPU runtime's refusals of MXFP4 rows, before the kernel runs: a block scale 255 (E8M0
+ * NaN), or 254 with a value of magnitude 2 or more (2·2^127 is not an f32). */
+static int mxfp4_check(const rt_linear *l, uint64_t rstep, tq_err *e)
+{
+    uint64_t nb = l->cols / 32;
+    for (uint64_t r = 0; r < l->rows; r++) {
+        const uint8_t *sc = (const uint8_t *)l->scales + r * rstep * nb, *q = (const uint8_t *)l->w + r * rstep * nb * 16;
+        for (uint64_t k = 0; k < nb; k++) {
+            int bad = sc[k] == 255;
+            for (int j = 0; !bad && sc[k] == 254 && j < 16; j++)
+                bad = (q[k * 16 + j] & 7) >= 4 || ((q[k * 16 + j] >> 4) & 7) >= 4;
+            if (bad)
+                return tq_fail(e, TQ_EDATA, "row %llu: MXFP4 block %llu has scale %u (E8M0 NaN or beyond f32)",
+                               (unsigned long long)r, (unsigned long long)k, (unsigned)sc[k]);
+        }
+    }
+    return 0;
+}
+
 int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_err *e)
 {
     rtm_mv_args a;
     uint64_t bias_n, groups = groups_for(l->rows, RTM_MV_ROWS);
+    if (l->rows == 0)
+        return 0;
     if (mv_args(l, &a, &bias_n, e))
         return -1;
     if (l->kind == RT_DENSE) {
         slot_in s[] = {{l->w, rt_linear_wbytes(l), 0}, {x, l->cols * 4, 0}, {y, l->rows * 4, 1}, {l->bias, bias_n, 0}};
         return run(b, RTM_K_mv_dense, s, 4, &a, sizeof a, groups, e);
+    }
+    if (l->kind == RT_MXFP4) {
+        uint64_t nb = l->cols / 32, span = (l->rows - 1) * a.rstep + 1;
+        if (mxfp4_check(l, a.rstep, e))
+            return -1;
+        slot_in s[] = {{l->w, span * nb * 16, 0}, {x, l->cols * 4, 0}, {y, l->rows * 4, 1}, {l->scales, span * nb, 0},
+                       {l->bias, bias_n, 0}};
+        return run(b, RTM_K_mv_mxfp4, s, 5, &a, sizeof a, groups, e);
     }
     if (l->kind == RT_AFFINE) {
         uint64_t sbytes = rt_linear_sbytes(l);
@@ -315,6 +349,8 @@ int rtm_be_matvec_rotated(rtm_be *b, const rt_linear *l, const float *xr, float 
 {
     rtm_mv_args a;
     uint64_t bias_n;
+    if (l->rows == 0)
+        return 0;
     if (mv_args(l, &a, &bias_n, e))
         return -1;
     if (l->kind != RT_TQ)

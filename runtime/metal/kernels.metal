@@ -176,7 +176,49 @@ RTM_KERNEL rtm_k_mv_dense(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
             continue;
         float v = part[lid];
         if (a->has_bias != 0u) {
-            float b = rtm_ld(a->biasdt, bias, r);
+            float b = rtm_ld(a->biasdt, bias, (ulong)r * a->rstep);
+            v = v + b;
+        }
+        y[r] = v;
+    }
+}
+
+/* FP4 E2M1 values (formats/mxfp4.c): sign bit 3, then 0, .5, 1, 1.5, 2, 3, 4, 6. */
+RTM_TABLE float rtm_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+/* MXFP4 rows (gpt-oss experts), row r stored at r·rstep: element j is E2M1(nibble j%2 of byte
+ * j/2) · 2^(s - 127), s the E8M0 scale of its block of 32 — exact in f32 (2^-127 is a subnormal;
+ * the host refuses scales that make NaN or infinity) — then the dense rows' 8-lane order. */
+RTM_KERNEL rtm_k_mv_mxfp4(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
+                          RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *scales RTM_BUF(3),
+                          RTM_DEV const uchar *bias RTM_BUF(4), RTM_CONST rtm_mv_args *a RTM_BUF(5), RTM_GROUP_ARGS)
+{
+    RTM_TGMEM float part[RTM_TG];
+    RTM_PHASE(lid) {
+        uint r = rtm_tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+        float acc = 0.0f;
+        if (r < a->rows) {
+            ulong rr = (ulong)r * a->rstep;
+            RTM_DEV const uchar *wr = w + rr * (a->cols / 2u), *sr = scales + rr * (a->cols / 32u);
+            for (uint j = lid % RTM_MV_LANES; j < a->cols; j += RTM_MV_LANES) {
+                uint s = sr[j / 32u], q = (wr[j / 2u] >> ((j % 2u) * 4u)) & 15u;
+                float sc = s != 0u ? RTM_AS_FLOAT(s << 23) : RTM_AS_FLOAT(0x00400000u);
+                float wv = rtm_e2m1[q] * sc;
+                float p = wv * x[j];
+                acc = acc + p;
+            }
+        }
+        part[lid] = acc;
+    }
+    RTM_SIMD_SUM(part, RTM_MV_LANES);
+    RTM_PHASE(lid) {
+        uint r = rtm_tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+        if (lid % RTM_MV_LANES != 0u || r >= a->rows)
+            continue;
+        float v = part[lid];
+        if (a->has_bias != 0u) {
+            float b = rtm_ld(a->biasdt, bias, (ulong)r * a->rstep);
             v = v + b;
         }
         y[r] = v;
@@ -236,7 +278,7 @@ RTM_FN void rtm_mv_quant(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_DEV 
             continue;
         float v = acc[lid];
         if (a->has_bias != 0u) {
-            float b = rtm_ld(a->biasdt, bias, r);
+            float b = rtm_ld(a->biasdt, bias, (ulong)r * a->rstep);
             v = v + b;
         }
         y[r] = v;

@@ -238,7 +238,7 @@ static void with_bias(mat *m, int bias)
         return;
     static const tq_dtype bd[] = {TQ_DT_F32, TQ_DT_F16, TQ_DT_BF16};
     m->l.biasdt = bd[irand(3)];
-    m->bias = rand_vals(m->l.biasdt, m->l.rows, 1.0);
+    m->bias = rand_vals(m->l.biasdt, m->l.rows * (m->l.rstep ? m->l.rstep : 1), 1.0);
     m->l.bias = m->bias;
 }
 
@@ -333,6 +333,28 @@ static void make_affine(mat *m, uint64_t rows, uint64_t cols, int bits, uint64_t
     with_bias(m, bias);
 }
 
+/* MXFP4 rows (gpt-oss): random nibbles, block scales 2^-10 .. 2^10 (and the smallest, 2^-127,
+ * in one block), rows stored rstep apart as gpt-oss's interleaved gate/up. */
+static void make_mxfp4(mat *m, uint64_t rows, uint64_t cols, uint64_t rstep, int bias)
+{
+    memset(m, 0, sizeof *m);
+    m->l.kind = RT_MXFP4;
+    m->l.rows = rows;
+    m->l.cols = cols;
+    m->l.rstep = rstep;
+    uint64_t stored = rows * rstep, nb = cols / 32;
+    m->w = malloc(stored * nb * 16 + 1);
+    m->scales = malloc(stored * nb + 1);
+    for (uint64_t i = 0; i < stored * nb * 16; i++)
+        ((uint8_t *)m->w)[i] = (uint8_t)irand(256);
+    for (uint64_t i = 0; i < stored * nb; i++)
+        ((uint8_t *)m->scales)[i] = (uint8_t)(117 + irand(21));
+    ((uint8_t *)m->scales)[0] = 0;
+    m->l.w = m->w;
+    m->l.scales = m->scales;
+    with_bias(m, bias);
+}
+
 static double ldv(tq_dtype dt, const void *p, uint64_t i)
 {
     return (double)rt_load_f(dt, p, i);
@@ -343,11 +365,16 @@ static void mv_ref(const rt_linear *l, const float *x, const float *xr, uint64_t
 {
     double s = 0, a = 0;
     const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
-    uint32_t mask = l->kind == RT_DENSE ? 0 : (1u << l->bits) - 1, epw = l->kind == RT_DENSE ? 1 : 32 / (uint32_t)l->bits;
+    int packed = l->kind == RT_TQ || l->kind == RT_AFFINE;
+    uint32_t mask = packed ? (1u << l->bits) - 1 : 0, epw = packed ? 32 / (uint32_t)l->bits : 1;
     for (uint64_t j = 0; j < l->cols; j++) {
         double t, tb = 0;
         if (l->kind == RT_DENSE) {
             t = ldv(l->wdt, l->w, r * l->cols + j) * x[j];
+        } else if (l->kind == RT_MXFP4) {
+            uint64_t rr = r * l->rstep, nb = l->cols / 32;
+            uint8_t byte = ((const uint8_t *)l->w)[rr * nb * 16 + j / 2], sc = ((const uint8_t *)l->scales)[rr * nb + j / 32];
+            t = (double)tq_fp4_e2m1(j % 2 ? byte >> 4 : byte & 15) * ldexp(1.0, (int)sc - 127) * x[j];
         } else {
             uint32_t q = (w[j / epw] >> ((j % epw) * l->bits)) & mask;
             uint64_t gi = r * l->ngroups + j / l->group;
@@ -361,9 +388,10 @@ static void mv_ref(const rt_linear *l, const float *x, const float *xr, uint64_t
         s += t + tb;
         a += fabs(t) + fabs(tb);
     }
+    uint64_t br = r * (l->rstep ? l->rstep : 1);
     if (l->bias) {
-        s += ldv(l->biasdt, l->bias, r);
-        a += fabs(ldv(l->biasdt, l->bias, r));
+        s += ldv(l->biasdt, l->bias, br);
+        a += fabs(ldv(l->biasdt, l->bias, br));
     }
     *y = s;
     *sabs = a;
@@ -373,7 +401,7 @@ static void mv_ref(const rt_linear *l, const float *x, const float *xr, uint64_t
 static double mv_depth(const rt_linear *l)
 {
     double bias = l->bias ? 1 : 0;
-    if (l->kind == RT_DENSE)
+    if (l->kind == RT_DENSE || l->kind == RT_MXFP4)
         return (double)((l->cols + 7) / 8) + 3 + bias;
     double m = (double)((l->group + 7) / 8), ng = (double)l->ngroups;
     if (l->kind == RT_TQ)
@@ -469,6 +497,33 @@ static void matvec_affine(void)
         check_mv(&m, "affine");
         mat_free(&m);
     }
+}
+
+/* gpt-oss's MXFP4 experts, rows one or two apart (interleaved gate/up) with biases alike; a
+ * block scale 255 (E8M0 NaN) or 254 with a value of 2 or more is refused as on the CPU. */
+static void matvec_mxfp4(void)
+{
+    for (int i = 0; i < 12; i++) {
+        mat m;
+        make_mxfp4(&m, 1 + irand(70), 32 * (1 + irand(12)), 1 + (uint64_t)(i % 2), i % 3 != 0);
+        check_mv(&m, "mxfp4");
+        mat_free(&m);
+    }
+    tq_err err = {0};
+    mat m;
+    make_mxfp4(&m, 5, 64, 1, 0);
+    float *x = dmem(64), *y = dmem(5);
+    ((uint8_t *)m.scales)[7] = 255;
+    CHECK(rtm_be_matvec(BE, &m.l, x, y, &err) != 0 && strstr(err.msg, "block 1"));
+    ((uint8_t *)m.scales)[7] = 254;
+    memset((uint8_t *)m.w + 3 * 32 + 16, 0x11, 16); /* row 3, block 1: values 0.5 only */
+    CHECK_OK(rtm_be_matvec(BE, &m.l, x, y, &err));
+    ((uint8_t *)m.w)[3 * 32 + 16 + 5] = 0x41; /* a 2 in it: 2·2^127 overflows */
+    CHECK(rtm_be_matvec(BE, &m.l, x, y, &err) != 0 && strstr(err.msg, "scale 254"));
+    sync_ok();
+    rtm_be_free(BE, x);
+    rtm_be_free(BE, y);
+    mat_free(&m);
 }
 
 /* Integer paths bit for bit: with x = e_j the products give column j of the dequantized
@@ -1065,7 +1120,8 @@ typedef struct tcase {
 static const tcase cases[] = {
     {"exp_sweep", exp_sweep},         {"sigmoid_silu", sigmoid_silu}, {"hadamard_bits", hadamard_bits},
     {"matvec_dense", matvec_dense},   {"matvec_tq", matvec_tq},       {"matvec_affine", matvec_affine},
-    {"unpack_bits", unpack_bits},     {"rmsnorm", rmsnorm},           {"rope_bits", rope_bits},
+    {"matvec_mxfp4", matvec_mxfp4},   {"unpack_bits", unpack_bits},   {"rmsnorm", rmsnorm},
+    {"rope_bits", rope_bits},
     {"softmax", softmax},             {"attention", attention},       {"route", route},
     {"elementwise", elementwise},
 };
