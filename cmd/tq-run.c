@@ -254,6 +254,9 @@ out:
     return rc;
 }
 
+static const tq_opt_choice backends[] = {
+    {"cpu", TQ_RUN_BACKEND_CPU, 0}, {"metal", TQ_RUN_BACKEND_METAL, 0}, {"shim", TQ_RUN_BACKEND_SHIM, 0}, {NULL, 0, 0}};
+
 int main(int argc, char **argv)
 {
     tq_cli_init("tq-run");
@@ -284,6 +287,9 @@ int main(int argc, char **argv)
         TQ_OPT_INT("ctx", 0, &o.ctx, 1, 1 << 24, "N", "KV cache positions (default: prompt + max-tokens)"),
         TQ_OPT_INT("threads", 0, &o.threads, 1, 256, "N",
                    "compute threads (default: cores); results do not depend on it"),
+        TQ_OPT_CHOICE("backend", 0, &o.backend, backends, "B",
+                      "where the decode runs: cpu (default), metal (the Apple GPU; builds with Metal only) or "
+                      "shim (the Metal kernels on this CPU, for checking)"),
         TQ_OPT_FLAG("resident", 0, &o.resident, "load every expert into memory instead of streaming"),
         TQ_OPT_SIZE("cache-budget", 0, &o.cache_budget, 0, UINT64_MAX, 0, "SIZE",
                     "expert cache bytes when streaming (default 1G)"),

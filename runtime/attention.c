@@ -60,43 +60,43 @@ static void att_task(void *vctx, uint64_t b, uint64_t en)
     }
 }
 
+/* The CPU backend's attention core: q [heads·hd] → ao [heads·hd] over cache rows t0..pos. */
+int rt_attention_core(tq_runner *r, const rt_layer *L, uint64_t pos, uint64_t t0, tq_err *e)
+{
+    (void)e;
+    struct att_ctx a = {r, L, pos, t0};
+    rt_pool_for(r->pool, r->c.heads, att_task, &a);
+    return 0;
+}
+
 /* Grouped-query attention of layer l at position pos: h [H] → q [heads·hd] (with the output
- * gate, q_proj gives [heads][2·hd]: query then gate per head, the gates go to qg), k, v [kvd]
- * (+ biases) → q_norm / k_norm per head when the model has them → RoPE on the first rope.dim
- * dims of each head → cache row pos → ao [heads·hd] (· sigmoid(gate)) → o_proj → mo [H]. */
+ * gate, q_proj gives [heads][2·hd]: query then gate per head, through ao; the gates go to
+ * qg), k, v [kvd] (+ biases) → q_norm / k_norm per head when the model has them → RoPE on the
+ * first rope.dim dims of each head → cache row pos → ao [heads·hd] (· sigmoid(gate)) →
+ * o_proj → mo [H]. */
 int rt_attention(tq_runner *r, uint64_t l, uint64_t pos, tq_err *e)
 {
     const rt_config *c = &r->c;
+    const rt_backend *be = r->be;
     rt_layer *L = &r->L[l];
-    uint64_t hd = c->head_dim, kvd = c->kv_heads * hd;
-    if (rt_matvec(r->pool, &L->q, r->h, r->q, &r->scr, e) || rt_matvec(r->pool, &L->k, r->h, r->k, &r->scr, e) ||
-        rt_matvec(r->pool, &L->v, r->h, r->v, &r->scr, e))
+    uint64_t hd = c->head_dim, kvd = c->kv_heads * hd, t0 = 0;
+    if (be->matvec(r, &L->q, r->h, c->att_gate ? r->ao : r->q, e) || be->matvec(r, &L->k, r->h, r->k, e) ||
+        be->matvec(r, &L->v, r->h, r->v, e))
         return -1;
-    if (c->att_gate)
-        for (uint64_t h = 0; h < c->heads; h++) { /* [heads][query | gate] → q [heads·hd], qg [heads·hd] */
-            memcpy(r->qg + h * hd, r->q + 2 * h * hd + hd, hd * sizeof(float));
-            memmove(r->q + h * hd, r->q + 2 * h * hd, hd * sizeof(float));
-        }
-    for (uint64_t h = 0; h < c->heads; h++) {
-        if (L->q_norm)
-            rt_rmsnorm(r->q + h * hd, r->q + h * hd, L->q_norm, hd, c->eps);
-        rt_rope_apply(r, r->q + h * hd);
-    }
-    for (uint64_t h = 0; h < c->kv_heads; h++) {
-        if (L->k_norm)
-            rt_rmsnorm(r->k + h * hd, r->k + h * hd, L->k_norm, hd, c->eps);
-        rt_rope_apply(r, r->k + h * hd);
-    }
-    memcpy(L->kc + pos * kvd, r->k, kvd * sizeof(float));
-    memcpy(L->vc + pos * kvd, r->v, kvd * sizeof(float));
-    struct att_ctx a = {r, L, pos, 0};
+    if (c->att_gate && /* [heads][query | gate] → q [heads·hd], qg [heads·hd] */
+        (be->copy(r, r->q, r->ao, c->heads, hd, 2 * hd, e) || be->copy(r, r->qg, r->ao + hd, c->heads, hd, 2 * hd, e)))
+        return -1;
+    if ((L->q_norm && be->rmsnorm(r, r->q, r->q, L->q_norm, hd, c->heads, c->eps, e)) ||
+        (L->k_norm && be->rmsnorm(r, r->k, r->k, L->k_norm, hd, c->kv_heads, c->eps, e)) ||
+        be->rope(r, r->q, c->heads, hd, e) || be->rope(r, r->k, c->kv_heads, hd, e) ||
+        be->copy(r, L->kc + pos * kvd, r->k, 1, kvd, kvd, e) || be->copy(r, L->vc + pos * kvd, r->v, 1, kvd, kvd, e))
+        return -1;
     if (L->mixer == RT_MIX_SLIDING && pos + 1 > c->window)
-        a.t0 = pos + 1 - c->window;
-    rt_pool_for(r->pool, c->heads, att_task, &a);
-    if (c->att_gate)
-        for (uint64_t i = 0; i < c->heads * hd; i++)
-            r->ao[i] *= rt_sigmoid(r->qg[i]);
-    return rt_matvec(r->pool, &L->o, r->ao, r->mo, &r->scr, e);
+        t0 = pos + 1 - c->window;
+    if (be->attention(r, L, pos, t0, e) ||
+        (c->att_gate && be->gate(r, r->ao, r->qg, c->heads * hd, RT_GATE_SIGMOID, e)))
+        return -1;
+    return be->matvec(r, &L->o, r->ao, r->mo, e);
 }
 
 /* ---------------------------------------------------------------- latent attention */
@@ -189,28 +189,27 @@ out:
 int rt_mla(tq_runner *r, uint64_t l, uint64_t pos, tq_err *e)
 {
     const rt_config *c = &r->c;
+    const rt_backend *be = r->be;
     rt_layer *L = &r->L[l];
     uint64_t nope = c->qk_nope, rope = c->qk_rope, kvl = c->kv_lora, W = kvl + rope;
     if (c->q_lora) {
         float *t = r->v; /* [q_lora] */
-        if (rt_matvec(r->pool, &L->q_a, r->h, t, &r->scr, e))
+        if (be->matvec(r, &L->q_a, r->h, t, e) || be->rmsnorm(r, t, t, L->q_a_norm, c->q_lora, 1, 1e-6, e) ||
+            be->matvec(r, &L->q_b, t, r->q, e))
             return -1;
-        rt_rmsnorm(t, t, L->q_a_norm, c->q_lora, 1e-6);
-        if (rt_matvec(r->pool, &L->q_b, t, r->q, &r->scr, e))
-            return -1;
-    } else if (rt_matvec(r->pool, &L->q, r->h, r->q, &r->scr, e)) {
+    } else if (be->matvec(r, &L->q, r->h, r->q, e)) {
         return -1;
     }
-    if (rt_matvec(r->pool, &L->kv_a, r->h, r->k, &r->scr, e))
+    if (be->matvec(r, &L->kv_a, r->h, r->k, e) || be->rmsnorm(r, r->k, r->k, L->kv_a_norm, kvl, 1, 1e-6, e) ||
+        be->rope(r, r->k + kvl, 1, W, e) || be->rope(r, r->q + nope, c->heads, nope + rope, e) ||
+        be->copy(r, L->kc + pos * W, r->k, 1, W, W, e))
         return -1;
-    rt_rmsnorm(r->k, r->k, L->kv_a_norm, kvl, 1e-6);
-    rt_rope_apply(r, r->k + kvl);
-    for (uint64_t h = 0; h < c->heads; h++)
-        rt_rope_apply(r, r->q + h * (nope + rope) + nope);
-    memcpy(L->kc + pos * W, r->k, W * sizeof(float));
+    /* the heads on the CPU (with a device backend too: its queue runs first) */
+    if (be->sync(r, e))
+        return -1;
     struct mla_ctx a = {r, L, pos, 0};
     rt_pool_for(r->pool, c->heads, mla_task, &a);
     if (a.failed)
         return tq_fail(e, TQ_ENOMEM, "out of memory in latent attention (kv_lora_rank %llu)", (unsigned long long)kvl);
-    return rt_matvec(r->pool, &L->o, r->ao, r->mo, &r->scr, e);
+    return be->matvec(r, &L->o, r->ao, r->mo, e);
 }

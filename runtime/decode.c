@@ -46,6 +46,10 @@ int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o,
             return -1;
         }
     }
+    if (rt_backend_open(r, e) != 0) {
+        tq_runner_close(r);
+        return -1;
+    }
     r->load_s = tq_now() - t0;
     *out = r;
     return 0;
@@ -56,22 +60,29 @@ uint64_t tq_runner_vocab(const tq_runner *r)
     return r->c.vocab;
 }
 
+/* The decoding state: the backend's memory (what its operations write), and the CPU's
+ * rotary table. */
 static void free_state(tq_runner *r)
 {
     float **bufs[] = {&r->x, &r->h, &r->q, &r->k, &r->v, &r->qg, &r->att, &r->ao, &r->mo, &r->eo, &r->g,
-                      &r->u, &r->rl, &r->logits, &r->rcos, &r->rsin};
+                      &r->u, &r->rl, &r->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) {
-        free(*bufs[i]);
+        if (r->be)
+            r->be->free(r, *bufs[i]);
         *bufs[i] = NULL;
     }
     for (uint64_t l = 0; r->L && l < r->c.layers; l++) {
         rt_layer *L = &r->L[l];
-        free(L->kc);
-        free(L->vc);
-        free(L->conv_state);
-        free(L->ssm);
-        L->kc = L->vc = L->conv_state = L->ssm = NULL;
+        float **lb[] = {&L->kc, &L->vc, &L->conv_state, &L->ssm};
+        for (size_t i = 0; i < sizeof lb / sizeof *lb; i++) {
+            if (r->be)
+                r->be->free(r, *lb[i]);
+            *lb[i] = NULL;
+        }
     }
+    free(r->rcos);
+    free(r->rsin);
+    r->rcos = r->rsin = NULL;
     free(r->scr.xr);
     r->scr.xr = NULL;
     r->scr.cap = 0;
@@ -82,6 +93,7 @@ void tq_runner_close(tq_runner *r)
     if (!r)
         return;
     free_state(r);
+    rt_backend_close(r); /* before the weights it may have mapped */
     rt_cache_destroy(r->cache);
     rt_model_free(r);
     rt_pool_destroy(r->pool);
@@ -146,10 +158,13 @@ static int alloc_state(tq_runner *r, tq_err *e)
         uint64_t n;
     } a[] = {{&r->x, big}, {&r->h, big}, {&r->q, big}, {&r->k, big}, {&r->v, big}, {&r->qg, big}, {&r->att, att},
              {&r->ao, big}, {&r->mo, big}, {&r->eo, big}, {&r->g, ff}, {&r->u, ff}, {&r->rl, 2 * c->experts + 1},
-             {&r->logits, c->vocab}, {&r->rcos, c->rope.dim / 2 + 1}, {&r->rsin, c->rope.dim / 2 + 1}};
+             {&r->logits, c->vocab}};
     for (size_t i = 0; i < sizeof a / sizeof *a; i++)
-        if (!(*a[i].p = tq_calloc(a[i].n ? a[i].n : 1, sizeof(float), e)))
+        if (!(*a[i].p = r->be->alloc(r, a[i].n ? a[i].n : 1, e)))
             return -1;
+    if (!(r->rcos = tq_calloc(c->rope.dim / 2 + 1, sizeof(float), e)) ||
+        !(r->rsin = tq_calloc(c->rope.dim / 2 + 1, sizeof(float), e)))
+        return -1;
     for (uint64_t l = 0; l < c->layers; l++) {
         rt_layer *L = &r->L[l];
         uint64_t kv = 0;
@@ -157,7 +172,7 @@ static int alloc_state(tq_runner *r, tq_err *e)
             uint64_t conv, ssm;
             if (linear_state_floats(c, &conv, &ssm) != 0)
                 return tq_fail(e, TQ_EDATA, "the linear-attention state of layer %llu is too large", (unsigned long long)l);
-            if (!(L->conv_state = tq_calloc(conv, sizeof(float), e)) || !(L->ssm = tq_calloc(ssm, sizeof(float), e)))
+            if (!(L->conv_state = r->be->alloc(r, conv, e)) || !(L->ssm = r->be->alloc(r, ssm, e)))
                 return -1;
             continue;
         }
@@ -165,9 +180,9 @@ static int alloc_state(tq_runner *r, tq_err *e)
         if (tq_mul_u64(r->ctx, L->kw, &kv) || kv > (SIZE_MAX / 8))
             return tq_fail(e, TQ_EUSAGE, "KV cache for a context of %llu tokens is too large",
                            (unsigned long long)r->ctx);
-        if (!(L->kc = tq_calloc(kv ? kv : 1, sizeof(float), e)))
+        if (!(L->kc = r->be->alloc(r, kv ? kv : 1, e)))
             return -1;
-        if (L->mixer != RT_MIX_MLA && !(L->vc = tq_calloc(kv ? kv : 1, sizeof(float), e)))
+        if (L->mixer != RT_MIX_MLA && !(L->vc = r->be->alloc(r, kv ? kv : 1, e)))
             return -1;
     }
     return 0;

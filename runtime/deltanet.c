@@ -75,13 +75,16 @@ static void l2norm(float *x, uint64_t n, float scale)
 int rt_deltanet(tq_runner *r, uint64_t l, tq_err *e)
 {
     const rt_config *c = &r->c;
+    const rt_backend *be = r->be;
     rt_layer *L = &r->L[l];
     uint64_t nk = c->lk_heads, dk = c->lk_dim, nv = c->lv_heads, dv = c->lv_dim, rep = nv / nk;
     uint64_t Kd = nk * dk, Vd = nv * dv, C = 2 * Kd + Vd, K = c->conv_k;
     float *mix = r->q, *z = r->v, *bb = r->qg, *aa = r->qg + nv, *tmp = r->k;
+    /* The projections go through the backend; the conv and the delta rule run on the CPU (with
+     * a device backend too, after its queue has run). */
     if (L->fused_in) {
         uint64_t blk = 2 * dk + 2 * rep * dv; /* per key head */
-        if (rt_matvec(r->pool, &L->qkvz, r->h, tmp, &r->scr, e))
+        if (be->matvec(r, &L->qkvz, r->h, tmp, e) || be->sync(r, e))
             return -1;
         for (uint64_t g = 0; g < nk; g++) {
             const float *p = tmp + g * blk;
@@ -90,14 +93,14 @@ int rt_deltanet(tq_runner *r, uint64_t l, tq_err *e)
             memcpy(mix + 2 * Kd + g * rep * dv, p + 2 * dk, rep * dv * sizeof(float));
             memcpy(z + g * rep * dv, p + 2 * dk + rep * dv, rep * dv * sizeof(float));
         }
-        if (rt_matvec(r->pool, &L->ba, r->h, tmp, &r->scr, e))
+        if (be->matvec(r, &L->ba, r->h, tmp, e) || be->sync(r, e))
             return -1;
         for (uint64_t g = 0; g < nk; g++) {
             memcpy(bb + g * rep, tmp + g * 2 * rep, rep * sizeof(float));
             memcpy(aa + g * rep, tmp + g * 2 * rep + rep, rep * sizeof(float));
         }
-    } else if (rt_matvec(r->pool, &L->qkv, r->h, mix, &r->scr, e) || rt_matvec(r->pool, &L->z, r->h, z, &r->scr, e) ||
-               rt_matvec(r->pool, &L->b, r->h, bb, &r->scr, e) || rt_matvec(r->pool, &L->a, r->h, aa, &r->scr, e)) {
+    } else if (be->matvec(r, &L->qkv, r->h, mix, e) || be->matvec(r, &L->z, r->h, z, e) || be->matvec(r, &L->b, r->h, bb, e) ||
+               be->matvec(r, &L->a, r->h, aa, e) || be->sync(r, e)) {
         return -1;
     }
     /* causal depthwise conv: out[c] = Σ_j w[c][j] · in[j][c] over in = (state rows, mixed) */
@@ -121,5 +124,5 @@ int rt_deltanet(tq_runner *r, uint64_t l, tq_err *e)
     }
     struct dn_ctx a = {r, L, co, co + Kd, co + 2 * Kd, z, bb, aa};
     rt_pool_for(r->pool, nv, dn_task, &a);
-    return rt_matvec(r->pool, &L->o, r->ao, r->mo, &r->scr, e);
+    return be->matvec(r, &L->o, r->ao, r->mo, e);
 }

@@ -13,24 +13,14 @@
 
 /* SwiGLU: out [down->rows] = down(act(gate x, up x)), x [gate->cols]; the product goes
  * through g and u [gate->rows]. act is silu(g) * u, or gpt-oss's clamped form
- * min(g, L) · sigmoid(α min(g, L)) · (clamp(u, -L, L) + 1). */
+ * min(g, L) · sigmoid(α min(g, L)) · (clamp(u, -L, L) + 1) (the backend's act). */
 static int swiglu(tq_runner *r, const rt_linear *g, const rt_linear *u, const rt_linear *d, const float *x,
                   float *out, tq_err *e)
 {
-    if (rt_matvec(r->pool, g, x, r->g, &r->scr, e) || rt_matvec(r->pool, u, x, r->u, &r->scr, e))
+    const rt_backend *be = r->be;
+    if (be->matvec(r, g, x, r->g, e) || be->matvec(r, u, x, r->u, e) || be->act(r, g->rows, e))
         return -1;
-    if (r->c.clamped_swiglu) {
-        float lim = (float)r->c.swiglu_limit, alpha = (float)r->c.swiglu_alpha;
-        for (uint64_t i = 0; i < g->rows; i++) {
-            float gv = r->g[i] < lim ? r->g[i] : lim;
-            float uv = r->u[i] < -lim ? -lim : r->u[i] > lim ? lim : r->u[i];
-            r->g[i] = gv * rt_sigmoid(alpha * gv) * (uv + 1.0f);
-        }
-    } else {
-        for (uint64_t i = 0; i < g->rows; i++)
-            r->g[i] = rt_silu(r->g[i]) * r->u[i];
-    }
-    return rt_matvec(r->pool, d, r->g, out, &r->scr, e);
+    return be->matvec(r, d, r->g, out, e);
 }
 
 /* The k largest of v[0..n), ties to the lower index, in rank order. */
@@ -49,9 +39,11 @@ static void top_k(const float *v, uint64_t n, uint64_t k, uint64_t *ids)
     }
 }
 
-/* Router logits rl [E] → the K chosen experts ids [K] and their weights w [K] (enum rt_route). */
-static void route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w)
+/* Router logits rl [E] → the K chosen experts ids [K] and their weights w [K] (enum rt_route):
+ * the CPU backend's route. */
+int rt_route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w, tq_err *e)
 {
+    (void)e;
     const rt_config *c = &r->c;
     uint64_t E = c->experts, K = c->top_k;
     float *rl = r->rl;
@@ -62,7 +54,7 @@ static void route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w)
             sum += w[k] = rt_expf(rl[ids[k]] - mx);
         for (uint64_t k = 0; k < K; k++)
             w[k] /= sum;
-        return;
+        return 0;
     }
     if (c->route == RT_ROUTE_SIGMOID_GROUP) {
         /* choose by sigmoid + correction bias within the best groups; weigh by the sigmoid */
@@ -99,7 +91,7 @@ static void route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w)
                 w[k] /= sum + 1e-20f;
             w[k] *= (float)c->route_scale;
         }
-        return;
+        return 0;
     }
     /* softmax over all experts, top-k by probability, renormalised when norm_topk */
     float mx = -INFINITY;
@@ -123,6 +115,7 @@ static void route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w)
         for (uint64_t k = 0; k < K; k++)
             w[k] /= s;
     }
+    return 0;
 }
 
 /* Routed experts of layer l: h [H] → router logits rl [E] → route() → mo [H] = Σ_k w_k ·
@@ -132,47 +125,40 @@ static void route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w)
 static int moe(tq_runner *r, uint64_t l, tq_err *e)
 {
     const rt_config *c = &r->c;
+    const rt_backend *be = r->be;
     rt_layer *L = &r->L[l];
     uint64_t K = c->top_k, H = c->hidden;
-    if (rt_matvec(r->pool, &L->router, r->h, r->rl, &r->scr, e) != 0)
+    if (be->matvec(r, &L->router, r->h, r->rl, e) != 0)
         return -1;
     uint64_t ids[64]; /* [K] chosen experts, by rank */
     float w[64];      /* [K] their weights */
-    route(r, L, ids, w);
+    if (be->route(r, L, ids, w, e) != 0)
+        return -1;
     const uint8_t *blocks[64] = {0}; /* [K] streamed: each expert's whole block */
     if (L->streamed && !L->resident_blocks &&
         rt_cache_acquire(r->cache, &L->src, l, ids, K, r->o.check_blocks, blocks, e) != 0)
         return -1;
-    memset(r->mo, 0, H * sizeof(float));
-    int rc = 0;
+    int rc = be->gate(r, r->mo, NULL, H, RT_GATE_ZERO, e); /* mo = 0 */
     for (uint64_t k = 0; k < K && rc == 0; k++) {
         const uint8_t *blk = L->resident_blocks ? L->resident_blocks + ids[k] * L->src.block_size : blocks[k];
         rt_linear g, u, d;
         rt_emat_bind(&L->eg, ids[k], blk, &g);
         rt_emat_bind(&L->eu, ids[k], blk, &u);
         rt_emat_bind(&L->ed, ids[k], blk, &d);
-        rc = swiglu(r, &g, &u, &d, r->h, r->eo, e);
-        for (uint64_t i = 0; rc == 0 && i < H; i++)
-            r->mo[i] += w[k] * r->eo[i];
+        rc = swiglu(r, &g, &u, &d, r->h, r->eo, e) || be->axpy(r, r->mo, r->eo, w[k], NULL, H, e); /* mo += w_k eo */
     }
+    /* a device has copied the blocks' bytes as it queued their products */
     if (L->streamed && !L->resident_blocks)
         rt_cache_release(r->cache, l, ids, K);
     if (rc != 0)
         return -1;
     if (L->has_shared) {
-        float gl, gate = 1.0f;
+        float *gl = r->rl + 2 * c->experts; /* [1] the shared expert's gate logit */
         if (swiglu(r, &L->sg, &L->su, &L->sd, r->h, r->eo, e))
             return -1;
-        if (L->has_sgate) {
-            if (rt_matvec(r->pool, &L->sgate, r->h, &gl, &r->scr, e))
-                return -1;
-            gate = rt_sigmoid(gl);
-            for (uint64_t i = 0; i < H; i++)
-                r->mo[i] += gate * r->eo[i];
-        } else {
-            for (uint64_t i = 0; i < H; i++)
-                r->mo[i] += r->eo[i];
-        }
+        if (L->has_sgate)
+            return be->matvec(r, &L->sgate, r->h, gl, e) || be->axpy(r, r->mo, r->eo, 0.0f, gl, H, e); /* sigmoid(gl) eo */
+        return be->axpy(r, r->mo, r->eo, 1.0f, NULL, H, e);
     }
     return 0;
 }
@@ -189,29 +175,32 @@ int rt_forward(tq_runner *r, int32_t token, uint64_t pos, tq_err *e)
     if (pos >= r->ctx)
         return tq_fail(e, TQ_EUSAGE, "position %llu exceeds the context of %llu tokens",
                        (unsigned long long)pos, (unsigned long long)r->ctx);
-    if (rt_linear_row(&r->embed, (uint64_t)token, r->x, e) != 0) /* x [H] = embedding row */
+    const rt_backend *be = r->be;
+    /* x [H] = embedding row, written here: the previous position ended with the backend's sync */
+    if (rt_linear_row(&r->embed, (uint64_t)token, r->x, e) != 0)
         return -1;
     rt_rope_angles(r, pos);
     for (uint64_t l = 0; l < c->layers; l++) {
         rt_layer *L = &r->L[l];
-        rt_rmsnorm(r->h, r->x, L->in_norm, H, c->eps); /* h = input_layernorm(x) */
+        if (be->rmsnorm(r, r->h, r->x, L->in_norm, H, 1, c->eps, e)) /* h = input_layernorm(x) */
+            return -1;
         int rc = L->mixer == RT_MIX_LINEAR ? rt_deltanet(r, l, e)      /* mo = mixer(h) */
                  : L->mixer == RT_MIX_MLA  ? rt_mla(r, l, pos, e)
                                            : rt_attention(r, l, pos, e);
-        if (rc != 0)
+        if (rc != 0 || be->axpy(r, r->x, r->mo, 1.0f, NULL, H, e) ||           /* x += mo */
+            be->rmsnorm(r, r->h, r->x, L->post_norm, H, 1, c->eps, e))        /* h = post_attention_layernorm(x) */
             return -1;
-        for (uint64_t i = 0; i < H; i++)
-            r->x[i] += r->mo[i];
-        rt_rmsnorm(r->h, r->x, L->post_norm, H, c->eps); /* h = post_attention_layernorm(x) */
         if (L->moe) {                                    /* mo = MLP(h): routed experts ... */
             if (moe(r, l, e) != 0)
                 return -1;
         } else if (swiglu(r, &L->gate, &L->up, &L->down, r->h, r->mo, e) != 0) { /* ... or dense */
             return -1;
         }
-        for (uint64_t i = 0; i < H; i++)
-            r->x[i] += r->mo[i];
+        if (be->axpy(r, r->x, r->mo, 1.0f, NULL, H, e))
+            return -1;
     }
-    rt_rmsnorm(r->h, r->x, r->final_norm, H, c->eps); /* h = model.norm(x) */
-    return rt_matvec(r->pool, &r->lm_head, r->h, r->logits, &r->scr, e); /* logits [vocab] */
+    if (be->rmsnorm(r, r->h, r->x, r->final_norm, H, 1, c->eps, e) || /* h = model.norm(x) */
+        be->matvec(r, &r->lm_head, r->h, r->logits, e))                /* logits [vocab] */
+        return -1;
+    return be->sync(r, e);
 }

@@ -229,6 +229,48 @@ typedef struct rt_emat {
 } rt_emat;
 void rt_emat_bind(const rt_emat *m, uint64_t e, const uint8_t *block, rt_linear *out);
 
+/* ------------------------------------------------------------ backends (backend.c) */
+/* Where forward's operations run: on the CPU (the functions of kernels.c, ops.c, attention.c,
+ * forward.c), or queued on a device of runtime/metal/ (the Metal GPU, or its kernels on the CPU
+ * through the shim; docs/metal.md). Buffers an operation writes come from alloc; the CPU reads
+ * or writes them only after sync (a no-op on the CPU). */
+struct tq_runner;
+struct rt_layer;
+enum rt_gate { RT_GATE_SIGMOID, RT_GATE_ZERO };
+typedef struct rt_backend {
+    const char *name;
+    float *(*alloc)(struct tq_runner *r, uint64_t n, tq_err *e); /* n zeroed floats */
+    void (*free)(struct tq_runner *r, float *p);
+    int (*sync)(struct tq_runner *r, tq_err *e);
+    int (*matvec)(struct tq_runner *r, const rt_linear *l, const float *x, float *y, tq_err *e);
+    /* count vectors of n one after another (rt_rmsnorm each); out may be x */
+    int (*rmsnorm)(struct tq_runner *r, float *out, const float *x, const float *w, uint64_t n, uint64_t count,
+                   double eps, tq_err *e);
+    /* this position's rotation (rcos, rsin) on count vectors v + i·stride (rt_rope_apply each) */
+    int (*rope)(struct tq_runner *r, float *v, uint64_t count, uint64_t stride, tq_err *e);
+    /* softmax attention of layer L's heads at pos over cached positions [t0, pos]: q → ao */
+    int (*attention)(struct tq_runner *r, const struct rt_layer *L, uint64_t pos, uint64_t t0, tq_err *e);
+    /* router logits rl → the K chosen experts (rank order) and their weights, on the CPU */
+    int (*route)(struct tq_runner *r, const struct rt_layer *L, uint64_t *ids, float *w, tq_err *e);
+    /* the SwiGLU activation g[i] = act(g[i], u[i]) for i < n */
+    int (*act)(struct tq_runner *r, uint64_t n, tq_err *e);
+    /* y += a·x; with s non-NULL, y += sigmoid(s[0])·x */
+    int (*axpy)(struct tq_runner *r, float *y, const float *x, float a, const float *s, uint64_t n, tq_err *e);
+    /* y *= sigmoid(g) (RT_GATE_SIGMOID) or y = 0 (RT_GATE_ZERO, g unused) */
+    int (*gate)(struct tq_runner *r, float *y, const float *g, uint64_t n, int kind, tq_err *e);
+    /* dst[b·len + i] = src[b·stride + i] for b < blocks, i < len (dst and src do not overlap) */
+    int (*copy)(struct tq_runner *r, float *dst, const float *src, uint64_t blocks, uint64_t len, uint64_t stride,
+                tq_err *e);
+} rt_backend;
+/* r->o.backend's operations into r->be (and r->bctx). */
+int rt_backend_open(struct tq_runner *r, tq_err *e);
+void rt_backend_close(struct tq_runner *r);
+/* The CPU's attention core and routing (attention.c, forward.c), for the CPU backend. */
+int rt_attention_core(struct tq_runner *r, const struct rt_layer *L, uint64_t pos, uint64_t t0, tq_err *e);
+int rt_route(struct tq_runner *r, const struct rt_layer *L, uint64_t *ids, float *w, tq_err *e);
+/* The allocation of the store (a tensor, a dense FFN tensor) that holds p: 1, 0 when none. */
+int rt_store_region(const rt_store *s, const void *p, const void **base, uint64_t *n);
+
 /* ------------------------------------------------------------ model */
 typedef struct rt_layer {
     int mixer;                       /* enum rt_mixer */
@@ -308,6 +350,8 @@ struct tq_runner {
     float *logits;                   /* [vocab] */
     float *rcos, *rsin;              /* [rope dim / 2] this position's rotation */
     rt_scratch scr;                  /* rt_matvec's transformed activation */
+    const rt_backend *be;            /* where the operations run (backend.c) */
+    void *bctx;                      /* a device backend's state (runtime/metal/: rtm_be) */
 };
 
 int rt_model_load(struct tq_runner *r, tq_err *e);

@@ -24,11 +24,20 @@ enum tq_run_io {
                              bypassed; what AUTO gets where it works (asked for, it is AUTO) */
 };
 
+/* Where the decode runs (tq_run_opts.backend; docs/metal.md). */
+enum tq_run_backend {
+    TQ_RUN_BACKEND_CPU = 0, /* this file's reference decoder */
+    TQ_RUN_BACKEND_METAL,   /* the same decode through runtime/metal/'s kernels on the Apple GPU (builds
+                             * with Metal only; elsewhere opening fails with TQ_EUSAGE) */
+    TQ_RUN_BACKEND_SHIM,    /* those kernels compiled as C and run on the CPU (checking, not speed) */
+};
+
 typedef struct tq_run_opts {
     int threads;            /* compute threads; 0 = tq_default_threads() */
     int io_threads;         /* expert readers; 0 = experts_per_tok (at most 16) */
     int resident;           /* load every tensor, experts included, up front */
     int io_mode;            /* enum tq_run_io */
+    int backend;            /* enum tq_run_backend */
     int check_blocks;       /* verify each expert block read against split.json's SHA-256 */
     int allow_nonfinite;    /* decode on when a step's logits hold NaN or infinity (else an error) */
     uint64_t cache_budget;  /* expert cache bytes (default 1 GiB) */

@@ -22,10 +22,20 @@ struct rt_store {
     void ***ffn_data;
 };
 
-static void *alloc64(uint64_t n, tq_err *e)
+/* A tensor's memory: whole pages, page-aligned, so that a GPU backend can map it in place
+ * (runtime/metal/: Metal's no-copy buffers need both). */
+static uint64_t page_round(uint64_t n)
+{
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    n = n ? n : 1;
+    return n > UINT64_MAX - pg ? UINT64_MAX : (n + pg - 1) / pg * pg;
+}
+
+static void *alloc_pages(uint64_t n, tq_err *e)
 {
     void *p = NULL;
-    if (n > SIZE_MAX - 64 || posix_memalign(&p, 64, n ? (size_t)n : 1) != 0) {
+    uint64_t sz = page_round(n);
+    if (sz > SIZE_MAX || posix_memalign(&p, (size_t)sysconf(_SC_PAGESIZE), (size_t)sz) != 0) {
         tq_fail(e, TQ_ENOMEM, "out of memory (%llu bytes)", (unsigned long long)n);
         return NULL;
     }
@@ -165,6 +175,28 @@ void rt_store_drop_cache(rt_store *s)
 #endif
 }
 
+static int in_alloc(const void *p, const void *d, uint64_t nbytes, const void **base, uint64_t *n)
+{
+    uint64_t sz = page_round(nbytes);
+    if (!d || (const char *)p < (const char *)d || (uint64_t)((const char *)p - (const char *)d) >= sz)
+        return 0;
+    *base = d;
+    *n = sz;
+    return 1;
+}
+
+int rt_store_region(const rt_store *s, const void *p, const void **base, uint64_t *n)
+{
+    for (size_t i = 0; i < s->m->n_tensors; i++)
+        if (in_alloc(p, s->data[i], s->m->tensors[i].info.nbytes, base, n))
+            return 1;
+    for (uint64_t l = 0; l < s->n_ffn; l++)
+        for (size_t i = 0; s->ffn_data && s->ffn_data[l] && i < s->ffn[l].n_tensors; i++)
+            if (in_alloc(p, s->ffn_data[l][i], s->ffn[l].tensors[i].nbytes, base, n))
+                return 1;
+    return 0;
+}
+
 uint64_t rt_store_bytes(const rt_store *s)
 {
     return s->bytes;
@@ -209,7 +241,7 @@ static int get_ffn(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
         return 0;
     size_t i = (size_t)(ft - s->ffn[l].tensors);
     if (!s->ffn_data[l][i]) {
-        void *buf = alloc64(ft->nbytes, e);
+        void *buf = alloc_pages(ft->nbytes, e);
         if (!buf)
             return -1;
         if (tq_pread_full(s->ffn_fd[l], buf, ft->nbytes, ft->offset, s->ffn_path[l], e) != 0) {
@@ -237,7 +269,7 @@ int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
         return s->n_ffn ? get_ffn(s, name, t, e) : 0;
     size_t i = (size_t)(mt - s->m->tensors);
     if (!s->data[i]) {
-        void *buf = alloc64(mt->info.nbytes, e);
+        void *buf = alloc_pages(mt->info.nbytes, e);
         if (!buf)
             return -1;
         if (tq_model_read(mt, 0, buf, mt->info.nbytes, e) != 0) {

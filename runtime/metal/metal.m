@@ -162,8 +162,11 @@ static void mtl_close(rtm_dev *d)
     mtl_dev *m = (mtl_dev *)d;
     if (!m)
         return;
-    tq_err ignored;
-    mtl_sync(d, &ignored);
+    if (m->cb) { /* work queued but never run (an error stopped the decode): dropped */
+        [m->enc endEncoding];
+        [m->enc release];
+        [m->cb release];
+    }
     for (size_t i = 0; i < m->n_chunk; i++)
         [m->chunk[i] release];
     free(m->chunk);

@@ -11,6 +11,7 @@ expect 2 m --tokens 1 --bogus
 expect 2 m --tokens 1,999999
 expect 2 m --tokens 1,2,3 --max-tokens 4 --ctx 3
 expect 2 --compare-logits a b
+expect 2 m --tokens 1 --backend gpu
 expect 1 nonexistent --tokens 1
 mkdir bad && echo '{"model_type": "llama"}' > bad/config.json
 expect 1 bad --tokens 1

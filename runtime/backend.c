@@ -1,0 +1,283 @@
+/* runtime/backend.c — the two kinds of rt_backend (rt_internal.h): the CPU's, which is the
+ * reference decoder's own functions, and a device's, which queues the same operations as the
+ * kernels of runtime/metal/ (on the Metal GPU, or through the C shim) with the runner's
+ * buffers. forward.c, attention.c and deltanet.c call one or the other through r->be. */
+#include "runtime/rt_internal.h"
+#include "runtime/metal/rtm_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ the CPU */
+
+static float *cpu_alloc(tq_runner *r, uint64_t n, tq_err *e)
+{
+    (void)r;
+    return tq_calloc(n ? n : 1, sizeof(float), e);
+}
+
+static void cpu_free(tq_runner *r, float *p)
+{
+    (void)r;
+    free(p);
+}
+
+static int cpu_sync(tq_runner *r, tq_err *e)
+{
+    (void)r;
+    (void)e;
+    return 0;
+}
+
+static int cpu_matvec(tq_runner *r, const rt_linear *l, const float *x, float *y, tq_err *e)
+{
+    return rt_matvec(r->pool, l, x, y, &r->scr, e);
+}
+
+static int cpu_rmsnorm(tq_runner *r, float *out, const float *x, const float *w, uint64_t n, uint64_t count, double eps,
+                       tq_err *e)
+{
+    (void)r;
+    (void)e;
+    for (uint64_t v = 0; v < count; v++)
+        rt_rmsnorm(out + v * n, x + v * n, w, n, eps);
+    return 0;
+}
+
+static int cpu_rope(tq_runner *r, float *v, uint64_t count, uint64_t stride, tq_err *e)
+{
+    (void)e;
+    for (uint64_t i = 0; i < count; i++)
+        rt_rope_apply(r, v + i * stride);
+    return 0;
+}
+
+/* silu(g)·u, or gpt-oss's min(g, L)·sigmoid(α·min(g, L))·(clamp(u, -L, L) + 1). */
+static int cpu_act(tq_runner *r, uint64_t n, tq_err *e)
+{
+    (void)e;
+    if (r->c.clamped_swiglu) {
+        float lim = (float)r->c.swiglu_limit, alpha = (float)r->c.swiglu_alpha;
+        for (uint64_t i = 0; i < n; i++) {
+            float gv = r->g[i] < lim ? r->g[i] : lim;
+            float uv = r->u[i] < -lim ? -lim : r->u[i] > lim ? lim : r->u[i];
+            r->g[i] = gv * rt_sigmoid(alpha * gv) * (uv + 1.0f);
+        }
+    } else {
+        for (uint64_t i = 0; i < n; i++)
+            r->g[i] = rt_silu(r->g[i]) * r->u[i];
+    }
+    return 0;
+}
+
+static int cpu_axpy(tq_runner *r, float *y, const float *x, float a, const float *s, uint64_t n, tq_err *e)
+{
+    (void)r;
+    (void)e;
+    if (s)
+        a = rt_sigmoid(s[0]);
+    for (uint64_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+    return 0;
+}
+
+static int cpu_gate(tq_runner *r, float *y, const float *g, uint64_t n, int kind, tq_err *e)
+{
+    (void)r;
+    (void)e;
+    if (kind == RT_GATE_ZERO)
+        memset(y, 0, n * sizeof *y);
+    else
+        for (uint64_t i = 0; i < n; i++)
+            y[i] *= rt_sigmoid(g[i]);
+    return 0;
+}
+
+static int cpu_copy(tq_runner *r, float *dst, const float *src, uint64_t blocks, uint64_t len, uint64_t stride,
+                    tq_err *e)
+{
+    (void)r;
+    (void)e;
+    for (uint64_t b = 0; b < blocks; b++)
+        memcpy(dst + b * len, src + b * stride, len * sizeof *dst);
+    return 0;
+}
+
+static const rt_backend cpu_backend = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .sync = cpu_sync,
+    .matvec = cpu_matvec,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .attention = rt_attention_core,
+    .route = rt_route,
+    .act = cpu_act,
+    .axpy = cpu_axpy,
+    .gate = cpu_gate,
+    .copy = cpu_copy,
+};
+
+/* ------------------------------------------------------------ a device */
+#define BE(r) ((rtm_be *)(r)->bctx)
+
+static float *dev_alloc(tq_runner *r, uint64_t n, tq_err *e)
+{
+    uint64_t bytes;
+    if (tq_mul_u64(n ? n : 1, sizeof(float), &bytes)) {
+        tq_fail(e, TQ_EUSAGE, "%llu floats do not fit in memory", (unsigned long long)n);
+        return NULL;
+    }
+    return rtm_be_alloc(BE(r), bytes, e);
+}
+
+static void dev_free(tq_runner *r, float *p)
+{
+    rtm_be_free(BE(r), p);
+}
+
+static int dev_sync(tq_runner *r, tq_err *e)
+{
+    return rtm_be_sync(BE(r), e);
+}
+
+static int dev_matvec(tq_runner *r, const rt_linear *l, const float *x, float *y, tq_err *e)
+{
+    return rtm_be_matvec(BE(r), l, x, y, e);
+}
+
+static int dev_rmsnorm(tq_runner *r, float *out, const float *x, const float *w, uint64_t n, uint64_t count, double eps,
+                       tq_err *e)
+{
+    return rtm_be_rmsnorm(BE(r), out, x, w, n, count, eps, e);
+}
+
+static int dev_rope(tq_runner *r, float *v, uint64_t count, uint64_t stride, tq_err *e)
+{
+    return rtm_be_rope(BE(r), v, count, stride, 0, &r->c.rope, r->rcos, r->rsin, e);
+}
+
+static int dev_attention(tq_runner *r, const rt_layer *L, uint64_t pos, uint64_t t0, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    rtm_att a = {.q = r->q,
+                 .kc = L->kc,
+                 .vc = L->vc,
+                 .sinks = L->sinks,
+                 .att = r->att,
+                 .out = r->ao,
+                 .heads = c->heads,
+                 .hd = c->head_dim,
+                 .kvd = c->kv_heads * c->head_dim,
+                 .group = c->heads / c->kv_heads,
+                 .t0 = t0,
+                 .pos = pos,
+                 .att_stride = r->ctx + 1,
+                 .scale = (float)c->att_scale};
+    return rtm_be_attention(BE(r), &a, e);
+}
+
+static int dev_route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    rtm_route a = {.logits = r->rl,
+                   .bias = c->route == RT_ROUTE_SIGMOID_GROUP ? L->score_bias : NULL,
+                   .E = c->experts,
+                   .K = c->top_k,
+                   .n_group = c->route == RT_ROUTE_SIGMOID_GROUP ? c->n_group : 1,
+                   .topk_group = c->topk_group,
+                   .mode = c->route == RT_ROUTE_SIGMOID_GROUP  ? (int)RTM_ROUTE_SIGMOID_GROUP
+                           : c->route == RT_ROUTE_TOPK_SOFTMAX ? (int)RTM_ROUTE_TOPK_SOFTMAX
+                                                               : (int)RTM_ROUTE_SOFTMAX,
+                   .norm_topk = c->norm_topk,
+                   .route_scale = (float)c->route_scale};
+    return rtm_be_route(BE(r), &a, ids, w, e);
+}
+
+static int dev_act(tq_runner *r, uint64_t n, tq_err *e)
+{
+    return rtm_be_act(BE(r), r->g, r->u, n, r->c.clamped_swiglu, (float)r->c.swiglu_alpha, (float)r->c.swiglu_limit, e);
+}
+
+static int dev_axpy(tq_runner *r, float *y, const float *x, float a, const float *s, uint64_t n, tq_err *e)
+{
+    return rtm_be_axpy(BE(r), y, x, a, s, n, e);
+}
+
+static int dev_gate(tq_runner *r, float *y, const float *g, uint64_t n, int kind, tq_err *e)
+{
+    return rtm_be_gate(BE(r), y, g, n, kind == RT_GATE_ZERO ? 2 : 0, e);
+}
+
+static int dev_copy(tq_runner *r, float *dst, const float *src, uint64_t blocks, uint64_t len, uint64_t stride,
+                    tq_err *e)
+{
+    return rtm_be_gather(BE(r), dst, src, blocks, len, stride, 0, e);
+}
+
+static const rt_backend dev_backend = {
+    .name = "device",
+    .alloc = dev_alloc,
+    .free = dev_free,
+    .sync = dev_sync,
+    .matvec = dev_matvec,
+    .rmsnorm = dev_rmsnorm,
+    .rope = dev_rope,
+    .attention = dev_attention,
+    .route = dev_route,
+    .act = dev_act,
+    .axpy = dev_axpy,
+    .gate = dev_gate,
+    .copy = dev_copy,
+};
+
+/* Stable weights the device may map once: the store's tensors and resident expert blocks. */
+static int runner_region(void *user, const void *p, const void **base, uint64_t *n)
+{
+    const tq_runner *r = user;
+    if (r->store && rt_store_region(r->store, p, base, n))
+        return 1;
+    for (uint64_t l = 0; r->L && l < r->c.layers; l++) {
+        const rt_layer *L = &r->L[l];
+        uint64_t size = L->src.block_size * L->src.n_experts;
+        if (L->resident_blocks && (const uint8_t *)p >= L->resident_blocks && (const uint8_t *)p < L->resident_blocks + size) {
+            *base = L->resident_blocks;
+            *n = size;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int rt_backend_open(tq_runner *r, tq_err *e)
+{
+    rtm_dev *d = NULL;
+    switch (r->o.backend) {
+    case TQ_RUN_BACKEND_CPU:
+        r->be = &cpu_backend;
+        return 0;
+    case TQ_RUN_BACKEND_METAL:
+        if (rtm_metal_open(&d, e) != 0)
+            return -1;
+        break;
+    case TQ_RUN_BACKEND_SHIM:
+        if (rtm_shim_open(&d, e) != 0)
+            return -1;
+        break;
+    default:
+        return tq_fail(e, TQ_EUSAGE, "unknown backend %d", r->o.backend);
+    }
+    rtm_be *b;
+    if (rtm_be_open(&b, d, runner_region, r, e) != 0)
+        return -1;
+    r->bctx = b;
+    r->be = &dev_backend;
+    return 0;
+}
+
+void rt_backend_close(tq_runner *r)
+{
+    rtm_be_close(BE(r));
+    r->bctx = NULL;
+}

@@ -1,0 +1,296 @@
+/* The GPU backend's whole decode against the CPU runtime's (docs/metal.md): the fixture models
+ * of every family the runtime decodes (dense llama/qwen3, MoE qwen3_moe/mixtral/deepseek_v3/
+ * gpt_oss/qwen3_next/qwen3_5_moe) in every weight kind (f32, bf16, f16, MLX affine 4/8, TurboQuant
+ * 2/3/4, gpt-oss's MXFP4), resident and streamed from tq-split, decoded 32 teacher-forced
+ * positions with tq_run_opts.backend = SHIM — runtime/metal/'s kernels and host logic, run on
+ * this CPU — must give every position's logits within a relative error of 1e-4 of the CPU
+ * backend's (max |shim - cpu| / max |cpu|) and the same greedy token. Where the build has
+ * Metal the same runs go to the GPU, within 1e-3 and with the same tokens. */
+#include "runtime/runtime.h"
+#include "layout/split/split.h"
+#include "tests/unit/check.h"
+#include "tests/unit/rt_fixture.h"
+
+#include <math.h>
+#include <unistd.h>
+
+#define NSEQ 32
+
+static int have_metal;
+
+static void sequence(int vocab, uint64_t seed, int32_t *seq)
+{
+    fx_rng = seed * 0x9E3779B97F4A7C15ull + 3;
+    for (int i = 0; i < NSEQ; i++)
+        seq[i] = (int32_t)(fx_uniform() * vocab) % vocab;
+}
+
+static int decode(const char *dir, int backend, int resident, const int32_t *seq, fx_logits *b, int32_t *toks,
+                  tq_err *err)
+{
+    tq_run_opts o;
+    tq_run_opts_default(&o);
+    o.threads = 2;
+    o.backend = backend;
+    o.resident = resident;
+    o.cache_budget = 1; /* streamed: every expert read again, through the staging path */
+    o.on_logits = fx_collect;
+    o.user = b;
+    o.force_tokens = seq + 1;
+    o.n_force = NSEQ - 1;
+    b->steps = 0;
+    return tq_run_validate(dir, seq, 1, NSEQ, &o, toks, NULL, err);
+}
+
+/* Decode dir on the CPU and on `backend`; every step within tol, the same greedy tokens. */
+static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend, int resident, double tol,
+                          const char *what)
+{
+    int32_t seq[NSEQ], t_cpu[NSEQ], t_dev[NSEQ];
+    sequence(vocab, seed, seq);
+    size_t n = (size_t)NSEQ * (size_t)vocab;
+    fx_logits a = {calloc(n, 4), 0, 0, NSEQ}, b = {calloc(n, 4), 0, 0, NSEQ};
+    tq_err err = {0};
+    CHECK_OK(decode(dir, TQ_RUN_BACKEND_CPU, resident, seq, &a, t_cpu, &err));
+    CHECK_OK(decode(dir, backend, resident, seq, &b, t_dev, &err));
+    if (a.steps != NSEQ || b.steps != NSEQ) {
+        CHECKF(0, "%s: a decode stopped early", what);
+        free(a.v);
+        free(b.v);
+        return 1;
+    }
+    double worst = 0;
+    int bad = 0;
+    for (int s = 0; s < NSEQ; s++) {
+        double mx = 0, d = 0;
+        for (int i = 0; i < vocab; i++) {
+            mx = fmax(mx, fabs((double)a.v[(size_t)s * vocab + i]));
+            d = fmax(d, fabs((double)a.v[(size_t)s * vocab + i] - b.v[(size_t)s * vocab + i]));
+        }
+        worst = fmax(worst, mx > 0 ? d / mx : d);
+        bad += t_cpu[s] != t_dev[s];
+    }
+    CHECKF(worst < tol, "%s: relative logit error %.3g (limit %.0e)", what, worst, tol);
+    CHECKF(bad == 0, "%s: %d greedy tokens differ from the CPU backend's", what, bad);
+    printf("  %-34s %s vs cpu: max relative logit error %.3g over %d positions, %d token differences\n", what,
+           backend == TQ_RUN_BACKEND_SHIM ? "shim " : "metal", worst, NSEQ, bad);
+    free(a.v);
+    free(b.v);
+    return worst;
+}
+
+/* The shim (and, where built, the GPU) against the CPU on fixture c, resident; with split,
+ * also streamed from tq-split's layer files (experts read into the cache, then staged) and the
+ * split loaded resident (tq-split handles the qwen3_moe, qwen3_next and qwen3_5_moe fixtures
+ * and dense FFN files). */
+static void both(fx_cfg c, const char *what, int split)
+{
+    char dir[512], sdir[600];
+    snprintf(dir, sizeof dir, "%s/rtm-%s-%d", t_tmpdir(), what, (int)getpid());
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    fx_free(&m);
+    against_cpu(dir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, 0, 1e-4, what);
+    if (have_metal)
+        against_cpu(dir, c.vocab, c.seed, TQ_RUN_BACKEND_METAL, 0, 1e-3, what);
+    if (!split)
+        return;
+    snprintf(sdir, sizeof sdir, "%s.split", dir);
+    tq_err err = {0};
+    tq_split_opts so = {0};
+    so.threads = 1;
+    so.quiet = 1;
+    tq_split_result res;
+    CHECK_OK(tq_split(dir, sdir, &so, &res, &err));
+    char w2[128];
+    snprintf(w2, sizeof w2, "%s-streamed", what);
+    against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, 0, 1e-4, w2);
+    snprintf(w2, sizeof w2, "%s-split-resident", what);
+    against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, 1, 1e-4, w2);
+    if (have_metal) {
+        snprintf(w2, sizeof w2, "%s-streamed", what);
+        against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_METAL, 0, 1e-3, w2);
+    }
+}
+
+/* llama / qwen3 / qwen3_moe as test_runtime.c builds them. */
+static fx_cfg base_cfg(int arch, int kind)
+{
+    fx_cfg c = {0};
+    c.arch = arch;
+    c.kind = kind;
+    c.hidden = 64;
+    c.inter = 96; /* down_proj input 96 = 12·8: an m = 12 Hadamard block */
+    c.layers = 2;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.head_dim = 16;
+    c.vocab = 80;
+    c.theta = 10000.0;
+    c.eps = 1e-6;
+    c.seed = 11 + (uint64_t)kind;
+    c.tied = arch == FX_QWEN3;
+    if (arch == FX_QWEN3_MOE) {
+        c.experts = 8;
+        c.top_k = 2;
+        c.moe_inter = 32;
+        c.norm_topk = 1;
+    }
+    return c;
+}
+
+static void name(char *out, size_t cap, const char *arch, int kind, const char *extra)
+{
+    snprintf(out, cap, "%s-%s%s", arch, fx_kind_name(kind), extra);
+}
+
+static void dense_kinds(void)
+{
+    char w[96];
+    for (int k = 0; k < FX_NKINDS; k++) {
+        name(w, sizeof w, "llama", k, "");
+        both(base_cfg(FX_LLAMA, k), w, 0);
+    }
+    name(w, sizeof w, "qwen3", FX_TQ3, "");
+    both(base_cfg(FX_QWEN3, FX_TQ3), w, 0);
+    name(w, sizeof w, "qwen3", FX_BF16, "");
+    both(base_cfg(FX_QWEN3, FX_BF16), w, 1); /* split: dense FFNs in flash_aligned files */
+}
+
+static void qwen3_moe(void)
+{
+    static const int kinds[] = {FX_TQ3, FX_BF16, FX_AFF4, FX_TQ2};
+    char w[96];
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        fx_cfg c = base_cfg(FX_QWEN3_MOE, kinds[i]);
+        if (kinds[i] == FX_BF16) {
+            c.hf_expert_names = 1;
+            c.shared_inter = 32;
+        }
+        name(w, sizeof w, "qwen3_moe", kinds[i], "");
+        both(c, w, 1);
+    }
+}
+
+/* HF names for bf16 (gpt_oss: MXFP4 experts as released), the MLX form otherwise. */
+static void family(int arch, const char *an, const int *kinds, size_t nk, int split)
+{
+    char w[96];
+    for (size_t i = 0; i < nk; i++) {
+        fx_cfg c = fx_family_cfg(arch, kinds[i]);
+        c.hf_expert_names = kinds[i] == FX_BF16;
+        if (split && arch == FX_QWEN3_NEXT)
+            c.mlp_only = 0; /* tq-split wants experts in every layer */
+        name(w, sizeof w, an, kinds[i], c.hf_expert_names ? "-hf" : "");
+        both(c, w, split && !c.hf_expert_names);
+    }
+}
+
+static void mixtral(void)
+{
+    static const int k[] = {FX_TQ3, FX_F16};
+    family(FX_MIXTRAL, "mixtral", k, 2, 0);
+}
+static void deepseek(void)
+{
+    static const int k[] = {FX_TQ4, FX_AFF8, FX_BF16};
+    family(FX_DEEPSEEK, "deepseek_v3", k, 3, 0);
+}
+static void gpt_oss(void)
+{
+    static const int k[] = {FX_AFF4, FX_BF16, FX_TQ3};
+    family(FX_GPT_OSS, "gpt_oss", k, 3, 0);
+}
+static void qwen3_next(void)
+{
+    static const int k[] = {FX_TQ3, FX_BF16};
+    family(FX_QWEN3_NEXT, "qwen3_next", k, 2, 0);
+    family(FX_QWEN3_NEXT, "qwen3_next-all-moe", k, 1, 1);
+}
+static void qwen3_5_moe(void)
+{
+    static const int k[] = {FX_BF16, FX_AFF8};
+    family(FX_QWEN3_5_MOE, "qwen3_5_moe", k, 2, 1);
+}
+
+/* The same logits on the shim for any thread count (its CPU parts run on the pool). */
+static void shim_threads(void)
+{
+    char dir[512];
+    fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_TQ3);
+    snprintf(dir, sizeof dir, "%s/rtm-threads-%d", t_tmpdir(), (int)getpid());
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    fx_free(&m);
+    int32_t seq[NSEQ], toks[NSEQ];
+    sequence(c.vocab, 5, seq);
+    size_t n = (size_t)NSEQ * (size_t)c.vocab;
+    fx_logits a = {calloc(n, 4), 0, 0, NSEQ}, b = {calloc(n, 4), 0, 0, NSEQ};
+    tq_err err = {0};
+    tq_run_opts o;
+    for (int i = 0; i < 2; i++) {
+        tq_run_opts_default(&o);
+        o.threads = i ? 5 : 1;
+        o.backend = TQ_RUN_BACKEND_SHIM;
+        o.on_logits = fx_collect;
+        o.user = i ? &b : &a;
+        o.force_tokens = seq + 1;
+        o.n_force = NSEQ - 1;
+        CHECK_OK(tq_run_validate(dir, seq, 1, NSEQ, &o, toks, NULL, &err));
+    }
+    CHECK(a.steps == NSEQ && memcmp(a.v, b.v, n * 4) == 0);
+    free(a.v);
+    free(b.v);
+}
+
+/* Without Metal in the build, asking for it fails as a usage error that says so. */
+static void metal_absent(void)
+{
+    if (have_metal)
+        return;
+    char dir[512];
+    fx_cfg c = base_cfg(FX_LLAMA, FX_F32);
+    snprintf(dir, sizeof dir, "%s/rtm-absent-%d", t_tmpdir(), (int)getpid());
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    fx_free(&m);
+    tq_run_opts o;
+    tq_run_opts_default(&o);
+    o.backend = TQ_RUN_BACKEND_METAL;
+    tq_runner *r = NULL;
+    tq_err err = {0};
+    CHECK(tq_runner_open(&r, dir, &o, &err) != 0 && err.code == TQ_EUSAGE && strstr(err.msg, "no Metal backend"));
+    CHECK(r == NULL);
+}
+
+int main(void)
+{
+    tq_run_opts o;
+    tq_run_opts_default(&o);
+    o.backend = TQ_RUN_BACKEND_METAL;
+    {
+        /* Is there a GPU to run on? A throwaway model answers through the public API. */
+        char dir[512];
+        fx_cfg c = base_cfg(FX_LLAMA, FX_F32);
+        snprintf(dir, sizeof dir, "%s/rtm-probe-%d", t_tmpdir(), (int)getpid());
+        fx_model m;
+        if (fx_generate(&c, dir, &m) == 0) {
+            fx_free(&m);
+            tq_runner *r = NULL;
+            tq_err err = {0};
+            have_metal = tq_runner_open(&r, dir, &o, &err) == 0;
+            tq_runner_close(r);
+            printf("  metal: %s\n", have_metal ? "present: every comparison also runs on the GPU" : err.msg);
+        }
+    }
+    RUN(dense_kinds);
+    RUN(qwen3_moe);
+    RUN(mixtral);
+    RUN(deepseek);
+    RUN(gpt_oss);
+    RUN(qwen3_next);
+    RUN(qwen3_5_moe);
+    RUN(shim_threads);
+    RUN(metal_absent);
+    TEST_MAIN_END();
+}
