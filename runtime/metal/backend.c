@@ -56,14 +56,10 @@ static long reg_find(const rtm_be *b, const void *p)
 
 static int reg_add(rtm_be *b, const void *base, uint64_t n, void *h, int alloc, tq_err *e)
 {
-    if (b->nreg == b->capreg) {
-        size_t cap = b->capreg ? 2 * b->capreg : 64;
-        rtm_region *nr = realloc(b->reg, cap * sizeof *nr);
-        if (!nr)
-            return tq_fail(e, TQ_ENOMEM, "out of memory (device region table)");
-        b->reg = nr;
-        b->capreg = cap;
-    }
+    void *grown = tq_grow(b->reg, &b->capreg, b->nreg, sizeof *b->reg, e);
+    if (!grown)
+        return -1;
+    b->reg = grown;
     size_t at = (size_t)(reg_find(b, base) + 1);
     memmove(b->reg + at + 1, b->reg + at, (b->nreg - at) * sizeof *b->reg);
     b->reg[at] = (rtm_region){base, n, h, alloc};

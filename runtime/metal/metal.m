@@ -82,14 +82,10 @@ static int mtl_stage(rtm_dev *d, const void *p, uint64_t n, rtm_bind *out, tq_er
     mtl_dev *m = (mtl_dev *)d;
     uint64_t at = (m->used + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
     if (m->n_chunk == 0 || at + n > [m->chunk[m->n_chunk - 1] length]) {
-        if (m->n_chunk == m->cap_chunk) {
-            size_t cap = m->cap_chunk ? 2 * m->cap_chunk : 8;
-            id<MTLBuffer> *nc = realloc(m->chunk, cap * sizeof *nc);
-            if (!nc)
-                return tq_fail(e, TQ_ENOMEM, "out of memory (staging list)");
-            m->chunk = nc;
-            m->cap_chunk = cap;
-        }
+        void *grown = tq_grow(m->chunk, &m->cap_chunk, m->n_chunk, sizeof *m->chunk, e);
+        if (!grown)
+            return -1;
+        m->chunk = grown;
         uint64_t len = n > STAGE_CHUNK ? n : STAGE_CHUNK;
         id<MTLBuffer> b = [m->dev newBufferWithLength:len options:MTLResourceStorageModeShared];
         if (!b)

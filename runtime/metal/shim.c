@@ -141,16 +141,12 @@ static int shim_alloc(rtm_dev *d, uint64_t n, void **h, void **host, tq_err *e)
 static int shim_stage(rtm_dev *d, const void *p, uint64_t n, rtm_bind *out, tq_err *e)
 {
     shim_dev *s = (shim_dev *)d;
-    if (s->n_staged == s->cap_staged) {
-        size_t cap = s->cap_staged ? 2 * s->cap_staged : 16;
-        void **nv = realloc(s->staged, cap * sizeof *nv);
-        if (!nv)
-            return tq_fail(e, TQ_ENOMEM, "out of memory (staging list)");
-        s->staged = nv;
-        s->cap_staged = cap;
-    }
-    void *c = tq_malloc(n ? n : 1, e);
-    if (!c)
+    void *c;
+    void *grown = tq_grow(s->staged, &s->cap_staged, s->n_staged, sizeof *s->staged, e);
+    if (!grown)
+        return -1;
+    s->staged = grown;
+    if (!(c = tq_malloc(n ? n : 1, e)))
         return -1;
     memcpy(c, p, n);
     s->staged[s->n_staged++] = c;
@@ -173,14 +169,10 @@ static int shim_dispatch(rtm_dev *d, int k, const rtm_bind *b, int nb, const voi
         args_n > sizeof s->q->args)
         return tq_fail(e, TQ_EUSAGE, "shim: bad dispatch of kernel %d (%d buffers, %u argument bytes)", k, nb,
                        (unsigned)args_n);
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        shim_cmd *nq = realloc(s->q, cap * sizeof *nq);
-        if (!nq)
-            return tq_fail(e, TQ_ENOMEM, "out of memory (command queue)");
-        s->q = nq;
-        s->cap = cap;
-    }
+    void *grown = tq_grow(s->q, &s->cap, s->n, sizeof *s->q, e);
+    if (!grown)
+        return -1;
+    s->q = grown;
     shim_cmd *c = &s->q[s->n++];
     memset(c, 0, sizeof *c);
     c->k = k;

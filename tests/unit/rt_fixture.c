@@ -21,6 +21,13 @@ double fx_uniform(void)
     fx_rng ^= fx_rng << 17;
     return (double)(fx_rng >> 11) * (1.0 / 9007199254740992.0);
 }
+
+void fx_sequence(int vocab, uint64_t seed, int n, int32_t *seq)
+{
+    fx_rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < n; i++)
+        seq[i] = (int32_t)(fx_uniform() * vocab) % vocab;
+}
 static double fx_gauss(void)
 {
     return (fx_uniform() + fx_uniform() + fx_uniform() + fx_uniform() - 2.0) * 1.7320508;

@@ -96,6 +96,10 @@ void fx_state_free(fx_state *s);
 void fx_free(fx_model *m);
 /* A small configuration of each family that exercises every branch of it (tests). */
 fx_cfg fx_family_cfg(int arch, int kind);
+/* llama, qwen3 and qwen3_moe at test_runtime.c's sizes (hidden 64, two layers, 8 experts). */
+fx_cfg fx_small_cfg(int arch, int kind);
+/* n token ids below vocab drawn from seed (a decode's prompt and forced tokens). */
+void fx_sequence(int vocab, uint64_t seed, int n, int32_t *seq);
 const char *fx_kind_name(int kind);
 
 /* The logits of a decode, collected through tq_run_opts.on_logits = fx_collect with user =

@@ -627,12 +627,13 @@ const char *fx_kind_name(int kind)
     return kind >= 0 && kind < FX_NKINDS ? n[kind] : "?";
 }
 
-fx_cfg fx_family_cfg(int arch, int kind)
+fx_cfg fx_small_cfg(int arch, int kind)
 {
     fx_cfg c = {0};
     c.arch = arch;
     c.kind = kind;
     c.hidden = 64;
+    c.inter = 96; /* down_proj input 96 = 12·8: an m = 12 Hadamard block */
     c.layers = 2;
     c.heads = 4;
     c.kv_heads = 2;
@@ -640,6 +641,20 @@ fx_cfg fx_family_cfg(int arch, int kind)
     c.vocab = 80;
     c.theta = 10000.0;
     c.eps = 1e-6;
+    c.seed = 7;
+    c.tied = arch == FX_QWEN3;
+    if (arch == FX_QWEN3_MOE) {
+        c.experts = 8;
+        c.top_k = 2;
+        c.moe_inter = 32;
+        c.norm_topk = 1;
+    }
+    return c;
+}
+
+fx_cfg fx_family_cfg(int arch, int kind)
+{
+    fx_cfg c = fx_small_cfg(arch, kind); /* every case below sets its own intermediate size */
     c.seed = 17 + (uint64_t)arch;
     c.experts = 8;
     c.top_k = 2;

@@ -18,13 +18,6 @@
 
 static int have_metal;
 
-static void sequence(int vocab, uint64_t seed, int32_t *seq)
-{
-    fx_rng = seed * 0x9E3779B97F4A7C15ull + 3;
-    for (int i = 0; i < NSEQ; i++)
-        seq[i] = (int32_t)(fx_uniform() * vocab) % vocab;
-}
-
 static int decode(const char *dir, int backend, int resident, const int32_t *seq, fx_logits *b, int32_t *toks,
                   tq_err *err)
 {
@@ -47,7 +40,7 @@ static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend
                           const char *what)
 {
     int32_t seq[NSEQ], t_cpu[NSEQ], t_dev[NSEQ];
-    sequence(vocab, seed, seq);
+    fx_sequence(vocab, seed, NSEQ, seq);
     size_t n = (size_t)NSEQ * (size_t)vocab;
     fx_logits a = {calloc(n, 4), 0, 0, NSEQ}, b = {calloc(n, 4), 0, 0, NSEQ};
     tq_err err = {0};
@@ -79,6 +72,18 @@ static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend
     return worst;
 }
 
+/* Fixture c written to dir (TMP/rtm-what-PID); 0 when it could not be. */
+static int gen(fx_cfg c, const char *what, char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s/rtm-%s-%d", t_tmpdir(), what, (int)getpid());
+    fx_model m;
+    int rc = fx_generate(&c, dir, &m);
+    CHECKF(rc == 0, "cannot write the %s fixture to %s", what, dir);
+    if (rc == 0)
+        fx_free(&m);
+    return rc == 0;
+}
+
 /* The shim (and, where built, the GPU) against the CPU on fixture c, resident; with split,
  * also streamed from tq-split's layer files (experts read into the cache, then staged) and the
  * split loaded resident (tq-split handles the qwen3_moe, qwen3_next and qwen3_5_moe fixtures
@@ -86,10 +91,8 @@ static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend
 static void both(fx_cfg c, const char *what, int split)
 {
     char dir[512], sdir[600];
-    snprintf(dir, sizeof dir, "%s/rtm-%s-%d", t_tmpdir(), what, (int)getpid());
-    fx_model m;
-    CHECK(fx_generate(&c, dir, &m) == 0);
-    fx_free(&m);
+    if (!gen(c, what, dir, sizeof dir))
+        return;
     against_cpu(dir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, 0, 1e-4, what);
     if (have_metal)
         against_cpu(dir, c.vocab, c.seed, TQ_RUN_BACKEND_METAL, 0, 1e-3, what);
@@ -113,29 +116,11 @@ static void both(fx_cfg c, const char *what, int split)
     }
 }
 
-/* llama / qwen3 / qwen3_moe as test_runtime.c builds them. */
+/* llama / qwen3 / qwen3_moe as test_runtime.c builds them, another seed per kind. */
 static fx_cfg base_cfg(int arch, int kind)
 {
-    fx_cfg c = {0};
-    c.arch = arch;
-    c.kind = kind;
-    c.hidden = 64;
-    c.inter = 96; /* down_proj input 96 = 12·8: an m = 12 Hadamard block */
-    c.layers = 2;
-    c.heads = 4;
-    c.kv_heads = 2;
-    c.head_dim = 16;
-    c.vocab = 80;
-    c.theta = 10000.0;
-    c.eps = 1e-6;
+    fx_cfg c = fx_small_cfg(arch, kind);
     c.seed = 11 + (uint64_t)kind;
-    c.tied = arch == FX_QWEN3;
-    if (arch == FX_QWEN3_MOE) {
-        c.experts = 8;
-        c.top_k = 2;
-        c.moe_inter = 32;
-        c.norm_topk = 1;
-    }
     return c;
 }
 
@@ -218,12 +203,10 @@ static void shim_threads(void)
 {
     char dir[512];
     fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_TQ3);
-    snprintf(dir, sizeof dir, "%s/rtm-threads-%d", t_tmpdir(), (int)getpid());
-    fx_model m;
-    CHECK(fx_generate(&c, dir, &m) == 0);
-    fx_free(&m);
+    if (!gen(c, "threads", dir, sizeof dir))
+        return;
     int32_t seq[NSEQ], toks[NSEQ];
-    sequence(c.vocab, 5, seq);
+    fx_sequence(c.vocab, 5, NSEQ, seq);
     size_t n = (size_t)NSEQ * (size_t)c.vocab;
     fx_logits a = {calloc(n, 4), 0, 0, NSEQ}, b = {calloc(n, 4), 0, 0, NSEQ};
     tq_err err = {0};
@@ -249,11 +232,8 @@ static void metal_absent(void)
     if (have_metal)
         return;
     char dir[512];
-    fx_cfg c = base_cfg(FX_LLAMA, FX_F32);
-    snprintf(dir, sizeof dir, "%s/rtm-absent-%d", t_tmpdir(), (int)getpid());
-    fx_model m;
-    CHECK(fx_generate(&c, dir, &m) == 0);
-    fx_free(&m);
+    if (!gen(base_cfg(FX_LLAMA, FX_F32), "absent", dir, sizeof dir))
+        return;
     tq_run_opts o;
     tq_run_opts_default(&o);
     o.backend = TQ_RUN_BACKEND_METAL;
@@ -271,11 +251,7 @@ int main(void)
     {
         /* Is there a GPU to run on? A throwaway model answers through the public API. */
         char dir[512];
-        fx_cfg c = base_cfg(FX_LLAMA, FX_F32);
-        snprintf(dir, sizeof dir, "%s/rtm-probe-%d", t_tmpdir(), (int)getpid());
-        fx_model m;
-        if (fx_generate(&c, dir, &m) == 0) {
-            fx_free(&m);
+        if (gen(base_cfg(FX_LLAMA, FX_F32), "probe", dir, sizeof dir)) {
             tq_runner *r = NULL;
             tq_err err = {0};
             have_metal = tq_runner_open(&r, dir, &o, &err) == 0;

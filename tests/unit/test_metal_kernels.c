@@ -242,12 +242,19 @@ static void with_bias(mat *m, int bias)
     m->l.bias = m->bias;
 }
 
-static void make_dense(mat *m, uint64_t rows, uint64_t cols, tq_dtype wdt, int bias)
+static void mat_init(mat *m, int kind, uint64_t rows, uint64_t cols, uint64_t group)
 {
     memset(m, 0, sizeof *m);
-    m->l.kind = RT_DENSE;
+    m->l.kind = kind;
     m->l.rows = rows;
     m->l.cols = cols;
+    m->l.group = group;
+    m->l.ngroups = group ? cols / group : 0;
+}
+
+static void make_dense(mat *m, uint64_t rows, uint64_t cols, tq_dtype wdt, int bias)
+{
+    mat_init(m, RT_DENSE, rows, cols, 0);
     m->l.wdt = wdt;
     m->w = rand_vals(wdt, rows * cols, 0.5);
     m->l.w = m->w;
@@ -274,12 +281,7 @@ static void rand_packed(mat *m, uint64_t rows, uint64_t cols, int bits)
 static void make_tq(mat *m, uint64_t rows, uint64_t cols, int bits, uint64_t group, tq_dtype sdt, tq_dtype cdt,
                     tq_dtype gdt, int bias)
 {
-    memset(m, 0, sizeof *m);
-    m->l.kind = RT_TQ;
-    m->l.rows = rows;
-    m->l.cols = cols;
-    m->l.group = group;
-    m->l.ngroups = cols / group;
+    mat_init(m, RT_TQ, rows, cols, group);
     rand_packed(m, rows, cols, bits);
     m->l.sdt = sdt;
     m->scales = malloc(rows * m->l.ngroups * 4);
@@ -318,12 +320,7 @@ static void make_tq(mat *m, uint64_t rows, uint64_t cols, int bits, uint64_t gro
 
 static void make_affine(mat *m, uint64_t rows, uint64_t cols, int bits, uint64_t group, tq_dtype sdt, int bias)
 {
-    memset(m, 0, sizeof *m);
-    m->l.kind = RT_AFFINE;
-    m->l.rows = rows;
-    m->l.cols = cols;
-    m->l.group = group;
-    m->l.ngroups = cols / group;
+    mat_init(m, RT_AFFINE, rows, cols, group);
     rand_packed(m, rows, cols, bits);
     m->l.sdt = m->l.zdt = sdt;
     m->scales = rand_vals(sdt, rows * m->l.ngroups, 0.02);
@@ -337,10 +334,7 @@ static void make_affine(mat *m, uint64_t rows, uint64_t cols, int bits, uint64_t
  * in one block), rows stored rstep apart as gpt-oss's interleaved gate/up. */
 static void make_mxfp4(mat *m, uint64_t rows, uint64_t cols, uint64_t rstep, int bias)
 {
-    memset(m, 0, sizeof *m);
-    m->l.kind = RT_MXFP4;
-    m->l.rows = rows;
-    m->l.cols = cols;
+    mat_init(m, RT_MXFP4, rows, cols, 0);
     m->l.rstep = rstep;
     uint64_t stored = rows * rstep, nb = cols / 32;
     m->w = malloc(stored * nb * 16 + 1);

@@ -18,27 +18,7 @@ static const int32_t prompt[] = {3, 17, 5};
 
 static fx_cfg base_cfg(int arch, int kind)
 {
-    fx_cfg c = {0};
-    c.arch = arch;
-    c.kind = kind;
-    c.hidden = 64;
-    c.inter = 96; /* down_proj input 96 = 12·8: an m = 12 Hadamard block */
-    c.layers = 2;
-    c.heads = 4;
-    c.kv_heads = 2;
-    c.head_dim = 16;
-    c.vocab = 80;
-    c.theta = 10000.0;
-    c.eps = 1e-6;
-    c.seed = 7;
-    c.tied = arch == FX_QWEN3;
-    if (arch == FX_QWEN3_MOE) {
-        c.experts = 8;
-        c.top_k = 2;
-        c.moe_inter = 32;
-        c.norm_topk = 1;
-    }
-    return c;
+    return fx_small_cfg(arch, kind);
 }
 
 static void model_dir(char *out, size_t cap, const char *name)

@@ -14,9 +14,7 @@
 /* The run: prompt = seq[0], then seq[1..] forced, NSEQ steps of logits. */
 static void sequence(int vocab, uint64_t seed, int32_t *seq)
 {
-    fx_rng = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int i = 0; i < NSEQ; i++)
-        seq[i] = (int32_t)(fx_uniform() * vocab) % vocab;
+    fx_sequence(vocab, seed, NSEQ, seq);
 }
 
 static int decode(const char *dir, int threads, const int32_t *seq, fx_logits *b, int32_t *toks, tq_err *err)
