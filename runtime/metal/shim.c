@@ -21,7 +21,17 @@ float rtm_shim_h2f(uint16_t h)
     return tq_f16_to_f32(h);
 }
 
+/* A value one thread writes to threadgroup memory in a phase (`if (lid == 0) sh[0] = ...`) and
+ * every thread reads in the next is written before it is read — the phase loop visits lid 0 —
+ * but gcc cannot always see that through the loop and warns at some optimisation levels. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "runtime/metal/kernels.metal"
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /* One wrapper per kernel: slot pointers → the kernel's parameters. */
 typedef void (*shim_fn)(void *const *s, const void *a, uint tgid);
