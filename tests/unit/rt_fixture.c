@@ -4,6 +4,7 @@
  * (dequantized up front, rotation undone by the O(n²) Hadamard definition) for a naive
  * reference forward pass written independently of runtime/. */
 #include "rt_fixture.h"
+#include "runtime/runtime.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -923,6 +924,17 @@ double fx_rel_err(const double *ref, const float *got, int n, int *ref_argmax)
     }
     *ref_argmax = am;
     return diff / mx;
+}
+
+int fx_decode_forced(const char *dir, tq_run_opts *o, const int32_t *seq, int n, fx_logits *b, int32_t *toks,
+                     tq_err *e)
+{
+    o->on_logits = fx_collect;
+    o->user = b;
+    o->force_tokens = seq + 1;
+    o->n_force = n - 1;
+    b->steps = 0;
+    return tq_run_validate(dir, seq, 1, n, o, toks, NULL, e);
 }
 
 int fx_collect(void *user, uint64_t step, const float *l, uint64_t vocab)

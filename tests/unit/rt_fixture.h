@@ -109,6 +109,13 @@ typedef struct fx_logits {
     uint64_t steps, vocab, cap;
 } fx_logits;
 int fx_collect(void *user, uint64_t step, const float *l, uint64_t vocab);
+/* The teacher-forced decode the runtime tests compare: prompt seq[0], then seq[1..n) fed
+ * after each step, under o (its on_logits, user and forcing set here); n steps of logits into
+ * b (steps reset first), the greedy tokens into toks. tq_run_validate's result. */
+struct tq_run_opts;
+struct tq_err;
+int fx_decode_forced(const char *dir, struct tq_run_opts *o, const int32_t *seq, int n, fx_logits *b, int32_t *toks,
+                     struct tq_err *e);
 /* One step's logits against the oracle's: max |ref - got| / max |ref|, and ref's argmax. */
 double fx_rel_err(const double *ref, const float *got, int n, int *ref_argmax);
 

@@ -27,12 +27,7 @@ static int decode(const char *dir, int backend, int resident, const int32_t *seq
     o.backend = backend;
     o.resident = resident;
     o.cache_budget = 1; /* streamed: every expert read again, through the staging path */
-    o.on_logits = fx_collect;
-    o.user = b;
-    o.force_tokens = seq + 1;
-    o.n_force = NSEQ - 1;
-    b->steps = 0;
-    return tq_run_validate(dir, seq, 1, NSEQ, &o, toks, NULL, err);
+    return fx_decode_forced(dir, &o, seq, NSEQ, b, toks, err);
 }
 
 /* Decode dir on the CPU and on `backend`; every step within tol, the same greedy tokens. */
@@ -215,11 +210,7 @@ static void shim_threads(void)
         tq_run_opts_default(&o);
         o.threads = i ? 5 : 1;
         o.backend = TQ_RUN_BACKEND_SHIM;
-        o.on_logits = fx_collect;
-        o.user = i ? &b : &a;
-        o.force_tokens = seq + 1;
-        o.n_force = NSEQ - 1;
-        CHECK_OK(tq_run_validate(dir, seq, 1, NSEQ, &o, toks, NULL, &err));
+        CHECK_OK(fx_decode_forced(dir, &o, seq, NSEQ, i ? &b : &a, toks, &err));
     }
     CHECK(a.steps == NSEQ && memcmp(a.v, b.v, n * 4) == 0);
     free(a.v);

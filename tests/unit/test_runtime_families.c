@@ -22,12 +22,7 @@ static int decode(const char *dir, int threads, const int32_t *seq, fx_logits *b
     tq_run_opts o;
     tq_run_opts_default(&o);
     o.threads = threads;
-    o.on_logits = fx_collect;
-    o.user = b;
-    o.force_tokens = seq + 1;
-    o.n_force = NSEQ - 1;
-    b->steps = 0;
-    return tq_run_validate(dir, seq, 1, NSEQ, &o, toks, NULL, err);
+    return fx_decode_forced(dir, &o, seq, NSEQ, b, toks, err);
 }
 
 static const char *arch_name(int arch)
