@@ -115,7 +115,7 @@ MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
 .SECONDARY:
-.PHONY: all tools lib tests bench-build check check-asan check-long demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
+.PHONY: all tools lib tests bench-build check check-asan check-long check-metal demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
 all: metal-note $(LIB) $(SHLIB) $(TOOLS) completions
 lib: $(LIB) $(SHLIB)
 tools: $(TOOLS)
@@ -228,6 +228,21 @@ check-asan:
 	$(MAKE) check BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
 	  EXTRA_CFLAGS="$(SAN_CFLAGS)" EXTRA_LDFLAGS="$(SAN_LDFLAGS)"
 
+# On a Mac with Xcode's Metal toolchain: the GPU backend's checks, which must run on the GPU
+# (TQ_REQUIRE_METAL: a test that cannot open it fails instead of skipping): every kernel against
+# its reference (test_metal_kernels), whole decodes of every family against the CPU backend
+# (test_metal_decode, run-backend) and the build's Metal line (metal-build). docs/metal.md,
+# On a Mac. Elsewhere it stops at once, saying why. Written without a Mac: never run.
+check-metal:
+ifeq ($(METAL),)
+	@echo "check-metal: not run: $(METAL_NOTE)" >&2; \
+	 echo "check-metal: needs macOS with Xcode's Metal compiler (xcrun -sdk macosx -f metal)" >&2; exit 2
+else
+	$(MAKE) all tests
+	@BIN=$(abspath $(BIN)) BUILD=$(abspath $(BUILD)) TQ_REQUIRE_METAL=1 \
+	  TQ_TEST_FILTER='^(test_metal_kernels|test_metal_decode|run-backend|metal-build)$$' ./tests/run-tests
+endif
+
 check-long: all tests
 	@BIN=$(abspath $(BIN)) BUILD=$(abspath $(BUILD)) TQ_LONG=1 ./tests/run-tests
 
@@ -284,4 +299,4 @@ print-%:
 	@echo '$($*)'
 
 help:
-	@echo "targets: all check check-asan check-long demo bench bench-build verify mutate fuzz fuzz-build install uninstall clean"
+	@echo "targets: all check check-asan check-long check-metal demo bench bench-build verify mutate fuzz fuzz-build install uninstall clean"

@@ -1,5 +1,6 @@
 # The Metal backend's build pieces that can be checked without a Mac (docs/metal.md, What ran
-# where): the Makefile's line about the host code; scripts/embed-bytes, which embeds the
+# where): the Makefile's line about the host code; make check-metal refusing to pass without
+# Metal; scripts/embed-bytes, which embeds the
 # metallib, round-trips bytes; and kernels.metal's Metal branch type-checks as C++ for OpenCL
 # with Metal's address spaces mapped onto OpenCL's (tests/lib/msl-stub/metal_stdlib), first shown
 # to reject a threadgroup pointer passed for a device one, a threadgroup array outside a kernel
@@ -15,6 +16,10 @@ if [ "$(uname -s)" = Darwin ] && xcrun -sdk macosx -f metal >/dev/null 2>&1; the
 fi
 case $note in *"Metal host code (runtime/metal/metal.m) skipped: "*"tested through the C shim"*) ;;
   *) fail "the build does not say the Metal host code is skipped: $note" ;; esac
+# make check-metal without Metal: stops at once, exit 2, saying it did not run and why
+make -s --no-print-directory -C "$ROOT" check-metal > cm.out 2> cm.err && fail "make check-metal passed without Metal"
+grep -q "check-metal: not run: .*skipped" cm.err || fail "make check-metal: $(cat cm.err)"
+grep -q "needs macOS" cm.err || fail "make check-metal does not say what it needs: $(cat cm.err)"
 
 # embed-bytes: every byte value, through a C compiler and back
 awk 'BEGIN { for (r = 0; r < 3; r++) for (i = 0; i < 256; i++) printf "%c", i }' > bytes.bin

@@ -249,6 +249,12 @@ int main(void)
             tq_runner_close(r);
             printf("  metal: %s\n", have_metal ? "present: every comparison also runs on the GPU" : err.msg);
         }
+        /* make check-metal: a run that was meant for the GPU and skipped it has failed. */
+        const char *req = getenv("TQ_REQUIRE_METAL");
+        if (!have_metal && req && *req) {
+            printf("FAIL metal: TQ_REQUIRE_METAL is set, but the GPU backend did not open\n");
+            t_fail++;
+        }
     }
     RUN(dense_kinds);
     RUN(qwen3_moe);

@@ -1160,6 +1160,12 @@ int main(void)
         }
     } else {
         printf("  metal: not run: %s\n", err.msg);
+        /* make check-metal: a run that was meant for the GPU and skipped it has failed. */
+        const char *req = getenv("TQ_REQUIRE_METAL");
+        if (req && *req) {
+            printf("FAIL metal: TQ_REQUIRE_METAL is set, but the GPU backend did not open\n");
+            t_fail++;
+        }
     }
     free(order_keep);
     rt_pool_destroy(POOL);
