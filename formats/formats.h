@@ -35,15 +35,21 @@ int tq_to_f32(tq_dtype src_dt, const void *src, float *dst, size_t n, tq_err *e)
 int tq_find_nonfinite(tq_dtype d, const void *p, size_t n, size_t *at, const char **what);
 int tq_from_f32(tq_dtype dst_dt, const float *src, void *dst, size_t n, tq_err *e);
 
-/* MXFP4 (formats/mxfp4.c): 32 FP4 E2M1 values per 16-byte block, one E8M0 scale 2^(s-127)
- * per block (s = 255 is NaN). tq_mxfp4_decode writes 32 exact f32 values per block;
- * ggml_order 0: element 2j/2j+1 = low/high nibble of byte j (safetensors, gpt-oss release),
- * 1: element j/j+16 = low/high nibble (GGUF block_mxfp4, whose 17-byte blocks callers split
- * into scale and quants). -1 with *bad_block when a scale is NaN or a value overflows f32. */
-float tq_fp4_e2m1(unsigned nibble);
-int tq_e8m0_scale(uint8_t s, float *out);
-int tq_mxfp4_decode(const uint8_t *blocks, const uint8_t *scales, uint64_t n_blocks, int ggml_order,
-                    float *out, uint64_t *bad_block);
+/* MXFP4 (formats/mxfp4.c), the one decoder for GGUF type 39 and gpt-oss's safetensors
+ * <name>_blocks and <name>_scales: 32 FP4 E2M1 values per 16-byte block under one E8M0 exponent e. Every
+ * value is exactly ggml's dequantize_row_mxfp4 result: level * 2^(e-128) in one f32 multiply,
+ * the levels E2M1 doubled as integers (0 1 2 3 4 6 8 12, codes 8..15 negated, so code 8 is
+ * +0, not the -0 of the OCP table), 2^(e-128) built as ggml builds it (e 0 and 1 subnormal,
+ * e = 255 is 2^127). A product beyond f32 is +-inf, as in ggml. ggml_order 0: element 2j/2j+1
+ * = low/high nibble of byte j (safetensors, gpt-oss release); 1: element j/j+16 = low/high
+ * nibble (GGUF block_mxfp4). tq_mxfp4_block / tq_mxfp4_decode always write every value and
+ * return -1 (decode: *bad_block = the first such block) when a block's e is 255 (NaN in the
+ * MX format; ggml_validate_row_data refuses it) or one of its values is infinite, else 0. */
+float tq_e8m0_half(uint8_t e);                      /* 2^(e-128) */
+float tq_mxfp4_value(unsigned nibble, uint8_t e);   /* one element */
+int tq_mxfp4_block(const uint8_t qs[16], uint8_t e, int ggml_order, float out[32]);
+int tq_mxfp4_decode(const uint8_t *blocks, const uint8_t *scales, uint64_t n_blocks, int ggml_order, float *out,
+                    uint64_t *bad_block);
 
 /* ------------------------------------------------------- safetensors read */
 #define TQ_MAX_DIMS 8

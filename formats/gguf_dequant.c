@@ -603,27 +603,13 @@ static void deq_q8_k(const unsigned char *x, float *y, uint64_t nb)
     }
 }
 
-/* MXFP4: an E8M0 exponent e, 16 bytes of E2M1 nibbles (low nibble elements 0..15). ggml keeps
- * the E2M1 values doubled as integers and halves the scale: 2^(e-128), exact for every e. */
-static const float mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-static inline float e8m0_half(unsigned e)
-{
-    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
+/* MXFP4: an E8M0 exponent, then 16 bytes of E2M1 nibbles (low nibble elements 0..15): the
+ * one decoder of formats/mxfp4.c. Its refusal (e = 255, checked by tq_ggml_check_blocks, or a
+ * value past f32, which ggml writes as inf and callers see as non-finite) is not ours to make. */
 static void deq_mxfp4(const unsigned char *x, float *y, uint64_t nb)
 {
-    for (uint64_t i = 0; i < nb; i++, x += 17, y += 32) {
-        const float d = e8m0_half(x[0]);
-        for (int j = 0; j < 16; j++) {
-            y[j] = mxfp4_levels[x[1 + j] & 0xf] * d;
-            y[j + 16] = mxfp4_levels[x[1 + j] >> 4] * d;
-        }
-    }
+    for (uint64_t i = 0; i < nb; i++, x += 17, y += 32)
+        (void)tq_mxfp4_block(x + 1, x[0], 1, y);
 }
 
 /* ------------------------------------------------------------ validation */

@@ -208,7 +208,7 @@ static float row_affine(const rt_linear *l, uint64_t r, const float *x, const fl
 }
 
 /* MXFP4 (gpt-oss experts): the row's 32-value blocks decoded exactly (formats/mxfp4.c), then
- * one 8-lane dot product. -1 when a block's scale is E8M0 NaN. */
+ * one 8-lane dot product. -1 when a block's scale is 255 (E8M0 NaN) or a value is beyond f32. */
 static int row_mxfp4(const rt_linear *l, uint64_t r, const float *x, float *wv, float *out)
 {
     uint64_t nb = l->cols / 32, rr = r * (l->rstep ? l->rstep : 1), bad;
@@ -304,7 +304,7 @@ int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scrat
     if (c.nomem)
         return tq_fail(e, TQ_ENOMEM, "out of memory (a row of %llu weights)", (unsigned long long)l->cols);
     if (c.bad_scale)
-        return tq_fail(e, TQ_EDATA, "an MXFP4 block of a [%llu, %llu] matrix has scale 255 (E8M0 NaN)",
+        return tq_fail(e, TQ_EDATA, "an MXFP4 block of a [%llu, %llu] matrix has scale 255 (E8M0 NaN) or a value beyond f32",
                        (unsigned long long)l->rows, (unsigned long long)l->cols);
     return 0;
 }
@@ -323,8 +323,8 @@ int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e)
     if (l->kind == RT_MXFP4) {
         uint64_t nb = l->cols / 32, rr = r * (l->rstep ? l->rstep : 1), bad;
         if (tq_mxfp4_decode((const uint8_t *)l->w + rr * nb * 16, (const uint8_t *)l->scales + rr * nb, nb, 0, out, &bad))
-            return tq_fail(e, TQ_EDATA, "row %llu: MXFP4 block %llu has scale 255 (E8M0 NaN)", (unsigned long long)r,
-                           (unsigned long long)bad);
+            return tq_fail(e, TQ_EDATA, "row %llu: MXFP4 block %llu has scale %u (E8M0 NaN or beyond f32)", (unsigned long long)r,
+                           (unsigned long long)bad, (unsigned)((const uint8_t *)l->scales)[rr * nb + bad]);
         return 0;
     }
     const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;

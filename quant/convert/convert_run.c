@@ -79,9 +79,12 @@ static int read_rows_f32(cv_worker *wk, const cv_item *it, const cv_part *pt, ui
             if (tq_model_read(pt->src, el / 2, q, (size_t)(nb * 16), e) ||
                 tq_model_read(pt->scales, el / 32, q + nb * 16, (size_t)nb, e))
                 return -1;
+            /* a value past f32 is ggml's inf, refused below as any non-finite value is */
             if (tq_mxfp4_decode(q, q + nb * 16, nb, 0, out + r * C, &bad))
-                return tq_fail(e, TQ_EDATA, "tensor '%s': MXFP4 block %llu: scale byte %u is NaN or overflows f32",
-                               pt->src->info.name, (unsigned long long)((el / 32) + bad), q[nb * 16 + bad]);
+                for (uint64_t k = bad; k < nb; k++)
+                    if (q[nb * 16 + k] == 255)
+                        return tq_fail(e, TQ_EDATA, "tensor '%s': MXFP4 block %llu: scale byte 255 is E8M0 NaN",
+                                       pt->scales->info.name, (unsigned long long)(el / 32 + k));
         }
         return 0;
     }
@@ -116,6 +119,10 @@ static int job_copy(cv_worker *wk, cv_job *j, tq_err *e)
         void *o = f ? grow(&wk->out, nv * osz, e) : NULL;
         if (!o || read_rows_f32(wk, it, pt, j->first, n, f, e))
             return -1;
+        for (size_t r = 0; r < n; r++) /* element numbers as decoded (MXFP4) or stored */
+            if (check_finite(wk->sh, pt->src->info.name, TQ_DT_F32, f + r * it->cols, (size_t)it->cols,
+                             pt->src_off + (j->first + r) * (pt->stride ? pt->stride : it->cols), "", e))
+                return -1;
         for (size_t i = 0; it->add != 0.0f && i < nv; i++)
             f[i] += it->add;
         if (tq_from_f32(it->out_dtype, f, o, nv, e))

@@ -183,9 +183,10 @@ RTM_KERNEL rtm_k_mv_dense(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
     }
 }
 
-/* FP4 E2M1 values (formats/mxfp4.c): sign bit 3, then 0, .5, 1, 1.5, 2, 3, 4, 6. */
+/* FP4 E2M1 values as formats/mxfp4.c (ggml) decodes them: sign bit 3, then 0, .5, 1, 1.5, 2,
+ * 3, 4, 6; code 8 is +0 as in ggml. */
 RTM_TABLE float rtm_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+                                0.0f,  -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
 /* MXFP4 rows (gpt-oss experts), row r stored at r·rstep: element j is E2M1(nibble j%2 of byte
  * j/2) · 2^(s - 127), s the E8M0 scale of its block of 32 — exact in f32 (2^-127 is a subnormal;

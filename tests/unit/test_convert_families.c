@@ -607,6 +607,9 @@ static void test_configs(void)
  * `val` (NULL: unchanged), and tensor `resize` (if any) given `rows` rows (zeros). */
 static const char *resize;
 static uint64_t resize_rows;
+static const char *poke; /* rewrite: byte poke_at of this tensor becomes poke_byte */
+static uint64_t poke_at;
+static uint8_t poke_byte;
 static int rewrite(const char *src, const char *dst, const char *drop, const char *key, double val)
 {
     tq_err err = {0};
@@ -643,6 +646,8 @@ static int rewrite(const char *src, const char *dst, const char *drop, const cha
             nb2 = nb2 / t->shape[1] * resize_rows;
             b = calloc(1, nb2);
         }
+        if (b && poke && !strcmp(t->name, poke) && poke_at < nb2)
+            ((uint8_t *)b)[poke_at] = poke_byte;
         rc = !b || tq_model_writer_write(w, (size_t)wi, 0, b, nb2, &err);
         free(b);
     }
@@ -706,6 +711,19 @@ static void test_malformed(void)
     /* MXFP4 blocks without their scales */
     CHECK(rewrite(oss, b, "model.layers.1.mlp.experts.down_proj_scales", NULL, 0) == 0);
     refused(b, "'model.layers.1.mlp.experts.down_proj_blocks' has no 'model.layers.1.mlp.experts.down_proj_scales'");
+    /* an E8M0 scale 255 (NaN in the MX format; ggml refuses it too), named with its block */
+    poke = "model.layers.1.mlp.experts.down_proj_scales", poke_at = 5, poke_byte = 255;
+    CHECK(rewrite(oss, b, NULL, NULL, 0) == 0);
+    refused(b, "tensor 'model.layers.1.mlp.experts.down_proj_scales': MXFP4 block 5: scale byte 255 is E8M0 NaN");
+    /* scale 254 under a level of 6: 6 * 2^127 is ggml's inf, refused as any infinite weight */
+    poke_byte = 254, poke_at = 0;
+    CHECK(rewrite(oss, b, NULL, NULL, 0) == 0);
+    poke = "model.layers.1.mlp.experts.down_proj_blocks", poke_byte = 0x77;
+    char b2[600];
+    snprintf(b2, sizeof b2, "%s2", b);
+    CHECK(rewrite(b, b2, NULL, NULL, 0) == 0);
+    poke = NULL;
+    refused(b2, "tensor 'model.layers.1.mlp.experts.down_proj_blocks' row 0: quantize: non-finite");
 }
 
 /* --dequantize honours quantization.rotation and refuses what tq cannot decode. */

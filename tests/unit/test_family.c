@@ -1,7 +1,8 @@
 /* formats/family.c: recognising a config, the dense/MoE layer rules, tensor-name analysis for
  * every expert form (HF separate, fused, MXFP4, MLX stacked), MLX root renaming, the linear
- * whitelist and never-quantize reasons; formats/mxfp4.c against values worked out by hand from
- * the OCP MX spec (E2M1 codes, E8M0 scales). */
+ * whitelist and never-quantize reasons; formats/mxfp4.c (both layouts, and GGUF type 39 through
+ * tq_ggml_dequant) against f32 bit patterns worked out by hand from ggml's published
+ * dequantize_row_mxfp4, code 8 and the extreme exponents included. */
 #include "formats/family.h"
 #include "formats/formats.h"
 #include "tests/unit/check.h"
@@ -162,29 +163,76 @@ static void test_mlx_names_and_rules(void)
     CHECK(tq_family_slot_rank(TQ_PROJ_DOWN, "codebook") < 0);
 }
 
-/* E2M1 codes 0..7 are 0, .5, 1, 1.5, 2, 3, 4, 6 (8..15 negative); E8M0 s is 2^(s-127). */
+/* MXFP4 against ggml's dequantize_row_mxfp4 (ggml-quants.c) and its E8M0 helper
+ * (ggml-impl.h), worked by hand into f32 bit patterns: level table {0,1,2,3,4,6,8,12} (codes
+ * 8..15 negated, code 8 the integer 0) times 2^(e-128), built as 0x00200000 << e for e < 2 and
+ * (e-1) << 23 otherwise, in one f32 multiply. */
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
 static void test_mxfp4(void)
 {
+    static const struct {
+        unsigned nib;
+        uint8_t e;
+        uint32_t bits;
+    } v[] = {
+        {0, 127, 0x00000000},  {8, 127, 0x00000000},  /* code 8 is +0 (OCP's table says -0) */
+        {8, 0, 0x00000000},    {8, 255, 0x00000000},  {1, 127, 0x3f000000}, /* 0.5 */
+        {9, 127, 0xbf000000},  {7, 127, 0x40c00000},  /* 6 */
+        {15, 130, 0xc2400000}, /* -48 */
+        {1, 0, 0x00200000},    {1, 1, 0x00400000},    {1, 2, 0x00800000},   /* 2^-128, 2^-127, 2^-126 */
+        {3, 0, 0x00600000},    /* 3 * 2^-128, subnormal */
+        {7, 0, 0x01400000},    /* 12 * 2^-128 = 1.5 * 2^-125 */
+        {3, 254, 0x7f400000},  /* 3 * 2^126, the largest finite */
+        {4, 254, 0x7f800000},  {15, 254, 0xff800000}, /* 4 * 2^126 = 2^128: inf */
+        {1, 255, 0x7f000000},  /* ggml's helper has no NaN: 2^127 */
+        {2, 255, 0x7f800000},  {10, 255, 0xff800000},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        float got = tq_mxfp4_value(v[i].nib, v[i].e);
+        CHECKF(f32_bits(got) == v[i].bits, "code %u e %u: 0x%08x, ggml 0x%08x", v[i].nib, v[i].e, f32_bits(got),
+               v[i].bits);
+        /* the same value through both block layouts: safetensors (2j, 2j+1) and GGUF (j, j+16) */
+        uint8_t blk[17] = {v[i].e}, q[16] = {0};
+        blk[1 + 5] = (uint8_t)(v[i].nib << 4);
+        q[5] = (uint8_t)(v[i].nib << 4);
+        float g[32], s[32];
+        uint64_t bad = 99;
+        tq_ggml_dequant(39, blk, g, 1);
+        int rc = tq_mxfp4_decode(q, &v[i].e, 1, 0, s, &bad);
+        CHECKF(f32_bits(g[21]) == v[i].bits && f32_bits(s[11]) == v[i].bits, "code %u e %u in a block", v[i].nib, v[i].e);
+        CHECKF(f32_bits(g[0]) == 0 && f32_bits(s[0]) == 0, "code 0 e %u", v[i].e);
+        int refused = v[i].e == 255 || (v[i].bits & 0x7fffffffu) == 0x7f800000u;
+        CHECKF(rc == (refused ? -1 : 0) && (!refused || bad == 0), "code %u e %u: rc %d", v[i].nib, v[i].e, rc);
+    }
+    /* layouts: byte j holds (low, high) = elements (2j, 2j+1) or (j, j+16) */
     uint8_t blocks[32], scales[2] = {127, 130};
     for (int j = 0; j < 16; j++) {
-        blocks[j] = (uint8_t)(j | (15 - j) << 4); /* low nibble j, high 15 - j */
-        blocks[16 + j] = 0x7F;                      /* low 15 (-6), high 7 (6) */
+        blocks[j] = (uint8_t)(j | (15 - j) << 4);
+        blocks[16 + j] = 0x7F; /* low 15 (-6), high 7 (6) */
     }
     float out[64];
     uint64_t bad = 99;
-    CHECK(tq_mxfp4_decode(blocks, scales, 2, 0, out, &bad) == 0);
-    static const float v[16] = {0, .5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -.5f, -1, -1.5f, -2, -3, -4, -6};
+    CHECK(tq_mxfp4_decode(blocks, scales, 2, 0, out, &bad) == 0 && bad == 99);
     for (int j = 0; j < 16; j++) {
-        CHECKF(out[2 * j] == v[j] && out[2 * j + 1] == v[15 - j], "element %d", j);
-        CHECK(out[32 + 2 * j] == -48.0f && out[32 + 2 * j + 1] == 48.0f); /* x 2^3 */
+        CHECK(out[2 * j] == tq_mxfp4_value((unsigned)j, 127) && out[2 * j + 1] == tq_mxfp4_value(15u - j, 127));
+        CHECK(out[32 + 2 * j] == -48.0f && out[32 + 2 * j + 1] == 48.0f);
     }
-    CHECK(signbit(out[16]) && out[16] == 0.0f); /* code 8 is -0 */
     CHECK(tq_mxfp4_decode(blocks, scales, 1, 1, out, &bad) == 0);
-    CHECK(out[1] == .5f && out[17] == v[14]); /* GGUF order: j low, j + 16 high */
-    uint8_t s255 = 255, s254 = 254, tiny = 0;
-    CHECK(tq_mxfp4_decode(blocks, &s255, 1, 0, out, &bad) == -1 && bad == 0);
-    CHECK(tq_mxfp4_decode(blocks + 16, &s254, 1, 0, out, &bad) == -1); /* 6 x 2^127 overflows */
-    CHECK(tq_mxfp4_decode(blocks, &tiny, 1, 0, out, &bad) == 0 && out[2] == ldexpf(1.0f, -128));
+    CHECK(out[1] == .5f && out[17] == -4.0f);
+    /* the first refused block is named; every block is still written */
+    uint8_t sc3[3] = {127, 255, 254};
+    uint8_t b3[48];
+    memcpy(b3, blocks, 32);
+    memcpy(b3 + 32, blocks + 16, 16);
+    float o3[96];
+    CHECK(tq_mxfp4_decode(b3, sc3, 3, 0, o3, &bad) == -1 && bad == 1);
+    CHECK(o3[0] == 0.0f && o3[32] == -INFINITY && o3[33] == INFINITY && o3[64] == -INFINITY && o3[65] == INFINITY);
 }
 
 int main(void)

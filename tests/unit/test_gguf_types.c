@@ -293,6 +293,31 @@ static void test_malformed_per_type(void)
     CHECK(n_scale == 23);
 }
 
+/* MXFP4 at the edges, read from a GGUF as ggml's dequantize_row_mxfp4 writes them: code 8 is
+ * +0, e = 0 gives the subnormal 2^-128 steps, e = 254 under level 12 overflows to inf (ggml
+ * does not refuse it; tq-convert refuses it later as a non-finite weight), and e = 254 under
+ * level 3 (E2M1 1.5) is the largest finite value, 1.5 * 2^127. */
+static void test_mxfp4_edges(void)
+{
+    unsigned char b[3 * 17] = {0};
+    b[0] = 127, b[1] = 0x88;                 /* elements 0 and 16: code 8 */
+    b[17] = 0, b[18] = 0x17;                 /* 12 * 2^-128 and 2^-128 */
+    b[34] = 254, b[35] = 0x07, b[36] = 0x0f; /* inf, then -inf */
+    b[37] = 0x03;                            /* 3 * 2^126 = 1.5 * 2^127 */
+    char *path = one_tensor_file(39, b, 3, 0);
+    tq_gguf_file *f = NULL;
+    CHECK_OK(tq_gguf_open(&f, path, &err));
+    float o[96];
+    if (f && tq_gguf_read_f32(f, &f->tensors[0], 0, 96, o, &err) == 0) {
+        CHECK(o[0] == 0.0f && !signbit(o[0]) && o[16] == 0.0f && !signbit(o[16]));
+        CHECK(o[32] == ldexpf(3.0f, -126) && o[48] == ldexpf(1.0f, -128));
+        CHECK(o[64] == INFINITY && o[65] == -INFINITY && o[66] == ldexpf(1.5f, 127) && o[67] == 0.0f);
+    } else
+        CHECKF(0, "read: %s", err.msg);
+    tq_gguf_close(f);
+    remove(path);
+}
+
 /* The grid index fields are exactly as wide as the lattices are long, so no index can fall
  * outside: all-ones blocks (test_every_type_against_reference) reach each lattice's last
  * entry, and every index of each lattice is reached here through one IQ block per entry. */
@@ -335,5 +360,6 @@ int main(void)
     RUN(test_every_type_against_reference);
     RUN(test_every_grid_index_decodes);
     RUN(test_malformed_per_type);
+    RUN(test_mxfp4_edges);
     TEST_MAIN_END();
 }

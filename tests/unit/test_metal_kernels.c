@@ -368,7 +368,7 @@ static void mv_ref(const rt_linear *l, const float *x, const float *xr, uint64_t
         } else if (l->kind == RT_MXFP4) {
             uint64_t rr = r * l->rstep, nb = l->cols / 32;
             uint8_t byte = ((const uint8_t *)l->w)[rr * nb * 16 + j / 2], sc = ((const uint8_t *)l->scales)[rr * nb + j / 32];
-            t = (double)tq_fp4_e2m1(j % 2 ? byte >> 4 : byte & 15) * ldexp(1.0, (int)sc - 127) * x[j];
+            t = (double)tq_mxfp4_value(j % 2 ? byte >> 4 : byte & 15u, sc) * x[j];
         } else {
             uint32_t q = (w[j / epw] >> ((j % epw) * l->bits)) & mask;
             uint64_t gi = r * l->ngroups + j / l->group;
