@@ -65,6 +65,43 @@ static void print_summary(const tq_convert_report *r, const tq_convert_opts *o, 
                o->method == TQ_METHOD_AFFINE ? "scales and biases" : "scales, codebooks, signs", r->bpw_total, r->rel_mse);
 }
 
+/* --dry-run: what a run would write, file by file; the tensors as the summary lists them. */
+static void print_dry_run(const tq_convert_report *r, const tq_convert_opts *o, const tq_out_plan *files,
+                          const char *out)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        const tq_convert_tensor *t = &r->t[i];
+        if (t->quantized)
+            printf("  %-64s %d-bit g%-3zu %llu bytes\n", t->name, t->bits, t->group_size, (unsigned long long)t->bytes);
+        else
+            printf("  %-64s %s%s%s %llu bytes\n", t->name, t->note ? "kept (" : "kept", t->note ? t->note : "",
+                   t->note ? ")" : "", (unsigned long long)t->bytes);
+    }
+    char in_h[32], out_h[32];
+    uint64_t total = tq_out_plan_total(files);
+    tq_format_size(r->in_bytes, in_h, sizeof in_h);
+    tq_format_size(total, out_h, sizeof out_h);
+    printf("%s would get %zu tensors (%llu quantized weights), %s of input -> %zu files:\n", out, r->n,
+           (unsigned long long)r->q_params, in_h, files->n);
+    for (size_t i = 0; i < files->n; i++)
+        printf("  %-48s %llu bytes\n", files->v[i].name, (unsigned long long)files->v[i].size);
+    printf("total: %llu bytes (%s); dry run, nothing written\n", (unsigned long long)total, out_h);
+}
+
+static cJSON *dry_run_json(const tq_convert_report *r, const tq_convert_opts *o, const tq_out_plan *files,
+                           const char *out)
+{
+    cJSON *j = tq_convert_report_json(r, o), *f = tq_out_plan_json(files);
+    if (!j || !f || !cJSON_AddBoolToObject(j, "dry_run", 1) || !cJSON_AddStringToObject(j, "output", out) ||
+        !tq_json_add_u64(j, "output_bytes", tq_out_plan_total(files))) {
+        cJSON_Delete(j);
+        cJSON_Delete(f);
+        return NULL;
+    }
+    cJSON_AddItemToObject(j, "files", f);
+    return j;
+}
+
 int main(int argc, char **argv)
 {
     tq_cli_init("tq-convert");
@@ -72,7 +109,7 @@ int main(int argc, char **argv)
     tq_convert_opts_default(&o);
     bits_for bf = {calloc((size_t)argc, sizeof(char *)), calloc((size_t)argc, sizeof(int)), 0};
     tq_cli_strs keep = {0};
-    int json = 0, deq = 0, noq = 0, rc = 2;
+    int json = 0, deq = 0, noq = 0, dry = 0, rc = 2;
     char *in_resolved = NULL;
     if (!bf.re || !bf.bits) {
         fprintf(stderr, "tq-convert: out of memory\n");
@@ -113,6 +150,9 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("allow-nonfinite", 0, &o.allow_nonfinite,
                     "copy (--no-quantize) or dequantize NaN and infinite values instead of refusing them"),
         TQ_OPT_FLAG("force", 0, &o.force, "replace an existing non-empty OUTPUT_DIR"),
+        TQ_OPT_FLAG("dry-run", 0, &dry,
+                    "write nothing: check everything a run checks, then list the tensors (bits, bytes) and "
+                    "every file the run would write with its exact size"),
         TQ_OPT_FLAG("json", 0, &json, "print the report as JSON on stdout"),
         TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress and no summary"),
@@ -164,6 +204,23 @@ int main(int argc, char **argv)
     int quiet = o.quiet;
     tq_cli_progress_start(quiet, json);
     tq_convert_report r;
+    if (dry) {
+        tq_out_plan files = {0};
+        if (tq_convert_dry_run(in, outdir, &o, &r, &files, &err)) {
+            rc = tq_cli_fail(&err);
+            goto out;
+        }
+        for (size_t i = 0; i < r.n_warnings && !quiet; i++)
+            fprintf(stderr, "%s: warning: %s\n", tq_prog, r.warnings[i]);
+        rc = 0;
+        if (json)
+            rc = tq_cli_print_json(dry_run_json(&r, &o, &files, outdir));
+        else
+            print_dry_run(&r, &o, &files, outdir);
+        tq_out_plan_free(&files);
+        tq_convert_report_free(&r);
+        goto out;
+    }
     if (tq_convert(in, outdir, &o, &r, &err)) {
         rc = tq_cli_fail(&err);
         goto out;

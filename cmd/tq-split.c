@@ -61,12 +61,74 @@ static void print_plan(const tq_split_ram_plan *p)
     }
 }
 
+/* --dry-run: every file with its size, then what a streaming engine needs (with --ram, the
+ * verdict per target as --plan gives it). */
+static void print_dry_run(const tq_split_result *r, const tq_out_plan *files, const tq_split_ram_plan *p,
+                          int have_ram, const char *out)
+{
+    char a[32];
+    uint64_t total = tq_out_plan_total(files);
+    if (r->kind == TQ_FLASH_MOE)
+        printf("%s would get %llu layers x %llu experts (block %llu bytes), top-k %llu, in %zu files:\n", out,
+               (unsigned long long)r->n_layers, (unsigned long long)r->num_experts,
+               (unsigned long long)r->max_block_size, (unsigned long long)r->experts_per_tok, files->n);
+    else
+        printf("%s would get %llu dense FFN layer files in %zu files:\n", out, (unsigned long long)r->n_layers,
+               files->n);
+    for (size_t i = 0; i < files->n; i++)
+        printf("  %-48s %llu bytes\n", files->v[i].name, (unsigned long long)files->v[i].size);
+    human(total, a, sizeof a);
+    printf("total: %llu bytes (%s)\n", (unsigned long long)total, a);
+    human(p->targets[0].min_ram_bytes, a, sizeof a);
+    printf("a streaming engine needs at least %llu bytes (%s) of RAM: pinned + 3 GiB reserve + %s\n",
+           (unsigned long long)p->targets[0].min_ram_bytes, a,
+           r->kind == TQ_FLASH_MOE ? "2 x top-k expert blocks" : "2 FFN layer files");
+    for (int t = 0; t < TQ_TARGET_COUNT; t++) {
+        if (!p->targets[t].readable)
+            printf("target %s: cannot read it: %s\n", tq_split_target_name(t), p->targets[t].reason);
+        else if (have_ram)
+            printf("target %s: %s in %llu bytes of RAM\n", tq_split_target_name(t),
+                   p->targets[t].fits ? "fits" : "does not fit", (unsigned long long)p->ram);
+        else
+            printf("target %s: can read it\n", tq_split_target_name(t));
+    }
+    printf("dry run, nothing written\n");
+}
+
+static cJSON *dry_run_json(const tq_split_result *r, const tq_out_plan *files, const tq_split_ram_plan *p,
+                           int have_ram, const char *out)
+{
+    cJSON *j = cJSON_CreateObject(), *f = tq_out_plan_json(files), *pl = tq_split_plan_json(p);
+    int ok = j && f && pl && cJSON_AddBoolToObject(j, "dry_run", 1) && cJSON_AddStringToObject(j, "output", out) &&
+             cJSON_AddStringToObject(j, "kind", r->kind == TQ_FLASH_MOE ? "moe" : "dense") &&
+             tq_json_add_u64(j, "layers", r->n_layers) && tq_json_add_u64(j, "num_experts", r->num_experts) &&
+             tq_json_add_u64(j, "experts_per_tok", r->experts_per_tok) &&
+             tq_json_add_u64(j, "expert_block_bytes", r->max_block_size) &&
+             tq_json_add_u64(j, "pinned_bytes", r->pinned_bytes) &&
+             tq_json_add_u64(j, "output_bytes", tq_out_plan_total(files)) &&
+             tq_json_add_u64(j, "min_ram_bytes", p->targets[0].min_ram_bytes);
+    if (ok && !have_ram) { /* the verdicts need --ram */
+        cJSON_DeleteItemFromObjectCaseSensitive(pl, "ram_bytes");
+        for (cJSON *t = cJSON_GetObjectItemCaseSensitive(pl, "targets")->child; t; t = t->next)
+            cJSON_DeleteItemFromObjectCaseSensitive(t, "fits");
+    }
+    if (!ok) {
+        cJSON_Delete(j);
+        cJSON_Delete(f);
+        cJSON_Delete(pl);
+        return NULL;
+    }
+    cJSON_AddItemToObject(j, "files", f);
+    cJSON_AddItemToObject(j, "plan", pl);
+    return j;
+}
+
 int main(int argc, char **argv)
 {
     tq_cli_init("tq-split");
     tq_split_opts so = {0};
     tq_split_join_opts jo = {0};
-    int join = 0, plan = 0, json = 0, threads = 0, quiet = 0, rc;
+    int join = 0, plan = 0, dry = 0, json = 0, threads = 0, quiet = 0, rc;
     uint64_t ram = 0;
     tq_opt opts[] = {
         TQ_OPT_CHOICE("target", 0, &so.target, targets, "T",
@@ -90,8 +152,11 @@ int main(int argc, char **argv)
                     "with --join: skip checking every file and expert block against split.json's SHA-256 "
                     "(checked by default: a split changed after it was made is refused)"),
         TQ_OPT_FLAG("plan", 0, &plan, "print what the split needs, write nothing"),
+        TQ_OPT_FLAG("dry-run", 0, &dry,
+                    "write nothing: check everything a split checks, then list every file it would write "
+                    "with its exact size and the RAM a streaming engine needs (with --ram: fits or not)"),
         TQ_OPT_SIZE("ram", 0, &ram, 0, UINT64_MAX, 0, "SIZE",
-                    "with --plan: the target machine's memory (e.g. 16G)"),
+                    "with --plan or --dry-run: the target machine's memory (e.g. 16G)"),
         TQ_OPT_FLAG("json", 0, &json, "machine-readable report on stdout"),
         TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &quiet, "no report, no progress"),
@@ -100,7 +165,8 @@ int main(int argc, char **argv)
     tq_cli_spec cli = {
         .usage = "Usage: tq-split [OPTIONS] MODEL OUTPUT_DIR\n"
                  "       tq-split --join [OPTIONS] SPLIT_DIR OUTPUT_DIR\n"
-                 "       tq-split --plan --ram SIZE [--json] MODEL\n",
+                 "       tq-split --plan --ram SIZE [--json] MODEL\n"
+                 "       tq-split --dry-run [--ram SIZE] [OPTIONS] MODEL OUTPUT_DIR\n",
         .about = "\n"
                  "Split a model into pinned.safetensors (everything but the routed experts), one\n"
                  "moe_flash_v1 file per MoE layer (experts/layer_LL.bin; one aligned block per expert)\n"
@@ -121,6 +187,8 @@ int main(int argc, char **argv)
     tq_err err = {0};
     if (join && plan)
         return tq_cli_usage_error("--join and --plan do not go together");
+    if (dry && (join || plan))
+        return tq_cli_usage_error("--dry-run goes with a split, not with %s", join ? "--join" : "--plan");
     if (!join && nargs >= 1 && !(args[0] = tq_hf_resolve(args[0], &err))) /* a HF cache entry, offline */
         return tq_cli_fail(&err);
     if (plan) {
@@ -136,8 +204,8 @@ int main(int argc, char **argv)
         print_plan(&p);
         return 0;
     }
-    if (have_ram)
-        return tq_cli_usage_error("--ram goes with --plan");
+    if (have_ram && !dry)
+        return tq_cli_usage_error("--ram goes with --plan or --dry-run");
     if (jo.no_verify && !join)
         return tq_cli_usage_error("--no-verify goes with --join");
     if (nargs != 2)
@@ -160,6 +228,23 @@ int main(int argc, char **argv)
         return 0;
     }
     tq_split_result r;
+    if (dry) {
+        tq_out_plan files = {0};
+        tq_split_ram_plan p;
+        if (tq_split_dry_run(args[0], args[1], &so, &r, &files, &err) != 0)
+            return tq_cli_fail(&err);
+        if (tq_split_plan(args[0], &so, ram, &p, &err) != 0) {
+            tq_out_plan_free(&files);
+            return tq_cli_fail(&err);
+        }
+        rc = 0;
+        if (json)
+            rc = tq_cli_print_json(dry_run_json(&r, &files, &p, have_ram, args[1]));
+        else
+            print_dry_run(&r, &files, &p, have_ram, args[1]);
+        tq_out_plan_free(&files);
+        return rc;
+    }
     double t0 = tq_now();
     if (tq_split(args[0], args[1], &so, &r, &err) != 0)
         return tq_cli_fail(&err);

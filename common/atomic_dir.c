@@ -22,17 +22,27 @@ int tq_dir_is_empty(const char *path)
     return empty;
 }
 
+int tq_adir_check(const char *final_path, int flags, tq_err *e)
+{
+    struct stat st;
+    if (lstat(final_path, &st) != 0)
+        return 0;
+    if (!S_ISDIR(st.st_mode))
+        return tq_fail(e, TQ_EEXIST, "%s: exists and is not a directory", final_path);
+    if (!(flags & TQ_ADIR_REPLACE) && !tq_dir_is_empty(final_path))
+        return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty; refusing to overwrite", final_path);
+    return 0;
+}
+
 int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e)
 {
     memset(d, 0, sizeof *d);
     d->flags = flags;
     struct stat st;
+    if (tq_adir_check(final_path, flags, e) != 0)
+        return -1;
     if (lstat(final_path, &st) == 0) {
-        if (!S_ISDIR(st.st_mode))
-            return tq_fail(e, TQ_EEXIST, "%s: exists and is not a directory", final_path);
         d->final_empty = tq_dir_is_empty(final_path);
-        if (!(flags & TQ_ADIR_REPLACE) && !d->final_empty)
-            return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty; refusing to overwrite", final_path);
         d->had_final = 1;
         d->final_dev = (uint64_t)st.st_dev;
         d->final_ino = (uint64_t)st.st_ino;

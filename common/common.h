@@ -170,6 +170,8 @@ typedef struct tq_adir {
 } tq_adir;
 #define TQ_ADIR_REPLACE 1
 int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e);
+/* The refusals of tq_adir_open alone (dry runs): 0 when open would go ahead. */
+int tq_adir_check(const char *final_path, int flags, tq_err *e);
 int tq_adir_commit(tq_adir *d, tq_err *e);
 void tq_adir_abort(tq_adir *d);
 /* Leave the partial directory where it is; returns its path (caller frees). */
@@ -271,6 +273,25 @@ char *tq_json_canonical(const struct cJSON *j, tq_err *e);
 /* Lexical pre-check of JSON text for tq_json_canonical: every number token is a plain
  * integer and no string holds \u0000 (cJSON would silently change both). */
 int tq_json_canonical_text_ok(const char *json, size_t len, tq_err *e);
+
+/* ---- dry runs (out_plan.c) ----
+ * The files an output will hold, as a dry run predicts them: names relative to the output
+ * directory, exact sizes. Start from {0}. */
+typedef struct tq_out_file {
+    char *name;
+    uint64_t size;
+} tq_out_file;
+typedef struct tq_out_plan {
+    tq_out_file *v;
+    size_t n, cap;
+} tq_out_plan;
+int tq_out_plan_add(tq_out_plan *p, const char *name, uint64_t size, tq_err *e);
+/* A JSON file as tq_json_write_file would write j (sorted keys, two-space indents). */
+int tq_out_plan_add_json(tq_out_plan *p, const char *name, struct cJSON *j, tq_err *e);
+void tq_out_plan_sort(tq_out_plan *p); /* by name */
+uint64_t tq_out_plan_total(const tq_out_plan *p);
+struct cJSON *tq_out_plan_json(const tq_out_plan *p); /* [{"name", "size"}...], NULL out of memory */
+void tq_out_plan_free(tq_out_plan *p);
 
 /* ---- misc ---- */
 /* "4096", "512M", "1.5G", "2GiB", "16k": binary units. Returns -1 on bad syntax/overflow. */

@@ -131,6 +131,10 @@ typedef struct tq_st_writer tq_st_writer;
 int tq_st_writer_open(tq_st_writer **w, const char *path, const tq_st_decl *decls, size_t n,
                       const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
                       uint64_t align, tq_err *e);
+/* The size of the file tq_st_writer_open would write for the same arguments (the same
+ * checks; path only names it in messages), writing nothing: dry runs. */
+int tq_st_file_size(const char *path, const tq_st_decl *decls, size_t n, const char *const *meta_keys,
+                    const char *const *meta_vals, size_t n_meta, uint64_t align, uint64_t *size, tq_err *e);
 /* Index of a declared tensor by name (-1 if absent) and its absolute offset/size. */
 long tq_st_writer_index(const tq_st_writer *w, const char *name);
 const tq_tensor_info *tq_st_writer_tensor(const tq_st_writer *w, size_t index);
@@ -203,6 +207,8 @@ int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len,
 /* Copy config-free extra files (tokenizer etc.) byte-identically into dir, and write the
  * generated ones (sorted JSON) that no extra file of the same name replaces. */
 int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e);
+/* What tq_model_copy_extras would write into a directory: names and sizes added to files. */
+int tq_model_extras_plan(const tq_model *m, tq_out_plan *files, tq_err *e);
 /* GGUF input (formats/gguf_model.c). Called by tq_model_open for a path ending in .gguf, or
  * a directory whose only model files are .gguf: m is zeroed except m->path (and m->flags);
  * it fills source, tensors (src set, names owned by the source), n_tensors and optionally
@@ -226,6 +232,12 @@ typedef struct tq_model_writer tq_model_writer;
 int tq_model_writer_open(tq_model_writer **w, const char *dir, const tq_st_decl *decls, size_t n,
                          uint64_t shard_size, const char *const *meta_keys,
                          const char *const *meta_vals, size_t n_meta, tq_err *e);
+/* The files tq_model_writer_open + finish would write for the same declarations (shards,
+ * the index when there is more than one), appended to files with their exact sizes; writes
+ * nothing (dir only names them in messages). */
+int tq_model_writer_plan(const char *dir, const tq_st_decl *decls, size_t n, uint64_t shard_size,
+                         const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
+                         tq_out_plan *files, tq_err *e);
 long tq_model_writer_index(const tq_model_writer *w, const char *name);
 int tq_model_writer_write(tq_model_writer *w, size_t index, uint64_t off, const void *data, size_t len, tq_err *e);
 int tq_model_writer_finish(tq_model_writer *w, tq_err *e);

@@ -489,6 +489,26 @@ int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e)
     return 0;
 }
 
+int tq_model_extras_plan(const tq_model *m, tq_out_plan *files, tq_err *e)
+{
+    for (size_t i = 0; i < m->n_extra; i++) {
+        char *src = tq_path_join(m->path, m->extra_files[i], e);
+        uint64_t size = 0;
+        int rc = src ? tq_file_size(src, &size, e) : -1;
+        free(src);
+        if (rc != 0 || tq_out_plan_add(files, m->extra_files[i], size, e) != 0)
+            return -1;
+    }
+    for (size_t i = 0; i < m->n_generated; i++) {
+        int shadowed = 0;
+        for (size_t k = 0; k < m->n_extra; k++)
+            shadowed |= !strcmp(m->extra_files[k], m->generated_names[i]);
+        if (!shadowed && m->generated[i] && tq_out_plan_add_json(files, m->generated_names[i], m->generated[i], e) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 const char *tq_model_tensor_file(const tq_model *m, const tq_model_tensor *t)
 {
     return base_name(t->file ? t->file->path : m->path);

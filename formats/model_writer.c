@@ -48,9 +48,12 @@ static uint64_t decl_bytes(const tq_st_decl *d, int *overflow)
     return v;
 }
 
-int tq_model_writer_open(tq_model_writer **out, const char *dir, const tq_st_decl *decls, size_t n,
-                         uint64_t shard_size, const char *const *meta_keys,
-                         const char *const *meta_vals, size_t n_meta, tq_err *e)
+static cJSON *index_json(const tq_model_writer *w);
+
+/* dry: the files (shards, index) go into *dry with their sizes; nothing is created. */
+static int mw_open(tq_model_writer **out, const char *dir, const tq_st_decl *decls, size_t n,
+                   uint64_t shard_size, const char *const *meta_keys, const char *const *meta_vals,
+                   size_t n_meta, tq_out_plan *dry, tq_err *e)
 {
     *out = NULL;
     tq_model_writer *w = tq_calloc(1, sizeof *w, e);
@@ -99,7 +102,7 @@ int tq_model_writer_open(tq_model_writer **out, const char *dir, const tq_st_dec
     size_t ns = shard + 1;
     if (!(w->sw = tq_calloc(ns, sizeof *w->sw, e)) || !(w->shard_names = tq_calloc(ns, sizeof *w->shard_names, e)))
         goto fail;
-    if (tq_mkdir_p(dir, e) != 0)
+    if (!dry && tq_mkdir_p(dir, e) != 0)
         goto fail;
     size_t first = 0;
     for (size_t s = 0; s < ns; s++) {
@@ -117,7 +120,11 @@ int tq_model_writer_open(tq_model_writer **out, const char *dir, const tq_st_dec
             goto fail;
         w->n_shards = s + 1;
         char *p = tq_path_join(dir, name, e);
-        int rc = p ? tq_st_writer_open(&w->sw[s], p, group, cnt, meta_keys, meta_vals, n_meta, 0, e) : -1;
+        uint64_t size;
+        int rc = !p ? -1
+                 : dry ? tq_st_file_size(p, group, cnt, meta_keys, meta_vals, n_meta, 0, &size, e) ||
+                             tq_out_plan_add(dry, name, size, e)
+                       : tq_st_writer_open(&w->sw[s], p, group, cnt, meta_keys, meta_vals, n_meta, 0, e);
         free(p);
         if (rc != 0)
             goto fail;
@@ -125,6 +132,13 @@ int tq_model_writer_open(tq_model_writer **out, const char *dir, const tq_st_dec
     }
     free(sorted);
     free(group);
+    if (dry) {
+        cJSON *ix = ns > 1 ? index_json(w) : NULL;
+        int rc = ns > 1 ? (ix ? tq_out_plan_add_json(dry, INDEX_NAME, ix, e) : tq_fail(e, TQ_ENOMEM, "out of memory")) : 0;
+        cJSON_Delete(ix);
+        mw_free(w);
+        return rc;
+    }
     *out = w;
     return 0;
 fail:
@@ -132,6 +146,21 @@ fail:
     free(group);
     tq_model_writer_abort(w);
     return -1;
+}
+
+int tq_model_writer_open(tq_model_writer **out, const char *dir, const tq_st_decl *decls, size_t n,
+                         uint64_t shard_size, const char *const *meta_keys,
+                         const char *const *meta_vals, size_t n_meta, tq_err *e)
+{
+    return mw_open(out, dir, decls, n, shard_size, meta_keys, meta_vals, n_meta, NULL, e);
+}
+
+int tq_model_writer_plan(const char *dir, const tq_st_decl *decls, size_t n, uint64_t shard_size,
+                         const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
+                         tq_out_plan *files, tq_err *e)
+{
+    tq_model_writer *w = NULL;
+    return mw_open(&w, dir, decls, n, shard_size, meta_keys, meta_vals, n_meta, files, e);
 }
 
 long tq_model_writer_index(const tq_model_writer *w, const char *name)
@@ -167,7 +196,8 @@ static void unlink_shards(tq_model_writer *w, size_t upto)
     }
 }
 
-static int write_index(tq_model_writer *w, tq_err *e)
+/* model.safetensors.index.json; NULL out of memory */
+static cJSON *index_json(const tq_model_writer *w)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON *meta = root ? cJSON_AddObjectToObject(root, "metadata") : NULL;
@@ -175,8 +205,18 @@ static int write_index(tq_model_writer *w, tq_err *e)
     int ok = wm && cJSON_AddNumberToObject(meta, "total_size", (double)w->total);
     for (size_t i = 0; ok && i < w->n; i++)
         ok = cJSON_AddStringToObject(wm, w->names[i], w->shard_names[w->shard_of[i]]) != NULL;
-    int rc;
     if (!ok) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+static int write_index(tq_model_writer *w, tq_err *e)
+{
+    cJSON *root = index_json(w);
+    int rc;
+    if (!root) {
         rc = tq_fail(e, TQ_ENOMEM, "%s: out of memory building the index", w->dir);
     } else {
         char *p = tq_path_join(w->dir, INDEX_NAME, e);

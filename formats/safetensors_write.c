@@ -26,6 +26,7 @@ struct tq_st_writer {
     track *tr;
     pthread_mutex_t mu;
     int failed;
+    uint64_t file_size; /* 8 + header + data */
 };
 
 static int cmp_decl(const void *a, const void *b)
@@ -54,9 +55,10 @@ static int check_text(const char *path, const char *what, const char *s, tq_err 
     return 0;
 }
 
-int tq_st_writer_open(tq_st_writer **out, const char *path, const tq_st_decl *decls, size_t n,
-                      const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
-                      uint64_t align, tq_err *e)
+/* dry: lay the file out (every check, the header built) but open and write nothing. */
+static int writer_open(tq_st_writer **out, const char *path, const tq_st_decl *decls, size_t n,
+                       const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
+                       uint64_t align, int dry, tq_err *e)
 {
     *out = NULL;
     if (align == 0)
@@ -179,6 +181,14 @@ int tq_st_writer_open(tq_st_writer **out, const char *path, const tq_st_decl *de
     }
     for (size_t i = 0; i < n; i++)
         w->t[i].offset += 8 + hb.len;
+    w->file_size = 8 + hb.len + pos;
+    if (dry) {
+        free(hb.s);
+        free(sorted);
+        free(mord);
+        *out = w;
+        return 0;
+    }
 
     if (tq_afile_open(&w->af, path, 0, e) != 0)
         goto fail_early;
@@ -205,6 +215,24 @@ fail_early:
     free(mord);
     tq_st_writer_abort(w);
     return -1;
+}
+
+int tq_st_writer_open(tq_st_writer **out, const char *path, const tq_st_decl *decls, size_t n,
+                      const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
+                      uint64_t align, tq_err *e)
+{
+    return writer_open(out, path, decls, n, meta_keys, meta_vals, n_meta, align, 0, e);
+}
+
+int tq_st_file_size(const char *path, const tq_st_decl *decls, size_t n, const char *const *meta_keys,
+                    const char *const *meta_vals, size_t n_meta, uint64_t align, uint64_t *size, tq_err *e)
+{
+    tq_st_writer *w;
+    if (writer_open(&w, path, decls, n, meta_keys, meta_vals, n_meta, align, 1, e) != 0)
+        return -1;
+    *size = w->file_size;
+    tq_st_writer_abort(w);
+    return 0;
 }
 
 static int cmp_tname(const void *key, const void *elem)

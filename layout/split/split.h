@@ -43,6 +43,12 @@ typedef struct tq_split_result {
 int tq_split(const char *model, const char *out_dir, const tq_split_opts *o,
              tq_split_result *res, tq_err *e);
 
+/* The dry run (tq-split --dry-run): every check and the whole layout of tq_split, then res
+ * (bytes_written: the files below but split.json) and files (every file it would write,
+ * sorted, with its exact size; mlx-sniper's links are not files); nothing is written. */
+int tq_split_dry_run(const char *model, const char *out_dir, const tq_split_opts *o, tq_split_result *res,
+                     tq_out_plan *files, tq_err *e);
+
 typedef struct tq_split_ram_plan {
     int kind;
     uint64_t ram, pinned_bytes, n_layers, num_experts, experts_per_tok;

@@ -114,6 +114,8 @@ typedef struct split_run {
 } split_run;
 tq_flash_file *split_add_file(split_run *r, tq_err *e);
 int split_write_pinned(split_run *r, tq_err *e);
+/* pinned.safetensors' declarations (names as written; free the array only) */
+tq_st_decl *split_pinned_decls(const split_plan *p, tq_err *e);
 int split_write_header_page(out_file *of, const tq_flash_header *h, tq_err *e);
 int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e);
 int split_write_dense_layers(split_run *r, tq_err *e);

@@ -70,21 +70,28 @@ static int pin_chunk_copy(tq_work *q, void *ctx, int worker, uint64_t c, tq_err 
     return 0;
 }
 
-int split_write_pinned(split_run *r, tq_err *e)
+tq_st_decl *split_pinned_decls(const split_plan *p, tq_err *e)
 {
-    split_plan *p = &r->plan;
-    const tq_model *m = p->m;
     size_t n = p->n_pinned;
     tq_st_decl *decls = tq_calloc(n ? n : 1, sizeof *decls, e);
-    if (!decls)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; decls && i < n; i++) {
         const tq_tensor_info *t = &p->pinned[i]->info;
         decls[i].name = p->pinned_names && p->pinned_names[i] ? p->pinned_names[i] : t->name;
         decls[i].dtype = t->dtype;
         decls[i].ndim = t->ndim;
         memcpy(decls[i].shape, t->shape, sizeof t->shape);
     }
+    return decls;
+}
+
+int split_write_pinned(split_run *r, tq_err *e)
+{
+    split_plan *p = &r->plan;
+    const tq_model *m = p->m;
+    size_t n = p->n_pinned;
+    tq_st_decl *decls = split_pinned_decls(p, e);
+    if (!decls)
+        return -1;
     const tq_st_file *f0 = m->n_files ? m->files[0] : NULL;
     char *path = tq_path_join(r->stage, "pinned.safetensors", e);
     tq_st_writer *w = NULL;

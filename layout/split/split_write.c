@@ -15,16 +15,16 @@
 
 /* ------------------------------------------------------------ config, extras */
 
-static int write_config(split_run *r, tq_err *e)
+/* config.json's text for the split (caller frees), or NULL */
+static char *config_text(const split_plan *p, tq_err *e)
 {
-    const split_plan *p = &r->plan;
     cJSON *c = p->m->config ? cJSON_Duplicate(p->m->config, 1) : cJSON_CreateObject();
     if (!c)
-        return tq_fail(e, TQ_ENOMEM, "out of memory");
+        return tq_fail(e, TQ_ENOMEM, "out of memory"), NULL;
     const split_profile *pr = split_profile_get(p->target);
     if (split_profile_config(p, c, e) != 0) {
         cJSON_Delete(c);
-        return -1;
+        return NULL;
     }
     cJSON_DeleteItemFromObjectCaseSensitive(c, "streaming");
     /* the decoder's layer count: a family's dense layers have no layer file but are layers */
@@ -44,8 +44,16 @@ static int write_config(split_run *r, tq_err *e)
              cJSON_AddStringToObject(s, "ffn_dir", "ffn_aligned/");
     char *text = ok ? tq_json_print(c, e) : NULL;
     cJSON_Delete(c);
+    if (!ok)
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+    return text;
+}
+
+static int write_config(split_run *r, tq_err *e)
+{
+    char *text = config_text(&r->plan, e);
     if (!text)
-        return ok ? -1 : tq_fail(e, TQ_ENOMEM, "out of memory");
+        return -1;
     out_file of;
     int rc = -1;
     if (split_of_open(&of, r->stage, "config.json", e) == 0) {
@@ -203,6 +211,24 @@ static int finish(split_run *r, const char *out_dir, tq_err *e)
     return tq_adir_commit(&r->out, e);
 }
 
+static void fill_result(const split_run *r, tq_split_result *res)
+{
+    if (!res)
+        return;
+    memset(res, 0, sizeof *res);
+    res->kind = r->plan.kind;
+    res->pinned_bytes = r->plan.pinned_bytes;
+    res->n_layers = r->plan.n_layers;
+    res->num_experts = r->plan.num_experts;
+    res->experts_per_tok = r->plan.top_k;
+    for (size_t i = 0; i < r->plan.n_layers; i++)
+        if (r->plan.layers[i].hdr.expert_block_size > res->max_block_size)
+            res->max_block_size = r->plan.layers[i].hdr.expert_block_size;
+    res->ffn_bytes = r->plan.ffn_bytes;
+    for (size_t i = 0; i < r->n_files; i++)
+        res->bytes_written += r->files[i].size;
+}
+
 int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_split_result *res, tq_err *e)
 {
     split_run r = {.o = o};
@@ -230,20 +256,7 @@ int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_
     if (finish(&r, out_dir, e) != 0)
         goto out;
     tq_progress_end(&r.prog);
-    if (res) {
-        memset(res, 0, sizeof *res);
-        res->kind = r.plan.kind;
-        res->pinned_bytes = r.plan.pinned_bytes;
-        res->n_layers = r.plan.n_layers;
-        res->num_experts = r.plan.num_experts;
-        res->experts_per_tok = r.plan.top_k;
-        for (size_t i = 0; i < r.plan.n_layers; i++)
-            if (r.plan.layers[i].hdr.expert_block_size > res->max_block_size)
-                res->max_block_size = r.plan.layers[i].hdr.expert_block_size;
-        res->ffn_bytes = r.plan.ffn_bytes;
-        for (size_t i = 0; i < r.n_files; i++)
-            res->bytes_written += r.files[i].size;
-    }
+    fill_result(&r, res);
     rc = 0;
 out:
     if (r.pinned_w)
@@ -256,6 +269,96 @@ out:
     split_plan_free(&r.plan);
     tq_model_close(m);
     tq_sources_free(&r.src);
+    return rc;
+}
+
+/* ------------------------------------------------------------ dry run */
+
+/* Every file tq_split would write (split.json laid out with the hashes still zero: they are
+ * fixed-width hex), in the order of r->files. */
+static int dry_files(split_run *r, tq_out_plan *files, tq_err *e)
+{
+    split_plan *p = &r->plan;
+    const tq_model *m = p->m;
+    const tq_st_file *f0 = m->n_files ? m->files[0] : NULL;
+    tq_st_decl *decls = split_pinned_decls(p, e);
+    uint64_t size, data = 0;
+    if (!decls)
+        return -1;
+    if (p->n_pinned == 0) {
+        free(decls);
+        return tq_fail(e, TQ_EUNSUP, "%s: nothing to pin (no embeddings, attention or norms?)", m->path);
+    }
+    int rc = tq_st_file_size("pinned.safetensors", decls, p->n_pinned, f0 ? (const char *const *)f0->meta_keys : NULL,
+                             f0 ? (const char *const *)f0->meta_vals : NULL, f0 ? f0->n_meta : 0, p->align, &size, e);
+    free(decls);
+    for (size_t i = 0; i < p->n_pinned; i++)
+        data += p->pinned[i]->info.nbytes;
+    tq_flash_file *rec = rc == 0 ? split_add_file(r, e) : NULL;
+    if (!rec || !(rec->name = tq_strdup("pinned.safetensors", e)))
+        return -1;
+    rec->size = size;
+    rec->header_bytes = size - data;
+    for (size_t i = 0; i < p->n_layers; i++) {
+        split_layer *L = &p->layers[i];
+        if (p->kind == TQ_FLASH_MOE && !L->block_sha &&
+            !(L->block_sha = tq_calloc(L->hdr.num_experts ? (size_t)L->hdr.num_experts : 1, sizeof *L->block_sha, e)))
+            return -1;
+        if (!(rec = split_add_file(r, e)) || !(rec->name = tq_strdup(L->file, e)))
+            return -1;
+        rec->size = L->hdr.total_size;
+        rec->header_bytes = L->hdr.data_start;
+    }
+    char *text = config_text(p, e);
+    if (!text || !(rec = split_add_file(r, e)) || !(rec->name = tq_strdup("config.json", e))) {
+        free(text);
+        return -1;
+    }
+    rec->size = strlen(text);
+    free(text);
+    for (size_t i = 0; i < m->n_extra; i++) {
+        if (reserved_name(m->extra_files[i]))
+            return tq_fail(e, TQ_EDATA, "%s: extra file '%s' would collide with a split output", m->path, m->extra_files[i]);
+        char *src = tq_path_join(m->path, m->extra_files[i], e);
+        rc = src ? tq_file_size(src, &size, e) : -1;
+        free(src);
+        if (rc != 0 || !(rec = split_add_file(r, e)) || !(rec->name = tq_strdup(m->extra_files[i], e)))
+            return -1;
+        rec->size = size;
+    }
+    qsort(r->files, r->n_files, sizeof *r->files, cmp_file);
+    for (size_t i = 0; i < r->n_files; i++)
+        if (tq_out_plan_add(files, r->files[i].name, r->files[i].size, e) != 0)
+            return -1;
+    const char *label = r->o->source_label ? r->o->source_label : m->path;
+    cJSON *j = split_manifest_json(p, label, r->files, r->n_files, e);
+    rc = j ? tq_out_plan_add_json(files, "split.json", j, e) : -1;
+    cJSON_Delete(j);
+    if (rc == 0)
+        tq_out_plan_sort(files);
+    return rc;
+}
+
+int tq_split_dry_run(const char *model, const char *out_dir, const tq_split_opts *o, tq_split_result *res,
+                     tq_out_plan *files, tq_err *e)
+{
+    split_run r = {.o = o};
+    tq_model *m = NULL;
+    int rc = -1;
+    if (tq_check_out_in(out_dir, model, e) != 0 || tq_adir_check(out_dir, 0, e) != 0 ||
+        tq_model_open_ex(&m, model, TQ_MODEL_NO_SPLIT, e) != 0 || split_plan_build(&r.plan, m, o, e) != 0 ||
+        dry_files(&r, files, e) != 0)
+        goto out;
+    fill_result(&r, res);
+    rc = 0;
+out:
+    if (rc != 0)
+        tq_out_plan_free(files);
+    for (size_t i = 0; i < r.n_files; i++)
+        free(r.files[i].name);
+    free(r.files);
+    split_plan_free(&r.plan);
+    tq_model_close(m);
     return rc;
 }
 

@@ -76,8 +76,10 @@ static int check_output(const char *in, const char *out, int force, tq_err *e)
 /* ------------------------------------------------------------ config.json */
 static const char *scale_name(int s) { return s == TQ_SCALE_RMS ? "rms" : "lsq"; }
 
-static int write_config(const cv_plan *p, const tq_model *m, const tq_convert_opts *o, const char *dir, tq_err *e)
+/* The output's config.json into *out (NULL: the output has none). */
+static int build_config(const cv_plan *p, const tq_model *m, const tq_convert_opts *o, cJSON **out, tq_err *e)
 {
+    *out = NULL;
     if (!m->config && o->mode != TQ_CONVERT_QUANTIZE)
         return 0;
     cJSON *c = m->config ? cJSON_Duplicate(m->config, 1) : cJSON_CreateObject();
@@ -118,16 +120,44 @@ static int write_config(const cv_plan *p, const tq_model *m, const tq_convert_op
         cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization");
         cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization_config");
     }
-    int rc = -1;
     if (!ok) {
-        tq_fail(e, TQ_ENOMEM, "out of memory");
-    } else {
-        char *path = tq_path_join(dir, "config.json", e);
-        rc = path ? tq_json_write_file(path, c, e) : -1;
-        free(path);
+        cJSON_Delete(c);
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
     }
+    *out = c;
+    return 0;
+}
+
+static int write_config(const cv_plan *p, const tq_model *m, const tq_convert_opts *o, const char *dir, tq_err *e)
+{
+    cJSON *c;
+    if (build_config(p, m, o, &c, e) != 0)
+        return -1;
+    if (!c)
+        return 0;
+    char *path = tq_path_join(dir, "config.json", e);
+    int rc = path ? tq_json_write_file(path, c, e) : -1;
+    free(path);
     cJSON_Delete(c);
     return rc;
+}
+
+/* The files a run would write (dry run): shards and index as the writer lays them out,
+ * config.json, the extras. */
+static int plan_files(const cv_plan *p, const tq_model *m, const tq_convert_opts *o, const char *out,
+                      const tq_st_decl *decls, const char *const *mk, const char *const *mv, tq_out_plan *files,
+                      tq_err *e)
+{
+    cJSON *c = NULL;
+    if (tq_model_writer_plan(out, decls, p->n_decls, o->shard_size, mk, mv, 1, files, e) ||
+        build_config(p, m, o, &c, e) || (c && tq_out_plan_add_json(files, "config.json", c, e)) ||
+        tq_model_extras_plan(m, files, e)) {
+        cJSON_Delete(c);
+        return -1;
+    }
+    cJSON_Delete(c);
+    tq_out_plan_sort(files);
+    return 0;
 }
 
 /* ------------------------------------------------------------ writing */
@@ -261,7 +291,9 @@ static int warn_nothing_quantized(const tq_convert_opts *o, tq_convert_report *r
     return 0;
 }
 
-int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e)
+/* dry: fill the report and *dry with the files, write nothing */
+static int convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r,
+                   tq_out_plan *dry, tq_err *e)
 {
     double t0 = tq_now(), c0 = cpu_now();
     memset(r, 0, sizeof *r);
@@ -302,6 +334,15 @@ int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o,
         memcpy(decls[i].shape, plan.decls[i].shape, sizeof decls[i].shape);
     }
     static const char *const kq[] = {"format"}, *const vq[] = {"mlx"}, *const vp[] = {"pt"};
+    if (dry) {
+        if (plan_files(&plan, m, o, out, decls, kq, o->mode == TQ_CONVERT_QUANTIZE ? vq : vp, dry, e) ||
+            fill_report(&plan, r, e) || warn_nothing_quantized(o, r, e))
+            goto done;
+        r->seconds = tq_now() - t0;
+        r->cpu_seconds = cpu_now() - c0;
+        rc = 0;
+        goto done;
+    }
     if (tq_adir_open(&od, out, o->force ? TQ_ADIR_REPLACE : 0, e))
         goto done;
     tmp = od.tmp_path;
@@ -333,6 +374,20 @@ done:
     tq_model_close(m);
     tq_sources_free(&src);
     free(out);
+    return rc;
+}
+
+int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e)
+{
+    return convert(input, out_dir, o, r, NULL, e);
+}
+
+int tq_convert_dry_run(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r,
+                       tq_out_plan *files, tq_err *e)
+{
+    int rc = convert(input, out_dir, o, r, files, e);
+    if (rc != 0)
+        tq_out_plan_free(files);
     return rc;
 }
 

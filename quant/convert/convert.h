@@ -78,6 +78,11 @@ typedef struct tq_convert_report {
 } tq_convert_report;
 
 int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e);
+/* The dry run (tq-convert --dry-run): every check and the whole plan of tq_convert, then r
+ * (as tq_convert's, with rel_mse 0: nothing is quantized) and files (every file the run
+ * would write, sorted, with its exact size); nothing is written. */
+int tq_convert_dry_run(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r,
+                       tq_out_plan *files, tq_err *e);
 void tq_convert_report_free(tq_convert_report *r);
 /* {"input", "output", "mode", "bits", ..., "tensors": [...]} for --json. */
 struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_convert_opts *o);

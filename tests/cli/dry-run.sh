@@ -1,0 +1,60 @@
+# tq-convert --dry-run and tq-split --dry-run write nothing and predict every file of the real
+# run exactly: the same names, and each file's size to the byte (shards and their index,
+# config.json, copied and generated extras, pinned.safetensors, layer files, split.json),
+# for several layouts; --json says the same; the refusals of a real run come first.
+. "$ROOT/tests/lib/common.sh"
+# "SIZE NAME" per regular file under DIR, sorted by name (what a run really wrote)
+listing() { (cd "$1" && find . -type f -printf '%s %P\n' | LC_ALL=C sort -k2); }
+# the same from a dry run's text: lines "  NAME   SIZE bytes" between the header and "total:"
+predicted() { sed -n 's/^  \([^ ]*\) *\([0-9]*\) bytes$/\2 \1/p' "$1" | LC_ALL=C sort -k2; }
+check() { # NAME TOOL ARGS... (the last argument is the output directory)
+  local name=$1 out
+  shift
+  for out; do :; done
+  "$@" --dry-run > "$name.plan" || fail "$name: dry run failed"
+  [ ! -e "$out" ] && ! compgen -G "$out.partial-*" >/dev/null || fail "$name: the dry run wrote $out"
+  grep -q '^total: [0-9]* bytes' "$name.plan" || fail "$name: no total line"
+  "$@" --dry-run --json > "$name.json" || fail "$name: dry run --json failed"
+  [ "$(jget "$name.json" dry_run)" = true ] || fail "$name: --json lacks dry_run"
+  "$@" --quiet || fail "$name: the real run failed"
+  listing "$out" > "$name.real"
+  predicted "$name.plan" > "$name.pred"
+  [ -s "$name.pred" ] || fail "$name: no files listed"
+  diff "$name.pred" "$name.real" >&2 || fail "$name: predicted files differ from the written ones"
+  local total
+  total=$(awk '{s += $1} END {print s}' "$name.real")
+  grep -q "^total: $total bytes" "$name.plan" || fail "$name: total is not $total ($(grep total "$name.plan"))"
+  [ "$(jget "$name.json" output_bytes)" = "$total" ] || fail "$name: --json output_bytes is not $total"
+}
+run tq-mkmodel --quiet --arch qwen3_moe --size tiny --seed 1 moe
+run tq-mkmodel --quiet --arch llama --size tiny --seed 2 --shard-size 400k llama
+run tq-mkmodel --quiet --arch qwen3_moe --size tiny --seed 3 --naming mlx --quant affine4 --shared-expert aff
+check convert-1shard tq-convert moe c1
+check convert-shards tq-convert --shard-size 300k --bits 2 --group-size 32 moe c2
+check convert-llama tq-convert --bits 4 --bits-for 'down_proj=2' --keep 'o_proj' llama c3
+check convert-affine tq-convert --method affine --bits 8 moe c4
+check convert-plain tq-convert --no-quantize --dtype f32 --shard-size 100k llama c5
+check convert-deq tq-convert --dequantize c1 c6
+run cp "$ROOT/testdata/vectors/ggml-vectors.gguf" v.gguf
+check convert-gguf tq-convert --no-quantize v.gguf c7
+check split-moe tq-split moe s1
+check split-dense tq-split llama s2
+check split-quantized tq-split --align 4096 c2 s3
+check split-mlx-sniper tq-split --target mlx-sniper aff s4
+check split-mac-code tq-split --target mac-code aff s5
+# what a streaming engine needs; with --ram the verdict per target
+tq-split --dry-run moe s6 > p1
+grep -q '^a streaming engine needs at least [0-9]* bytes' p1 || fail "no RAM line"
+tq-split --dry-run --ram 64G moe s6 | grep -qx 'target tq: fits in 68719476736 bytes of RAM' || fail "64G verdict"
+tq-split --dry-run --ram 1G moe s6 | grep -qx 'target tq: does not fit in 1073741824 bytes of RAM' || fail "1G verdict"
+tq-split --plan --ram 1G moe | grep -q '^target tq: does not fit' || fail "--plan verdict"
+[ ! -e s6 ] || fail "dry runs wrote s6"
+# a dry run refuses what the run would refuse
+mkdir full && echo x > full/f
+expect_msg 1 'not empty' tq-convert --dry-run moe full
+expect_msg 1 'not empty' tq-split --dry-run moe full
+expect_msg 2 'inside' tq-convert --dry-run moe moe/sub
+expect_msg 2 'not with --join' tq-split --dry-run --join s1 j
+expect_msg 2 'goes with --plan or --dry-run' tq-split --ram 1G moe s7
+[ "$(ls full)" = f ] || fail "a refused dry run touched full/"
+echo "dry runs predict every file to the byte and write nothing"
