@@ -543,6 +543,93 @@ static int cmd_unpack(int argc, char **argv)
     return 0;
 }
 
+/* ------------------------------------------------------------------- quality */
+static int cmd_quality(int argc, char **argv)
+{
+    int json = 0, quiet = 0, rc;
+    const char *plot = NULL;
+    tq_quality_opts o = {0};
+    tq_opt opts[] = {
+        TQ_OPT_STR("eval", 'e', &o.eval_path, "FILE",
+                   "also evaluate both models on this text (encoded with REF's tokenizer.json): perplexity, "
+                   "KL(REF||TEST) and top-1 agreement per scored token"),
+        TQ_OPT_INT("window", 0, &o.window, 2, 1 << 24, "N", "--eval window in tokens (default 512)"),
+        TQ_OPT_INT("stride", 0, &o.stride, 1, 1 << 24, "N",
+                   "--eval: a window starts every N tokens, scoring its last N (default window/2)"),
+        TQ_OPT_STR("plot", 'p', &plot, "FILE.svg",
+                   "write an SVG chart of the relative MSE per layer, in total and per tensor class"),
+        TQ_OPT_INT("threads", 't', &o.threads, 1, 256, "N", "dequantization and runtime threads (results do not depend on it)"),
+        TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing; only the exit status"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .command = "quality",
+        .usage = "Usage: tq-verify quality [OPTIONS] REF TEST [--eval FILE] [--plot FILE.svg]\n",
+        .about = "Measure how far TEST (usually a quantized model) is from REF (its source): every float\n"
+                 "tensor of REF against TEST's, TEST's quantized modules dequantized first, as relative\n"
+                 "MSE sum((w'-w)^2)/sum(w^2) per tensor, per class and per layer; with --eval, both\n"
+                 "models' perplexity on the same tokens, KL(REF||TEST) and top-1 agreement.\n",
+        .epilog = "Exit status: 0 measured, 1 the models do not match (a tensor missing or of another shape,\n"
+                  "another vocabulary) or an error, 2 bad usage.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 2)
+        return tq_cli_usage_error("expected REF and TEST");
+    if (o.stride && !o.window && o.stride >= 512)
+        return tq_cli_usage_error("--stride must be below the window (512)");
+    if (o.stride && o.window && o.stride >= o.window)
+        return tq_cli_usage_error("--stride must be below --window");
+    if ((o.window || o.stride) && !o.eval_path)
+        return tq_cli_usage_error("--window and --stride go with --eval");
+    tq_err err = {0};
+    for (int i = 0; plot && i < 2; i++)
+        if (tq_check_out_in(plot, cli.args[i], &err) != 0 ||
+            (o.eval_path && tq_check_out_in(plot, o.eval_path, &err) != 0))
+            return tq_cli_fail(&err);
+    tq_quality_report r;
+    if (tq_quality_run(cli.args[0], cli.args[1], &o, &r, &err) != 0) {
+        tq_quality_report_free(&r);
+        return tq_cli_fail(&err);
+    }
+    rc = 0;
+    if (plot) {
+        size_t len;
+        char *svg = tq_quality_svg(&r, &len, &err);
+        if (!svg || tq_write_file_atomic(plot, svg, len, &err) != 0)
+            rc = tq_cli_fail(&err);
+        free(svg);
+    }
+    if (rc == 0 && json) {
+        rc = tq_cli_print_json(tq_quality_report_json(&r));
+    } else if (rc == 0 && !quiet) {
+        for (size_t i = 0; i < r.n; i++)
+            if (r.t[i].err2 > 0)
+                printf("%-12.6g %s\n", r.t[i].rel_mse, r.t[i].name);
+        printf("tensors: %zu compared, %zu differ (%llu weights): relative MSE %.6g\n", r.n, r.n_differ,
+               (unsigned long long)r.params_differ, r.rel_mse);
+        for (size_t c = 0; c < r.n_classes; c++)
+            printf("  class %-24s %.6g\n", r.classes[c], r.class_rel_mse[c]);
+        for (uint64_t l = 0; l < r.n_layers; l++)
+            printf("  layer %-24llu %.6g\n", (unsigned long long)l, r.layer_rel_mse[l]);
+        if (r.has_eval) {
+            const tq_quality_eval *q = &r.ev;
+            printf("eval: %llu tokens, %llu scored (window %llu, stride %llu)\n", (unsigned long long)q->tokens,
+                   (unsigned long long)q->scored, (unsigned long long)q->window, (unsigned long long)q->stride);
+            printf("perplexity: REF %.4f, TEST %.4f (%+.2f%%)\n", q->ref_ppl, q->test_ppl,
+                   q->ref_ppl > 0 ? 100 * (q->test_ppl / q->ref_ppl - 1) : 0);
+            printf("next-token top-1: REF %.4f, TEST %.4f\n", q->ref_top1, q->test_top1);
+            printf("KL(REF||TEST): mean %.6g nats/token, max %.6g\n", q->mean_kl, q->max_kl);
+            printf("top-1 agreement: %llu/%llu (%.4f)\n", (unsigned long long)q->top1_agree,
+                   (unsigned long long)q->steps, q->top1_rate);
+        }
+    }
+    tq_quality_report_free(&r);
+    return rc;
+}
+
 static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -553,6 +640,7 @@ static const struct command {
     {"check", cmd_check, "verify a directory or bundle against its manifest"},
     {"compare", cmd_compare, "compare two models tensor by tensor, bit for bit"},
     {"golden", cmd_golden, "compare a validation decode with a golden file"},
+    {"quality", cmd_quality, "measure a quantized model against its reference"},
     {"sign", cmd_sign, "write an OpenSSF Model Signing signature (model.sig)"},
     {"verify", cmd_verify, "check a model against its model.sig with a public key"},
     {"pack", cmd_pack, "write a deterministic .tar.zst bundle of a directory"},

@@ -184,6 +184,9 @@ void tq_partials_add(const char *path);
 void tq_partials_forget(const char *path);
 size_t tq_partials_remove_all(void);
 void tq_rm_tree(const char *path); /* rm -rf, not following symlinks */
+/* A new private scratch directory $TMPDIR/PREFIX-XXXXXX (/tmp without TMPDIR); the caller
+ * removes it (tq_rm_tree) and frees the path. */
+char *tq_temp_dir(const char *prefix, tq_err *e);
 int tq_dir_is_empty(const char *path);
 
 /* Outputs against inputs, before anything is written: fails (TQ_EUSAGE, exit 2, one message

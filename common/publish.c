@@ -175,6 +175,18 @@ void tq_rm_tree(const char *path)
     nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+char *tq_temp_dir(const char *prefix, tq_err *e)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *dir = tq_asprintf(e, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", prefix);
+    if (dir && !mkdtemp(dir)) {
+        tq_fail(e, TQ_EIO, "%s: cannot create a temporary directory: %s", dir, strerror(errno));
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
 static void remove_any(const char *path, int is_dir)
 {
     if (is_dir)

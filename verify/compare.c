@@ -130,9 +130,6 @@ int tq_compare_model_objs(const tq_model *a, const tq_model *b, tq_cmp_report *r
     return rc;
 }
 
-/* Defined in compare_views.c: open PATH as a tensor set (model, split directory, rows file). */
-int tq_verify_open_view(const char *path, const char *other, tq_model **out, tq_err *e);
-
 int tq_compare_models(const char *a, const char *b, tq_cmp_report *r, tq_err *e)
 {
     memset(r, 0, sizeof *r);

@@ -29,11 +29,9 @@ static int is_rows_file(const char *path)
 
 static int open_rows(const char *path, tq_model **out, tq_err *e)
 {
-    const char *tmp = getenv("TMPDIR");
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/tq-verify-rows-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir))
-        return tq_fail(e, TQ_EIO, "%s: cannot create a temporary directory", dir);
+    char *dir = tq_temp_dir("tq-verify-rows", e);
+    if (!dir)
+        return -1;
     tq_rows_opts o = {0};
     o.quiet = 1;
     tq_rows_report rep;
@@ -45,6 +43,7 @@ static int open_rows(const char *path, tq_model **out, tq_err *e)
     if (rc != 0)
         tq_err_prefix(e, "%s: rebuilding the source table from the row file", path);
     tq_rm_tree(dir); /* the open model keeps its file descriptors */
+    free(dir);
     return rc;
 }
 

@@ -232,4 +232,60 @@ int tq_golden_run(const char *model, const char *golden, const tq_golden_opts *o
                   tq_golden_result *res, tq_err *e);
 void tq_golden_result_free(tq_golden_result *res);
 
+/* --------------------------------------------------------------- quality */
+/* tq-verify quality: a model (TEST, usually quantized) against its reference (REF, usually the
+ * bf16 source). Tensors: TEST's quantized modules are dequantized by tq-convert's own
+ * dequantizer (TurboQuant and MLX affine, HF names) to f32 in a scratch directory under
+ * $TMPDIR, then every float tensor of REF and TEST is streamed in chunks and compared:
+ * relative MSE Σ(ŵ−w)²/Σw² in double, element order. Both models must hold the same float
+ * tensors with the same shapes. Evaluation: the runtime's sliding-window evaluation
+ * (tq_runner_eval) of both over the same tokens (the text encoded with REF's tokenizer), then
+ * KL(REF‖TEST) and top-1 agreement per scored step (tq_run_logits_compare); the two
+ * logits files are scratch too. */
+typedef struct tq_quality_opts {
+    const char *eval_path;    /* text file to evaluate on; NULL: tensors only */
+    uint64_t window, stride;  /* sliding window (0: 512, window/2) */
+    int threads;              /* 0 = tq_default_threads() */
+} tq_quality_opts;
+
+typedef struct tq_quality_tensor {
+    char *name;
+    char *klass;              /* module leaf name, e.g. "q_proj", "experts.down_proj", "lm_head" */
+    int64_t layer;            /* "layers.<L>." index, -1 without one */
+    uint64_t params;
+    double err2, sum2;        /* Σ(ŵ−w)², Σw² */
+    double rel_mse;           /* err2 / sum2 (0 when sum2 is 0 and err2 is 0) */
+} tq_quality_tensor;
+
+typedef struct tq_quality_eval {
+    uint64_t tokens, scored, window, stride;
+    double ref_ppl, test_ppl, ref_nll, test_nll, ref_top1, test_top1; /* top1: next-token accuracy */
+    uint64_t steps, top1_agree;
+    double top1_rate, mean_kl, max_kl, max_rel_diff;                  /* tq_run_logits_cmp */
+} tq_quality_eval;
+
+typedef struct tq_quality_report {
+    size_t n;
+    tq_quality_tensor *t;     /* sorted by name */
+    size_t n_differ;          /* tensors with err2 > 0 */
+    uint64_t params_differ;
+    double rel_mse;           /* over the tensors that differ */
+    size_t n_classes;
+    char **classes;           /* classes of the tensors that differ, sorted */
+    double *class_rel_mse;    /* per class, over its differing tensors */
+    uint64_t n_layers;        /* highest layer index + 1 (0: no layered tensors) */
+    double *layer_rel_mse;    /* [n_layers]: over the layer's differing tensors (0 when none) */
+    double *layer_class_rel_mse; /* [n_layers][n_classes], NaN where the layer has none of it */
+    int has_eval;
+    tq_quality_eval ev;
+    char *ref, *test;
+} tq_quality_report;
+
+int tq_quality_run(const char *ref, const char *test, const tq_quality_opts *o, tq_quality_report *r, tq_err *e);
+void tq_quality_report_free(tq_quality_report *r);
+struct cJSON *tq_quality_report_json(const tq_quality_report *r);
+/* The per-layer plot: an SVG document of the per-layer relative MSE (all differing tensors,
+ * and one series per class), the same bytes for the same report. Caller frees. */
+char *tq_quality_svg(const tq_quality_report *r, size_t *len, tq_err *e);
+
 #endif

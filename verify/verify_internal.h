@@ -167,4 +167,8 @@ typedef struct tq_oms_file {
 } tq_oms_file;
 int tq_oms_compare(const tq_oms_stmt *s, const tq_oms_file *f, size_t n, tq_check_report *r, tq_err *e);
 
+/* compare_views.c: open PATH as a tensor set (model, split directory, rows file). */
+struct tq_model;
+int tq_verify_open_view(const char *path, const char *other, struct tq_model **out, tq_err *e);
+
 #endif
