@@ -58,6 +58,15 @@ static double py(double v, double ymax)
     return TOP + (H - TOP - BOTTOM) * (1 - v / ymax);
 }
 
+/* Class c has a value in some layer (lm_head, the embeddings have none: not plotted). */
+static int plotted(const tq_quality_report *r, size_t c)
+{
+    for (uint64_t l = 0; l < r->n_layers; l++)
+        if (isfinite(r->layer_class_rel_mse[l * r->n_classes + c]))
+            return 1;
+    return 0;
+}
+
 /* One series: a polyline through its points and a circle per point (class c, or the total
  * when c < 0). */
 static void series(tq_sb *b, const tq_quality_report *r, long c, double ymax)
@@ -137,11 +146,15 @@ char *tq_quality_svg(const tq_quality_report *r, size_t *len, tq_err *e)
         tq_sb_printf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">no layers</text>\n", (LEFT + plot_r) / 2,
                      (TOP + plot_b) / 2);
     for (long c = 0; c < (long)r->n_classes; c++)
-        series(&b, r, c, ymax);
+        if (plotted(r, (size_t)c))
+            series(&b, r, c, ymax);
     series(&b, r, -1, ymax);
     /* legend */
+    int row = 0;
     for (long c = -1; c < (long)r->n_classes; c++) {
-        int y = TOP + 8 + 18 * (int)(c + 1);
+        if (c >= 0 && !plotted(r, (size_t)c))
+            continue;
+        int y = TOP + 8 + 18 * row++;
         const char *col = c < 0 ? "#000000" : palette[(size_t)c % N_PALETTE];
         tq_sb_printf(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"/>\n<text x=\"%d\" y=\"%d\">",
                      plot_r + 16, y, plot_r + 36, y, col, plot_r + 42, y + 4);
