@@ -103,6 +103,16 @@ const struct cJSON *tq_family_text_config(const struct cJSON *config);
  * 0 found, 1 absent (or null), -1 present but not a non-negative integer (e names the key). */
 int tq_family_cfg_u64(const struct cJSON *config, const char *key, uint64_t *out, tq_err *e);
 
+/* The one validation pass over a config.json, run by every reader (tq-run, tq-split,
+ * tq-convert) before it uses a value: each key tq reads is checked when present for its type,
+ * range and finiteness (rms_norm_eps and rope_theta finite and positive, head counts that
+ * divide, an even head_dim, top-k within the expert count, layer_types as long as
+ * num_hidden_layers, a positive sliding window for sliding layers, rotary scaling factors,
+ * partial_rotary_factor in (0, 1], the MLA and DeltaNet dims, the quantization block). f may
+ * be NULL (generic keys only). An error reads "DIR: config.json: "KEY" is VALUE: why" (DIR
+ * NULL: without the prefix). Absent keys are left to the reader (defaults, "missing"). */
+int tq_family_config_check(const tq_family *f, const struct cJSON *config, const char *dir, tq_err *e);
+
 /* Whether layer L of a model with this config has routed experts: 1 MoE, 0 dense, -1 config
  * error (e names the key). Dense families always answer 0. */
 int tq_family_layer_is_moe(const tq_family *f, const struct cJSON *config, uint64_t layer, tq_err *e);

@@ -123,8 +123,6 @@ static int rope_table(rt_config *c, const cJSON *rs, uint64_t max_pos, const cha
     double factor = 0;
     if (num_of(cJSON_GetObjectItemCaseSensitive(rs, "factor"), "rope_scaling.factor", &factor, path, e))
         return -1;
-    if (!(factor > 0))
-        return tq_fail(e, TQ_EDATA, "%s: rope_scaling type \"%s\" needs a positive \"factor\"", path, type);
     double orig = (double)max_pos;
     if (num_of(cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings"),
                "rope_scaling.original_max_position_embeddings", &orig, path, e))
@@ -139,8 +137,6 @@ static int rope_table(rt_config *c, const cJSON *rs, uint64_t max_pos, const cha
         if (num_of(cJSON_GetObjectItemCaseSensitive(rs, "low_freq_factor"), "rope_scaling.low_freq_factor", &lo, path, e) ||
             num_of(cJSON_GetObjectItemCaseSensitive(rs, "high_freq_factor"), "rope_scaling.high_freq_factor", &hi, path, e))
             return -1;
-        if (!(hi > lo))
-            return tq_fail(e, TQ_EDATA, "%s: rope_scaling.high_freq_factor must exceed low_freq_factor", path);
         double low_wl = orig / lo, high_wl = orig / hi;
         for (uint64_t i = 0; i < h; i++) {
             double inv = r->inv_freq[i], wl = 2 * RT_PI / inv;
@@ -200,11 +196,6 @@ static int rope_table(rt_config *c, const cJSON *rs, uint64_t max_pos, const cha
 }
 
 /* ---------------------------------------------------------------- per family */
-static int bad_dims(const char *path, const char *what, tq_err *e)
-{
-    return tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: %s", path, what);
-}
-
 /* Each layer's mixer and MLP kind from the family table (layer_types, full_attention_interval,
  * sliding_window, decoder_sparse_step, mlp_only_layers, first_k_dense_replace,
  * moe_layer_freq); a layer kind the family does not have is refused by name. */
@@ -242,10 +233,7 @@ static int moe_common(rt_config *c, const tq_family *f, const cfgsrc *s, tq_err 
     if (get_u64(s, f->experts_key, &c->experts, 1, 1u << 16, e) || get_u64(s, topk_key, &c->top_k, 1, 1u << 16, e) ||
         get_u64(s, f->moe_inter_key, &c->moe_inter, 1, DIM_MAX, e))
         return -1;
-    if (c->experts == 0 || c->top_k == 0 || c->top_k > c->experts || c->top_k > 64 || c->moe_inter == 0)
-        return tq_fail(e, TQ_EDATA, "%s: inconsistent MoE dims (%s %llu, %s %llu, at most 64)", s->path,
-                       f->experts_key, (unsigned long long)c->experts, topk_key, (unsigned long long)c->top_k);
-    return 0;
+    return 0; /* ranges and top-k <= experts: tq_family_config_check */
 }
 
 /* DeepSeek-V3 / Kimi-K2: MLA dims, the sigmoid group router, the YaRN-scaled softmax scale. */
@@ -255,11 +243,6 @@ static int cfg_deepseek(rt_config *c, const cfgsrc *s, const cJSON *rs, tq_err *
         get_u64(s, "qk_nope_head_dim", &c->qk_nope, 1, 65536, e) ||
         get_u64(s, "qk_rope_head_dim", &c->qk_rope, 1, 65536, e) || get_u64(s, "v_head_dim", &c->v_head, 1, 65536, e))
         return -1;
-    if (c->kv_lora == 0 || c->qk_nope == 0 || c->v_head == 0)
-        return bad_dims(s->path, "kv_lora_rank, qk_nope_head_dim and v_head_dim must be positive", e);
-    if (c->qk_rope == 0 || c->qk_rope % 2)
-        return tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: qk_rope_head_dim %llu must be even and positive "
-                       "(RoPE turns pairs)", s->path, (unsigned long long)c->qk_rope);
     c->head_dim = c->qk_nope + c->qk_rope;
     c->rope.dim = c->qk_rope;
     c->rope.interleaved = 1;
@@ -272,17 +255,6 @@ static int cfg_deepseek(rt_config *c, const cfgsrc *s, const cJSON *rs, tq_err *
             get_f64(s, "routed_scaling_factor", &c->route_scale, e) || get_u64(s, "n_group", &c->n_group, 0, 4096, e) ||
             get_u64(s, "topk_group", &c->topk_group, 0, 4096, e))
             return -1;
-        if (c->n_group == 0 || c->n_group > 64 || c->experts % c->n_group || c->topk_group == 0 ||
-            c->topk_group > c->n_group)
-            return tq_fail(e, TQ_EDATA, "%s: n_group %llu (at most 64) / topk_group %llu do not divide %llu experts",
-                           s->path, (unsigned long long)c->n_group, (unsigned long long)c->topk_group,
-                           (unsigned long long)c->experts);
-        if (c->n_group > 1 && c->experts / c->n_group < 2)
-            return tq_fail(e, TQ_EDATA, "%s: n_group %llu leaves fewer than 2 experts per group", s->path,
-                           (unsigned long long)c->n_group);
-        if (c->topk_group * (c->experts / c->n_group) < c->top_k)
-            return tq_fail(e, TQ_EDATA, "%s: topk_group %llu groups hold fewer than num_experts_per_tok %llu experts",
-                           s->path, (unsigned long long)c->topk_group, (unsigned long long)c->top_k);
         char method[32] = "noaux_tc", scoring[32] = "sigmoid";
         if (get_str(s->src, "topk_method", method, sizeof method, s->path, e) ||
             get_str(s->src, "scoring_func", scoring, sizeof scoring, s->path, e))
@@ -319,13 +291,6 @@ static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
         get_u64(s, "linear_value_head_dim", &c->lv_dim, 1, 65536, e) ||
         get_u64(s, "linear_conv_kernel_dim", &c->conv_k, 1, 64, e))
         return -1;
-    if (c->lk_heads == 0 || c->lv_heads == 0 || c->lv_heads % c->lk_heads)
-        return tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: linear_num_value_heads %llu is not a positive multiple of "
-                       "linear_num_key_heads %llu", s->path, (unsigned long long)c->lv_heads, (unsigned long long)c->lk_heads);
-    if (c->lk_dim == 0 || c->lv_dim == 0)
-        return bad_dims(s->path, "linear_key_head_dim and linear_value_head_dim must be positive", e);
-    if (c->conv_k == 0)
-        return tq_fail(e, TQ_EDATA, "%s: \"linear_conv_kernel_dim\" must be at least 1", s->path);
     if (c->experts) {
         c->norm_topk = 1;
         if (get_u64(s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
@@ -341,12 +306,8 @@ static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
         num_of(cJSON_GetObjectItemCaseSensitive(rp, "partial_rotary_factor"), "rope_parameters.partial_rotary_factor",
                &prf, s->path, e))
         return -1;
-    if (prf > 1)
-        return tq_fail(e, TQ_EDATA, "%s: \"partial_rotary_factor\" must be in (0, 1]", s->path);
     c->rope.dim = (uint64_t)((double)c->head_dim * prf);
-    c->rope.dim -= c->rope.dim % 2;
-    if (c->rope.dim == 0)
-        return bad_dims(s->path, "head_dim x partial_rotary_factor leaves no rotary dims", e);
+    c->rope.dim -= c->rope.dim % 2; /* at least 2: tq_family_config_check */
     return 0;
 }
 
@@ -407,6 +368,8 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         goto out;
     }
     c->fam = fam;
+    if (tq_family_config_check(fam, j, dir, e) != 0) /* every value checked once, by key */
+        goto out;
     snprintf(c->arch_name, sizeof c->arch_name, "%s", *mt ? mt : fam->name);
     c->qk_norm = c->arch == RT_QWEN3 || c->arch == RT_QWEN3_MOE;
     c->rope_theta = 10000.0;
@@ -430,19 +393,9 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
                 "vocab_size must be positive", path);
         goto out;
     }
-    if (c->heads % c->kv_heads) {
-        tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: num_attention_heads %llu is not a multiple of "
-                "num_key_value_heads %llu", path, (unsigned long long)c->heads, (unsigned long long)c->kv_heads);
-        goto out;
-    }
     c->head_dim = c->hidden / c->heads;
     if (get_u64(&s, "head_dim", &c->head_dim, 0, 65536, e))
         goto out;
-    if (c->arch != RT_DEEPSEEK && (c->head_dim == 0 || c->head_dim % 2)) {
-        tq_fail(e, TQ_EDATA, "%s: inconsistent head sizes: head_dim %llu must be even and non-zero", path,
-                (unsigned long long)c->head_dim);
-        goto out;
-    }
     if (get_f64(&s, "rope_theta", &c->rope_theta, e) || get_f64(&s, "rms_norm_eps", &c->eps, e) ||
         get_bool(&s, "tie_word_embeddings", &c->tied, e))
         goto out;
@@ -462,10 +415,9 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     c->rope.dim = c->head_dim;
     if (layer_kinds(c, fam, j, dir, path, e))
         goto out;
-    int any_moe = 0, any_sliding = 0;
+    int any_moe = 0;
     for (uint64_t l = 0; l < c->layers; l++) {
         any_moe |= c->moe[l];
-        any_sliding |= c->mixer[l] == RT_MIX_SLIDING;
     }
     if (any_moe && moe_common(c, fam, &s, e))
         goto out;
@@ -508,10 +460,6 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         goto out;
     if (!strcmp(mt, "mistral") && c->window)
         memset(c->mixer, RT_MIX_SLIDING, c->layers);
-    if (any_sliding && c->window == 0) {
-        tq_fail(e, TQ_EDATA, "%s: sliding_attention layers need a positive \"sliding_window\"", path);
-        goto out;
-    }
     for (uint64_t l = 0; l < c->layers; l++)
         if (!c->moe[l] && c->inter == 0) {
             tq_fail(e, TQ_EDATA, "%s: missing \"intermediate_size\" (layer %llu has a dense MLP)", path,

@@ -359,6 +359,10 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
         return -1;
     }
     p->fam = tq_family_detect(m->config);
+    if (m->config && tq_family_config_check(p->fam, m->config, m->path, e) != 0) {
+        free(en);
+        return -1;
+    }
     p->names = p->fam && p->fam->store != TQ_EXP_NONE ? p->fam : tq_family_get(TQ_FAM_QWEN3_MOE);
     uint64_t n_hidden = 0;
     if (p->fam && tq_family_cfg_u64(m->config, "num_hidden_layers", &n_hidden, e) < 0) {

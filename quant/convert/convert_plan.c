@@ -396,6 +396,8 @@ int cv_plan_build(cv_plan *p, const tq_model *m, const tq_convert_opts *o, tq_er
     p->m = m;
     p->o = o;
     p->family = o->keep_names ? NULL : tq_family_detect(m->config);
+    if (m->config && tq_family_config_check(tq_family_detect(m->config), m->config, m->path, e) != 0)
+        return -1;
     if (o->mode == TQ_CONVERT_DEQUANTIZE)
         return cv_plan_dequant(p, e);
     if (o->mode == TQ_CONVERT_QUANTIZE && already_quantized(m, e))
