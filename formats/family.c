@@ -187,13 +187,19 @@ const tq_family *tq_family_detect(const cJSON *config)
     return f;
 }
 
-int tq_family_cfg_u64(const cJSON *config, const char *key, uint64_t *out, tq_err *e)
+const cJSON *tq_family_cfg_item(const cJSON *config, const char *key)
 {
     const cJSON *tc = tq_family_text_config(config);
     const cJSON *v = tc ? cJSON_GetObjectItemCaseSensitive(tc, key) : NULL;
     if ((!v || cJSON_IsNull(v)) && tc != config)
         v = cJSON_GetObjectItemCaseSensitive(config, key);
-    if (!v || cJSON_IsNull(v))
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+int tq_family_cfg_u64(const cJSON *config, const char *key, uint64_t *out, tq_err *e)
+{
+    const cJSON *v = tq_family_cfg_item(config, key);
+    if (!v)
         return 1;
     if (tq_json_u64(v, out) != 0)
         return tq_fail(e, TQ_EDATA, "config.json: \"%s\" must be a non-negative integer", key);

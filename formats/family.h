@@ -99,6 +99,9 @@ const tq_family *tq_family_by_name(const char *name);
 const tq_family *tq_family_detect(const struct cJSON *config);
 /* The object holding the language model's keys: text_config when present, else config. */
 const struct cJSON *tq_family_text_config(const struct cJSON *config);
+/* KEY's value, looked up in text_config first, then at the top level; NULL when absent or
+ * null. */
+const struct cJSON *tq_family_cfg_item(const struct cJSON *config, const char *key);
 /* An unsigned config key, looked up in text_config first, then at the top level.
  * 0 found, 1 absent (or null), -1 present but not a non-negative integer (e names the key). */
 int tq_family_cfg_u64(const struct cJSON *config, const char *key, uint64_t *out, tq_err *e);

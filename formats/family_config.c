@@ -16,18 +16,14 @@
 #define HEAD_DIM_MAX 65536ull
 
 typedef struct ck {
-    const cJSON *src, *top; /* text_config (or the config), the config */
+    const cJSON *top; /* the config */
     const char *path;
     tq_err *e;
 } ck;
 
-/* KEY in text_config first, then at the top level; null counts as absent. */
 static const cJSON *look(const ck *c, const char *key)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->src, key);
-    if ((!v || cJSON_IsNull(v)) && c->src != c->top)
-        v = cJSON_GetObjectItemCaseSensitive(c->top, key);
-    return v && !cJSON_IsNull(v) ? v : NULL;
+    return tq_family_cfg_item(c->top, key);
 }
 
 static const cJSON *in(const cJSON *obj, const char *key)
@@ -166,7 +162,7 @@ static int check(const tq_family *f, const cJSON *config, tq_err *e)
 {
     if (!cJSON_IsObject(config))
         return tq_fail(e, TQ_EDATA, "config.json: not a JSON object");
-    ck c = {tq_family_text_config(config), config, "config.json", e};
+    ck c = {config, "config.json", e};
     ck *C = &c;
     int mla = f && f->id == TQ_FAM_DEEPSEEK_V3;
     uint64_t hidden = 0, layers = 0, heads = 0, kv = 0, hd = 0, u = 0;

@@ -19,10 +19,7 @@ typedef struct cfgsrc {
 
 static const cJSON *item(const cfgsrc *s, const char *key)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s->src, key);
-    if ((!v || cJSON_IsNull(v)) && s->top != s->src)
-        v = cJSON_GetObjectItemCaseSensitive(s->top, key);
-    return v && !cJSON_IsNull(v) ? v : NULL;
+    return tq_family_cfg_item(s->top, key);
 }
 
 static int u64_of(const cJSON *v, const char *key, uint64_t *out, uint64_t max, const char *path, tq_err *e)
