@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Quantization quality on the trained test models (testdata/models: qwen3-tiny, qwen3-moe-tiny;
 # trained weights, not synthetic): for bf16 and for tq-convert at 2, 3 and 4 bits (group 64,
-# --scale rms and lsq) and MLX affine 4 and 8 bits, the held-out perplexity (tq-run --eval,
+# --scale rms and lsq) and MLX affine 4 and 8 bits, measured by tq-verify quality against the
+# bf16 model: the held-out perplexity (the runtime's sliding-window evaluation, tq-run --eval's;
 # window 128 = the training context, stride 64), mean KL(bf16 || quantized) and top-1 agreement
-# with bf16 over every scored token (tq-run --compare-logits), the bits per quantized weight
-# and tq-convert's relative MSE of the quantized tensors. Prints one markdown table per model.
+# with bf16 over every scored token, and the relative MSE of the tensors that differ from
+# bf16; the bits per quantized weight from tq-convert. Prints one markdown table per model.
 # With TQ_GGML_SRC=a ggml checkout, also llama.cpp's K-quants Q2_K, Q3_K and Q4_K on the same
 # tensors (ggml's reference quantizers, what llama-quantize runs without an importance matrix;
 # bench/kquant/kquant.py, needs Debian python3-numpy), dequantized to f32 and decoded by the same
@@ -15,8 +16,8 @@
 # name (a regex).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-bench_needs quality tq-convert tq-run
-W=128 S=64 V=2048
+bench_needs quality tq-convert tq-run tq-verify
+W=128 S=64
 jget1() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 D=$TQ_BENCH_DIR/quality
 rm -rf "$D" && mkdir -p "$D"
@@ -39,22 +40,26 @@ if [ -n "${TQ_GGML_SRC:-}" ]; then
     -o "$LIBQ" "$TQ_GGML_SRC/src/ggml-quants.c" "$ROOT/bench/kquant/ggml_stubs.c" -lm
   echo "quality: ggml K-quants from $TQ_GGML_SRC ($(git -C "$TQ_GGML_SRC" rev-parse --short HEAD 2>/dev/null || echo 'not a git checkout'))"
 fi
-# row NAME BITS/WEIGHT REL_MSE MODEL_DIR: the eval, KL and top-1 of one quantized model
+# row NAME BITS/WEIGHT MODEL_DIR: tq-verify quality of one model against the bf16 one: its
+# perplexity, KL and top-1 agreement over the same tokens, and the relative MSE of every
+# tensor that differs from bf16 (dequantized and compared by tq-verify)
 row() {
-  local name=$1 bpw=$2 mse=$3 Q=$4
-  "$BIN/tq-run" "$Q" --eval "$EVAL" --window $W --stride $S --logits "$Q.f32" --json > "$Q.eval.json"
-  "$BIN/tq-run" --compare-logits "$D/$m-ref.f32" "$Q.f32" --vocab $V --json > "$Q.cmp.json"
-  local ppl
-  ppl=$(jget "$Q.eval.json" perplexity)
-  printf '| %s | %.3f | %s | %.3f | %+.2f%% | %.5f | %.4f |\n' "$name" "$bpw" \
-    "$( [ -n "$mse" ] && printf %.5f "$mse" || echo n/a)" "$ppl" "$(echo "$ppl $ref" | awk '{print 100 * ($1 / $2 - 1)}')" \
-    "$(jget "$Q.cmp.json" mean_kl)" "$(jget "$Q.cmp.json" top1_rate)"
-  rm -f "$Q.f32"
+  local name=$1 bpw=$2 Q=$3
+  "$BIN/tq-verify" quality --json --eval "$EVAL" --window $W --stride $S "$M" "$Q" > "$Q.quality.json"
+  python3 - "$Q.quality.json" "$name" "$bpw" "$ref" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); e = r["eval"]; ref = float(sys.argv[4])
+if e["ref"]["perplexity"] != ref:
+    sys.exit("quality: tq-verify's bf16 perplexity %r is not tq-run's %r" % (e["ref"]["perplexity"], ref))
+ppl = e["test"]["perplexity"]
+print("| %s | %.3f | %.5f | %.3f | %+.2f%% | %.5f | %.4f |" % (sys.argv[2], float(sys.argv[3]), r["rel_mse"], ppl,
+      100 * (ppl / ref - 1), e["mean_kl"], e["top1_agreement"]))
+PY
 }
 echo "quality: tq at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo " (with uncommitted changes)"), eval text $(wc -c < "$EVAL") bytes, window $W, stride $S; load $(cut -d' ' -f1 /proc/loadavg)"
 for m in ${TQ_QUALITY_MODELS:-qwen3-tiny qwen3-moe-tiny}; do
   M=$ROOT/testdata/models/$m
-  "$BIN/tq-run" "$M" --eval "$EVAL" --window $W --stride $S --logits "$D/$m-ref.f32" --json > "$D/$m-ref.json"
+  "$BIN/tq-run" "$M" --eval "$EVAL" --window $W --stride $S --json > "$D/$m-ref.json"
   ref=$(jget "$D/$m-ref.json" perplexity)
   echo
   echo "### $m: $(jget "$D/$m-ref.json" scored) tokens scored, bf16 perplexity $(printf %.3f "$ref") (top-1 $(printf %.4f "$(jget "$D/$m-ref.json" top1_rate)"))"
@@ -67,7 +72,7 @@ for m in ${TQ_QUALITY_MODELS:-qwen3-tiny qwen3-moe-tiny}; do
     Q=$D/$m-$name
     # shellcheck disable=SC2086
     "$BIN/tq-convert" $args --json --quiet "$M" "$Q" > "$Q.convert.json"
-    row "$name" "$(jget "$Q.convert.json" bits_per_weight_quantized)" "$(jget "$Q.convert.json" rel_mse)" "$Q"
+    row "$name" "$(jget "$Q.convert.json" bits_per_weight_quantized)" "$Q"
   done
   if [ -n "$LIBQ" ] && [ "$m" = qwen3-tiny ]; then
     # the tensors tq-convert quantizes, by their source names
@@ -79,8 +84,7 @@ print(' '.join(t['source'] for t in json.load(sys.stdin)['tensors'] if t.get('qu
       Q=$D/$m-kquant-$t
       # shellcheck disable=SC2086
       /usr/bin/python3 "$ROOT/bench/kquant/kquant.py" "$LIBQ" $t "$M" "$Q" $names > "$Q.json"
-      row "llama.cpp ${t^^} (pure)" "$(jget1 "$Q.json" bits_per_weight)" "$(jget1 "$Q.json" rel_mse)" "$Q"
+      row "llama.cpp ${t^^} (pure)" "$(jget1 "$Q.json" bits_per_weight)" "$Q"
     done
   fi
-  rm -f "$D/$m-ref.f32"
 done
