@@ -27,8 +27,13 @@ static void *stop_thread(void *arg)
     atomic_store(&interrupted, 1);
     size_t n = tq_partials_remove_all();
     const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
-    fprintf(stderr, "%s: interrupted by %s; %s\n", tq_prog, name,
-            n ? "the partial output was removed" : "nothing was left behind");
+    const char *kept = tq_partials_kept(); /* --resume: the finished pieces stay */
+    if (kept)
+        fprintf(stderr, "%s: interrupted by %s; finished pieces are kept in %s (rerun with --resume to continue)\n",
+                tq_prog, name, kept);
+    else
+        fprintf(stderr, "%s: interrupted by %s; %s\n", tq_prog, name,
+                n ? "the partial output was removed" : "nothing was left behind");
     fflush(stderr);
     _exit(128 + sig);
 }
@@ -79,6 +84,25 @@ int tq_cli_usage_error(const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "\nTry '%s%s%s --help' for more information.\n", tq_prog, cmd ? " " : "", cmd ? cmd : "");
     return 2;
+}
+
+void tq_cli_resume_note(const char *out, int resume)
+{
+    char *p = resume ? NULL : tq_sibling_path(out, TQ_RESUME_SUFFIX, NULL);
+    if (p && tq_exists(p))
+        fprintf(stderr,
+                "%s: note: %s holds an interrupted --resume run; it is left alone (add --resume to continue it, "
+                "or remove it)\n",
+                tq_prog, p);
+    free(p);
+}
+
+void tq_cli_resume_kept(const char *out, int resume)
+{
+    char *p = resume ? tq_sibling_path(out, TQ_RESUME_SUFFIX, NULL) : NULL;
+    if (p && tq_exists(p))
+        fprintf(stderr, "%s: finished pieces are kept in %s (rerun with --resume to continue)\n", tq_prog, p);
+    free(p);
 }
 
 void tq_cli_version(void)

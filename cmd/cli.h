@@ -17,6 +17,11 @@ int tq_cli_fail(const tq_err *e);
  * to stderr (COMMAND: the subcommand whose table was parsed last, if any); returns 2. */
 int tq_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tq_cli_version(void); /* "PROG (tq) VERSION" on stdout */
+/* --resume (tq-convert, tq-split): before a run without it, a note on stderr when
+ * OUT.partial-resume is there (an interrupted --resume run, left alone); after a failed run
+ * with it, where the finished pieces are kept. */
+void tq_cli_resume_note(const char *out, int resume);
+void tq_cli_resume_kept(const char *out, int resume);
 /* Print j on stdout with sorted keys and delete it (NULL j = out of memory). Returns 0 or
  * the exit status of the failure. */
 struct cJSON;

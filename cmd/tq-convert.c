@@ -153,6 +153,9 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("dry-run", 0, &dry,
                     "write nothing: check everything a run checks, then list the tensors (bits, bytes) and "
                     "every file the run would write with its exact size"),
+        TQ_OPT_FLAG("resume", 0, &o.resume,
+                    "build in OUTPUT_DIR.partial-resume with a journal, kept when interrupted; rerun the same "
+                    "command with --resume to keep the finished shards (checked by SHA-256) and redo the rest"),
         TQ_OPT_FLAG("json", 0, &json, "print the report as JSON on stdout"),
         TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress and no summary"),
@@ -221,11 +224,16 @@ int main(int argc, char **argv)
         tq_convert_report_free(&r);
         goto out;
     }
+    tq_cli_resume_note(outdir, o.resume);
     if (tq_convert(in, outdir, &o, &r, &err)) {
         rc = tq_cli_fail(&err);
+        tq_cli_resume_kept(outdir, o.resume);
         goto out;
     }
     rc = 0;
+    if (o.resume && !quiet && (r.resume_kept || r.resume_dropped))
+        fprintf(stderr, "%s: resumed: %zu of %zu shards kept from the interrupted run%s\n", tq_prog, r.resume_kept,
+                r.n_shards, r.resume_dropped ? ", changed or missing ones redone" : "");
     for (size_t i = 0; i < r.n_warnings && !quiet; i++)
         fprintf(stderr, "%s: warning: %s\n", tq_prog, r.warnings[i]);
     if (json) {

@@ -151,6 +151,9 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("no-verify", 0, &jo.no_verify,
                     "with --join: skip checking every file and expert block against split.json's SHA-256 "
                     "(checked by default: a split changed after it was made is refused)"),
+        TQ_OPT_FLAG("resume", 0, &so.resume,
+                    "build in OUTPUT_DIR.partial-resume with a journal, kept when interrupted; rerun the same "
+                    "command with --resume to keep the finished layer files (checked by SHA-256) and redo the rest"),
         TQ_OPT_FLAG("plan", 0, &plan, "print what the split needs, write nothing"),
         TQ_OPT_FLAG("dry-run", 0, &dry,
                     "write nothing: check everything a split checks, then list every file it would write "
@@ -189,6 +192,8 @@ int main(int argc, char **argv)
         return tq_cli_usage_error("--join and --plan do not go together");
     if (dry && (join || plan))
         return tq_cli_usage_error("--dry-run goes with a split, not with %s", join ? "--join" : "--plan");
+    if (so.resume && plan)
+        return tq_cli_usage_error("--resume goes with a split, not --plan");
     if (!join && nargs >= 1 && !(args[0] = tq_hf_resolve(args[0], &err))) /* a HF cache entry, offline */
         return tq_cli_fail(&err);
     if (plan) {
@@ -208,6 +213,8 @@ int main(int argc, char **argv)
         return tq_cli_usage_error("--ram goes with --plan or --dry-run");
     if (jo.no_verify && !join)
         return tq_cli_usage_error("--no-verify goes with --join");
+    if (so.resume && join)
+        return tq_cli_usage_error("--resume goes with a split, not --join");
     if (nargs != 2)
         return tq_cli_usage_error("expected %s OUTPUT_DIR", join ? "SPLIT_DIR" : "MODEL");
     if (join) {
@@ -246,9 +253,16 @@ int main(int argc, char **argv)
         return rc;
     }
     double t0 = tq_now();
-    if (tq_split(args[0], args[1], &so, &r, &err) != 0)
-        return tq_cli_fail(&err);
+    tq_cli_resume_note(args[1], so.resume);
+    if (tq_split(args[0], args[1], &so, &r, &err) != 0) {
+        int st = tq_cli_fail(&err);
+        tq_cli_resume_kept(args[1], so.resume);
+        return st;
+    }
     double dt = tq_now() - t0;
+    if (so.resume && !so.quiet && (r.resume_kept || r.resume_dropped))
+        fprintf(stderr, "%s: resumed: %zu of %llu layer files kept from the interrupted run%s\n", tq_prog, r.resume_kept,
+                (unsigned long long)r.n_layers, r.resume_dropped ? ", changed or missing ones redone" : "");
     if (json) {
         cJSON *j = cJSON_CreateObject();
         if (j) {

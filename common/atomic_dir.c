@@ -34,6 +34,30 @@ int tq_adir_check(const char *final_path, int flags, tq_err *e)
     return 0;
 }
 
+/* FINAL.partial-resume: reused when it is a directory (not a link to one), else made. */
+static int open_resume(tq_adir *d, tq_err *e)
+{
+    struct stat st;
+    int err = 0;
+    if (!(d->tmp_path = tq_sibling_path(d->final_path, TQ_RESUME_SUFFIX, e)))
+        err = -1;
+    else if (lstat(d->tmp_path, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            err = tq_fail(e, TQ_EEXIST, "%s: exists and is %s, not the directory of an interrupted --resume run",
+                          d->tmp_path, tq_file_kind((unsigned)st.st_mode));
+    } else if (errno != ENOENT || mkdir(d->tmp_path, 0777) != 0) {
+        err = tq_fail(e, TQ_EIO, "%s: cannot create the output directory: %s", d->tmp_path, strerror(errno));
+    }
+    if (err) {
+        free(d->final_path);
+        free(d->tmp_path);
+        memset(d, 0, sizeof *d);
+        return -1;
+    }
+    tq_partials_keep(d->tmp_path);
+    return 0;
+}
+
 int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e)
 {
     memset(d, 0, sizeof *d);
@@ -49,6 +73,8 @@ int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e)
     }
     if (!(d->final_path = tq_sibling_path(final_path, "", e)))
         return -1;
+    if (flags & TQ_ADIR_RESUME)
+        return open_resume(d, e);
     if (!(d->tmp_path = tq_sibling_path(final_path, ".partial-XXXXXX", e)) || !mkdtemp(d->tmp_path)) {
         int err = errno;
         free(d->final_path);
@@ -65,7 +91,9 @@ int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e)
 
 static void adir_clear(tq_adir *d)
 {
-    if (d->tmp_path)
+    if (d->tmp_path && (d->flags & TQ_ADIR_RESUME))
+        tq_partials_keep(NULL);
+    else if (d->tmp_path)
         tq_partials_forget(d->tmp_path);
     free(d->tmp_path);
     free(d->final_path);
@@ -112,7 +140,7 @@ char *tq_adir_keep(tq_adir *d)
 
 void tq_adir_abort(tq_adir *d)
 {
-    if (d->tmp_path)
+    if (d->tmp_path && !(d->flags & TQ_ADIR_RESUME)) /* a resumable one stays for the rerun */
         tq_rm_tree(d->tmp_path);
     adir_clear(d);
 }

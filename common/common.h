@@ -169,6 +169,10 @@ typedef struct tq_adir {
     uint64_t final_dev, final_ino; /* ... this one */
 } tq_adir;
 #define TQ_ADIR_REPLACE 1
+/* TQ_ADIR_RESUME (--resume): the partial directory is FINAL.partial-resume, made if absent and
+ * reused if there (a directory, not a link); abort and a signal keep it (tq_partials_keep). */
+#define TQ_ADIR_RESUME 2
+#define TQ_RESUME_SUFFIX ".partial-resume"
 int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e);
 /* The refusals of tq_adir_open alone (dry runs): 0 when open would go ahead. */
 int tq_adir_check(const char *final_path, int flags, tq_err *e);
@@ -183,6 +187,10 @@ char *tq_adir_keep(tq_adir *d);
 void tq_partials_add(const char *path);
 void tq_partials_forget(const char *path);
 size_t tq_partials_remove_all(void);
+/* A partial kept on purpose for a later --resume (one per process; NULL forgets it): what an
+ * interrupted front-end names instead of removing it. */
+void tq_partials_keep(const char *path);
+const char *tq_partials_kept(void);
 void tq_rm_tree(const char *path); /* rm -rf, not following symlinks */
 /* A new private scratch directory $TMPDIR/PREFIX-XXXXXX (/tmp without TMPDIR); the caller
  * removes it (tq_rm_tree) and frees the path. */
@@ -228,6 +236,32 @@ void tq_sources_free(tq_sources *s);
 int tq_sources_check_afile(const tq_sources *s, tq_afile *f, tq_err *e);
 int tq_sources_check_adir(const tq_sources *s, tq_adir *d, tq_err *e);
 
+/* Resumable outputs (resume.c; man tq-formats(5), RESUME JOURNAL). The journal DIR/.tq-resume
+ * holds the command's identity and one line per finished piece (a file under DIR: name, size,
+ * SHA-256, and a line of the caller's own, extra). tq_resume_open locks DIR against a second
+ * run, reads the journal (refusing another command's: TQ_EUSAGE when an option differs, else
+ * TQ_EDATA, naming it), keeps every recorded piece whose bytes still match (checked on threads,
+ * "verify" progress), removes every other file under DIR (directories stay) and writes the
+ * journal anew. A piece is recorded once it is complete, fsynced and renamed: tq_resume_done
+ * hashes DIR/name, _done_sha takes a hash the caller computed; either appends one line and
+ * fsyncs it (thread-safe). tq_resume_finish removes the journal before DIR is published. */
+typedef struct tq_resume tq_resume;
+struct cJSON;
+/* The identity: one line of canonical JSON with the tool, tq's version, options (taken) and
+ * every input file's name under the input, size, mtime and head hash. Caller frees. */
+char *tq_resume_identity(const char *tool, const tq_sources *src, struct cJSON *options, tq_err *e);
+int tq_resume_open(tq_resume **r, const char *dir, const char *identity, int threads, int quiet, tq_err *e);
+/* The extra of a kept piece ("" when none), its size and hash (either may be NULL), or NULL:
+ * not kept (redo it). r may be NULL. */
+const char *tq_resume_have(const tq_resume *r, const char *name, uint64_t *size, unsigned char sha[32]);
+/* Pieces kept, and recorded but dropped (missing, changed). */
+void tq_resume_counts(const tq_resume *r, size_t *kept, size_t *dropped);
+int tq_resume_done(tq_resume *r, const char *name, const char *extra, tq_err *e);
+int tq_resume_done_sha(tq_resume *r, const char *name, uint64_t size, const unsigned char sha[32], const char *extra,
+                       tq_err *e);
+int tq_resume_finish(tq_resume *r, tq_err *e);
+void tq_resume_close(tq_resume *r);
+
 /* Test hook: with TQ_CRASH_AT_STEP=N in the environment the process SIGKILLs itself at the
  * N-th call (the step points between the system calls of publishing and of removing). */
 void tq_test_step(void);
@@ -239,6 +273,9 @@ void tq_sha256_update(tq_sha256 *h, const void *data, size_t len);
 void tq_sha256_final(tq_sha256 *h, unsigned char out[32]); /* also frees h */
 void tq_sha256_buf(const void *data, size_t len, unsigned char out[32]);
 void tq_hex(const unsigned char *d, size_t n, char *out); /* out has 2n+1 bytes */
+/* 64 hex digits (either case) at s into 32 bytes; -1 at the first that is not one (a
+ * shorter string fails at its NUL). */
+int tq_unhex32(const char *s, unsigned char out[32]);
 int tq_sha256_file(const char *path, unsigned char out[32], uint64_t *size, tq_err *e);
 /* Hash [off, off+len) of an open file. */
 int tq_sha256_range(int fd, uint64_t off, uint64_t len, const char *path, unsigned char out[32], tq_err *e);

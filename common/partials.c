@@ -14,6 +14,7 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char **paths;
 static size_t n_paths, cap_paths;
+static char *kept;
 
 void tq_partials_add(const char *path)
 {
@@ -65,4 +66,18 @@ size_t tq_partials_remove_all(void)
         }
     }
     return removed;
+}
+
+void tq_partials_keep(const char *path)
+{
+    char *copy = path ? strdup(path) : NULL;
+    pthread_mutex_lock(&mu);
+    free(kept);
+    kept = copy;
+    pthread_mutex_unlock(&mu);
+}
+
+const char *tq_partials_kept(void)
+{
+    return kept; /* read by the stop thread after tq_partials_remove_all, under the held lock */
 }

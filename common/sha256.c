@@ -55,6 +55,28 @@ void tq_hex(const unsigned char *d, size_t n, char *out)
     out[2 * n] = 0;
 }
 
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int tq_unhex32(const char *s, unsigned char out[32])
+{
+    for (int i = 0; i < 32; i++) {
+        int hi = hexval((unsigned char)s[2 * i]), lo = hi < 0 ? -1 : hexval((unsigned char)s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        out[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return 0;
+}
+
 #define HASH_CHUNK (4u << 20)
 
 int tq_sha256_range(int fd, uint64_t off, uint64_t len, const char *path, unsigned char out[32], tq_err *e)

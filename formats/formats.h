@@ -238,7 +238,20 @@ int tq_model_writer_open(tq_model_writer **w, const char *dir, const tq_st_decl 
 int tq_model_writer_plan(const char *dir, const tq_st_decl *decls, size_t n, uint64_t shard_size,
                          const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
                          tq_out_plan *files, tq_err *e);
+/* The same, for --resume: a shard for which keep(keep_ctx, its file name) says 1 is complete
+ * in dir from an earlier run; it is never opened, and writes to it are dropped. */
+int tq_model_writer_open_keep(tq_model_writer **w, const char *dir, const tq_st_decl *decls, size_t n,
+                              uint64_t shard_size, const char *const *meta_keys, const char *const *meta_vals,
+                              size_t n_meta, int (*keep)(void *ctx, const char *shard), void *keep_ctx, tq_err *e);
 long tq_model_writer_index(const tq_model_writer *w, const char *name);
+/* Shards: their count, file names, the shard of tensor `index`, whether it was kept. */
+size_t tq_model_writer_shards(const tq_model_writer *w);
+const char *tq_model_writer_shard_name(const tq_model_writer *w, size_t s);
+size_t tq_model_writer_shard_of(const tq_model_writer *w, size_t index);
+int tq_model_writer_shard_kept(const tq_model_writer *w, size_t s);
+/* Shard s complete: fsync it and rename it to its name in dir now (a write to it afterwards
+ * is an error); tq_model_writer_finish then leaves it as it is. */
+int tq_model_writer_finish_shard(tq_model_writer *w, size_t s, tq_err *e);
 int tq_model_writer_write(tq_model_writer *w, size_t index, uint64_t off, const void *data, size_t len, tq_err *e);
 int tq_model_writer_finish(tq_model_writer *w, tq_err *e);
 void tq_model_writer_abort(tq_model_writer *w);

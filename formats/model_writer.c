@@ -19,6 +19,7 @@ struct tq_model_writer {
     size_t n_shards;
     char **shard_names;
     tq_st_writer **sw;
+    unsigned char *kept;   /* [n_shards]: complete from an earlier run (--resume) */
 };
 
 static int cmp_decl(const void *a, const void *b)
@@ -35,6 +36,7 @@ static void mw_free(tq_model_writer *w)
     free(w->shard_of);
     free(w->local);
     free(w->sw);
+    free(w->kept);
     free(w->dir);
     free(w);
 }
@@ -51,9 +53,11 @@ static uint64_t decl_bytes(const tq_st_decl *d, int *overflow)
 static cJSON *index_json(const tq_model_writer *w);
 
 /* dry: the files (shards, index) go into *dry with their sizes; nothing is created. */
+/* keep (--resume): shards it names are complete in dir already: never opened. */
 static int mw_open(tq_model_writer **out, const char *dir, const tq_st_decl *decls, size_t n,
                    uint64_t shard_size, const char *const *meta_keys, const char *const *meta_vals,
-                   size_t n_meta, tq_out_plan *dry, tq_err *e)
+                   size_t n_meta, tq_out_plan *dry, int (*keep)(void *ctx, const char *shard), void *keep_ctx,
+                   tq_err *e)
 {
     *out = NULL;
     tq_model_writer *w = tq_calloc(1, sizeof *w, e);
@@ -100,7 +104,8 @@ static int mw_open(tq_model_writer **out, const char *dir, const tq_st_decl *dec
         w->n = i + 1;
     }
     size_t ns = shard + 1;
-    if (!(w->sw = tq_calloc(ns, sizeof *w->sw, e)) || !(w->shard_names = tq_calloc(ns, sizeof *w->shard_names, e)))
+    if (!(w->sw = tq_calloc(ns, sizeof *w->sw, e)) || !(w->shard_names = tq_calloc(ns, sizeof *w->shard_names, e)) ||
+        !(w->kept = tq_calloc(ns, 1, e)))
         goto fail;
     if (!dry && tq_mkdir_p(dir, e) != 0)
         goto fail;
@@ -119,6 +124,11 @@ static int mw_open(tq_model_writer **out, const char *dir, const tq_st_decl *dec
         if (!(w->shard_names[s] = tq_strdup(name, e)))
             goto fail;
         w->n_shards = s + 1;
+        if (keep && keep(keep_ctx, name)) { /* already there, complete: never opened */
+            w->kept[s] = 1;
+            first += cnt;
+            continue;
+        }
         char *p = tq_path_join(dir, name, e);
         uint64_t size;
         int rc = !p ? -1
@@ -152,7 +162,14 @@ int tq_model_writer_open(tq_model_writer **out, const char *dir, const tq_st_dec
                          uint64_t shard_size, const char *const *meta_keys,
                          const char *const *meta_vals, size_t n_meta, tq_err *e)
 {
-    return mw_open(out, dir, decls, n, shard_size, meta_keys, meta_vals, n_meta, NULL, e);
+    return mw_open(out, dir, decls, n, shard_size, meta_keys, meta_vals, n_meta, NULL, NULL, NULL, e);
+}
+
+int tq_model_writer_open_keep(tq_model_writer **out, const char *dir, const tq_st_decl *decls, size_t n,
+                              uint64_t shard_size, const char *const *meta_keys, const char *const *meta_vals,
+                              size_t n_meta, int (*keep)(void *ctx, const char *shard), void *keep_ctx, tq_err *e)
+{
+    return mw_open(out, dir, decls, n, shard_size, meta_keys, meta_vals, n_meta, NULL, keep, keep_ctx, e);
 }
 
 int tq_model_writer_plan(const char *dir, const tq_st_decl *decls, size_t n, uint64_t shard_size,
@@ -160,7 +177,7 @@ int tq_model_writer_plan(const char *dir, const tq_st_decl *decls, size_t n, uin
                          tq_out_plan *files, tq_err *e)
 {
     tq_model_writer *w = NULL;
-    return mw_open(&w, dir, decls, n, shard_size, meta_keys, meta_vals, n_meta, files, e);
+    return mw_open(&w, dir, decls, n, shard_size, meta_keys, meta_vals, n_meta, files, NULL, NULL, e);
 }
 
 long tq_model_writer_index(const tq_model_writer *w, const char *name)
@@ -183,12 +200,49 @@ int tq_model_writer_write(tq_model_writer *w, size_t index, uint64_t off, const 
 {
     if (index >= w->n)
         return tq_fail(e, TQ_EUSAGE, "%s: no tensor with index %zu", w->dir, index);
-    return tq_st_writer_write(w->sw[w->shard_of[index]], w->local[index], off, data, len, e);
+    size_t s = w->shard_of[index];
+    if (w->kept[s]) /* the same bytes are there already */
+        return 0;
+    if (!w->sw[s])
+        return tq_fail(e, TQ_EUSAGE, "%s: internal: tensor '%s' written after its shard %s was finished", w->dir,
+                       w->names[index], w->shard_names[s]);
+    return tq_st_writer_write(w->sw[s], w->local[index], off, data, len, e);
+}
+
+size_t tq_model_writer_shards(const tq_model_writer *w)
+{
+    return w->n_shards;
+}
+
+const char *tq_model_writer_shard_name(const tq_model_writer *w, size_t s)
+{
+    return s < w->n_shards ? w->shard_names[s] : NULL;
+}
+
+size_t tq_model_writer_shard_of(const tq_model_writer *w, size_t index)
+{
+    return index < w->n ? w->shard_of[index] : w->n_shards;
+}
+
+int tq_model_writer_shard_kept(const tq_model_writer *w, size_t s)
+{
+    return s < w->n_shards && w->kept[s];
+}
+
+int tq_model_writer_finish_shard(tq_model_writer *w, size_t s, tq_err *e)
+{
+    if (s >= w->n_shards || w->kept[s] || !w->sw[s])
+        return 0;
+    tq_st_writer *sw = w->sw[s];
+    w->sw[s] = NULL;
+    return tq_st_writer_finish(sw, e);
 }
 
 static void unlink_shards(tq_model_writer *w, size_t upto)
 {
     for (size_t s = 0; s < upto; s++) {
+        if (w->kept[s]) /* another run's, still good for the next --resume */
+            continue;
         char *p = tq_path_join(w->dir, w->shard_names[s], NULL);
         if (p)
             unlink(p);
@@ -266,7 +320,7 @@ static void remove_stale(tq_model_writer *w)
 int tq_model_writer_finish(tq_model_writer *w, tq_err *e)
 {
     for (size_t s = 0; s < w->n_shards; s++) {
-        if (tq_st_writer_complete(w->sw[s], e) != 0) {
+        if (w->sw[s] && tq_st_writer_complete(w->sw[s], e) != 0) {
             tq_model_writer_abort(w);
             return -1;
         }
@@ -274,7 +328,7 @@ int tq_model_writer_finish(tq_model_writer *w, tq_err *e)
     for (size_t s = 0; s < w->n_shards; s++) {
         tq_st_writer *sw = w->sw[s];
         w->sw[s] = NULL;
-        if (tq_st_writer_finish(sw, e) != 0) {
+        if (sw && tq_st_writer_finish(sw, e) != 0) {
             unlink_shards(w, s);
             tq_model_writer_abort(w);
             return -1;

@@ -76,7 +76,7 @@ static int load_golden(const char *path, golden *g, tq_err *e)
     } else if (int_array(cJSON_GetObjectItemCaseSensitive(j, "tokens"), MAX_TOKENS, &g->tokens, &nt) ||
                nt != want) {
         tq_fail(e, TQ_EDATA, "%s: \"tokens\" must be max_tokens token ids", path);
-    } else if (!cJSON_IsString(sha) || strlen(sha->valuestring) != 64 || tq_verify_parse_hex32(sha->valuestring, d)) {
+    } else if (!cJSON_IsString(sha) || strlen(sha->valuestring) != 64 || tq_unhex32(sha->valuestring, d)) {
         tq_fail(e, TQ_EDATA, "%s: \"logits_sha256\" must be 64 hex digits", path);
     } else if (!text_ok(cJSON_GetObjectItemCaseSensitive(j, "text")) ||
                !text_ok(cJSON_GetObjectItemCaseSensitive(j, "prompt_text"))) {

@@ -290,7 +290,7 @@ static int get_hex(const cJSON *v, unsigned char out[32])
 {
     if (!cJSON_IsString(v) || strlen(v->valuestring) != 64)
         return -1;
-    return tq_verify_parse_hex32(v->valuestring, out);
+    return tq_unhex32(v->valuestring, out);
 }
 
 static int parse_range(const cJSON *ro, int kind, tq_mf_range *r, uint64_t fsize, tq_err *e,

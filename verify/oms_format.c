@@ -258,7 +258,7 @@ static int need_string(const cJSON *o, const char *key, const char **out, const 
 /* Lowercase or uppercase hex of 32 bytes. */
 static int hex32(const char *s, unsigned char out[32])
 {
-    return strlen(s) == 64 && tq_verify_parse_hex32(s, out) == 0 ? 0 : -1;
+    return strlen(s) == 64 && tq_unhex32(s, out) == 0 ? 0 : -1;
 }
 
 /* A lexical pass over JSON text: *nul_escape = a string holds \u0000 (cJSON would cut it

@@ -24,28 +24,6 @@ int tq_verify_path_ok(const char *path)
     return 1;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-int tq_verify_parse_hex32(const char *s, unsigned char out[32])
-{
-    for (int i = 0; i < 32; i++) {
-        int hi = hexval((unsigned char)s[2 * i]), lo = hi < 0 ? -1 : hexval((unsigned char)s[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        out[i] = (unsigned char)(hi << 4 | lo);
-    }
-    return 0;
-}
-
 static int cmp_entry(const void *a, const void *b)
 {
     return strcmp(((const tq_sum_entry *)a)->path, ((const tq_sum_entry *)b)->path);
@@ -91,7 +69,7 @@ int tq_sums_parse(const char *text, size_t len, const char *what, tq_sum_entry *
             cap = nc;
         }
         tq_sum_entry *en = &v[cnt];
-        if (tq_verify_parse_hex32(line, en->sha256) != 0) {
+        if (tq_unhex32(line, en->sha256) != 0) {
             tq_sums_free(v, cnt);
             return tq_fail(e, TQ_EDATA, "%s: line %zu: bad hex digest", what, lineno);
         }

@@ -7,8 +7,6 @@
 /* tq_mf_file.size of an entry made from SHA256SUMS alone, which lists no sizes. */
 #define TQ_MF_SIZE_UNKNOWN UINT64_MAX
 
-int tq_verify_parse_hex32(const char *s, unsigned char out[32]);
-
 /* A hash over [off, off+len) of a byte stream. */
 typedef struct tq_vh_range {
     uint64_t off, len;

@@ -26,6 +26,8 @@ typedef struct tq_split_opts {
     int quiet;
     const char *source_label;       /* recorded as source.path; NULL = the model path */
     uint64_t test_header_pad;       /* test hook: bytes added to every header's size check */
+    int resume;                     /* build in OUT.partial-resume with a journal; keep the
+                                       layer files a run of the same command finished there */
 } tq_split_opts;
 
 typedef struct tq_split_result {
@@ -34,6 +36,7 @@ typedef struct tq_split_result {
     uint64_t n_layers, num_experts, experts_per_tok;
     uint64_t max_block_size;        /* largest expert_block_size (moe) */
     uint64_t ffn_bytes;             /* all layer-file bytes (moe and dense) */
+    size_t resume_kept, resume_dropped; /* --resume: layer files kept, journaled ones redone */
     uint64_t bytes_written;
 } tq_split_result;
 

@@ -111,6 +111,7 @@ typedef struct split_run {
     size_t n_files, cap_files;
     tq_progress prog;              /* advanced by the work queue of each part in turn */
     tq_st_writer *pinned_w;        /* written, finished last */
+    tq_resume *res;                /* --resume: the journal of OUT.partial-resume */
 } split_run;
 tq_flash_file *split_add_file(split_run *r, tq_err *e);
 int split_write_pinned(split_run *r, tq_err *e);

@@ -90,12 +90,74 @@ int split_write_header_page(out_file *of, const tq_flash_header *h, tq_err *e)
     return rc;
 }
 
+/* --resume: a layer file the journal kept (1; rec and the block hashes filled from it), or 0. */
+static int layer_kept(split_run *r, split_layer *L, tq_flash_file *rec, tq_err *e)
+{
+    unsigned char sha[32];
+    uint64_t size;
+    const char *extra = tq_resume_have(r->res, L->file, &size, sha);
+    if (!extra)
+        return 0;
+    uint64_t n = L->hdr.num_experts;
+    if (size != L->hdr.total_size || (L->block_sha && (strncmp(extra, "blocks ", 7) != 0 || strlen(extra) != 7 + 64 * n)))
+        return tq_fail(e, TQ_EDATA, "%s: the journal's record of %s does not match this split's layout", r->stage, L->file);
+    for (uint64_t x = 0; L->block_sha && x < n; x++)
+        if (tq_unhex32(extra + 7 + 64 * x, L->block_sha[x]) != 0)
+            return tq_fail(e, TQ_EDATA, "%s: the journal's block hashes of %s are not hex", r->stage, L->file);
+    if (!(rec->name = tq_strdup(L->file, e)))
+        return -1;
+    rec->size = size;
+    memcpy(rec->sha256, sha, 32);
+    return 1;
+}
+
+/* --resume: a layer file just written, fsynced with its directory, then journaled (with the
+ * expert block hashes split.json lists). */
+static int layer_journal(split_run *r, const split_layer *L, const tq_flash_file *rec, tq_err *e)
+{
+    if (!r->res)
+        return 0;
+    char *path = tq_path_join(r->stage, L->file, e), *slash = path ? strrchr(path, '/') : NULL;
+    int rc = path ? split_fsync_path(path, 0, e) : -1;
+    if (rc == 0) {
+        *slash = 0;
+        rc = split_fsync_path(path, 1, e);
+    }
+    free(path);
+    tq_test_step(); /* complete and fsynced, not yet journaled */
+    tq_sb b = {0};
+    if (L->block_sha) {
+        tq_sb_str(&b, "blocks ");
+        for (uint64_t x = 0; x < L->hdr.num_experts; x++) {
+            char hex[65];
+            tq_hex(L->block_sha[x], 32, hex);
+            tq_sb_put(&b, hex, 64);
+        }
+    }
+    char *extra = tq_sb_finish(&b, e);
+    if (rc == 0)
+        rc = extra ? tq_resume_done_sha(r->res, L->file, rec->size, rec->sha256, extra, e) : -1;
+    free(extra);
+    return rc;
+}
+
 int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e)
 {
     const tq_flash_header *h = &L->hdr;
     out_file of;
     if (!(L->block_sha = tq_calloc((size_t)h->num_experts, sizeof *L->block_sha, e)))
         return -1;
+    tq_flash_file kept = {0};
+    int k = layer_kept(r, L, &kept, e);
+    if (k != 0) {
+        tq_flash_file *rec = k > 0 ? split_add_file(r, e) : NULL;
+        if (rec)
+            *rec = kept;
+        else
+            free(kept.name);
+        tq_progress_add(&r->prog, h->num_experts * h->expert_block_size);
+        return rec ? 0 : -1;
+    }
     if (split_of_open(&of, r->stage, L->file, e) != 0)
         return -1;
     split_of_try_direct(&of);
@@ -117,7 +179,7 @@ int split_write_moe_layer(split_run *r, split_layer *L, tq_err *e)
         split_of_abort(&of);
         return -1;
     }
-    return split_of_commit(&of, rec, e);
+    return split_of_commit(&of, rec, e) == 0 ? layer_journal(r, L, rec, e) : -1;
 }
 
 /* ------------------------------------------------------------ dense layer files */
@@ -168,10 +230,19 @@ fail:
 static int dense_layer(tq_work *q, void *ctx, int worker, uint64_t i, tq_err *e)
 {
     dense_job *j = ctx;
+    split_layer *L = &j->r->plan.layers[i];
+    int k = layer_kept(j->r, L, &j->recs[i], e);
+    if (k != 0) {
+        for (size_t t = 0; k > 0 && t < L->hdr.n_tensors; t++)
+            tq_work_progress(q, L->hdr.tensors[t].nbytes);
+        return k > 0 ? 0 : -1;
+    }
     unsigned char *buf = tq_work_scratch(q, worker, SPLIT_CHUNK, e);
     if (!buf)
         return -1;
-    return write_dense_layer(q, j->r, &j->r->plan.layers[i], &j->recs[i], buf, e);
+    if (write_dense_layer(q, j->r, L, &j->recs[i], buf, e) != 0)
+        return -1;
+    return layer_journal(j->r, L, &j->recs[i], e);
 }
 
 int split_write_dense_layers(split_run *r, tq_err *e)

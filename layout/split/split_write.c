@@ -142,13 +142,36 @@ static int cmp_file(const void *a, const void *b)
     return strcmp(((const tq_flash_file *)a)->name, ((const tq_flash_file *)b)->name);
 }
 
+/* --resume: the options that change a byte of the split, by their command-line names. */
+static int open_resume(split_run *r, tq_err *e)
+{
+    const tq_split_opts *o = r->o;
+    cJSON *j = cJSON_CreateObject();
+    char align[32], topk[32];
+    snprintf(align, sizeof align, "%llu", (unsigned long long)r->plan.align);
+    snprintf(topk, sizeof topk, "%llu", (unsigned long long)o->top_k);
+    if (!j || !cJSON_AddStringToObject(j, "target", split_profile_get(o->target)->name) ||
+        !cJSON_AddStringToObject(j, "align", align) || !cJSON_AddStringToObject(j, "top-k", topk) ||
+        (o->source_label && !cJSON_AddStringToObject(j, "source-label", o->source_label))) {
+        cJSON_Delete(j);
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    }
+    char *id = tq_resume_identity("tq-split", &r->src, j, e);
+    int rc = id ? tq_resume_open(&r->res, r->stage, id, o->threads > 0 ? o->threads : tq_default_threads(), o->quiet, e) : -1;
+    free(id);
+    return rc;
+}
+
 static int make_stage(split_run *r, const char *out_dir, tq_err *e)
 {
-    if (tq_adir_open(&r->out, out_dir, 0, e) != 0)
+    if (tq_adir_open(&r->out, out_dir, r->o->resume ? TQ_ADIR_RESUME : 0, e) != 0)
         return -1;
     r->stage = r->out.tmp_path;
+    if (r->o->resume && open_resume(r, e) != 0)
+        return -1;
     char *sub = tq_path_join(r->stage, r->plan.kind == TQ_FLASH_MOE ? split_profile_get(r->plan.target)->expert_dir : "ffn_aligned", e);
-    int rc = sub && mkdir(sub, 0755) == 0 ? 0 : -1;
+    struct stat st;
+    int rc = sub && (mkdir(sub, 0755) == 0 || (r->res && lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))) ? 0 : -1;
     if (sub && rc != 0)
         tq_fail(e, TQ_EIO, "%s: cannot create: %s", sub, strerror(errno));
     free(sub);
@@ -205,6 +228,8 @@ static int finish(split_run *r, const char *out_dir, tq_err *e)
     free(sub);
     if (rc != 0 || split_fsync_path(r->stage, 1, e) != 0)
         return -1;
+    if (r->res && tq_resume_finish(r->res, e) != 0)
+        return -1;
     r->stage = NULL;
     if (tq_sources_check_adir(&r->src, &r->out, e) != 0)
         return -1;
@@ -257,10 +282,13 @@ int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_
         goto out;
     tq_progress_end(&r.prog);
     fill_result(&r, res);
+    if (res)
+        tq_resume_counts(r.res, &res->resume_kept, &res->resume_dropped);
     rc = 0;
 out:
     if (r.pinned_w)
         tq_st_writer_abort(r.pinned_w);
+    tq_resume_close(r.res);
     if (r.out.tmp_path)
         tq_adir_abort(&r.out);
     for (size_t i = 0; i < r.n_files; i++)

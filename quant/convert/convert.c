@@ -291,6 +291,50 @@ static int warn_nothing_quantized(const tq_convert_opts *o, tq_convert_report *r
     return 0;
 }
 
+/* What makes two runs the same for --resume: every option that changes a byte of the output
+ * (not --threads, --force, --quiet, --json or --progress), by its command-line name. */
+static cJSON *resume_options(const tq_convert_opts *o)
+{
+    static const char *const modes[] = {"quantize", "dequantize", "no-quantize"};
+    cJSON *j = cJSON_CreateObject(), *bf = j ? cJSON_AddArrayToObject(j, "bits-for") : NULL;
+    cJSON *kp = bf ? cJSON_AddArrayToObject(j, "keep") : NULL;
+    char seed[32], shard[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    snprintf(shard, sizeof shard, "%llu", (unsigned long long)o->shard_size);
+    int ok = kp && cJSON_AddStringToObject(j, "mode", modes[o->mode]) &&
+             cJSON_AddStringToObject(j, "method", o->method == TQ_METHOD_AFFINE ? "affine" : "turboquant") &&
+             cJSON_AddNumberToObject(j, "bits", o->bits) && cJSON_AddNumberToObject(j, "group-size", (double)o->group_size) &&
+             cJSON_AddStringToObject(j, "scale", scale_name(o->scale)) && cJSON_AddStringToObject(j, "seed", seed) &&
+             cJSON_AddStringToObject(j, "rotation", o->rotation_none ? "none" : "hadamard") &&
+             cJSON_AddStringToObject(j, "affine-rule", o->affine_rule == TQ_AFFINE_CPU ? "cpu" : "gpu") &&
+             cJSON_AddNumberToObject(j, "embed", o->embed) && cJSON_AddNumberToObject(j, "dtype", o->dtype) &&
+             cJSON_AddStringToObject(j, "shard-size", shard) && cJSON_AddBoolToObject(j, "keep-names", o->keep_names) &&
+             cJSON_AddBoolToObject(j, "allow-nonfinite", o->allow_nonfinite);
+    for (size_t i = 0; ok && i < o->n_bits_for; i++) {
+        char *v = tq_asprintf(NULL, "%s=%d", o->bits_for_re[i], o->bits_for_bits[i]);
+        ok = v && cJSON_AddItemToArray(bf, cJSON_CreateString(v));
+        free(v);
+    }
+    for (size_t i = 0; ok && i < o->n_keep; i++)
+        ok = cJSON_AddItemToArray(kp, cJSON_CreateString(o->keep_re[i])) != 0;
+    if (!ok) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static int open_resume(const tq_convert_opts *o, const tq_sources *src, const char *dir, tq_resume **res, tq_err *e)
+{
+    cJSON *opts = resume_options(o);
+    if (!opts)
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    char *id = tq_resume_identity("tq-convert", src, opts, e);
+    int rc = id ? tq_resume_open(res, dir, id, o->threads, o->quiet, e) : -1;
+    free(id);
+    return rc;
+}
+
 /* dry: fill the report and *dry with the files, write nothing */
 static int convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r,
                    tq_out_plan *dry, tq_err *e)
@@ -315,6 +359,8 @@ static int convert(const char *input, const char *out_dir, const tq_convert_opts
     tq_model_writer *w = NULL;
     tq_adir od = {0};
     tq_sources src = {0};
+    tq_resume *res = NULL;
+    cv_track *track = NULL;
     const char *tmp = NULL;
     int rc = -1;
     if (check_output(input, out, o->force, e) || tq_sources_add(&src, input, e) ||
@@ -343,16 +389,22 @@ static int convert(const char *input, const char *out_dir, const tq_convert_opts
         rc = 0;
         goto done;
     }
-    if (tq_adir_open(&od, out, o->force ? TQ_ADIR_REPLACE : 0, e))
+    if (tq_adir_open(&od, out, (o->force ? TQ_ADIR_REPLACE : 0) | (o->resume ? TQ_ADIR_RESUME : 0), e))
         goto done;
     tmp = od.tmp_path;
-    if (tq_model_writer_open(&w, tmp, decls, plan.n_decls, o->shard_size, kq,
-                             o->mode == TQ_CONVERT_QUANTIZE ? vq : vp, 1, e) ||
-        cv_plan_resolve(&plan, w, e) || write_small(&plan, w, e) || cv_run(&plan, w, e))
+    if (o->resume && open_resume(o, &src, tmp, &res, e))
         goto done;
+    if (cv_track_writer_open(&w, tmp, decls, plan.n_decls, o->shard_size, kq, o->mode == TQ_CONVERT_QUANTIZE ? vq : vp,
+                             1, res, e) ||
+        cv_plan_resolve(&plan, w, e) || (res && cv_track_open(&track, &plan, w, res, e)) || write_small(&plan, w, e) ||
+        cv_run(&plan, w, track, e))
+        goto done;
+    r->n_shards = tq_model_writer_shards(w);
+    tq_resume_counts(res, &r->resume_kept, &r->resume_dropped);
     tq_model_writer *wf = w;
     w = NULL;
-    if (tq_model_writer_finish(wf, e) || write_config(&plan, m, o, tmp, e) || tq_model_copy_extras(m, tmp, e))
+    if (tq_model_writer_finish(wf, e) || write_config(&plan, m, o, tmp, e) || tq_model_copy_extras(m, tmp, e) ||
+        (res && tq_resume_finish(res, e)))
         goto done;
     /* an input changed meanwhile may have given mixed bytes: keep the output, publish nothing */
     if (tq_sources_check_adir(&src, &od, e) || tq_adir_commit(&od, e))
@@ -365,6 +417,8 @@ static int convert(const char *input, const char *out_dir, const tq_convert_opts
 done:
     if (w)
         tq_model_writer_abort(w);
+    cv_track_free(track);
+    tq_resume_close(res); /* the lock goes before the directory is left for a rerun */
     if (od.tmp_path)
         tq_adir_abort(&od);
     if (rc)

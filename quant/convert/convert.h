@@ -44,6 +44,8 @@ typedef struct tq_convert_opts {
     int keep_names;         /* no expert stacking / unstacking */
     int quiet;              /* no progress */
     int allow_nonfinite;    /* copy or dequantize NaN / infinite values instead of refusing */
+    int resume;             /* build in OUTPUT_DIR.partial-resume with a journal; keep the
+                               shards a run of the same command finished there */
 } tq_convert_opts;
 
 void tq_convert_opts_default(tq_convert_opts *o);
@@ -72,6 +74,9 @@ typedef struct tq_convert_report {
     double seconds;                  /* wall */
     double cpu_seconds;              /* user + system, all threads */
     int threads;
+    size_t resume_kept, resume_dropped; /* --resume: shards kept from the earlier run, and
+                                        journaled ones redone (missing or changed) */
+    size_t n_shards;                 /* output shards */
     size_t n_warnings;
     char **warnings;                 /* about the input (GGUF: unmapped names, tensors stored
                                         quantized, whose error compounds when requantized) */

@@ -123,8 +123,24 @@ long cv_find_decl(const cv_plan *p, const char *name);
 void cv_plan_free(cv_plan *p);
 /* After the writer exists: resolve output indices of every part. */
 int cv_plan_resolve(cv_plan *p, tq_model_writer *w, tq_err *e);
-/* Run every job on o->threads threads, writing through w. */
-int cv_run(cv_plan *p, tq_model_writer *w, tq_err *e);
+/* --resume (convert_resume.c): the writer opened with the shards the journal kept; a tracker
+ * that skips the items whose every shard was kept (their error sums from the journal) and,
+ * once the last item writing into a shard is done, finishes and journals that shard. Every
+ * cv_track_* call takes a NULL tracker as "not resuming". */
+typedef struct cv_track cv_track;
+int cv_track_writer_open(tq_model_writer **w, const char *dir, const tq_st_decl *decls, size_t n, uint64_t shard_size,
+                         const char *const *mk, const char *const *mv, size_t n_meta, tq_resume *res, tq_err *e);
+int cv_track_open(cv_track **t, cv_plan *p, tq_model_writer *w, tq_resume *res, tq_err *e);
+void cv_track_free(cv_track *t);
+int cv_track_skip(const cv_track *t, size_t item);
+void cv_track_jobs(cv_track *t, size_t item, uint64_t n_jobs);
+/* Before the jobs run: shards nothing is left to write into. */
+int cv_track_start(cv_track *t, tq_err *e);
+/* 1 when this was the item's last job (the caller then sets its sums and calls item_done). */
+int cv_track_job_done(cv_track *t, size_t item);
+int cv_track_item_done(cv_track *t, size_t item, tq_err *e);
+/* Run every job on o->threads threads, writing through w (track: NULL or --resume's). */
+int cv_run(cv_plan *p, tq_model_writer *w, cv_track *track, tq_err *e);
 uint64_t cv_decl_bytes(const cv_decl *d);
 
 #endif

@@ -41,6 +41,9 @@ typedef struct cv_shared {
     int threads;
     int allow_nonfinite;
     struct cv_worker *wk; /* [threads] */
+    cv_item *items;       /* the plan's */
+    cv_track *track;      /* --resume: shards finished as their items are done */
+    size_t *job0;         /* [n_items]: the first job of each item (with track) */
 } cv_shared;
 
 /* Values read or made must be finite unless --allow-nonfinite: a NaN copied or dequantized
@@ -389,10 +392,23 @@ static int run_job(tq_work *w, void *ctx, int worker, uint64_t k, tq_err *e)
     }
     if (rc == 0)
         tq_work_progress(w, job_in_bytes(j));
+    size_t item = (size_t)(j->it - sh->items);
+    if (rc == 0 && sh->track && cv_track_job_done(sh->track, item)) {
+        /* the item's sums in job order, as the reduction after the run adds them */
+        double e2 = 0, s2 = 0;
+        for (size_t q = sh->job0[item]; q < sh->n_jobs && sh->jobs[q].it == j->it; q++) {
+            e2 += sh->jobs[q].err2;
+            s2 += sh->jobs[q].sum2;
+        }
+        j->it->err2 = e2;
+        j->it->sum2 = s2;
+        rc = cv_track_item_done(sh->track, item, e);
+    }
     return rc;
 }
 
-static int make_jobs(cv_plan *p, cv_job **out, size_t *n_out, uint64_t *total_in, tq_err *e)
+static int make_jobs(cv_plan *p, cv_track *track, size_t *job0, cv_job **out, size_t *n_out, uint64_t *total_in,
+                     tq_err *e)
 {
     size_t n = 0, cap = 1024;
     cv_job *jobs = tq_malloc(cap * sizeof *jobs, e);
@@ -402,6 +418,10 @@ static int make_jobs(cv_plan *p, cv_job **out, size_t *n_out, uint64_t *total_in
     for (size_t i = 0; i < p->n_items; i++) {
         cv_item *it = &p->items[i];
         uint64_t unit, span;
+        if (cv_track_skip(track, i)) /* its shards were kept from an earlier run */
+            continue;
+        if (job0)
+            job0[i] = n;
         if (it->kind == CV_COPY && it->rowwise) {
             uint64_t rowb = it->cols * 4;
             unit = rowb >= JOB_BYTES ? 1 : JOB_BYTES / rowb;
@@ -434,19 +454,27 @@ static int make_jobs(cv_plan *p, cv_job **out, size_t *n_out, uint64_t *total_in
                 j->count = span - first < unit ? span - first : unit;
                 *total_in += job_in_bytes(j);
             }
+        cv_track_jobs(track, i, job0 ? n - job0[i] : 0);
     }
     *out = jobs;
     *n_out = n;
     return 0;
 }
 
-int cv_run(cv_plan *p, tq_model_writer *w, tq_err *e)
+int cv_run(cv_plan *p, tq_model_writer *w, cv_track *track, tq_err *e)
 {
     cv_shared sh;
     memset(&sh, 0, sizeof sh);
     uint64_t total;
-    if (make_jobs(p, &sh.jobs, &sh.n_jobs, &total, e))
+    sh.track = track;
+    sh.items = p->items;
+    if (track && !(sh.job0 = tq_calloc(p->n_items ? p->n_items : 1, sizeof *sh.job0, e)))
         return -1;
+    if (make_jobs(p, track, sh.job0, &sh.jobs, &sh.n_jobs, &total, e) || cv_track_start(track, e)) {
+        free(sh.job0);
+        free(sh.jobs);
+        return -1;
+    }
     sh.w = w;
     tq_progress prog;
     tq_progress_init(&prog, p->o->mode == TQ_CONVERT_QUANTIZE ? "quantize" : "convert", total, p->o->quiet);
@@ -461,7 +489,7 @@ int cv_run(cv_plan *p, tq_model_writer *w, tq_err *e)
         for (int i = 0; i < nt; i++)
             wk[i].sh = &sh;
         rc = tq_work_run(sh.n_jobs, nt, run_job, &sh, &prog, e);
-        if (rc == 0) /* reduce in job order: independent of which thread ran what */
+        if (rc == 0 && !track) /* reduce in job order: independent of which thread ran what */
             for (size_t k = 0; k < sh.n_jobs; k++) {
                 sh.jobs[k].it->err2 += sh.jobs[k].err2;
                 sh.jobs[k].it->sum2 += sh.jobs[k].sum2;
@@ -474,5 +502,6 @@ int cv_run(cv_plan *p, tq_model_writer *w, tq_err *e)
     }
     free(wk);
     free(sh.jobs);
+    free(sh.job0);
     return rc;
 }

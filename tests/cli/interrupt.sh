@@ -3,15 +3,7 @@
 # nothing is left under the output's name or as OUT.partial-*. The tool is stopped at a
 # point of its writing (TQ_PAUSE_AFTER_BYTES), signalled, and continued.
 . "$ROOT/tests/lib/safety.sh"
-# A script's background jobs start with SIGINT ignored (and tq keeps an ignored signal
-# ignored): ./dfl runs a command with SIGINT at its default, in place of itself.
-cat >dfl <<'PY'
-#!/usr/bin/env python3
-import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execvp(sys.argv[1], sys.argv[1:])
-PY
-chmod +x dfl
+make_dfl # ./dfl CMD...: CMD with SIGINT at its default
 run tq-mkmodel --quiet --seed 9 --layers 4 m
 run tq-convert --quiet m c
 run tq-split --quiet c s

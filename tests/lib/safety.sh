@@ -33,6 +33,19 @@
 
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh" # fail, run, expect_exit, jget
 
+# make_dfl: writes ./dfl, which runs a command with SIGINT at its default, in place of
+# itself. A script's background jobs start with SIGINT ignored (and tq keeps an ignored
+# signal ignored), which a shell cannot undo.
+make_dfl() {
+  cat >dfl <<'PY'
+#!/usr/bin/env python3
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])
+PY
+  chmod +x dfl
+}
+
 partials() {
   local g=${PARTIAL_GLOB:-"$1.partial-*"} f
   for f in $g; do [ -e "$f" ] && echo "$f"; done
