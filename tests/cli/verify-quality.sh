@@ -85,6 +85,8 @@ run tq-mkmodel --arch qwen3 --size tiny --layers $L --vocab 384 --seed 21 --quie
 expect_msg 1 "REF (ref) has a vocabulary of" tq-verify quality ref v384
 run tq-mkmodel --arch qwen3 --size tiny --layers $L --intermediate 128 --seed 21 --quiet i128
 expect_msg 1 "tensor 'model.layers.0.mlp.down_proj.weight': BF16 \[" tq-verify quality ref i128
+run tq-split --quiet q3 q3-split
+expect_msg 1 "q3-split: a tq-split directory" tq-verify quality ref q3-split
 expect_msg 1 "missing-dir" tq-verify quality --plot missing.svg ref missing-dir
 [ ! -e missing.svg ] || fail "a plot was written for a refused comparison"
 # ---- usage
