@@ -31,11 +31,19 @@ typedef enum tq_gguf_role {
     TQ_GGUF_ROLE_Q,           /* blk.N.attn_q.{weight,bias}: llama's rows permuted */
     TQ_GGUF_ROLE_K,           /* blk.N.attn_k.{weight,bias} */
     TQ_GGUF_ROLE_SHEXP_GATE,  /* 1-D in GGUF, (1, n) in HF */
+    TQ_GGUF_ROLE_K_B,         /* deepseek2 blk.N.attn_k_b: with attn_v_b, llama.cpp's split of kv_b_proj */
+    TQ_GGUF_ROLE_V_B,
+    TQ_GGUF_ROLE_NORM_SHIFT,  /* gemma3 norms: stored as HF's weight + 1 */
+    TQ_GGUF_ROLE_ROPE_FREQS,  /* llama rope_freqs: llama 3 rope scaling, a config.json field */
 } tq_gguf_role;
 
-/* HF name for a GGUF tensor name (malloc'd), or NULL when there is none; mixtral: the names of
- * mlx-lm's Mixtral (block_sparse_moe.gate, block_sparse_moe.switch_mlp.*). */
-char *tq_gguf_hf_name(const char *gguf_name, int mixtral, tq_gguf_role *role);
+/* HF name for a GGUF tensor name of architecture a (malloc'd), or NULL when there is none;
+ * Mixtral gets the names of mlx-lm's Mixtral (block_sparse_moe.gate, .switch_mlp.*). */
+char *tq_gguf_hf_name(const tq_gguf_arch *a, const char *gguf_name, tq_gguf_role *role);
+/* rope_scaling {rope_type llama3, factor, low/high_freq_factor, original_max_position_embeddings}
+ * added to config c from llama.cpp's rope_freqs values (n of them, one per rotary pair), the
+ * parameters those values were made from (checked by recomputing every value). -1 with why. */
+int tq_gguf_llama3_rope(struct cJSON *c, const float *rf, uint64_t n, char *why, size_t cap);
 /* config.json from ARCH.* metadata. */
 struct cJSON *tq_gguf_config(const tq_gguf_file *f, const char *arch, uint64_t vocab, int tied, tq_err *e);
 

@@ -14,11 +14,18 @@
 typedef struct src_tensor {
     const tq_gguf_file *f;
     const tq_gguf_tensor *t;
+    uint64_t nelem;     /* presented elements */
     uint64_t row_len;   /* elements per row (ne[0]; 1 for a permuted 1-D bias) */
     uint64_t rows;      /* rows, for the permutation */
     uint64_t n_head;    /* >0: rows are llama-permuted in groups of rows/n_head */
     uint32_t esize;     /* bytes per presented element */
     int raw;            /* one-element type presented as stored; else block type as F32 */
+    int shift;          /* gemma3 norm: llama.cpp stored HF's weight + 1, presented minus 1 (F32) */
+    /* deepseek2 kv_b_proj joined from llama.cpp's split (t = attn_k_b, t2 = attn_v_b): jh heads
+     * of jk key rows then jv value rows, each of row_len (kv_lora_rank) values */
+    const tq_gguf_file *f2;
+    const tq_gguf_tensor *t2;
+    uint64_t jh, jk, jv;
 } src_tensor;
 
 typedef struct gguf_source {
@@ -41,9 +48,68 @@ static int read_stored(const src_tensor *s, uint64_t first, uint64_t n, unsigned
     return tq_gguf_read_f32(s->f, s->t, first, n, (float *)(void *)dst, e);
 }
 
+/* Elements [first, first+n) of one of the stored tensors of s, as s presents them. */
+static int read_part(const src_tensor *s, const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first, uint64_t n,
+                     unsigned char *dst, tq_err *e)
+{
+    if (s->raw)
+        return tq_gguf_read_raw(f, t, first, n, dst, e);
+    return tq_gguf_read_f32(f, t, first, n, (float *)(void *)dst, e);
+}
+
+/* llama.cpp's split of DeepSeek's kv_b_proj [H*(K+V), R] (head h: K key rows, then V value
+ * rows): attn_k_b holds each head's key rows transposed, stored [H][R][K] (ne K, R, H), and
+ * attn_v_b each head's value rows as they are, [H][V][R] (ne R, V, H). Presented row r of head
+ * h = r / (K+V), j = r % (K+V): j < K reads column j of k_b's [R][K] head slab, else row j-K
+ * of v_b's head. Whole key rows are gathered from one read of the slab rows they need. */
+static int read_joined(const src_tensor *s, uint64_t first, uint64_t n, unsigned char *dst, tq_err *e)
+{
+    const uint64_t R = s->row_len, K = s->jk, per = s->jk + s->jv, es = s->esize;
+    unsigned char *slab = NULL;
+    int rc = 0;
+    while (n > 0 && !rc) {
+        uint64_t r = first / R, col = first % R, h = r / per, j = r % per;
+        if (j >= K) { /* value row: contiguous in v_b */
+            uint64_t cnt = R - col < n ? R - col : n;
+            rc = read_part(s, s->f2, s->t2, (h * s->jv + (j - K)) * R + col, cnt, dst, e);
+            first += cnt, n -= cnt, dst += cnt * es;
+            continue;
+        }
+        /* key rows j .. j+m-1 of head h (m >= 1; only the first and last may be partial) */
+        uint64_t m = 1, cnt = R - col < n ? R - col : n;
+        if (col == 0 && cnt == R)
+            while (j + m < K && (m + 1) * R <= n)
+                m++;
+        /* k_b rows c (of K values) in chunks of at most 4096 values; element (c, j) at c*K + j */
+        uint64_t chunk = 4096 / K ? 4096 / K : 1;
+        if (!slab && !(slab = tq_malloc((size_t)(chunk * K * es), e)))
+            return -1;
+        for (uint64_t c0 = col; c0 < col + cnt && !rc; c0 += chunk) {
+            uint64_t nc = col + cnt - c0 < chunk ? col + cnt - c0 : chunk;
+            rc = read_part(s, s->f, s->t, (h * R + c0) * K, nc * K, slab, e);
+            for (uint64_t c = 0; c < nc && !rc; c++)
+                for (uint64_t q = 0; q < m; q++)
+                    memcpy(dst + (q * R + (c0 - col) + c) * es, slab + (c * K + j + q) * es, (size_t)es);
+        }
+        first += (m - 1) * R + cnt, dst += ((m - 1) * R + cnt) * es, n -= (m - 1) * R + cnt;
+    }
+    free(slab);
+    return rc;
+}
+
 /* Elements [first, first+n) of the presented (un-permuted) tensor, esize bytes each. */
 static int read_elems(const src_tensor *s, uint64_t first, uint64_t n, unsigned char *dst, tq_err *e)
 {
+    if (s->t2)
+        return read_joined(s, first, n, dst, e);
+    if (s->shift) {
+        if (read_stored(s, first, n, dst, e))
+            return -1;
+        float *v = (float *)(void *)dst;
+        for (uint64_t i = 0; i < n; i++)
+            v[i] -= 1.0f;
+        return 0;
+    }
     if (!s->n_head)
         return read_stored(s, first, n, dst, e);
     while (n > 0) {
@@ -66,7 +132,7 @@ static int src_read(const tq_tensor_source *base, uint64_t index, uint64_t off, 
         return tq_fail(e, TQ_EUSAGE, "GGUF source: no tensor %llu", (unsigned long long)index);
     const src_tensor *s = &g->ts[index];
     const uint64_t es = s->esize;
-    uint64_t total = s->t->nelem * es, end;
+    uint64_t total = s->nelem * es, end;
     if (tq_add_u64(off, len, &end) != 0 || end > total)
         return tq_fail(e, TQ_EUSAGE, "%s: tensor '%s': read [%llu, +%zu) past its %llu bytes", s->f->path, s->t->name,
                        (unsigned long long)off, len, (unsigned long long)total);
@@ -298,6 +364,129 @@ static int add_tokenizer(tq_model *m, gguf_source *g, const tq_gguf_file *f0, tq
     return 0;
 }
 
+/* deepseek2's attn_k_b / attn_v_b, waiting for their partner. */
+typedef struct pending {
+    const tq_gguf_file *f;
+    const tq_gguf_tensor *t;
+    tq_gguf_role role;
+} pending;
+
+static pending *grow_pending(pending *p, size_t *n, const tq_gguf_file *f, const tq_gguf_tensor *t, tq_gguf_role role,
+                             tq_err *e)
+{
+    pending *q = realloc(p, (*n + 1) * sizeof *q);
+    if (!q) {
+        free(p);
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+        return NULL;
+    }
+    q[*n].f = f, q[*n].t = t, q[*n].role = role;
+    ++*n;
+    return q;
+}
+
+/* "blk.N.attn_k_b.weight" and "blk.N.attn_v_b.weight" share their layer prefix "blk.N.". */
+static int same_layer(const char *a, const char *b)
+{
+    const char *da = strstr(a, ".attn_"), *db = strstr(b, ".attn_");
+    return da && db && da - a == db - b && !strncmp(a, b, (size_t)(da - a));
+}
+
+/* Each attn_k_b with its attn_v_b becomes one kv_b_proj, checked against each other and the
+ * metadata (read_joined documents the layout). A layer that also has attn_kv_b keeps that. */
+static int join_kv_b(tq_model *m, gguf_source *g, const pending *p, size_t n, tq_err *e)
+{
+    const tq_gguf_file *f0 = g->files[0];
+    uint64_t heads = 0, rank = 0;
+    (void)tq_gguf_get_u64(f0, "deepseek2.attention.head_count", &heads);
+    (void)tq_gguf_get_u64(f0, "deepseek2.attention.kv_lora_rank", &rank);
+    for (size_t i = 0; i < n; i++) {
+        const pending *k = &p[i], *v = NULL;
+        if (k->role != TQ_GGUF_ROLE_K_B) {
+            int paired = 0;
+            for (size_t j = 0; j < n; j++)
+                paired |= p[j].role == TQ_GGUF_ROLE_K_B && same_layer(p[j].t->name, k->t->name);
+            if (!paired)
+                return tq_fail(e, TQ_EDATA, "%s: tensor '%s' has no attn_k_b beside it (the two are kv_b_proj split)",
+                               k->f->path, k->t->name);
+            continue;
+        }
+        for (size_t j = 0; j < n; j++)
+            if (p[j].role == TQ_GGUF_ROLE_V_B && same_layer(p[j].t->name, k->t->name))
+                v = &p[j];
+        if (!v)
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s' has no attn_v_b beside it (the two are kv_b_proj split)",
+                           k->f->path, k->t->name);
+        const uint64_t *kn = k->t->ne, *vn = v->t->ne;
+        if (k->t->n_dims != 3 || v->t->n_dims != 3 || kn[1] != vn[0] || kn[2] != vn[2] || (heads && kn[2] != heads) ||
+            (rank && kn[1] != rank) || kn[0] == 0 || vn[1] == 0 || kn[1] == 0)
+            return tq_fail(e, TQ_EDATA,
+                           "%s: tensor '%s' is %u-D ne [%llu, %llu, %llu] and '%s' %u-D ne [%llu, %llu, %llu]: "
+                           "expected ne [K, R, H] and [R, V, H] with R = kv_lora_rank (%llu) and H = head_count (%llu)",
+                           k->f->path, k->t->name, k->t->n_dims, (unsigned long long)kn[0], (unsigned long long)kn[1],
+                           (unsigned long long)kn[2], v->t->name, v->t->n_dims, (unsigned long long)vn[0],
+                           (unsigned long long)vn[1], (unsigned long long)vn[2], (unsigned long long)rank,
+                           (unsigned long long)heads);
+        tq_gguf_role role;
+        char *name = tq_gguf_hf_name(tq_gguf_arch_find("deepseek2"), k->t->name, &role);
+        if (!name)
+            return tq_fail(e, TQ_ENOMEM, "out of memory");
+        int dup = 0;
+        for (size_t t = 0; t < m->n_tensors; t++)
+            dup |= !strcmp(m->tensors[t].info.name, name);
+        if (dup) { /* llama.cpp forks that keep attn_kv_b too: it is the same matrix */
+            warn(g, "%s: '%s' and '%s' are kv_b_proj split; the layer's attn_kv_b is kept instead", k->f->path,
+                 k->t->name, v->t->name);
+            free(name);
+            continue;
+        }
+        int kraw, vraw;
+        tq_dtype kd = presented_dtype(k->t->type, &kraw), vd = presented_dtype(v->t->type, &vraw);
+        size_t idx = g->n;
+        src_tensor *s = &g->ts[idx];
+        tq_model_tensor *mt = &m->tensors[idx];
+        memset(s, 0, sizeof *s);
+        memset(mt, 0, sizeof *mt);
+        s->f = k->f, s->t = k->t, s->f2 = v->f, s->t2 = v->t;
+        s->jh = kn[2], s->jk = kn[0], s->jv = vn[1], s->row_len = kn[1];
+        s->raw = kraw && vraw && kd == vd;
+        mt->info.dtype = s->raw ? kd : TQ_DT_F32;
+        s->esize = (uint32_t)tq_dtype_size(mt->info.dtype);
+        s->nelem = s->jh * (s->jk + s->jv) * s->row_len;
+        mt->info.name = g->names[idx] = name;
+        mt->info.ndim = 2;
+        mt->info.shape[0] = s->jh * (s->jk + s->jv);
+        mt->info.shape[1] = s->row_len;
+        mt->info.nelem = s->nelem;
+        mt->info.nbytes = s->nelem * s->esize;
+        mt->src = &g->base;
+        mt->src_index = idx;
+        mt->src_type = k->t->type;
+        mt->was_quantized = tq_ggml_type_is_quantized(k->t->type) || tq_ggml_type_is_quantized(v->t->type);
+        g->n++;
+        m->n_tensors = g->n;
+    }
+    return 0;
+}
+
+/* llama.cpp writes llama 3's rope scaling as rope_freqs.weight, one factor per frequency pair;
+ * config.json gets the rope_scaling those factors come from (formats/gguf_names.c). */
+static int rope_scaling_from(cJSON *config, const tq_gguf_file *f, const tq_gguf_tensor *t, tq_err *e)
+{
+    if (t->n_dims != 1 || t->nelem == 0 || t->nelem > 65536)
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is %u-D with %llu values: expected one factor per rotary pair",
+                       f->path, t->name, t->n_dims, (unsigned long long)t->nelem);
+    float *v = tq_malloc((size_t)t->nelem * sizeof *v, e);
+    if (!v || tq_gguf_read_f32(f, t, 0, t->nelem, v, e)) {
+        free(v);
+        return -1;
+    }
+    char why[300];
+    int rc = tq_gguf_llama3_rope(config, v, t->nelem, why, sizeof why);
+    free(v);
+    return rc ? tq_fail(e, TQ_EDATA, "%s: tensor '%s': %s", f->path, t->name, why) : 0;
+}
+
 static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
 {
     const tq_gguf_file *f0 = g->files[0];
@@ -321,6 +510,10 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
     }
     int rc = 0, has_output = 0, n_quant = 0;
     uint64_t vocab_embd = 0;
+    pending *pend = NULL;
+    size_t n_pend = 0;
+    const tq_gguf_file *rope_f = NULL;
+    const tq_gguf_tensor *rope_t = NULL;
     for (size_t fi = 0; fi < g->n_files && !rc; fi++) {
         const tq_gguf_file *f = g->files[fi];
         for (size_t ti = 0; ti < f->n_tensors && !rc; ti++) {
@@ -331,10 +524,22 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
             s->f = f;
             s->t = t;
             s->row_len = t->ne[0];
+            s->nelem = t->nelem;
             tq_gguf_role role = TQ_GGUF_ROLE_OTHER;
-            char *name = map ? tq_gguf_hf_name(t->name, tq_gguf_arch_is_mixtral(ai), &role) : NULL;
+            char *name = map ? tq_gguf_hf_name(ai, t->name, &role) : NULL;
             if (map && !name)
                 warn(g, "%s: tensor '%s' has no HF name; kept as is", f->path, t->name);
+            if (role == TQ_GGUF_ROLE_ROPE_FREQS || role == TQ_GGUF_ROLE_K_B || role == TQ_GGUF_ROLE_V_B) {
+                /* not a tensor of their own: config.json's rope_scaling, or half of kv_b_proj */
+                free(name);
+                if (role == TQ_GGUF_ROLE_ROPE_FREQS) {
+                    rope_f = f, rope_t = t;
+                } else if (!(pend = grow_pending(pend, &n_pend, f, t, role, e))) {
+                    rc = -1;
+                }
+                memset(s, 0, sizeof *s);
+                continue;
+            }
             if (!name && !(name = strdup(t->name))) {
                 rc = tq_fail(e, TQ_ENOMEM, "out of memory");
                 break;
@@ -347,6 +552,12 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
             mt->info.ndim = (int)t->n_dims;
             for (uint32_t d = 0; d < t->n_dims; d++)
                 mt->info.shape[d] = t->ne[t->n_dims - 1 - d];
+            if (role == TQ_GGUF_ROLE_NORM_SHIFT) {
+                s->raw = 0; /* read as f32, minus 1 */
+                s->shift = 1;
+                mt->info.dtype = TQ_DT_F32;
+                s->esize = 4;
+            }
             if (role == TQ_GGUF_ROLE_SHEXP_GATE && t->n_dims == 1) {
                 mt->info.ndim = 2;
                 mt->info.shape[0] = 1;
@@ -384,6 +595,9 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
                 vocab_embd = t->ne[1];
         }
     }
+    if (!rc && n_pend)
+        rc = join_kv_b(m, g, pend, n_pend, e);
+    free(pend);
     if (!rc) {
         qsort(m->tensors, m->n_tensors, sizeof *m->tensors, cmp_tensor);
         for (size_t i = 1; i < m->n_tensors && !rc; i++)
@@ -403,6 +617,8 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
         /* A config.json next to the GGUF file (already read by tq_model_open) wins. */
         if (!m->config && !(m->config = tq_gguf_config(f0, arch, vocab, !has_output, e)))
             rc = -1;
+        else if (rope_t && !cJSON_GetObjectItemCaseSensitive(m->config, "rope_scaling"))
+            rc = rope_scaling_from(m->config, rope_f, rope_t, e);
     }
     if (!rc)
         rc = add_tokenizer(m, g, f0, e);

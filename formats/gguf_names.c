@@ -1,9 +1,11 @@
 /* GGUF tensor names and metadata -> HuggingFace/MLX names and config.json, for the
- * architectures llama.cpp's converter writes for Llama and Qwen 2/3 (dense and MoE). */
+ * architectures llama.cpp's converter writes for Llama (and Mixtral), Qwen 2/3 (dense and
+ * MoE), DeepSeek V2/V3, gpt-oss and Gemma 3. */
 #include "formats/formats.h"
 #include "formats/gguf_internal.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +28,9 @@ static const arch_info archs[] = {
     {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, F_QWEN3, 1},
     {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM", 0, F_QWEN2MOE, 1},
     {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", 0, F_QWEN3MOE, 1},
-    {"deepseek2", "deepseek_v3", "DeepseekV3ForCausalLM", 0, F_DEEPSEEK2, 0},
-    {"gpt-oss", "gpt_oss", "GptOssForCausalLM", 0, F_GPTOSS, 0},
-    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, F_GEMMA3, 0},
+    {"deepseek2", "deepseek_v3", "DeepseekV3ForCausalLM", 0, F_DEEPSEEK2, 1},
+    {"gpt-oss", "gpt_oss", "GptOssForCausalLM", 0, F_GPTOSS, 1},
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, F_GEMMA3, 1},
 };
 
 /* Mixtral is GGUF architecture "llama" with experts. */
@@ -66,27 +68,97 @@ int tq_gguf_arch_is_mixtral(const tq_gguf_arch *a)
     return a == (const tq_gguf_arch *)&mixtral_arch;
 }
 
-/* Per-layer names: GGUF "blk.N.<k>" -> HF "model.layers.N.<v>". */
-static const struct { const char *gguf, *hf; } layer_map[] = {
-    {"attn_norm", "input_layernorm"},
-    {"attn_q", "self_attn.q_proj"},
-    {"attn_k", "self_attn.k_proj"},
-    {"attn_v", "self_attn.v_proj"},
-    {"attn_output", "self_attn.o_proj"},
-    {"attn_q_norm", "self_attn.q_norm"},
-    {"attn_k_norm", "self_attn.k_norm"},
-    {"ffn_norm", "post_attention_layernorm"},
-    {"ffn_gate", "mlp.gate_proj"},
-    {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
-    {"ffn_gate_inp", "mlp.gate"},
-    {"ffn_gate_exps", "mlp.switch_mlp.gate_proj"},
-    {"ffn_up_exps", "mlp.switch_mlp.up_proj"},
-    {"ffn_down_exps", "mlp.switch_mlp.down_proj"},
-    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
-    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
-    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
-    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
+/* Per-layer names: GGUF "blk.N.<k>" -> HF "model.layers.N.<v>" (v ending in '=': the HF name
+ * has no .weight/.bias suffix, as gpt-oss's sinks and DeepSeek's score-correction bias). */
+typedef struct name_map { const char *gguf, *hf; tq_gguf_role role; } name_map;
+
+static const name_map llama_qwen_map[] = {
+    {"attn_norm", "input_layernorm", 0},
+    {"attn_q", "self_attn.q_proj", TQ_GGUF_ROLE_Q},
+    {"attn_k", "self_attn.k_proj", TQ_GGUF_ROLE_K},
+    {"attn_v", "self_attn.v_proj", 0},
+    {"attn_output", "self_attn.o_proj", 0},
+    {"attn_q_norm", "self_attn.q_norm", 0},
+    {"attn_k_norm", "self_attn.k_norm", 0},
+    {"ffn_norm", "post_attention_layernorm", 0},
+    {"ffn_gate", "mlp.gate_proj", 0},
+    {"ffn_up", "mlp.up_proj", 0},
+    {"ffn_down", "mlp.down_proj", 0},
+    {"ffn_gate_inp", "mlp.gate", 0},
+    {"ffn_gate_exps", "mlp.switch_mlp.gate_proj", 0},
+    {"ffn_up_exps", "mlp.switch_mlp.up_proj", 0},
+    {"ffn_down_exps", "mlp.switch_mlp.down_proj", 0},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj", 0},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj", 0},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj", 0},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate", TQ_GGUF_ROLE_SHEXP_GATE},
+    {NULL, NULL, 0},
+};
+
+/* DeepSeek V2/V3 (llama.cpp "deepseek2"): MLA projections, mlx-lm's stacked switch_mlp
+ * experts, shared_experts (plural). attn_k_b and attn_v_b are llama.cpp's split of kv_b_proj
+ * and are joined back into it (gguf_model.c). */
+static const name_map deepseek2_map[] = {
+    {"attn_norm", "input_layernorm", 0},
+    {"attn_q", "self_attn.q_proj", 0},
+    {"attn_q_a", "self_attn.q_a_proj", 0},
+    {"attn_q_a_norm", "self_attn.q_a_layernorm", 0},
+    {"attn_q_b", "self_attn.q_b_proj", 0},
+    {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa", 0},
+    {"attn_kv_a_norm", "self_attn.kv_a_layernorm", 0},
+    {"attn_kv_b", "self_attn.kv_b_proj", 0},
+    {"attn_k_b", "self_attn.kv_b_proj", TQ_GGUF_ROLE_K_B},
+    {"attn_v_b", "self_attn.kv_b_proj", TQ_GGUF_ROLE_V_B},
+    {"attn_output", "self_attn.o_proj", 0},
+    {"ffn_norm", "post_attention_layernorm", 0},
+    {"ffn_gate", "mlp.gate_proj", 0},
+    {"ffn_up", "mlp.up_proj", 0},
+    {"ffn_down", "mlp.down_proj", 0},
+    {"ffn_gate_inp", "mlp.gate", 0},
+    {"exp_probs_b", "mlp.gate.e_score_correction_bias=", 0},
+    {"ffn_gate_exps", "mlp.switch_mlp.gate_proj", 0},
+    {"ffn_up_exps", "mlp.switch_mlp.up_proj", 0},
+    {"ffn_down_exps", "mlp.switch_mlp.down_proj", 0},
+    {"ffn_gate_shexp", "mlp.shared_experts.gate_proj", 0},
+    {"ffn_up_shexp", "mlp.shared_experts.up_proj", 0},
+    {"ffn_down_shexp", "mlp.shared_experts.down_proj", 0},
+    {NULL, NULL, 0},
+};
+
+/* gpt-oss: llama.cpp splits HF's interleaved gate_up into ffn_gate_exps / ffn_up_exps (weights
+ * and biases), which are mlx-lm's mlp.experts.{gate,up}_proj; the router is ffn_gate_inp. */
+static const name_map gptoss_map[] = {
+    {"attn_norm", "input_layernorm", 0},
+    {"post_attention_norm", "post_attention_layernorm", 0},
+    {"attn_q", "self_attn.q_proj", 0},
+    {"attn_k", "self_attn.k_proj", 0},
+    {"attn_v", "self_attn.v_proj", 0},
+    {"attn_output", "self_attn.o_proj", 0},
+    {"attn_sinks", "self_attn.sinks=", 0},
+    {"ffn_gate_inp", "mlp.router", 0},
+    {"ffn_gate_exps", "mlp.experts.gate_proj", 0},
+    {"ffn_up_exps", "mlp.experts.up_proj", 0},
+    {"ffn_down_exps", "mlp.experts.down_proj", 0},
+    {NULL, NULL, 0},
+};
+
+/* Gemma 3: four norms per layer; llama.cpp stored every norm weight plus 1 (gguf_model.c
+ * subtracts it again). */
+static const name_map gemma3_map[] = {
+    {"attn_norm", "input_layernorm", TQ_GGUF_ROLE_NORM_SHIFT},
+    {"post_attention_norm", "post_attention_layernorm", TQ_GGUF_ROLE_NORM_SHIFT},
+    {"ffn_norm", "pre_feedforward_layernorm", TQ_GGUF_ROLE_NORM_SHIFT},
+    {"post_ffw_norm", "post_feedforward_layernorm", TQ_GGUF_ROLE_NORM_SHIFT},
+    {"attn_q_norm", "self_attn.q_norm", TQ_GGUF_ROLE_NORM_SHIFT},
+    {"attn_k_norm", "self_attn.k_norm", TQ_GGUF_ROLE_NORM_SHIFT},
+    {"attn_q", "self_attn.q_proj", 0},
+    {"attn_k", "self_attn.k_proj", 0},
+    {"attn_v", "self_attn.v_proj", 0},
+    {"attn_output", "self_attn.o_proj", 0},
+    {"ffn_gate", "mlp.gate_proj", 0},
+    {"ffn_up", "mlp.up_proj", 0},
+    {"ffn_down", "mlp.down_proj", 0},
+    {NULL, NULL, 0},
 };
 
 static const struct { const char *gguf, *hf; } global_map[] = {
@@ -110,15 +182,33 @@ static int split_suffix(const char *name, char *stem, size_t cap, const char **s
     return 0;
 }
 
-char *tq_gguf_hf_name(const char *gguf_name, int mixtral, tq_gguf_role *role)
+static const name_map *layer_map_of(const arch_info *a)
 {
+    switch (a ? a->family : F_LLAMA) {
+    case F_DEEPSEEK2: return deepseek2_map;
+    case F_GPTOSS: return gptoss_map;
+    case F_GEMMA3: return gemma3_map;
+    default: return llama_qwen_map;
+    }
+}
+
+char *tq_gguf_hf_name(const tq_gguf_arch *arch, const char *gguf_name, tq_gguf_role *role)
+{
+    const arch_info *a = (const arch_info *)arch;
+    int mixtral = a == &mixtral_arch;
     char stem[TQ_GGUF_MAX_NAME + 1], out[2 * TQ_GGUF_MAX_NAME + 64];
     const char *suffix;
     *role = TQ_GGUF_ROLE_OTHER;
+    if (a && a->family == F_LLAMA && !strcmp(gguf_name, "rope_freqs.weight")) {
+        *role = TQ_GGUF_ROLE_ROPE_FREQS; /* llama 3's rope scaling, which config.json carries */
+        return strdup("rope_freqs.weight");
+    }
     if (split_suffix(gguf_name, stem, sizeof stem, &suffix) != 0)
         return NULL;
     for (size_t i = 0; i < sizeof global_map / sizeof *global_map; i++)
         if (strcmp(stem, global_map[i].gguf) == 0) {
+            if (a && a->family == F_GEMMA3 && !strcmp(stem, "output_norm") && !strcmp(suffix, "weight"))
+                *role = TQ_GGUF_ROLE_NORM_SHIFT;
             snprintf(out, sizeof out, "%s.%s", global_map[i].hf, suffix);
             return strdup(out);
         }
@@ -133,21 +223,26 @@ char *tq_gguf_hf_name(const char *gguf_name, int mixtral, tq_gguf_role *role)
         return NULL;
     used++;
     const char *rest = stem + used;
-    for (size_t i = 0; i < sizeof layer_map / sizeof *layer_map; i++)
-        if (strcmp(rest, layer_map[i].gguf) == 0) {
-            const char *hf = layer_map[i].hf;
-            if (mixtral && !strncmp(hf, "mlp.", 4) && (strstr(hf, "switch_mlp") || !strcmp(hf, "mlp.gate")))
-                snprintf(out, sizeof out, "model.layers.%lu.block_sparse_moe.%s.%s", layer, hf + 4, suffix);
-            else
-                snprintf(out, sizeof out, "model.layers.%lu.%s.%s", layer, hf, suffix);
-            if (strcmp(rest, "attn_q") == 0)
-                *role = TQ_GGUF_ROLE_Q;
-            else if (strcmp(rest, "attn_k") == 0)
-                *role = TQ_GGUF_ROLE_K;
-            else if (strcmp(rest, "ffn_gate_inp_shexp") == 0)
-                *role = TQ_GGUF_ROLE_SHEXP_GATE;
-            return strdup(out);
-        }
+    for (const name_map *m = layer_map_of(a); m->gguf; m++) {
+        if (strcmp(rest, m->gguf) != 0)
+            continue;
+        const char *hf = m->hf;
+        size_t hl = strlen(hf);
+        int bare = hf[hl - 1] == '=';
+        if (bare) /* the HF name has no suffix: only GGUF's .weight (sinks) or .bias (correction) */
+            hl--;
+        if ((m->role == TQ_GGUF_ROLE_NORM_SHIFT || m->role == TQ_GGUF_ROLE_K_B || m->role == TQ_GGUF_ROLE_V_B) &&
+            strcmp(suffix, "weight") != 0)
+            return NULL;
+        if (mixtral && !strncmp(hf, "mlp.", 4) && (strstr(hf, "switch_mlp") || !strcmp(hf, "mlp.gate")))
+            snprintf(out, sizeof out, "model.layers.%lu.block_sparse_moe.%s.%s", layer, hf + 4, suffix);
+        else if (bare)
+            snprintf(out, sizeof out, "model.layers.%lu.%.*s", layer, (int)hl, hf);
+        else
+            snprintf(out, sizeof out, "model.layers.%lu.%s.%s", layer, hf, suffix);
+        *role = m->role;
+        return strdup(out);
+    }
     return NULL;
 }
 
@@ -253,9 +348,18 @@ static void put_family(cJSON *c, const tq_gguf_file *f, const char *arch, const 
         put_u64(c, f, arch, "attention.q_lora_rank", "q_lora_rank");
         put_u64(c, f, arch, "attention.kv_lora_rank", "kv_lora_rank");
         put_u64(c, f, arch, "rope.dimension_count", "qk_rope_head_dim");
-        put_u64(c, f, arch, "attention.value_length", "v_head_dim");
-        if (get_u(f, arch, "attention.key_length", &v) == 0 && get_u(f, arch, "rope.dimension_count", &w) == 0 && v >= w)
+        /* llama.cpp runs MLA as MQA: newer files keep the per-head sizes in the *_mla keys (then
+         * key_length / value_length are the latent sizes, head_count_kv 1) */
+        int mla = get_u(f, arch, "attention.key_length_mla", &v) == 0;
+        if (!mla)
+            (void)get_u(f, arch, "attention.key_length", &v);
+        if (get_u(f, arch, "rope.dimension_count", &w) == 0 && v >= w)
             cJSON_AddNumberToObject(c, "qk_nope_head_dim", (double)(v - w));
+        put_u64(c, f, arch, mla ? "attention.value_length_mla" : "attention.value_length", "v_head_dim");
+        if (get_u(f, arch, "attention.head_count", &v) == 0) { /* HF: one key/value head per query head */
+            cJSON_DeleteItemFromObjectCaseSensitive(c, "num_key_value_heads");
+            cJSON_AddNumberToObject(c, "num_key_value_heads", (double)v);
+        }
         cJSON_DeleteItemFromObjectCaseSensitive(c, "head_dim"); /* MLA: key_length is nope + rope */
         put_u64(c, f, arch, "expert_count", "n_routed_experts");
         put_u64(c, f, arch, "expert_shared_count", "n_shared_experts");
@@ -271,9 +375,19 @@ static void put_family(cJSON *c, const tq_gguf_file *f, const char *arch, const 
         cJSON_AddNumberToObject(c, "moe_layer_freq", 1);
         if (get_d(f, arch, "rope.scaling.yarn_log_multiplier", &d) == 0) {
             cJSON *r = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
-            if (r) { /* llama.cpp stores 0.1 * mscale_all_dim */
-                cJSON_AddNumberToObject(r, "mscale", d / 0.1);
-                cJSON_AddNumberToObject(r, "mscale_all_dim", d / 0.1);
+            if (r) { /* llama.cpp stores 0.1 * mscale_all_dim as f32: the shortest decimal m
+                      * whose f32 0.1 * m is the stored value */
+                double m = d / 0.1;
+                char buf[40];
+                for (int p = 1; p <= 17; p++) {
+                    snprintf(buf, sizeof buf, "%.*g", p, d / 0.1);
+                    if ((float)(0.1 * strtod(buf, NULL)) == (float)d) {
+                        m = strtod(buf, NULL);
+                        break;
+                    }
+                }
+                cJSON_AddNumberToObject(r, "mscale", m);
+                cJSON_AddNumberToObject(r, "mscale_all_dim", m);
             }
         }
         break;
@@ -283,6 +397,17 @@ static void put_family(cJSON *c, const tq_gguf_file *f, const char *arch, const 
         put_u64(c, f, arch, "expert_used_count", "experts_per_token");
         cJSON_AddBoolToObject(c, "attention_bias", 1);
         cJSON_AddNumberToObject(c, "swiglu_limit", 7.0);
+        if (!cJSON_GetObjectItemCaseSensitive(c, "intermediate_size"))
+            put_u64(c, f, arch, "expert_feed_forward_length", "intermediate_size");
+        cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
+        if (rs) { /* gpt-oss's yarn as released: llama.cpp's default betas, no truncation */
+            if (!cJSON_GetObjectItemCaseSensitive(rs, "beta_fast"))
+                cJSON_AddNumberToObject(rs, "beta_fast", 32.0);
+            if (!cJSON_GetObjectItemCaseSensitive(rs, "beta_slow"))
+                cJSON_AddNumberToObject(rs, "beta_slow", 1.0);
+            cJSON_AddBoolToObject(rs, "truncate", 0);
+            cJSON_DeleteItemFromObjectCaseSensitive(rs, "type");
+        }
         if (get_u(f, arch, "block_count", &v) == 0 && v <= 4096) {
             /* llama.cpp: sliding-window attention on even layers, full attention on odd ones */
             cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
@@ -307,6 +432,89 @@ static void put_family(cJSON *c, const tq_gguf_file *f, const char *arch, const 
         }
         break;
     }
+}
+
+/* ------------------------------------------------------ llama 3 rope_freqs */
+static double cfg_num(const cJSON *c, const char *k, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* The factor llama.cpp's converter writes for rotary pair i of dim (its llama 3 rule: 1 for
+ * wavelengths under L/hi, the full factor over L/lo, a smooth blend between). */
+static double llama3_factor(double theta, uint64_t dim, uint64_t i, double factor, double lo, double hi, double L)
+{
+    double freq = 1.0 / pow(theta, (double)(2 * i) / (double)dim), wavelen = 2 * M_PI / freq;
+    if (wavelen < L / hi)
+        return 1.0;
+    if (wavelen > L / lo)
+        return factor;
+    double smooth = (L / wavelen - lo) / (hi - lo);
+    return 1.0 / ((1 - smooth) / factor + smooth);
+}
+
+static int llama3_matches(const float *rf, uint64_t n, double theta, double factor, double lo, double hi, double L)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        double want = llama3_factor(theta, 2 * n, i, factor, lo, hi, L);
+        if (fabs((double)rf[i] - want) > 1e-5 * want)
+            return 0;
+    }
+    return 1;
+}
+
+int tq_gguf_llama3_rope(cJSON *c, const float *rf, uint64_t n, char *why, size_t cap)
+{
+    double theta = cfg_num(c, "rope_theta", 10000.0), heads = cfg_num(c, "num_attention_heads", 0);
+    double dim = cfg_num(c, "head_dim", heads > 0 ? floor(cfg_num(c, "hidden_size", 0) / heads) : 0);
+    if (dim != (double)(2 * n) || !(theta > 1))
+        return snprintf(why, cap, "%llu factors, but the rotary dimension is %g (head_dim) with rope_theta %g",
+                        (unsigned long long)n, dim, theta), -1;
+    double factor = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (!isfinite(rf[i]) || !(rf[i] >= 1.0f))
+            return snprintf(why, cap, "value %llu is %g: llama 3 factors are finite and at least 1",
+                            (unsigned long long)i, (double)rf[i]), -1;
+        if (rf[i] > factor)
+            factor = rf[i];
+    }
+    /* Every Llama 3.x release: lo 1, hi 4, L 8192. Else fit the blend: with lo = 1 (only the
+     * ratios L/lo, L/hi matter), s = (1/f - 1/F) / (1 - 1/F) = a x + b over x = 1/wavelength
+     * gives hi = 1 - 1/b and L = -a/b; L is rounded to an integer, hi to 1e-4. */
+    double lo = 1, hi = 4, L = 8192;
+    int ok = llama3_matches(rf, n, theta, factor, lo, hi, L);
+    if (!ok && factor > 1) {
+        double sx = 0, sy = 0, sxx = 0, sxy = 0, k = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            if (!(rf[i] > 1.0f + 1e-6f) || !(rf[i] < (float)factor * (1 - 1e-6f)))
+                continue;
+            double x = 1.0 / (2 * M_PI * pow(theta, (double)(2 * i) / (double)(2 * n)));
+            double y = (1.0 / rf[i] - 1.0 / factor) / (1.0 - 1.0 / factor);
+            sx += x, sy += y, sxx += x * x, sxy += x * y, k++;
+        }
+        double det = k * sxx - sx * sx;
+        if (k >= 2 && det != 0) {
+            double a = (k * sxy - sx * sy) / det, b = (sy - a * sx) / k;
+            if (b < 0 && a > 0) {
+                hi = round((1 - 1 / b) * 1e4) / 1e4;
+                L = round(-a / b);
+                ok = hi > lo && L > 0 && llama3_matches(rf, n, theta, factor, lo, hi, L);
+            }
+        }
+    }
+    if (!ok)
+        return snprintf(why, cap, "the %llu values are not llama 3 rope factors (no factor, low/high frequency factors "
+                        "and original context length give them back)", (unsigned long long)n), -1;
+    cJSON *r = cJSON_AddObjectToObject(c, "rope_scaling");
+    if (!r)
+        return snprintf(why, cap, "out of memory"), -1;
+    cJSON_AddStringToObject(r, "rope_type", "llama3");
+    cJSON_AddNumberToObject(r, "factor", factor);
+    cJSON_AddNumberToObject(r, "low_freq_factor", lo);
+    cJSON_AddNumberToObject(r, "high_freq_factor", hi);
+    cJSON_AddNumberToObject(r, "original_max_position_embeddings", L);
+    return 0;
 }
 
 cJSON *tq_gguf_config(const tq_gguf_file *f, const char *arch, uint64_t vocab, int tied, tq_err *e)

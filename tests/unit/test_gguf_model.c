@@ -5,6 +5,7 @@
 #include "gguf_writer.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -624,6 +625,206 @@ static void test_arch_configs(void)
     model_free(m);
 }
 
+static char *write_gw(gw *w, const char *tag)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/%s.gguf", t_tmpdir(), tag);
+    CHECK(gw_write(w, path) == 0);
+    gw_free(w);
+    return path;
+}
+
+/* Gemma 3: HF's names for its four per-layer norms, and llama.cpp's + 1 on every norm weight
+ * taken off again (F32 values w + 1 stored, w presented); other tensors as stored. */
+static void test_gemma3_names_and_norms(void)
+{
+    static const struct { const char *gguf, *hf; } norms[] = {
+        {"output_norm.weight", "model.norm.weight"},
+        {"blk.0.attn_norm.weight", "model.layers.0.input_layernorm.weight"},
+        {"blk.0.post_attention_norm.weight", "model.layers.0.post_attention_layernorm.weight"},
+        {"blk.0.ffn_norm.weight", "model.layers.0.pre_feedforward_layernorm.weight"},
+        {"blk.0.post_ffw_norm.weight", "model.layers.0.post_feedforward_layernorm.weight"},
+        {"blk.0.attn_q_norm.weight", "model.layers.0.self_attn.q_norm.weight"},
+        {"blk.0.attn_k_norm.weight", "model.layers.0.self_attn.k_norm.weight"},
+    };
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "gemma3");
+    gw_kv_u32(&w, "gemma3.block_count", 1);
+    float hf[8] = {0.25f, -0.5f, 0.0f, 1.5f, -1.0f, 0.125f, 3.0f, -0.0078125f}, stored[8];
+    for (int i = 0; i < 8; i++)
+        stored[i] = hf[i] + 1.0f;
+    uint64_t ne1[1] = {8}, ne2[2] = {8, 4};
+    for (size_t i = 0; i < sizeof norms / sizeof *norms; i++)
+        gw_tensor_add(&w, norms[i].gguf, 1, ne1, 0, stored, sizeof stored);
+    float proj[32];
+    for (int i = 0; i < 32; i++)
+        proj[i] = (float)i - 7.5f;
+    gw_tensor_add(&w, "blk.0.attn_q.weight", 2, ne2, 0, proj, sizeof proj);
+    gw_tensor_add(&w, "blk.0.ffn_gate.weight", 2, ne2, 0, proj, sizeof proj);
+    tq_model *m = open_gguf(write_gw(&w, "gemma3-norms"), 0);
+    CHECK(m && !has_warning(m, "has no HF name"));
+    for (size_t i = 0; m && i < sizeof norms / sizeof *norms; i++) {
+        const tq_model_tensor *t = find(m, norms[i].hf);
+        CHECKF(t && t->info.dtype == TQ_DT_F32 && t->info.nelem == 8, "%s", norms[i].hf);
+        float *v = t ? read_all(t) : NULL;
+        CHECKF(v && !memcmp(v, hf, sizeof hf), "%s: the stored weight minus 1", norms[i].hf);
+        free(v);
+    }
+    const tq_model_tensor *q = m ? find(m, "model.layers.0.self_attn.q_proj.weight") : NULL;
+    float *v = q ? read_all(q) : NULL;
+    CHECK(v && !memcmp(v, proj, sizeof proj) && m && find(m, "model.layers.0.mlp.gate_proj.weight"));
+    free(v);
+    model_free(m);
+}
+
+/* DeepSeek: attn_k_b / attn_v_b joined into kv_b_proj (checked against the same matrix stored
+ * whole as attn_kv_b, read whole and in odd pieces, and across mixed stored dtypes); a half
+ * without its partner, or halves whose shapes disagree, are refused naming the tensor. */
+static void kvb_file(const char *tag, int with_v, int both, uint32_t vtype)
+{
+    enum { H = 3, K = 4, V = 5, R = 6 };
+    float kv[H * (K + V) * R], kb[H * R * K], vb[H * V * R];
+    for (int i = 0; i < H * (K + V) * R; i++)
+        kv[i] = (float)(i % 97) - 40.0f;
+    for (int h = 0; h < H; h++)
+        for (int j = 0; j < K + V; j++)
+            for (int r = 0; r < R; r++) {
+                float x = kv[(h * (K + V) + j) * R + r];
+                if (j < K)
+                    kb[(h * R + r) * K + j] = x;
+                else
+                    vb[(h * V + j - K) * R + r] = x;
+            }
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "deepseek2");
+    gw_kv_u32(&w, "deepseek2.attention.head_count", H);
+    gw_kv_u32(&w, "deepseek2.attention.kv_lora_rank", R);
+    uint64_t nek[3] = {K, R, H}, nev[3] = {R, V, H}, nekv[2] = {R, H * (K + V)};
+    gw_tensor_add(&w, "blk.0.attn_k_b.weight", 3, nek, 0, kb, sizeof kb);
+    if (with_v) {
+        if (vtype == 1) {
+            uint16_t h16[H * V * R];
+            for (int i = 0; i < H * V * R; i++)
+                h16[i] = f16_exact(vb[i]);
+            gw_tensor_add(&w, "blk.0.attn_v_b.weight", 3, nev, 1, h16, sizeof h16);
+        } else {
+            gw_tensor_add(&w, "blk.0.attn_v_b.weight", 3, nev, 0, vb, sizeof vb);
+        }
+    }
+    gw_tensor_add(&w, "blk.1.attn_kv_b.weight", 2, nekv, 0, kv, sizeof kv);
+    if (both) { /* both forms in one layer (llama.cpp forks keep attn_kv_b too) */
+        gw_tensor_add(&w, "blk.1.attn_k_b.weight", 3, nek, 0, kb, sizeof kb);
+        gw_tensor_add(&w, "blk.1.attn_v_b.weight", 3, nev, 0, vb, sizeof vb);
+    }
+    write_gw(&w, tag);
+}
+
+static void test_deepseek2_kv_b_join(void)
+{
+    char path[4096];
+    for (uint32_t vt = 0; vt < 3; vt++) {
+        kvb_file("ds-kvb", 1, vt == 2, vt == 1 ? 1 : 0);
+        snprintf(path, sizeof path, "%s/ds-kvb.gguf", t_tmpdir());
+        tq_model *m = open_gguf(path, 0);
+        const tq_model_tensor *j = m ? find(m, "model.layers.0.self_attn.kv_b_proj.weight") : NULL;
+        const tq_model_tensor *whole = m ? find(m, "model.layers.1.self_attn.kv_b_proj.weight") : NULL;
+        CHECK(j && whole && j->info.ndim == 2 && j->info.shape[0] == 27 && j->info.shape[1] == 6 &&
+              j->info.dtype == TQ_DT_F32 && m->n_tensors == 2);
+        CHECK(vt != 2 || (m && has_warning(m, "'blk.1.attn_k_b.weight' and 'blk.1.attn_v_b.weight' are kv_b_proj split; "
+                                              "the layer's attn_kv_b is kept instead")));
+        float *a = j ? read_all(j) : NULL, *b = whole ? read_all(whole) : NULL;
+        CHECK(a && b && !memcmp(a, b, 27 * 6 * 4));
+        /* odd pieces: starting mid-row, spanning key and value rows and heads */
+        float piece[27 * 6];
+        for (uint64_t step = 1; j && a && step <= 13; step += 4)
+            for (uint64_t at = 0; at < 27 * 6; at += step) {
+                uint64_t n = at + step <= 27 * 6 ? step : 27 * 6 - at;
+                CHECK_OK(tq_model_read(j, at * 4, piece, n * 4, &err));
+                CHECKF(!memcmp(piece, a + at, n * 4), "piece [%llu, +%llu)", (unsigned long long)at,
+                       (unsigned long long)n);
+            }
+        free(a);
+        free(b);
+        model_free(m);
+    }
+    tq_model *m = NULL;
+    kvb_file("ds-kvb-lone", 0, 0, 0);
+    snprintf(path, sizeof path, "%s/ds-kvb-lone.gguf", t_tmpdir());
+    CHECK(tq_model_open_ex(&m, path, 0, &err) == -1 && err.code == TQ_EDATA &&
+          strstr(err.msg, "tensor 'blk.0.attn_k_b.weight' has no attn_v_b beside it"));
+    /* R of k_b disagreeing with kv_lora_rank: rewrite with a 3-row k_b */
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "deepseek2");
+    gw_kv_u32(&w, "deepseek2.attention.kv_lora_rank", 6);
+    float z[3 * 4 * 3 * 5] = {0};
+    uint64_t nek[3] = {4, 3, 3}, nev[3] = {3, 5, 3};
+    gw_tensor_add(&w, "blk.2.attn_k_b.weight", 3, nek, 0, z, 4 * 3 * 3 * 4);
+    gw_tensor_add(&w, "blk.2.attn_v_b.weight", 3, nev, 0, z, 3 * 5 * 3 * 4);
+    CHECK(tq_model_open_ex(&m, write_gw(&w, "ds-kvb-rank"), 0, &err) == -1 && err.code == TQ_EDATA &&
+          strstr(err.msg, "tensor 'blk.2.attn_k_b.weight' is 3-D ne [4, 3, 3]") &&
+          strstr(err.msg, "R = kv_lora_rank (6)"));
+}
+
+/* rope_freqs: the llama 3 parameters they were made from, standard or fitted; values that no
+ * parameters give (or of the wrong count) are refused naming the tensor. */
+static void llama3_freqs(float *f, int n, double theta, double F, double lo, double hi, double L)
+{
+    for (int i = 0; i < n; i++) { /* llama.cpp's converter's rule, as in test_gguf_roundtrip.c */
+        double wl = 2 * M_PI * pow(theta, 2.0 * i / (2.0 * n)), s = (L / wl - lo) / (hi - lo);
+        f[i] = wl < L / hi ? 1.0f : wl > L / lo ? (float)F : (float)(1 / ((1 - s) / F + s));
+    }
+}
+
+static tq_model *llama3_model(const float *f, uint64_t n, const char *tag)
+{
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "llama");
+    gw_kv_u32(&w, "llama.embedding_length", 512);
+    gw_kv_u32(&w, "llama.attention.head_count", 4);
+    gw_kv_f32(&w, "llama.rope.freq_base", 500000.0f);
+    uint64_t ne[1] = {n};
+    gw_tensor_add(&w, "rope_freqs.weight", 1, ne, 0, f, n * 4);
+    float e[8] = {0};
+    uint64_t ne2[2] = {4, 2};
+    gw_tensor_add(&w, "token_embd.weight", 2, ne2, 0, e, sizeof e);
+    tq_model *m = NULL;
+    if (tq_model_open_ex(&m, write_gw(&w, tag), 0, &err) != 0)
+        m = NULL;
+    return m;
+}
+
+static void test_llama3_rope_freqs(void)
+{
+    static const double sets[][4] = {{8, 1, 4, 8192}, {32, 1, 4, 8192}, {16, 1, 2.5, 4096}};
+    float f[64];
+    for (int k = 0; k < 3; k++) {
+        llama3_freqs(f, 64, 500000, sets[k][0], sets[k][1], sets[k][2], sets[k][3]);
+        tq_model *m = llama3_model(f, 64, "llama3");
+        const cJSON *r = m ? cJSON_GetObjectItemCaseSensitive(m->config, "rope_scaling") : NULL;
+        CHECKF(r && !strcmp(cJSON_GetObjectItemCaseSensitive(r, "rope_type")->valuestring, "llama3") &&
+                   cJSON_GetObjectItemCaseSensitive(r, "factor")->valuedouble == sets[k][0] &&
+                   cJSON_GetObjectItemCaseSensitive(r, "low_freq_factor")->valuedouble == sets[k][1] &&
+                   cJSON_GetObjectItemCaseSensitive(r, "high_freq_factor")->valuedouble == sets[k][2] &&
+                   cJSON_GetObjectItemCaseSensitive(r, "original_max_position_embeddings")->valuedouble == sets[k][3],
+               "set %d: %s", k, m ? "wrong rope_scaling" : err.msg);
+        CHECK(m && !find(m, "rope_freqs.weight") && find(m, "model.embed_tokens.weight"));
+        model_free(m);
+    }
+    llama3_freqs(f, 64, 500000, 8, 1, 4, 8192);
+    f[40] = 0.5f;
+    CHECK(!llama3_model(f, 64, "llama3-bad") && err.code == TQ_EDATA &&
+          strstr(err.msg, "tensor 'rope_freqs.weight': value 40 is 0.5"));
+    f[40] = f[39] * 1.01f; /* not on any llama 3 curve */
+    CHECK(!llama3_model(f, 64, "llama3-bad") && strstr(err.msg, "tensor 'rope_freqs.weight': the 64 values are not llama 3"));
+    llama3_freqs(f, 64, 500000, 8, 1, 4, 8192);
+    CHECK(!llama3_model(f, 32, "llama3-short") && strstr(err.msg, "tensor 'rope_freqs.weight': 32 factors, but the rotary "
+                                                                    "dimension is 128"));
+}
+
 int main(void)
 {
     RUN(test_vectors_keep_names);
@@ -636,5 +837,8 @@ int main(void)
     RUN(test_unknown_arch);
     RUN(test_unsupported_type_warns_then_fails);
     RUN(test_arch_configs);
+    RUN(test_gemma3_names_and_norms);
+    RUN(test_deepseek2_kv_b_join);
+    RUN(test_llama3_rope_freqs);
     TEST_MAIN_END();
 }

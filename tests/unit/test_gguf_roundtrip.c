@@ -12,34 +12,58 @@
 
 static tq_err err;
 
-/* HF/MLX -> GGUF names, written independently of formats/gguf_names.c. */
-static int gguf_name(const char *hf, char *out, size_t cap)
+/* HF/MLX -> GGUF names as llama.cpp's converter (gguf-py's tensor map) writes them for arch,
+ * written independently of formats/gguf_names.c. */
+static int gguf_name(const char *arch, const char *hf, char *out, size_t cap)
 {
     static const struct { const char *hf, *gguf; } whole[] = {
         {"model.embed_tokens.weight", "token_embd.weight"},
         {"model.norm.weight", "output_norm.weight"},
         {"lm_head.weight", "output.weight"},
     };
-    static const struct { const char *hf, *gguf; } layer[] = {
-        {"input_layernorm.weight", "attn_norm.weight"},
-        {"post_attention_layernorm.weight", "ffn_norm.weight"},
-        {"self_attn.q_proj.weight", "attn_q.weight"},
-        {"self_attn.k_proj.weight", "attn_k.weight"},
-        {"self_attn.v_proj.weight", "attn_v.weight"},
-        {"self_attn.o_proj.weight", "attn_output.weight"},
-        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-        {"mlp.gate.weight", "ffn_gate_inp.weight"},
-        {"mlp.gate_proj.weight", "ffn_gate.weight"},
-        {"mlp.up_proj.weight", "ffn_up.weight"},
-        {"mlp.down_proj.weight", "ffn_down.weight"},
-        {"mlp.switch_mlp.gate_proj.weight", "ffn_gate_exps.weight"},
-        {"mlp.switch_mlp.up_proj.weight", "ffn_up_exps.weight"},
-        {"mlp.switch_mlp.down_proj.weight", "ffn_down_exps.weight"},
-        {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
-        {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
-        {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
-        {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+    static const struct { const char *arch, *hf, *gguf; } layer[] = {
+        {"", "input_layernorm.weight", "attn_norm.weight"},
+        {"gpt-oss", "post_attention_layernorm.weight", "post_attention_norm.weight"},
+        {"", "post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"", "self_attn.q_proj.weight", "attn_q.weight"},
+        {"", "self_attn.k_proj.weight", "attn_k.weight"},
+        {"", "self_attn.v_proj.weight", "attn_v.weight"},
+        {"", "self_attn.o_proj.weight", "attn_output.weight"},
+        {"", "self_attn.q_proj.bias", "attn_q.bias"},
+        {"", "self_attn.k_proj.bias", "attn_k.bias"},
+        {"", "self_attn.v_proj.bias", "attn_v.bias"},
+        {"", "self_attn.o_proj.bias", "attn_output.bias"},
+        {"", "self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"", "self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"", "self_attn.sinks", "attn_sinks.weight"},
+        {"", "self_attn.q_a_proj.weight", "attn_q_a.weight"},
+        {"", "self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+        {"", "self_attn.q_b_proj.weight", "attn_q_b.weight"},
+        {"", "self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+        {"", "self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+        {"", "mlp.gate.weight", "ffn_gate_inp.weight"},
+        {"", "mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+        {"", "mlp.router.weight", "ffn_gate_inp.weight"},
+        {"", "mlp.router.bias", "ffn_gate_inp.bias"},
+        {"", "mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"", "mlp.up_proj.weight", "ffn_up.weight"},
+        {"", "mlp.down_proj.weight", "ffn_down.weight"},
+        {"", "mlp.switch_mlp.gate_proj.weight", "ffn_gate_exps.weight"},
+        {"", "mlp.switch_mlp.up_proj.weight", "ffn_up_exps.weight"},
+        {"", "mlp.switch_mlp.down_proj.weight", "ffn_down_exps.weight"},
+        {"", "mlp.experts.gate_proj.weight", "ffn_gate_exps.weight"},
+        {"", "mlp.experts.up_proj.weight", "ffn_up_exps.weight"},
+        {"", "mlp.experts.down_proj.weight", "ffn_down_exps.weight"},
+        {"", "mlp.experts.gate_proj.bias", "ffn_gate_exps.bias"},
+        {"", "mlp.experts.up_proj.bias", "ffn_up_exps.bias"},
+        {"", "mlp.experts.down_proj.bias", "ffn_down_exps.bias"},
+        {"", "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+        {"", "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+        {"", "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+        {"", "mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+        {"", "mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+        {"", "mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+        {"", "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
     };
     for (size_t i = 0; i < sizeof whole / sizeof *whole; i++)
         if (strcmp(hf, whole[i].hf) == 0)
@@ -48,7 +72,7 @@ static int gguf_name(const char *hf, char *out, size_t cap)
     if (sscanf(hf, "model.layers.%d.%n", &l, &n) != 1 || n == 0)
         return -1;
     for (size_t i = 0; i < sizeof layer / sizeof *layer; i++)
-        if (strcmp(hf + n, layer[i].hf) == 0)
+        if ((!layer[i].arch[0] || !strcmp(arch, layer[i].arch)) && strcmp(hf + n, layer[i].hf) == 0)
             return snprintf(out, cap, "blk.%d.%s", l, layer[i].gguf) > 0 ? 0 : -1;
     return -1;
 }
@@ -127,6 +151,62 @@ static int same_logits(const char *a, const char *b)
     return ok;
 }
 
+/* DeepSeek's kv_b_proj [H*(K+V), R] as llama.cpp's converter splits it (its published rule, in
+ * the test's own words): per head, the K key rows transposed into attn_k_b [H][R][K] and the V
+ * value rows as they are into attn_v_b [H][V][R]. */
+static void add_split_kv_b(gw *w, const cJSON *c, const tq_model_tensor *t)
+{
+    uint64_t H = (uint64_t)num(c, "num_attention_heads"), K = (uint64_t)num(c, "qk_nope_head_dim");
+    uint64_t V = (uint64_t)num(c, "v_head_dim"), R = t->info.shape[1], es = tq_dtype_size(t->info.dtype);
+    CHECK(t->info.ndim == 2 && t->info.shape[0] == H * (K + V));
+    unsigned char *kv = malloc(t->info.nbytes), *kb = malloc(H * R * K * es), *vb = malloc(H * V * R * es);
+    CHECK_OK(tq_model_read(t, 0, kv, t->info.nbytes, &err));
+    for (uint64_t h = 0; h < H; h++)
+        for (uint64_t j = 0; j < K + V; j++)
+            for (uint64_t r = 0; r < R; r++) {
+                const unsigned char *src = kv + ((h * (K + V) + j) * R + r) * es;
+                if (j < K)
+                    memcpy(kb + ((h * R + r) * K + j) * es, src, es);
+                else
+                    memcpy(vb + ((h * V + (j - K)) * R + r) * es, src, es);
+            }
+    int l = 0;
+    CHECK(sscanf(t->info.name, "model.layers.%d.", &l) == 1);
+    char nk[64], nv[64];
+    snprintf(nk, sizeof nk, "blk.%d.attn_k_b.weight", l);
+    snprintf(nv, sizeof nv, "blk.%d.attn_v_b.weight", l);
+    uint32_t type = t->info.dtype == TQ_DT_F32 ? 0 : t->info.dtype == TQ_DT_F16 ? 1 : 30;
+    uint64_t nek[3] = {K, R, H}, nev[3] = {R, V, H};
+    gw_tensor_add(w, nk, 3, nek, type, kb, H * R * K * es);
+    gw_tensor_add(w, nv, 3, nev, type, vb, H * V * R * es);
+    free(kv);
+    free(kb);
+    free(vb);
+}
+
+/* llama.cpp's rope_freqs for a llama 3 rope_scaling, by its converter's published rule: per
+ * rotary pair i (frequency base^(-2i/dim), wavelength 2 pi / frequency) the factor 1 below
+ * L/high_freq_factor, the full factor above L/low_freq_factor, and between them 1 / ((1 - s) /
+ * factor + s) with s = (L / wavelength - low) / (high - low). */
+static int llama3_rope;
+
+static void add_rope_freqs(gw *w, const cJSON *c)
+{
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
+    double base = num(c, "rope_theta"), dim = num(c, "head_dim"), F = num(r, "factor");
+    double lo = num(r, "low_freq_factor"), hi = num(r, "high_freq_factor"), L = num(r, "original_max_position_embeddings");
+    float f[512];
+    uint64_t n = (uint64_t)dim / 2;
+    CHECK(n > 0 && n <= 512 && F > 1);
+    for (uint64_t i = 0; i < n && i < 512; i++) {
+        float freq = (float)(1.0 / pow(base, (double)(2 * i) / dim));
+        double wl = 2 * M_PI / freq;
+        f[i] = wl < L / hi ? 1.0f : wl > L / lo ? (float)F : (float)(1 / ((1 - (L / wl - lo) / (hi - lo)) / F + (L / wl - lo) / (hi - lo)));
+    }
+    uint64_t ne[1] = {n};
+    gw_tensor_add(w, "rope_freqs.weight", 1, ne, 0, f, n * sizeof *f);
+}
+
 static void roundtrip_arch(const char *tag, const char *mk_args, const char *arch, const char *model_type)
 {
     const char *bin = getenv("BIN");
@@ -135,6 +215,20 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
     snprintf(gguf, sizeof gguf, "%s/rt-%s.gguf", t_tmpdir(), tag);
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && '%s/tq-mkmodel' --quiet %s '%s'", dir, bin ? bin : "bin", mk_args, dir);
     CHECKF(system(cmd) == 0, "%s", cmd);
+    if (llama3_rope) { /* the generated llama with Llama 3.1's rope scaling */
+        cJSON *cfg = NULL;
+        snprintf(cmd, sizeof cmd, "%s/config.json", dir);
+        CHECK_OK(tq_json_read_file(cmd, 1 << 20, &cfg, &err));
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "factor", 8.0);
+        cJSON_AddNumberToObject(r, "high_freq_factor", 4.0);
+        cJSON_AddNumberToObject(r, "low_freq_factor", 1.0);
+        cJSON_AddNumberToObject(r, "original_max_position_embeddings", 8192);
+        cJSON_AddStringToObject(r, "rope_type", "llama3");
+        cJSON_ReplaceItemInObjectCaseSensitive(cfg, "rope_scaling", r);
+        CHECK_OK(tq_json_write_file(cmd, cfg, &err));
+        cJSON_Delete(cfg);
+    }
     tq_model *src = NULL;
     CHECK_OK(tq_model_open(&src, dir, &err));
     if (!src || !src->config)
@@ -147,15 +241,46 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
     kv_u32(&w, arch, "context_length", num(c, "max_position_embeddings"));
     kv_u32(&w, arch, "embedding_length", num(c, "hidden_size"));
     kv_u32(&w, arch, "feed_forward_length", num(c, "intermediate_size"));
-    if (num(c, "moe_intermediate_size") > 0) {
-        kv_u32(&w, arch, "expert_feed_forward_length", num(c, "moe_intermediate_size"));
-        kv_u32(&w, arch, "expert_count", num(c, "num_experts"));
+    int ds = !strcmp(arch, "deepseek2"), oss = !strcmp(arch, "gpt-oss");
+    if (num(c, "moe_intermediate_size") > 0 || oss) {
+        kv_u32(&w, arch, "expert_feed_forward_length", num(c, oss ? "intermediate_size" : "moe_intermediate_size"));
+        kv_u32(&w, arch, "expert_count", num(c, ds ? "n_routed_experts" : oss ? "num_local_experts" : "num_experts"));
         kv_u32(&w, arch, "expert_used_count", num(c, "num_experts_per_tok"));
     }
     kv_u32(&w, arch, "attention.head_count", num(c, "num_attention_heads"));
-    kv_u32(&w, arch, "attention.head_count_kv", num(c, "num_key_value_heads"));
+    /* llama.cpp runs DeepSeek's MLA as MQA over the latent: one kv head, latent key/value sizes */
+    kv_u32(&w, arch, "attention.head_count_kv", ds ? 1 : num(c, "num_key_value_heads"));
     if (num(c, "head_dim") > 0)
         kv_u32(&w, arch, "attention.key_length", num(c, "head_dim"));
+    if (ds) {
+        double R = num(c, "kv_lora_rank"), rope = num(c, "qk_rope_head_dim");
+        kv_u32(&w, arch, "attention.key_length", R + rope);
+        kv_u32(&w, arch, "attention.value_length", R);
+        kv_u32(&w, arch, "attention.key_length_mla", num(c, "qk_nope_head_dim") + rope);
+        kv_u32(&w, arch, "attention.value_length_mla", num(c, "v_head_dim"));
+        kv_u32(&w, arch, "attention.q_lora_rank", num(c, "q_lora_rank"));
+        kv_u32(&w, arch, "attention.kv_lora_rank", R);
+        kv_u32(&w, arch, "rope.dimension_count", rope);
+        kv_u32(&w, arch, "expert_shared_count", num(c, "n_shared_experts"));
+        kv_u32(&w, arch, "leading_dense_block_count", num(c, "first_k_dense_replace"));
+        kv_f32(&w, arch, "expert_weights_scale", num(c, "routed_scaling_factor"));
+        kv_u32(&w, arch, "expert_group_count", num(c, "n_group"));
+        kv_u32(&w, arch, "expert_group_used_count", num(c, "topk_group"));
+        gw_kv_bool(&w, "deepseek2.expert_weights_norm", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "norm_topk_prob")));
+        kv_u32(&w, arch, "expert_gating_func", 2); /* sigmoid */
+    }
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
+    if ((ds || oss) && rs) {
+        char k[128];
+        snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+        gw_kv_str(&w, k, "yarn");
+        kv_f32(&w, arch, "rope.scaling.factor", num(rs, "factor"));
+        kv_u32(&w, arch, "rope.scaling.original_context_length", num(rs, "original_max_position_embeddings"));
+        if (ds)
+            kv_f32(&w, arch, "rope.scaling.yarn_log_multiplier", 0.1 * num(rs, "mscale_all_dim"));
+    }
+    if (oss)
+        kv_u32(&w, arch, "attention.sliding_window", num(c, "sliding_window"));
     kv_f32(&w, arch, "rope.freq_base", num(c, "rope_theta"));
     kv_f32(&w, arch, "attention.layer_norm_rms_epsilon", num(c, "rms_norm_eps"));
     size_t vocab = (size_t)num(c, "vocab_size");
@@ -168,10 +293,16 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
     for (size_t i = 0; i < vocab; i++)
         free(toks[i]);
     free(toks);
+    if (llama3_rope)
+        add_rope_freqs(&w, c);
     for (size_t i = 0; i < src->n_tensors; i++) {
         const tq_model_tensor *t = &src->tensors[i];
         char name[256];
-        CHECKF(gguf_name(t->info.name, name, sizeof name) == 0, "no GGUF name for %s", t->info.name);
+        if (ds && strstr(t->info.name, ".kv_b_proj.weight")) {
+            add_split_kv_b(&w, c, t);
+            continue;
+        }
+        CHECKF(gguf_name(arch, t->info.name, name, sizeof name) == 0, "no GGUF name for %s", t->info.name);
         uint32_t type = t->info.dtype == TQ_DT_F32 ? 0 : t->info.dtype == TQ_DT_F16 ? 1 : 30;
         CHECK(t->info.dtype == TQ_DT_F32 || t->info.dtype == TQ_DT_F16 || t->info.dtype == TQ_DT_BF16);
         uint64_t ne[4];
@@ -226,8 +357,27 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
                                      "num_key_value_heads", "head_dim", "rope_theta", "num_experts",
                                      "num_experts_per_tok", "vocab_size"};
         for (size_t i = 0; i < sizeof same / sizeof *same; i++)
-            CHECKF(num(gc, same[i]) == num(c, same[i]), "config %s: %g vs %g", same[i], num(gc, same[i]),
-                   num(c, same[i]));
+            CHECKF(num(c, same[i]) == -12345 || num(gc, same[i]) == num(c, same[i]), "config %s: %g vs %g", same[i],
+                   num(gc, same[i]), num(c, same[i]));
+        /* the family's own keys the loaders need */
+        static const char *ds_keys[] = {"q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                        "v_head_dim", "n_routed_experts", "n_shared_experts", "first_k_dense_replace",
+                                        "n_group", "topk_group", "moe_layer_freq"};
+        static const char *oss_keys[] = {"num_local_experts", "sliding_window", "swiglu_limit"};
+        for (size_t i = 0; ds && i < sizeof ds_keys / sizeof *ds_keys; i++)
+            CHECKF(num(gc, ds_keys[i]) == num(c, ds_keys[i]), "config %s: %g vs %g", ds_keys[i], num(gc, ds_keys[i]),
+                   num(c, ds_keys[i]));
+        for (size_t i = 0; oss && i < sizeof oss_keys / sizeof *oss_keys; i++)
+            CHECKF(num(gc, oss_keys[i]) == num(c, oss_keys[i]), "config %s: %g vs %g", oss_keys[i],
+                   num(gc, oss_keys[i]), num(c, oss_keys[i]));
+        if (ds)
+            CHECK(num(gc, "routed_scaling_factor") == (double)(float)num(c, "routed_scaling_factor"));
+        if (llama3_rope) {
+            const cJSON *ra = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling"),
+                        *rb = cJSON_GetObjectItemCaseSensitive(gc, "rope_scaling");
+            CHECKF(cJSON_Compare(ra, rb, 1), "rope_scaling: %s", rb ? cJSON_PrintUnformatted(rb) : "none");
+            CHECK(!tq_model_find(g, "rope_freqs.weight"));
+        }
         /* GGUF stores the epsilon as f32. */
         CHECK(num(gc, "rms_norm_eps") == (double)(float)num(c, "rms_norm_eps"));
         const cJSON *mt = cJSON_GetObjectItemCaseSensitive(gc, "model_type");
@@ -253,6 +403,8 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
             CHECK_OK(tq_convert(gguf, qb, &o, &rb, &err));
             tq_convert_report_free(&rb);
             same_tensors(qa, qb, mode != 2);
+            if (!strcmp(model_type, "deepseek_v3") || !strcmp(model_type, "gpt_oss") || llama3_rope)
+                CHECKF(same_logits(mode == 2 ? dir : qa, qb), "%s mode %d", model_type, mode);
             if (!strcmp(model_type, "qwen3_moe")) {
                 /* tq-run: plain copy of the GGUF vs the safetensors original itself; TurboQuant
                  * of the GGUF vs TurboQuant of the safetensors */
@@ -305,8 +457,29 @@ static void test_roundtrip_qwen3_moe_bf16_shared_tied(void)
     roundtrip("bf16", "--arch qwen3_moe --naming mlx --dtype bf16 --shared-expert --tie-embeddings --seed 3");
 }
 
+/* llama 3's rope scaling travels as rope_freqs; it comes back as config.json's rope_scaling. */
+static void test_roundtrip_llama3_rope(void)
+{
+    llama3_rope = 1;
+    roundtrip_arch("llama3", "--arch llama --dtype bf16 --seed 9", "llama", "llama");
+    llama3_rope = 0;
+}
+
+static void test_roundtrip_deepseek_v3(void)
+{
+    roundtrip_arch("ds", "--arch deepseek_v3 --naming mlx --dtype bf16 --seed 7", "deepseek2", "deepseek_v3");
+}
+
+static void test_roundtrip_gpt_oss(void)
+{
+    roundtrip_arch("oss", "--arch gpt_oss --naming mlx --dtype bf16 --seed 8", "gpt-oss", "gpt_oss");
+}
+
 int main(void)
 {
+    RUN(test_roundtrip_llama3_rope);
+    RUN(test_roundtrip_deepseek_v3);
+    RUN(test_roundtrip_gpt_oss);
     RUN(test_roundtrip_qwen3_moe_f16);
     RUN(test_roundtrip_qwen3_moe_bf16_shared_tied);
     RUN(test_roundtrip_llama_permuted);
