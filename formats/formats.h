@@ -209,6 +209,10 @@ int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len,
 int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e);
 /* What tq_model_copy_extras would write into a directory: names and sizes added to files. */
 int tq_model_extras_plan(const tq_model *m, tq_out_plan *files, tq_err *e);
+/* Generated file i (its JSON, and its name in *name) when it is to be written: present and not
+ * replaced by an extra file of the same name; else NULL. The one rule tq-convert and tq-split
+ * share. */
+struct cJSON *tq_model_generated_file(const tq_model *m, size_t i, const char **name);
 /* GGUF input (formats/gguf_model.c). Called by tq_model_open for a path ending in .gguf, or
  * a directory whose only model files are .gguf: m is zeroed except m->path (and m->flags);
  * it fills source, tensors (src set, names owned by the source), n_tensors and optionally

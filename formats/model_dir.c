@@ -463,6 +463,17 @@ int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len,
     return tq_fail(e, TQ_EUSAGE, "tensor '%s': no source to read from", t->info.name);
 }
 
+struct cJSON *tq_model_generated_file(const tq_model *m, size_t i, const char **name)
+{
+    if (i >= m->n_generated || !m->generated[i])
+        return NULL;
+    for (size_t k = 0; k < m->n_extra; k++)
+        if (!strcmp(m->extra_files[k], m->generated_names[i]))
+            return NULL;
+    *name = m->generated_names[i];
+    return m->generated[i];
+}
+
 int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e)
 {
     for (size_t i = 0; i < m->n_extra; i++) {
@@ -475,13 +486,12 @@ int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e)
             return -1;
     }
     for (size_t i = 0; i < m->n_generated; i++) {
-        int shadowed = 0;
-        for (size_t k = 0; k < m->n_extra; k++)
-            shadowed |= !strcmp(m->extra_files[k], m->generated_names[i]);
-        if (shadowed || !m->generated[i])
+        const char *name;
+        cJSON *j = tq_model_generated_file(m, i, &name);
+        if (!j)
             continue;
-        char *dst = tq_path_join(dir, m->generated_names[i], e);
-        int rc = dst ? tq_json_write_file(dst, m->generated[i], e) : -1;
+        char *dst = tq_path_join(dir, name, e);
+        int rc = dst ? tq_json_write_file(dst, j, e) : -1;
         free(dst);
         if (rc != 0)
             return -1;
@@ -500,10 +510,9 @@ int tq_model_extras_plan(const tq_model *m, tq_out_plan *files, tq_err *e)
             return -1;
     }
     for (size_t i = 0; i < m->n_generated; i++) {
-        int shadowed = 0;
-        for (size_t k = 0; k < m->n_extra; k++)
-            shadowed |= !strcmp(m->extra_files[k], m->generated_names[i]);
-        if (!shadowed && m->generated[i] && tq_out_plan_add_json(files, m->generated_names[i], m->generated[i], e) != 0)
+        const char *name;
+        cJSON *j = tq_model_generated_file(m, i, &name);
+        if (j && tq_out_plan_add_json(files, name, j, e) != 0)
             return -1;
     }
     return 0;

@@ -49,14 +49,12 @@ static char *config_text(const split_plan *p, tq_err *e)
     return text;
 }
 
-static int write_config(split_run *r, tq_err *e)
+/* text into the output file NAME, hashed into split.json like every output. */
+static int write_text(split_run *r, const char *name, const char *text, tq_err *e)
 {
-    char *text = config_text(&r->plan, e);
-    if (!text)
-        return -1;
     out_file of;
     int rc = -1;
-    if (split_of_open(&of, r->stage, "config.json", e) == 0) {
+    if (split_of_open(&of, r->stage, name, e) == 0) {
         if (split_of_write(&of, text, strlen(text), e) != 0)
             split_of_abort(&of);
         else {
@@ -67,6 +65,15 @@ static int write_config(split_run *r, tq_err *e)
                 split_of_abort(&of);
         }
     }
+    return rc;
+}
+
+static int write_config(split_run *r, tq_err *e)
+{
+    char *text = config_text(&r->plan, e);
+    if (!text)
+        return -1;
+    int rc = write_text(r, "config.json", text, e);
     free(text);
     return rc;
 }
@@ -116,22 +123,49 @@ static int reserved_name(const char *n)
     return !strcmp(n, "pinned.safetensors") || !strcmp(n, "config.json") || !strcmp(n, "split.json");
 }
 
+/* Generated file i of the source (a GGUF's tokenizer files) to write, as tq-convert writes it
+ * (sorted JSON text, caller frees; *name set), or NULL with *text_rc 0 when there is none. */
+static char *generated_text(const tq_model *m, size_t i, const char **name, int *text_rc, tq_err *e)
+{
+    cJSON *j = tq_model_generated_file(m, i, name);
+    *text_rc = 0;
+    if (!j)
+        return NULL;
+    if (reserved_name(*name)) {
+        *text_rc = tq_fail(e, TQ_EDATA, "%s: generated file '%s' would collide with a split output", m->path, *name);
+        return NULL;
+    }
+    char *text = tq_json_print(j, e);
+    *text_rc = text ? 0 : -1;
+    return text;
+}
+
+/* The input's extra files (tokenizer etc.) as they are, then the files generated from it (a
+ * GGUF's tokenizer files) that no extra file replaces. */
 static int copy_extras(split_run *r, tq_err *e)
 {
     const tq_model *m = r->plan.m;
-    if (!m->n_extra)
-        return 0;
-    unsigned char *buf = tq_malloc(SPLIT_CHUNK, e);
-    if (!buf)
-        return -1;
     int rc = 0;
-    for (size_t i = 0; i < m->n_extra && rc == 0; i++) {
-        if (reserved_name(m->extra_files[i]))
-            rc = tq_fail(e, TQ_EDATA, "%s: extra file '%s' would collide with a split output", m->path, m->extra_files[i]);
-        else
-            rc = copy_extra(r, m->extra_files[i], buf, e);
+    if (m->n_extra) {
+        unsigned char *buf = tq_malloc(SPLIT_CHUNK, e);
+        if (!buf)
+            return -1;
+        for (size_t i = 0; i < m->n_extra && rc == 0; i++) {
+            if (reserved_name(m->extra_files[i]))
+                rc = tq_fail(e, TQ_EDATA, "%s: extra file '%s' would collide with a split output", m->path,
+                             m->extra_files[i]);
+            else
+                rc = copy_extra(r, m->extra_files[i], buf, e);
+        }
+        free(buf);
     }
-    free(buf);
+    for (size_t i = 0; i < m->n_generated && rc == 0; i++) {
+        const char *name;
+        char *text = generated_text(m, i, &name, &rc, e);
+        if (text)
+            rc = write_text(r, name, text, e);
+        free(text);
+    }
     return rc;
 }
 
@@ -353,6 +387,19 @@ static int dry_files(split_run *r, tq_out_plan *files, tq_err *e)
         if (rc != 0 || !(rec = split_add_file(r, e)) || !(rec->name = tq_strdup(m->extra_files[i], e)))
             return -1;
         rec->size = size;
+    }
+    for (size_t i = 0; i < m->n_generated; i++) {
+        const char *name;
+        char *gt = generated_text(m, i, &name, &rc, e);
+        if (rc != 0)
+            return -1;
+        if (gt && (!(rec = split_add_file(r, e)) || !(rec->name = tq_strdup(name, e)))) {
+            free(gt);
+            return -1;
+        }
+        if (gt)
+            rec->size = strlen(gt);
+        free(gt);
     }
     qsort(r->files, r->n_files, sizeof *r->files, cmp_file);
     for (size_t i = 0; i < r->n_files; i++)

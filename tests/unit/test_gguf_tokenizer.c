@@ -286,6 +286,70 @@ static void test_convert_writes_them(void)
     CHECK(system(cmd) == 0);
 }
 
+/* tq-split writes the same generated files as tq-convert (byte for byte) and records them in
+ * split.json; one next to the GGUF in a directory wins there too. */
+static void test_split_writes_them(void)
+{
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "qwen3");
+    gw_kv_u32(&w, "qwen3.block_count", 1);
+    gw_kv_u32(&w, "qwen3.embedding_length", 8);
+    gw_kv_u32(&w, "qwen3.feed_forward_length", 8);
+    gw_kv_u32(&w, "qwen3.attention.head_count", 1);
+    const char *toks[] = {"a", "b", "ab"};
+    const char *merges[] = {"a b"};
+    gw_kv_str(&w, "tokenizer.ggml.model", "gpt2");
+    gw_kv_str_array(&w, "tokenizer.ggml.tokens", toks, 3);
+    gw_kv_str_array(&w, "tokenizer.ggml.merges", merges, 1);
+    gw_kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
+    add_tensor(&w);
+    float v[64] = {0};
+    uint64_t ne[2] = {8, 8};
+    gw_tensor_add(&w, "blk.0.ffn_gate.weight", 2, ne, 0, v, sizeof v);
+    gw_tensor_add(&w, "blk.0.ffn_up.weight", 2, ne, 0, v, sizeof v);
+    gw_tensor_add(&w, "blk.0.ffn_down.weight", 2, ne, 0, v, sizeof v);
+    const char *bin = getenv("BIN");
+    char dir[4096], gguf[4200], conv[4200], spl[4200], cmd[9000];
+    snprintf(dir, sizeof dir, "%s/tokdir-split", t_tmpdir());
+    snprintf(gguf, sizeof gguf, "%s/m.gguf", dir);
+    snprintf(conv, sizeof conv, "%s/tok-conv", t_tmpdir());
+    snprintf(spl, sizeof spl, "%s/tok-split", t_tmpdir());
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' && mkdir -p '%s'", dir, conv, spl, dir);
+    CHECK(system(cmd) == 0);
+    CHECK(gw_write(&w, gguf) == 0);
+    gw_free(&w);
+    snprintf(cmd, sizeof cmd, "'%s/tq-convert' --quiet --no-quantize '%s' '%s' && '%s/tq-split' --quiet '%s' '%s'",
+             bin ? bin : "bin", gguf, conv, bin ? bin : "bin", gguf, spl);
+    CHECKF(system(cmd) == 0, "%s", cmd);
+    static const char *const names[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+    cJSON *man = NULL;
+    snprintf(cmd, sizeof cmd, "%s/split.json", spl);
+    CHECK_OK(tq_json_read_file(cmd, 1 << 22, &man, &err));
+    for (int i = 0; i < 3; i++) {
+        char a[4300], b[4300];
+        snprintf(a, sizeof a, "%s/%s", conv, names[i]);
+        snprintf(b, sizeof b, "%s/%s", spl, names[i]);
+        CHECKF(t_files_equal(a, b), "%s: tq-split's differs from tq-convert's", names[i]);
+        CHECKF(item(item(man, "files"), names[i]) != NULL, "split.json does not list %s", names[i]);
+    }
+    cJSON_Delete(man);
+    /* the split joins back (every file checked against split.json), the files with it */
+    snprintf(cmd, sizeof cmd, "'%s/tq-split' --join --quiet '%s' '%s-j' && cmp '%s/tokenizer.json' '%s-j/tokenizer.json'",
+             bin ? bin : "bin", spl, spl, spl, spl);
+    CHECKF(system(cmd) == 0, "%s", cmd);
+    /* the directory's own tokenizer.json is copied instead of the generated one */
+    snprintf(cmd, sizeof cmd, "printf '{\"mine\": 1}\\n' > '%s/tokenizer.json' && rm -rf '%s' && '%s/tq-split' --quiet '%s' '%s'",
+             dir, spl, bin ? bin : "bin", dir, spl);
+    CHECKF(system(cmd) == 0, "%s", cmd);
+    char a[4300], b[4300];
+    snprintf(a, sizeof a, "%s/tokenizer.json", dir);
+    snprintf(b, sizeof b, "%s/tokenizer.json", spl);
+    CHECK(t_files_equal(a, b));
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' '%s-j'", dir, conv, spl, spl);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     const char *root = getenv("TQ_ROOT");
@@ -299,6 +363,7 @@ int main(void)
     RUN(test_sentencepiece);
     RUN(test_malformed_vocabulary);
     RUN(test_convert_writes_them);
+    RUN(test_split_writes_them);
     cJSON_Delete(fixture);
     TEST_MAIN_END();
 }
