@@ -334,6 +334,12 @@ static void test_split_writes_them(void)
         CHECKF(item(item(man, "files"), names[i]) != NULL, "split.json does not list %s", names[i]);
     }
     cJSON_Delete(man);
+    /* --dry-run lists them with the sizes the split wrote (and split.json's, which lists them) */
+    snprintf(cmd, sizeof cmd, "out=$('%s/tq-split' --dry-run '%s' '%s-d') && for f in tokenizer.json "
+             "tokenizer_config.json generation_config.json split.json; do printf '%%s\\n' \"$out\" | "
+             "grep -Eq \"^  $f +$(stat -c %%s '%s'/$f) bytes$\" || exit 1; done",
+             bin ? bin : "bin", gguf, spl, spl);
+    CHECKF(system(cmd) == 0, "%s", cmd);
     /* the split joins back (every file checked against split.json), the files with it */
     snprintf(cmd, sizeof cmd, "'%s/tq-split' --join --quiet '%s' '%s-j' && cmp '%s/tokenizer.json' '%s-j/tokenizer.json'",
              bin ? bin : "bin", spl, spl, spl, spl);
