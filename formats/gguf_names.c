@@ -345,7 +345,10 @@ static void put_family(cJSON *c, const tq_gguf_file *f, const char *arch, const 
         cJSON_AddStringToObject(c, "hidden_act", "silu");
         cJSON_AddStringToObject(c, "scoring_func", gating == 2 ? "sigmoid" : "softmax");
         cJSON_AddStringToObject(c, "topk_method", gating == 2 ? "noaux_tc" : "greedy");
-        put_u64(c, f, arch, "attention.q_lora_rank", "q_lora_rank");
+        if (get_u(f, arch, "attention.q_lora_rank", &v) == 0 && v > 0)
+            cJSON_AddNumberToObject(c, "q_lora_rank", (double)v);
+        else /* V2-Lite: a plain q_proj, which HF and mlx-lm read from a null rank (else 1536) */
+            cJSON_AddNullToObject(c, "q_lora_rank");
         put_u64(c, f, arch, "attention.kv_lora_rank", "kv_lora_rank");
         put_u64(c, f, arch, "rope.dimension_count", "qk_rope_head_dim");
         /* llama.cpp runs MLA as MQA: newer files keep the per-head sizes in the *_mla keys (then

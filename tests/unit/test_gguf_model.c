@@ -603,6 +603,10 @@ static void test_arch_configs(void)
     m = arch_model("deepseek2", k2, v2, 10, NULL, 0);
     CHECK(m && !strcmp(cfg_str(m, "model_type"), "deepseek_v2") && !strcmp(cfg_str(m, "scoring_func"), "softmax"));
     model_free(m);
+    v2[1] = 0; /* V2-Lite: no q_lora_rank, a plain q_proj */
+    m = arch_model("deepseek2", k2, v2, 10, NULL, 0);
+    CHECK(m && cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(m->config, "q_lora_rank")));
+    model_free(m);
     const char *k3[] = {"block_count", "attention.sliding_window"};
     uint32_t v3[] = {4, 128};
     m = arch_model("gpt-oss", k3, v3, 2, NULL, 0);

@@ -238,19 +238,25 @@ static void test_malformed_vocabulary(void)
     }
 }
 
+/* A three-token byte-level BPE vocabulary with one merge, eos 2, and the embedding. */
+static void add_small_vocab(gw *w)
+{
+    const char *toks[] = {"a", "b", "ab"};
+    const char *merges[] = {"a b"};
+    gw_kv_str(w, "tokenizer.ggml.model", "gpt2");
+    gw_kv_str_array(w, "tokenizer.ggml.tokens", toks, 3);
+    gw_kv_str_array(w, "tokenizer.ggml.merges", merges, 1);
+    gw_kv_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    add_tensor(w);
+}
+
 /* tq-convert writes the generated files; one next to the GGUF in a directory wins. */
 static void test_convert_writes_them(void)
 {
     gw w;
     gw_init(&w);
     gw_kv_str(&w, "general.architecture", "qwen3");
-    const char *toks[] = {"a", "b", "ab"};
-    const char *merges[] = {"a b"};
-    gw_kv_str(&w, "tokenizer.ggml.model", "gpt2");
-    gw_kv_str_array(&w, "tokenizer.ggml.tokens", toks, 3);
-    gw_kv_str_array(&w, "tokenizer.ggml.merges", merges, 1);
-    gw_kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
-    add_tensor(&w);
+    add_small_vocab(&w);
     char dir[4096], gguf[4200], out[4200], cmd[9000];
     snprintf(dir, sizeof dir, "%s/tokdir", t_tmpdir());
     snprintf(gguf, sizeof gguf, "%s/m.gguf", dir);
@@ -297,13 +303,7 @@ static void test_split_writes_them(void)
     gw_kv_u32(&w, "qwen3.embedding_length", 8);
     gw_kv_u32(&w, "qwen3.feed_forward_length", 8);
     gw_kv_u32(&w, "qwen3.attention.head_count", 1);
-    const char *toks[] = {"a", "b", "ab"};
-    const char *merges[] = {"a b"};
-    gw_kv_str(&w, "tokenizer.ggml.model", "gpt2");
-    gw_kv_str_array(&w, "tokenizer.ggml.tokens", toks, 3);
-    gw_kv_str_array(&w, "tokenizer.ggml.merges", merges, 1);
-    gw_kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
-    add_tensor(&w);
+    add_small_vocab(&w);
     float v[64] = {0};
     uint64_t ne[2] = {8, 8};
     gw_tensor_add(&w, "blk.0.ffn_gate.weight", 2, ne, 0, v, sizeof v);
