@@ -198,7 +198,8 @@ static int summarize(tq_quality_report *r, tq_err *e)
         }
     }
     r->rel_mse = sum > 0 ? err / sum : 0;
-    qsort(r->classes, r->n_classes, sizeof *r->classes, cmp_str);
+    if (r->n_classes) /* qsort and bsearch take no NULL array, even empty */
+        qsort(r->classes, r->n_classes, sizeof *r->classes, cmp_str);
     size_t C = r->n_classes, L = (size_t)r->n_layers;
     double *ce = tq_calloc(C + 1, sizeof *ce, e), *cs = ce ? tq_calloc(C + 1, sizeof *cs, e) : NULL;
     double *le = cs ? tq_calloc(L * (C + 1) + 1, sizeof *le, e) : NULL, *ls = le ? tq_calloc(L * (C + 1) + 1, sizeof *ls, e) : NULL;
