@@ -11,6 +11,8 @@
 
 static const tq_opt_choice rotations[] = {{"hadamard", 0, 0}, {"blockwise_hadamard", 0, 1}, {"none", 1, 0}, {NULL, 0, 0}};
 static const tq_opt_choice scales[] = {{"rms", TQ_SCALE_RMS, 0}, {"lsq", TQ_SCALE_LSQ, 0}, {NULL, 0, 0}};
+static const tq_opt_choice codebooks[] = {{"gaussian", TQ_CODEBOOK_GAUSSIAN, 0}, {"fitted", TQ_CODEBOOK_FITTED, 0},
+                                          {NULL, 0, 0}};
 static const tq_opt_choice group_sizes[] = {{"32", 32, 0}, {"64", 64, 0}, {"128", 128, 0}, {NULL, 0, 0}};
 static const tq_opt_choice methods[] = {{"turboquant", TQ_METHOD_TURBOQUANT, 0}, {"affine", TQ_METHOD_AFFINE, 0},
                                         {NULL, 0, 0}};
@@ -42,14 +44,40 @@ static int add_bits_for(void *ctx, const char *val, char *why, size_t cap)
     return 0;
 }
 
+static int set_target_bpw(void *ctx, const char *val, char *why, size_t cap)
+{
+    char *end;
+    double v = strtod(val, &end);
+    if (end == val || *end || !(v >= 1.0 && v <= 16.0)) {
+        snprintf(why, cap, "expected bits per weight between 1 and 16 (e.g. 3.5)");
+        return -1;
+    }
+    *(double *)ctx = v;
+    return 0;
+}
+
+static void print_choices(const tq_convert_tensor *t)
+{
+    printf("      settings (rel. MSE on the row sample):");
+    for (size_t k = 0; k < t->n_choices; k++) {
+        const struct tq_convert_choice *c = &t->choices[k];
+        printf("%s %d/g%zu %.5f%s%s", k ? "," : "", c->bits, c->group_size, c->rel_mse_est, c->fitted ? " fitted" : "",
+               (int)k == t->chosen ? " (chosen)" : "");
+    }
+    printf("\n");
+}
+
 static void print_summary(const tq_convert_report *r, const tq_convert_opts *o, const char *out)
 {
     size_t kept = 0;
     for (size_t i = 0; i < r->n; i++) {
         const tq_convert_tensor *t = &r->t[i];
-        if (t->quantized)
-            printf("  %-64s %d-bit g%-3zu rel_mse %.5f\n", t->name, t->bits, t->group_size, t->rel_mse);
-        else if (t->note) {
+        if (t->quantized) {
+            printf("  %-64s %d-bit g%-3zu rel_mse %.5f%s\n", t->name, t->bits, t->group_size, t->rel_mse,
+                   t->codebook_fitted ? " fitted codebook" : "");
+            if (t->n_choices > 1)
+                print_choices(t);
+        } else if (t->note) {
             printf("  %-64s kept (%s)\n", t->name, t->note);
             kept++;
         }
@@ -63,6 +91,11 @@ static void print_summary(const tq_convert_report *r, const tq_convert_opts *o, 
                "relative MSE %.5f\n",
                (unsigned long long)r->q_params, r->bpw_quantized,
                o->method == TQ_METHOD_AFFINE ? "scales and biases" : "scales, codebooks, signs", r->bpw_total, r->rel_mse);
+    if (r->budget_bytes)
+        printf("budget: %llu bytes for the quantized weights (%.4f bits/weight), %llu used; objective "
+               "sum of importance x squared error: %.6g (estimated from the row samples %.6g)\n",
+               (unsigned long long)r->budget_bytes, r->q_params ? 8.0 * (double)r->budget_bytes / (double)r->q_params : 0,
+               (unsigned long long)r->q_bytes, r->objective, r->objective_est);
 }
 
 /* --dry-run: what a run would write, file by file; the tensors as the summary lists them. */
@@ -123,6 +156,14 @@ int main(int argc, char **argv)
         TQ_OPT_CHOICE("scale", 0, &o.scale, scales, NULL,
                       "group scale: RMS (the reference recipe) or least squares for the chosen indices, "
                       "never worse than rms (default lsq)"),
+        TQ_OPT_CHOICE("codebook", 0, &o.codebook, codebooks, NULL,
+                      "gaussian (default): the Lloyd-Max table of N(0,1); fitted: a codebook per module fitted "
+                      "to its rotated, group-normalised weights, kept where it beats gaussian"),
+        TQ_OPT_CALL("target-bpw", 0, set_target_bpw, &o.target_bpw, "B",
+                    "choose bits (2, 3, 4) and group size (32, 64, 128) per module for B bits per quantized "
+                    "weight (blocks, scales, codebooks, signs), least squared error"),
+        TQ_OPT_SIZE("target-size", 0, &o.target_size, 1, UINT64_MAX, 0, "SIZE",
+                    "the same for SIZE bytes of output tensors in all (quantized or not)"),
         TQ_OPT_INT("seed", 0, &o.seed, 0, 2147483647, "S", "rotation_seed for the signs (default 42)"),
         TQ_OPT_CHOICE("rotation", 0, &o.rotation_none, rotations, NULL,
                       "hadamard (default): signs and block Hadamard before quantizing; none: neither "
@@ -183,6 +224,26 @@ int main(int argc, char **argv)
     }
     if (o.method == TQ_METHOD_AFFINE && (tq_cli_given(&cli, "scale") > 0 || tq_cli_given(&cli, "seed") > 0)) {
         tq_cli_usage_error("--scale and --seed are TurboQuant options, not --method affine ones");
+        goto out;
+    }
+    if ((tq_cli_given(&cli, "target-bpw") > 0 || tq_cli_given(&cli, "target-size") > 0) &&
+        (tq_cli_given(&cli, "bits") > 0 || tq_cli_given(&cli, "group-size") > 0 || bf.n)) {
+        tq_cli_usage_error("--target-bpw and --target-size choose the bits and group size: not with --bits, --group-size "
+                           "or --bits-for");
+        goto out;
+    }
+    if (tq_cli_given(&cli, "target-bpw") > 0 && tq_cli_given(&cli, "target-size") > 0) {
+        tq_cli_usage_error("--target-bpw and --target-size exclude each other");
+        goto out;
+    }
+    if (o.method == TQ_METHOD_AFFINE && (tq_cli_given(&cli, "codebook") > 0 || tq_cli_given(&cli, "target-bpw") > 0 ||
+                                         tq_cli_given(&cli, "target-size") > 0)) {
+        tq_cli_usage_error("--codebook, --target-bpw and --target-size are TurboQuant options, not --method affine ones");
+        goto out;
+    }
+    if ((deq || noq) && (tq_cli_given(&cli, "codebook") > 0 || tq_cli_given(&cli, "target-bpw") > 0 ||
+                         tq_cli_given(&cli, "target-size") > 0)) {
+        tq_cli_usage_error("--codebook, --target-bpw and --target-size go with quantizing");
         goto out;
     }
     if (o.method != TQ_METHOD_AFFINE && tq_cli_given(&cli, "affine-rule") > 0) {

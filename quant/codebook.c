@@ -89,3 +89,100 @@ int tq_codebook_lloyd_max(int bits, tq_codebook *cb, tq_err *e)
         cb->bnd[i] = (cb->c[i] + cb->c[i + 1]) * 0.5f;
     return 0;
 }
+
+/* ------------------------------------------------------------ fitted codebooks */
+int tq_codebook_fit(const tq_codebook *start, const tq_fit_hist *h, tq_codebook *out, int *iters)
+{
+    *out = *start;
+    if (iters)
+        *iters = 0;
+    int half = start->n / 2;
+    if (half < 1 || half > (1 << TQ_MAX_BITS) / 2)
+        return 1;
+    double p[(1 << TQ_MAX_BITS) / 2], mean[TQ_FIT_BINS];
+    static const double unit = 4294967296.0; /* fixed-point sums: units of 2^-32 */
+    uint64_t total = 0;
+    for (size_t b = 0; b < TQ_FIT_BINS; b++) {
+        mean[b] = h->n[b] ? (double)h->s[b] / unit / (double)h->n[b] : 0;
+        total += h->n[b];
+    }
+    if (total < (uint64_t)start->n)
+        return 1;
+    for (int k = 0; k < half; k++)
+        p[k] = start->exact[half + k];
+    unsigned char cell[TQ_FIT_BINS], prev[TQ_FIT_BINS];
+    memset(prev, 0xFF, sizeof prev);
+    int it = 0;
+    for (; it < TQ_FIT_MAX_ITERS; it++) {
+        /* boundaries at midpoints; bins are ordered, so their means are too */
+        int k = 0, changed = 0;
+        for (size_t b = 0; b < TQ_FIT_BINS; b++) {
+            if (!h->n[b]) {
+                cell[b] = prev[b];
+                continue;
+            }
+            while (k + 1 < half && mean[b] >= 0.5 * (p[k] + p[k + 1]))
+                k++;
+            cell[b] = (unsigned char)k;
+            changed |= cell[b] != prev[b];
+        }
+        if (!changed)
+            break;
+        uint64_t cn[(1 << TQ_MAX_BITS) / 2] = {0}, cs[(1 << TQ_MAX_BITS) / 2] = {0};
+        for (size_t b = 0; b < TQ_FIT_BINS; b++)
+            if (h->n[b]) {
+                cn[cell[b]] += h->n[b];
+                cs[cell[b]] += h->s[b];
+            }
+        for (int c = 0; c < half; c++)
+            if (cn[c])
+                p[c] = (double)cs[c] / unit / (double)cn[c];
+        memcpy(prev, cell, sizeof prev);
+    }
+    if (iters)
+        *iters = it;
+    tq_codebook cb = *start;
+    double mse = 0;
+    for (size_t b = 0; b < TQ_FIT_BINS; b++)
+        if (h->n[b]) {
+            double d = mean[b] - p[cell[b]];
+            mse += (double)h->n[b] * d * d;
+        }
+    cb.mse = mse / (double)total;
+    for (int k = 0; k < half; k++) {
+        if (!(p[k] > 0) || !isfinite(p[k]))
+            return 1;
+        cb.exact[half + k] = p[k];
+        cb.exact[half - 1 - k] = -p[k];
+        cb.f16[half + k] = tq_q_f16((float)p[k]);
+        cb.f16[half - 1 - k] = (uint16_t)(cb.f16[half + k] | 0x8000u);
+    }
+    for (int i = 0; i < cb.n; i++) {
+        cb.c[i] = tq_q_f32(cb.f16[i]);
+        if (!isfinite(cb.c[i]) || (i > 0 && !(cb.c[i] > cb.c[i - 1])))
+            return 1;
+    }
+    if (!(cb.c[half] > 0))
+        return 1;
+    for (int i = 0; i + 1 < cb.n; i++)
+        cb.bnd[i] = (cb.c[i] + cb.c[i + 1]) * 0.5f;
+    *out = cb;
+    return 0;
+}
+
+int tq_codebook_check(const float *c, size_t n, size_t *at, const char **why)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(c[i])) {
+            *at = i;
+            *why = "not finite";
+            return -1;
+        }
+        if (i && !(c[i] > c[i - 1])) {
+            *at = i;
+            *why = "not above the previous value";
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -55,6 +55,35 @@ typedef struct tq_codebook {
  * every machine whatever its libm. */
 int tq_codebook_lloyd_max(int bits, tq_codebook *cb, tq_err *e);
 
+/* Fitted codebooks (docs/quantization.md, Fitted codebooks): a histogram of the magnitudes
+ |v| = |x| / rms of rotated values x, each divided by its group's RMS (computed exactly as
+ * the rms recipe computes it), in TQ_FIT_BINS bins of width 1/TQ_FIT_BIN_SCALE over [0, 12)
+ * (|v| <= sqrt(group) <= 11.4). Per bin: the count and the sum of |v| in fixed point (units of
+ * 2^-32); both are integers, so adding histograms in any order gives the same bits. */
+#define TQ_FIT_BIN_SCALE 512
+#define TQ_FIT_BINS (12 * TQ_FIT_BIN_SCALE)
+typedef struct tq_fit_hist {
+    uint64_t n[TQ_FIT_BINS];
+    uint64_t s[TQ_FIT_BINS];
+} tq_fit_hist;
+/* Adds the n values of x (n % group == 0) to h; -1 (TQ_EDATA) on non-finite values. */
+int tq_fit_hist_add(tq_fit_hist *h, const float *x, size_t n, size_t group, tq_err *e);
+void tq_fit_hist_merge(tq_fit_hist *dst, const tq_fit_hist *src);
+/* Lloyd iterations on the histogram's bins (each bin a point mass at the mean of its values),
+ * from the positive half of `start` (the Gaussian table), keeping the codebook symmetric:
+ * boundaries at midpoints, each centroid the mean of its cell; stops when no bin changes cell
+ * (the centroids are then fixed points), at most TQ_FIT_MAX_ITERS iterations. Integer sums and
+ * double divisions in a fixed order: the same bits on every machine. Returns 0 with *out the
+ * fitted codebook (f16-rounded like the Gaussian one), 1 when the fit is unusable (no values,
+ * centroids that collapse or are not strictly ascending after f16 rounding): *out is then
+ * a copy of start. *iters (may be NULL): iterations run. */
+/* A stored codebook as readers accept it: n values, all finite and strictly ascending (what
+ * every TurboQuant writer stores). Returns 0, or -1 with *at the first offending index and
+ * *why "not finite" or "not above the previous value". */
+int tq_codebook_check(const float *c, size_t n, size_t *at, const char **why);
+#define TQ_FIT_MAX_ITERS 1000
+int tq_codebook_fit(const tq_codebook *start, const tq_fit_hist *h, tq_codebook *out, int *iters);
+
 /* ------------------------------------------------------- per-group quantization */
 enum tq_scale_method { TQ_SCALE_RMS = 0, TQ_SCALE_LSQ = 1 };
 

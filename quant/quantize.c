@@ -282,3 +282,36 @@ int tq_quantize_row(const tq_qspec *q, const float *w, size_t n, void *scratch, 
     tq_pack(idx, n, q->cb->bits, packed);
     return 0;
 }
+
+int tq_fit_hist_add(tq_fit_hist *h, const float *x, size_t n, size_t group, tq_err *e)
+{
+    if (group == 0 || n % group)
+        return tq_fail(e, TQ_EUSAGE, "fit: %zu values are not a multiple of group size %zu", n, group);
+    for (size_t g0 = 0; g0 < n; g0 += group) {
+        const float *w = x + g0;
+        double ss = sumsq(w, group);
+        if (!isfinite(ss))
+            return tq_fail(e, TQ_EDATA, "fit: non-finite or huge value in group %zu", g0 / group);
+        /* the RMS exactly as quantize_rms_k computes it */
+        float rms = sqrtf((float)ss / (float)group);
+        if (!(rms >= 1e-7f))
+            rms = 1e-7f;
+        for (size_t i = 0; i < group; i++) {
+            float v = fabsf(w[i] / rms);
+            size_t b = v < (float)(TQ_FIT_BINS / TQ_FIT_BIN_SCALE) ? (size_t)(v * (float)TQ_FIT_BIN_SCALE) : TQ_FIT_BINS - 1;
+            if (b >= TQ_FIT_BINS)
+                b = TQ_FIT_BINS - 1;
+            h->n[b]++;
+            h->s[b] += (uint64_t)((double)v * 4294967296.0);
+        }
+    }
+    return 0;
+}
+
+void tq_fit_hist_merge(tq_fit_hist *dst, const tq_fit_hist *src)
+{
+    for (size_t b = 0; b < TQ_FIT_BINS; b++) {
+        dst->n[b] += src->n[b];
+        dst->s[b] += src->s[b];
+    }
+}

@@ -1,5 +1,6 @@
 /* Recognizing a weight matrix from its tensors: plain float, TurboQuant
  * (weight U32 + scales + codebook + signs) or MLX affine (weight U32 + scales + biases). */
+#include "quant/quant.h"
 #include "runtime/rt_internal.h"
 
 #include <string.h>
@@ -43,6 +44,13 @@ int rt_linear_from_parts(const char *what, const rt_parts *p, uint64_t rows, uin
         if (n < 2 || (1ull << bits) != n || !is_float(cb->dt))
             return tq_fail(e, TQ_EDATA, "tensor '%s.codebook': length %llu is not 2^bits (bits 1..8)",
                            what, (unsigned long long)n);
+        float cbv[256];
+        for (uint64_t i = 0; i < n; i++)
+            cbv[i] = rt_load_f(cb->dt, cb->data, i);
+        size_t bad;
+        const char *why;
+        if (tq_codebook_check(cbv, (size_t)n, &bad, &why))
+            return tq_fail(e, TQ_EDATA, "tensor '%s.codebook': value %zu (%g) is %s", what, bad, (double)cbv[bad], why);
         if (!sg || !is_float(sg->dt) || !shape1(sg, cols))
             return tq_fail(e, TQ_EDATA, "tensor '%s.signs': missing or not [%llu] floats", what,
                            (unsigned long long)cols);
@@ -57,9 +65,9 @@ int rt_linear_from_parts(const char *what, const rt_parts *p, uint64_t rows, uin
         uint64_t epw = 32 / bits;
         l->wpr = (cols + epw - 1) / epw;
         if (!shape2(w, rows, l->wpr))
-            return tq_fail(e, TQ_EDATA, "tensor '%s.weight': shape is not [%llu, %llu] for %llu-bit indices",
-                           what, (unsigned long long)rows, (unsigned long long)l->wpr,
-                           (unsigned long long)bits);
+            return tq_fail(e, TQ_EDATA, "tensor '%s.weight': shape is not [%llu, %llu] for %llu-bit indices "
+                           "('%s.codebook' has %llu values)", what, (unsigned long long)rows,
+                           (unsigned long long)l->wpr, (unsigned long long)bits, what, (unsigned long long)n);
         l->w = w->data;
         l->scales = sc->data;
         l->sdt = sc->dt;

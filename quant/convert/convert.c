@@ -46,6 +46,16 @@ static int check_opts(const tq_convert_opts *o, tq_err *e)
         return tq_fail(e, TQ_EUSAGE, "unknown affine rule %d", o->affine_rule);
     if (o->embed != TQ_EMBED_DEFAULT && o->embed != TQ_EMBED_KEEP && o->embed != 4 && o->embed != 8)
         return tq_fail(e, TQ_EUSAGE, "--embed must be keep, affine4 or affine8");
+    if (o->codebook != TQ_CODEBOOK_GAUSSIAN && o->codebook != TQ_CODEBOOK_FITTED)
+        return tq_fail(e, TQ_EUSAGE, "unknown codebook kind %d", o->codebook);
+    if (!(o->target_bpw >= 0 && o->target_bpw <= 64))
+        return tq_fail(e, TQ_EUSAGE, "--target-bpw must be above 0 and at most 64");
+    if (o->target_bpw > 0 && o->target_size)
+        return tq_fail(e, TQ_EUSAGE, "--target-bpw and --target-size exclude each other");
+    if ((o->target_bpw > 0 || o->target_size || o->codebook == TQ_CODEBOOK_FITTED) && affine)
+        return tq_fail(e, TQ_EUSAGE, "--codebook, --target-bpw and --target-size are TurboQuant options, not --method affine ones");
+    if ((o->target_bpw > 0 || o->target_size) && o->n_bits_for)
+        return tq_fail(e, TQ_EUSAGE, "--bits-for and a byte budget (--target-bpw, --target-size) exclude each other");
     if (o->scale != TQ_SCALE_RMS && o->scale != TQ_SCALE_LSQ)
         return tq_fail(e, TQ_EUSAGE, "unknown scale method");
     if (o->dtype >= 0 && o->dtype != TQ_DT_F16 && o->dtype != TQ_DT_BF16 && o->dtype != TQ_DT_F32)
@@ -108,12 +118,12 @@ static int build_config(const cv_plan *p, const tq_model *m, const tq_convert_op
         cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization");
         cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization_config");
         cJSON *q = p->qconfig ? cJSON_Duplicate(p->qconfig, 1) : cJSON_CreateObject();
-        ok = q && cJSON_AddStringToObject(q, "mode", "turboquant") && cJSON_AddNumberToObject(q, "bits", o->bits) &&
-             cJSON_AddNumberToObject(q, "group_size", (double)o->group_size) &&
+        ok = q && cJSON_AddStringToObject(q, "mode", "turboquant") && cJSON_AddNumberToObject(q, "bits", p->q_bits) &&
+             cJSON_AddNumberToObject(q, "group_size", (double)p->q_group) &&
              cJSON_AddStringToObject(q, "rotation", o->rotation_none ? "none" : "hadamard") &&
              cJSON_AddNumberToObject(q, "rotation_seed", (double)o->seed) &&
              cJSON_AddStringToObject(q, "scale_method", scale_name(o->scale)) &&
-             cJSON_AddStringToObject(q, "codebook", "lloyd_max_gaussian");
+             cJSON_AddStringToObject(q, "codebook", o->codebook == TQ_CODEBOOK_FITTED ? "fitted" : "lloyd_max_gaussian");
         if (q)
             cJSON_AddItemToObject(c, "quantization", q);
     } else if (o->mode == TQ_CONVERT_DEQUANTIZE) {
@@ -214,6 +224,22 @@ static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
             t->quantized = 1;
             t->bits = it->bits;
             t->group_size = it->group;
+            if (it->n_choices) {
+                const cv_choice *ch = &it->choices[it->chosen];
+                t->codebook_fitted = ch->fitted;
+                if (!(t->choices = tq_calloc((size_t)it->n_choices, sizeof *t->choices, e)))
+                    return -1;
+                t->n_choices = (size_t)it->n_choices;
+                t->chosen = it->chosen;
+                t->importance = it->importance;
+                for (int k = 0; k < it->n_choices; k++) {
+                    const cv_choice *c = &it->choices[k];
+                    t->choices[k] = (struct tq_convert_choice){c->bits, c->group, c->bytes,
+                                                               c->sum2 > 0 ? c->err2 / c->sum2 : 0, c->fitted};
+                }
+                r->objective += it->importance * it->err2;
+                r->objective_est += it->importance * ch->err2;
+            }
             t->bytes = t->params / it->cols * (tq_pack_words(it->cols, it->bits) * 4 + it->cols / it->group * 2) +
                        ((uint64_t)it->cb->n + it->cols) * 2;
             r->q_params += t->params;
@@ -244,6 +270,9 @@ static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
     }
     qsort(r->t, r->n, sizeof *r->t, cmp_rt);
     r->rel_mse = qs > 0 ? qe / qs : 0;
+    r->budget_bytes = p->budget_bytes;
+    r->bits = p->q_bits;
+    r->group_size = p->q_group;
     r->bpw_quantized = r->q_params ? 8.0 * (double)r->q_bytes / (double)r->q_params : 0;
     r->bpw_total = r->params ? 8.0 * (double)r->bytes / (double)r->params : 0;
     return 0;
@@ -344,6 +373,10 @@ static int convert(const char *input, const char *out_dir, const tq_convert_opts
     r->threads = o->threads;
     if (check_opts(o, e))
         return -1;
+    /* a budget plans every module the smallest group size allows, then chooses (cv_fit) */
+    tq_convert_opts po = *o;
+    if (o->mode == TQ_CONVERT_QUANTIZE && (o->target_bpw > 0 || o->target_size))
+        po.group_size = 32;
     size_t ol = strlen(out_dir);
     while (ol > 1 && out_dir[ol - 1] == '/')
         ol--;
@@ -365,7 +398,7 @@ static int convert(const char *input, const char *out_dir, const tq_convert_opts
     int rc = -1;
     if (check_output(input, out, o->force, e) || tq_sources_add(&src, input, e) ||
         tq_model_open_ex(&m, input, TQ_MODEL_NO_SPLIT | (o->keep_names ? TQ_MODEL_KEEP_NAMES : 0), e) || copy_warnings(m, r, e) ||
-        cv_plan_build(&plan, m, o, e))
+        cv_plan_build(&plan, m, &po, e) || cv_fit(&plan, e))
         goto done;
     if (!plan.n_decls) {
         tq_fail(e, TQ_EDATA, "%s: no tensors", input);
@@ -450,6 +483,7 @@ void tq_convert_report_free(tq_convert_report *r)
     for (size_t i = 0; r->t && i < r->n; i++) {
         free(r->t[i].name);
         free(r->t[i].source);
+        free(r->t[i].choices);
     }
     free(r->t);
     tq_free_strv(r->warnings, r->n_warnings);
@@ -469,13 +503,26 @@ struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_conver
     cJSON_AddStringToObject(j, "mode", modes[o->mode]);
     if (o->mode == TQ_CONVERT_QUANTIZE) {
         cJSON_AddStringToObject(j, "method", o->method == TQ_METHOD_AFFINE ? "affine" : "turboquant");
-        cJSON_AddNumberToObject(j, "bits", o->bits);
-        cJSON_AddNumberToObject(j, "group_size", (double)o->group_size);
+        cJSON_AddNumberToObject(j, "bits", o->method == TQ_METHOD_AFFINE ? o->bits : r->bits);
+        cJSON_AddNumberToObject(j, "group_size", (double)(o->method == TQ_METHOD_AFFINE ? o->group_size : r->group_size));
         if (o->method == TQ_METHOD_AFFINE) {
             cJSON_AddStringToObject(j, "affine_rule", o->affine_rule == TQ_AFFINE_CPU ? "cpu" : "gpu");
         } else {
             cJSON_AddStringToObject(j, "scale_method", scale_name(o->scale));
             cJSON_AddNumberToObject(j, "rotation_seed", (double)o->seed);
+            cJSON_AddStringToObject(j, "codebook", o->codebook == TQ_CODEBOOK_FITTED ? "fitted" : "gaussian");
+            if (r->budget_bytes) {
+                cJSON *b = cJSON_AddObjectToObject(j, "budget");
+                if (b) {
+                    if (o->target_bpw > 0)
+                        cJSON_AddNumberToObject(b, "target_bpw", o->target_bpw);
+                    else
+                        cJSON_AddNumberToObject(b, "target_size", (double)o->target_size);
+                    cJSON_AddNumberToObject(b, "bytes", (double)r->budget_bytes);
+                    cJSON_AddNumberToObject(b, "objective", r->objective);
+                    cJSON_AddNumberToObject(b, "objective_estimated", r->objective_est);
+                }
+            }
         }
         cJSON_AddBoolToObject(j, "nothing_quantized", r->q_params == 0);
     }
@@ -513,6 +560,24 @@ struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_conver
         }
         if (t->quantized)
             cJSON_AddNumberToObject(x, "rel_mse", t->rel_mse);
+        if (t->quantized && !t->affine)
+            cJSON_AddStringToObject(x, "codebook", t->codebook_fitted ? "fitted" : "gaussian");
+        cJSON *cs = t->n_choices > 1 ? cJSON_AddArrayToObject(x, "settings") : NULL;
+        if (cs)
+            cJSON_AddNumberToObject(x, "importance", t->importance);
+        for (size_t k = 0; cs && k < t->n_choices; k++) {
+            const struct tq_convert_choice *c = &t->choices[k];
+            cJSON *y = cJSON_CreateObject();
+            if (!y)
+                break;
+            cJSON_AddNumberToObject(y, "bits", c->bits);
+            cJSON_AddNumberToObject(y, "group_size", (double)c->group_size);
+            cJSON_AddNumberToObject(y, "bytes", (double)c->bytes);
+            cJSON_AddNumberToObject(y, "rel_mse_sample", c->rel_mse_est);
+            cJSON_AddStringToObject(y, "codebook", c->fitted ? "fitted" : "gaussian");
+            cJSON_AddBoolToObject(y, "chosen", (int)k == t->chosen);
+            cJSON_AddItemToArray(cs, y);
+        }
         cJSON_AddNumberToObject(x, "params", (double)t->params);
         cJSON_AddNumberToObject(x, "bytes", (double)t->bytes);
         if (t->note)

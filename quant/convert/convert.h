@@ -19,6 +19,9 @@ enum tq_convert_method { TQ_METHOD_TURBOQUANT = 0, TQ_METHOD_AFFINE = 1 };
  * as mlx-lm does), 0 kept as they are, 4 or 8 MLX affine at that many bits. */
 enum { TQ_EMBED_DEFAULT = -1, TQ_EMBED_KEEP = 0 };
 
+/* Codebooks: the Lloyd-Max table of N(0,1) (default), or one fitted per module. */
+enum tq_codebook_kind { TQ_CODEBOOK_GAUSSIAN = 0, TQ_CODEBOOK_FITTED = 1 };
+
 typedef struct tq_convert_opts {
     int mode;               /* enum tq_convert_mode */
     int method;             /* enum tq_convert_method */
@@ -28,6 +31,10 @@ typedef struct tq_convert_opts {
     int bits;               /* TurboQuant 2, 3, 4; affine 4, 8 */
     size_t group_size;      /* 32, 64, 128 */
     int scale;              /* enum tq_scale_method */
+    int codebook;           /* enum tq_codebook_kind */
+    double target_bpw;      /* > 0: choose bits and group size per module for this many
+                               bits per quantized weight (convert_fit.c) */
+    uint64_t target_size;   /* > 0: the same for this many bytes of output tensors */
     uint64_t seed;          /* rotation_seed (42) */
     int rotation_none;      /* quantize unrotated (all-ones signs, no Hadamard); config says
                                rotation "none" */
@@ -61,6 +68,17 @@ typedef struct tq_convert_tensor {
     uint64_t bytes;         /* output bytes incl. scales, codebook, signs, bias */
     double rel_mse;         /* quantized / dequantized: Σ(w-ŵ)²/Σw², else 0 */
     const char *note;       /* why a candidate stayed unquantized, or NULL */
+    int codebook_fitted;    /* TurboQuant: its codebook was fitted */
+    size_t n_choices;       /* settings measured (fitted codebooks, budgets), the one used */
+    struct tq_convert_choice {
+        int bits;
+        size_t group_size;
+        uint64_t bytes;
+        double rel_mse_est; /* on the row sample */
+        int fitted;
+    } *choices;
+    int chosen;
+    double importance;      /* budget: weight of its squared error in the objective */
 } tq_convert_tensor;
 
 typedef struct tq_convert_report {
@@ -71,6 +89,10 @@ typedef struct tq_convert_report {
     uint64_t in_bytes;               /* input tensor bytes */
     double bpw_quantized, bpw_total; /* bits per weight */
     double rel_mse;                  /* over all quantized modules together */
+    uint64_t budget_bytes;           /* byte budget for the TurboQuant modules (0: none) */
+    int bits;                        /* TurboQuant: config.json's top-level bits, group size */
+    size_t group_size;
+    double objective, objective_est; /* budget: Σ importance·Σ(w-ŵ)², measured and estimated */
     double seconds;                  /* wall */
     double cpu_seconds;              /* user + system, all threads */
     int threads;

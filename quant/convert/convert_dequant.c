@@ -247,14 +247,18 @@ static int plan_dequant_module(cv_plan *p, const qinfo *qi, const char *P, const
     int nd = wi->ndim;
     uint64_t ncb = c->info.ndim == 1 ? c->info.shape[0] : 0, in = g->info.ndim == 1 ? g->info.shape[0] : 0;
     int bits = ncb == 2 ? 1 : ncb == 4 ? 2 : ncb == 8 ? 3 : ncb == 16 ? 4 : 0;
+    if (!bits)
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s.codebook': %llu values of rank %d, not a vector of 2, 4, 8 or 16",
+                       m->path, P, (unsigned long long)(c->info.ndim ? c->info.shape[0] : 1), c->info.ndim);
     if (wi->dtype != TQ_DT_U32 || (nd != 2 && nd != 3) || s->info.ndim != nd || s->info.dtype != TQ_DT_F16 ||
         c->info.dtype != TQ_DT_F16 || g->info.dtype != TQ_DT_F16 || !bits || !in)
         return tq_fail(e, TQ_EDATA, "%s: module '%s': weight/scales/codebook/signs have unexpected dtypes or ranks", m->path, P);
     uint64_t E = nd == 3 ? wi->shape[0] : 1, out = wi->shape[nd - 2], ngr = s->info.shape[nd - 1];
     int same_lead = nd == 2 || s->info.shape[0] == E;
     if (!ngr || in % ngr || !same_lead || s->info.shape[nd - 2] != out || wi->shape[nd - 1] != tq_pack_words(in, bits))
-        return tq_fail(e, TQ_EDATA, "%s: module '%s': shapes of weight [%llu words], scales [%llu groups] and signs [%llu] disagree",
-                       m->path, P, (unsigned long long)wi->shape[nd - 1], (unsigned long long)ngr, (unsigned long long)in);
+        return tq_fail(e, TQ_EDATA, "%s: module '%s': shapes of weight [%llu words], scales [%llu groups], signs [%llu] and "
+                       "'%s.codebook' [%llu values] disagree", m->path, P, (unsigned long long)wi->shape[nd - 1],
+                       (unsigned long long)ngr, (unsigned long long)in, P, (unsigned long long)ncb);
     size_t gsz = (size_t)(in / ngr), block = tq_hadamard_block(in);
     int mm;
     uint64_t NN;
@@ -275,6 +279,11 @@ static int plan_dequant_module(cv_plan *p, const qinfo *qi, const char *P, const
     it->out_dtype = odt;
     if (read_f16_vec(g, it->signs, in, e) || read_f16_vec(c, it->codebook, ncb, e))
         return -1;
+    size_t bad;
+    const char *why;
+    if (tq_codebook_check(it->codebook, (size_t)ncb, &bad, &why))
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s.codebook': value %zu (%g) is %s", m->path, P, bad,
+                       (double)it->codebook[bad], why);
     int negative = 0;
     for (uint64_t j = 0; j < in; j++) {
         if (it->signs[j] != 1.0f && it->signs[j] != -1.0f)

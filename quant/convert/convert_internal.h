@@ -54,11 +54,28 @@ typedef struct cv_item {
     int affine_rule;
     long out_biases;
     const char *note;            /* why a candidate stayed unquantized */
+    /* QUANT with --codebook fitted or a byte budget (convert_fit.c): the settings measured
+     * on the module's row sample, and the one used (it->cb points to its codebook) */
+    struct cv_choice *choices;
+    int n_choices, chosen;
+    double importance;           /* budget: weight of the module's squared error */
     int bias_of_quant;           /* COPY of a TurboQuant module's bias (counted in its bytes) */
     /* results */
     double err2, sum2;
     uint64_t out_bytes;
 } cv_item;
+
+/* One setting of a quantized module, measured on its row sample (convert_fit.c). */
+typedef struct cv_choice {
+    int bits;
+    size_t group;
+    uint64_t bytes;              /* stored bytes: weight words, scales, codebook, signs */
+    double err2, sum2;           /* Σ(w-ŵ)², Σw² on the sample with the codebook used */
+    double err2_gauss;           /* Σ(w-ŵ)² on the sample with the Gaussian codebook */
+    int fitted;                  /* cb is fitted and beat the Gaussian codebook */
+    int fit_iters;               /* Lloyd iterations of the fit */
+    tq_codebook cb;              /* the fitted codebook */
+} cv_choice;
 
 typedef struct cv_decl {
     char *name;
@@ -108,7 +125,28 @@ typedef struct cv_plan {
     cv_decl *decls;
     struct cJSON *qconfig;       /* per-module overrides for config.json */
     size_t n_dropped;            /* input tensors left out (MTP heads mlx-lm drops) */
+    int q_bits;                  /* config.json's top-level bits and group size (cv_fit) */
+    size_t q_group;
+    uint64_t budget_bytes;       /* --target-*: bytes allowed for the TurboQuant modules */
 } cv_plan;
+
+/* A growable buffer (convert_run.c): cv_grow returns it with room for n bytes, or NULL. */
+typedef struct cv_buf {
+    void *p;
+    size_t cap;
+} cv_buf;
+void *cv_grow(cv_buf *b, size_t n, tq_err *e);
+/* Rows [r0, r0+n) of part pt (it->cols values each) as f32, whatever the source (a plain,
+ * strided or MXFP4 tensor); inb and scratch are the caller's buffers. */
+int cv_read_rows_f32(cv_buf *inb, cv_buf *scratch, const cv_item *it, const cv_part *pt, uint64_t r0, uint64_t n,
+                     float *out, tq_err *e);
+
+/* --codebook fitted and --target-bpw / --target-size (convert_fit.c): sample each quantized
+ * module's rows, fit codebooks, measure the error of each setting, choose settings under the
+ * budget and reshape the declarations accordingly. Before the writer is opened. */
+int cv_fit(cv_plan *p, tq_err *e);
+/* Stored bytes of a TurboQuant module at (bits, group). */
+uint64_t cv_quant_bytes(const cv_item *it, int bits, size_t group);
 
 int cv_plan_build(cv_plan *p, const tq_model *m, const tq_convert_opts *o, tq_err *e);
 /* Dequantize mode (convert_dequant.c): TurboQuant and MLX affine modules back to floats under

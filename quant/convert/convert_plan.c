@@ -433,6 +433,7 @@ void cv_plan_free(cv_plan *p)
         free(p->items[i].source);
         free(p->items[i].parts);
         free(p->items[i].signs);
+        free(p->items[i].choices);
     }
     free(p->items);
     for (size_t i = 0; i < p->n_decls; i++)

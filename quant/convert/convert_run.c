@@ -17,12 +17,7 @@ typedef struct cv_job {
     double err2, sum2;
 } cv_job;
 
-typedef struct cv_buf {
-    void *p;
-    size_t cap;
-} cv_buf;
-
-static void *grow(cv_buf *b, size_t n, tq_err *e)
+void *cv_grow(cv_buf *b, size_t n, tq_err *e)
 {
     if (n <= b->cap)
         return b->p;
@@ -68,13 +63,13 @@ typedef struct cv_worker {
 /* Rows [r0, r0+n) of part pt (it->cols values each) as f32: a strided source (gpt-oss's
  * interleaved gate/up rows) read as one span when it is small and row by row otherwise, an
  * MXFP4 source decoded exactly from its blocks and scales. */
-static int read_rows_f32(cv_worker *wk, const cv_item *it, const cv_part *pt, uint64_t r0, uint64_t n, float *out,
-                         tq_err *e)
+int cv_read_rows_f32(cv_buf *inb, cv_buf *scratch, const cv_item *it, const cv_part *pt, uint64_t r0, uint64_t n,
+                     float *out, tq_err *e)
 {
     uint64_t C = it->cols, stride = pt->stride ? pt->stride : C;
     if (it->mxfp4) {
         uint64_t nb = C / 32;
-        uint8_t *q = grow(&wk->scratch, (size_t)(nb * 17), e);
+        uint8_t *q = cv_grow(scratch, (size_t)(nb * 17), e);
         if (!q)
             return -1;
         for (uint64_t r = 0; r < n; r++) {
@@ -94,7 +89,7 @@ static int read_rows_f32(cv_worker *wk, const cv_item *it, const cv_part *pt, ui
     size_t isz = tq_dtype_size(it->src_dtype);
     uint64_t first = pt->src_off + r0 * stride, span = (n - 1) * stride + C;
     if (stride == C || span <= (1u << 20)) {
-        char *in = grow(&wk->in, (size_t)(span * isz), e);
+        char *in = cv_grow(inb, (size_t)(span * isz), e);
         if (!in || tq_model_read(pt->src, first * isz, in, (size_t)(span * isz), e))
             return -1;
         for (uint64_t r = 0; r < n; r++)
@@ -102,7 +97,7 @@ static int read_rows_f32(cv_worker *wk, const cv_item *it, const cv_part *pt, ui
                 return -1;
         return 0;
     }
-    char *in = grow(&wk->in, (size_t)(C * isz), e);
+    char *in = cv_grow(inb, (size_t)(C * isz), e);
     for (uint64_t r = 0; in && r < n; r++)
         if (tq_model_read(pt->src, (first + r * stride) * isz, in, (size_t)(C * isz), e) ||
             tq_to_f32(it->src_dtype, in, out + r * C, (size_t)C, e))
@@ -118,9 +113,9 @@ static int job_copy(cv_worker *wk, cv_job *j, tq_err *e)
     size_t n = (size_t)j->count;
     if (it->rowwise) { /* j->first / count are rows of it->cols */
         size_t nv = n * (size_t)it->cols;
-        float *f = grow(&wk->f32, nv * sizeof(float), e);
-        void *o = f ? grow(&wk->out, nv * osz, e) : NULL;
-        if (!o || read_rows_f32(wk, it, pt, j->first, n, f, e))
+        float *f = cv_grow(&wk->f32, nv * sizeof(float), e);
+        void *o = f ? cv_grow(&wk->out, nv * osz, e) : NULL;
+        if (!o || cv_read_rows_f32(&wk->in, &wk->scratch, it, pt, j->first, n, f, e))
             return -1;
         for (size_t r = 0; r < n; r++) /* element numbers as decoded (MXFP4) or stored */
             if (check_finite(wk->sh, pt->src->info.name, TQ_DT_F32, f + r * it->cols, (size_t)it->cols,
@@ -132,15 +127,15 @@ static int job_copy(cv_worker *wk, cv_job *j, tq_err *e)
             return -1;
         return tq_model_writer_write(wk->sh->w, (size_t)pt->out, (pt->out_off + j->first * it->cols) * osz, o, nv * osz, e);
     }
-    void *in = grow(&wk->in, n * isz, e);
+    void *in = cv_grow(&wk->in, n * isz, e);
     if (!in || tq_model_read(pt->src, (pt->src_off + j->first) * isz, in, n * isz, e) ||
         check_finite(wk->sh, pt->src->info.name, it->src_dtype, in, n, pt->src_off + j->first, "", e))
         return -1;
     const void *outp = in;
     if (it->out_dtype != it->src_dtype || it->add != 0.0f) {
         /* exact in f32, then one rounding: a correctly rounded sum for bf16/f16 values */
-        float *f = grow(&wk->f32, n * sizeof(float), e);
-        void *o = f ? grow(&wk->out, n * osz, e) : NULL;
+        float *f = cv_grow(&wk->f32, n * sizeof(float), e);
+        void *o = f ? cv_grow(&wk->out, n * osz, e) : NULL;
         if (!o || tq_to_f32(it->src_dtype, in, f, n, e))
             return -1;
         for (size_t i = 0; it->add != 0.0f && i < n; i++)
@@ -159,23 +154,23 @@ static int job_quant(cv_worker *wk, cv_job *j, tq_err *e)
     size_t isz = tq_dtype_size(it->src_dtype), in = (size_t)it->cols, rows = (size_t)j->count;
     size_t words = tq_pack_words(in, it->bits), ng = in / it->group;
     int direct = !it->mxfp4 && !pt->stride; /* rows straight from the file, converted as they are signed */
-    void *src = grow(&wk->in, rows * in * (direct ? isz : sizeof(float)), e);
-    float *f = src ? grow(&wk->f32, in * sizeof(float), e) : NULL;
-    void *scr = f ? grow(&wk->scratch, in, e) : NULL;
-    uint32_t *pk = scr ? grow(&wk->words, rows * words * 4, e) : NULL;
-    uint16_t *sc = pk ? grow(&wk->scales, rows * ng * 2, e) : NULL;
+    void *src = cv_grow(&wk->in, rows * in * (direct ? isz : sizeof(float)), e);
+    float *f = src ? cv_grow(&wk->f32, in * sizeof(float), e) : NULL;
+    void *scr = f ? cv_grow(&wk->scratch, in, e) : NULL;
+    uint32_t *pk = scr ? cv_grow(&wk->words, rows * words * 4, e) : NULL;
+    uint16_t *sc = pk ? cv_grow(&wk->scales, rows * ng * 2, e) : NULL;
     if (!sc)
         return -1;
     if (direct && tq_model_read(pt->src, (pt->src_off + j->first * in) * isz, src, rows * in * isz, e))
         return -1;
     if (!direct) {
-        /* read_rows_f32 uses wk->in and wk->scratch itself: decode into a buffer of its own */
-        float *rowsf = grow(&wk->out, rows * in * sizeof(float), e);
-        if (!rowsf || read_rows_f32(wk, it, pt, j->first, rows, rowsf, e))
+        /* cv_read_rows_f32 uses wk->in and wk->scratch itself: decode into a buffer of its own */
+        float *rowsf = cv_grow(&wk->out, rows * in * sizeof(float), e);
+        if (!rowsf || cv_read_rows_f32(&wk->in, &wk->scratch, it, pt, j->first, rows, rowsf, e))
             return -1;
         src = rowsf;
         isz = sizeof(float);
-        scr = grow(&wk->scratch, in, e);
+        scr = cv_grow(&wk->scratch, in, e);
         if (!scr)
             return -1;
     }
@@ -208,10 +203,10 @@ static int job_dequant(cv_worker *wk, cv_job *j, tq_err *e)
     const cv_part *pt = &it->parts[j->part];
     size_t in = (size_t)it->cols, rows = (size_t)j->count, osz = tq_dtype_size(it->out_dtype);
     size_t words = tq_pack_words(in, it->bits), ng = in / it->group;
-    uint32_t *pk = grow(&wk->words, rows * words * 4, e);
-    uint16_t *sc = pk ? grow(&wk->scales, rows * ng * 2, e) : NULL;
-    float *f = sc ? grow(&wk->f32, in * sizeof(float), e) : NULL;
-    char *out = f ? grow(&wk->out, rows * in * osz, e) : NULL;
+    uint32_t *pk = cv_grow(&wk->words, rows * words * 4, e);
+    uint16_t *sc = pk ? cv_grow(&wk->scales, rows * ng * 2, e) : NULL;
+    float *f = sc ? cv_grow(&wk->f32, in * sizeof(float), e) : NULL;
+    char *out = f ? cv_grow(&wk->out, rows * in * osz, e) : NULL;
     if (!out || tq_model_read(pt->src, (pt->src_off + j->first * words) * 4, pk, rows * words * 4, e) ||
         tq_model_read(pt->scales, (pt->scales_off + j->first * ng) * 2, sc, rows * ng * 2, e))
         return -1;
@@ -241,24 +236,24 @@ static int job_affine(cv_worker *wk, cv_job *j, tq_err *e)
     tq_dtype sdt = direct ? it->src_dtype : TQ_DT_F32;
     if (!direct)
         isz = sizeof(float);
-    void *src = grow(&wk->in, rows * in * isz, e);
-    float *f = src ? grow(&wk->f32, (2 * in + 4 * ng) * sizeof(float), e) : NULL;
-    void *tmp = f ? grow(&wk->out, in * qsz, e) : NULL;
-    uint32_t *pk = tmp ? grow(&wk->words, rows * words * 4, e) : NULL;
-    unsigned char *sb = pk ? grow(&wk->scales, 2 * rows * ng * qsz, e) : NULL;
+    void *src = cv_grow(&wk->in, rows * in * isz, e);
+    float *f = src ? cv_grow(&wk->f32, (2 * in + 4 * ng) * sizeof(float), e) : NULL;
+    void *tmp = f ? cv_grow(&wk->out, in * qsz, e) : NULL;
+    uint32_t *pk = tmp ? cv_grow(&wk->words, rows * words * 4, e) : NULL;
+    unsigned char *sb = pk ? cv_grow(&wk->scales, 2 * rows * ng * qsz, e) : NULL;
     if (!sb)
         return -1;
     if (direct && tq_model_read(pt->src, (pt->src_off + j->first * in) * isz, src, rows * in * isz, e))
         return -1;
-    if (!direct) { /* strided or MXFP4 rows, decoded to f32 (read_rows_f32 uses wk->in too) */
+    if (!direct) { /* strided or MXFP4 rows, decoded to f32 (cv_read_rows_f32 uses wk->in too) */
         float *rowsf = malloc(rows * in * sizeof(float));
         if (!rowsf)
             return tq_fail(e, TQ_ENOMEM, "out of memory");
-        if (read_rows_f32(wk, it, pt, j->first, rows, rowsf, e)) {
+        if (cv_read_rows_f32(&wk->in, &wk->scratch, it, pt, j->first, rows, rowsf, e)) {
             free(rowsf);
             return -1;
         }
-        src = grow(&wk->in, rows * in * isz, e);
+        src = cv_grow(&wk->in, rows * in * isz, e);
         if (src)
             memcpy(src, rowsf, rows * in * sizeof(float));
         free(rowsf);
@@ -310,10 +305,10 @@ static int job_affine_dequant(cv_worker *wk, cv_job *j, tq_err *e)
     const cv_part *pt = &it->parts[j->part];
     size_t in = (size_t)it->cols, rows = (size_t)j->count, osz = tq_dtype_size(it->out_dtype), qsz = tq_dtype_size(it->qdtype);
     size_t words = in / (32 / (size_t)it->bits), ng = in / it->group;
-    uint32_t *pk = grow(&wk->words, rows * words * 4, e);
-    unsigned char *sb = pk ? grow(&wk->scales, 2 * rows * ng * qsz, e) : NULL;
-    float *f = sb ? grow(&wk->f32, (in + 2 * ng) * sizeof(float), e) : NULL;
-    char *out = f ? grow(&wk->out, rows * in * osz, e) : NULL;
+    uint32_t *pk = cv_grow(&wk->words, rows * words * 4, e);
+    unsigned char *sb = pk ? cv_grow(&wk->scales, 2 * rows * ng * qsz, e) : NULL;
+    float *f = sb ? cv_grow(&wk->f32, (in + 2 * ng) * sizeof(float), e) : NULL;
+    char *out = f ? cv_grow(&wk->out, rows * in * osz, e) : NULL;
     uint64_t s0 = (pt->scales_off + j->first * ng) * qsz;
     if (!out || tq_model_read(pt->src, (pt->src_off + j->first * words) * 4, pk, rows * words * 4, e) ||
         tq_model_read(pt->scales, s0, sb, rows * ng * qsz, e) || tq_model_read(pt->biases, s0, sb + rows * ng * qsz, rows * ng * qsz, e))

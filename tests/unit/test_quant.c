@@ -643,6 +643,51 @@ static void test_rms_ties_go_up(void)
     }
 }
 
+/* Fitted codebooks: Lloyd on the histogram finds point masses exactly, histograms add in any
+ * order to the same bits, unusable fits fall back, stored tables are checked. */
+static void test_codebook_fit(void)
+{
+    tq_err err;
+    tq_codebook g2, g3, f;
+    CHECK_OK(tq_codebook_lloyd_max(2, &g2, &err));
+    CHECK_OK(tq_codebook_lloyd_max(3, &g3, &err));
+    /* groups of 32: 16 values at ±1, 16 at ±3 (RMS sqrt 5): two magnitudes, 1/√5 and 3/√5 */
+    static float x[32 * 64];
+    for (int i = 0; i < 32 * 64; i++)
+        x[i] = (float)((i % 4 < 2 ? 1 : 3) * (i % 2 ? -1 : 1));
+    tq_fit_hist *h = calloc(1, sizeof *h), *h2 = calloc(1, sizeof *h2), *h3 = calloc(1, sizeof *h3);
+    CHECK(h && h2 && h3);
+    CHECK_OK(tq_fit_hist_add(h, x, 32 * 64, 32, &err));
+    int it = -1;
+    CHECK(tq_codebook_fit(&g2, h, &f, &it) == 0);
+    CHECK(it >= 1 && it < TQ_FIT_MAX_ITERS);
+    double a = 1 / sqrt(5.0), b = 3 / sqrt(5.0);
+    CHECKF(fabs(f.exact[2] - a) < 1e-6 && fabs(f.exact[3] - b) < 1e-6, "%.9f %.9f", f.exact[2], f.exact[3]);
+    CHECK(f.exact[1] == -f.exact[2] && f.exact[0] == -f.exact[3]);
+    CHECK(f.c[2] == half_to_float(f.f16[2]) && f.f16[1] == (f.f16[2] | 0x8000));
+    CHECK(f.bnd[2] == (f.c[2] + f.c[3]) * 0.5f && f.mse < 1e-12);
+    /* 3 bits from two magnitudes: two of the four cells stay empty and keep their centroids */
+    CHECK(tq_codebook_fit(&g3, h, &f, NULL) == 0 || memcmp(&f, &g3, sizeof f) == 0);
+    /* halves added separately, then merged: the same histogram and the same codebook */
+    CHECK_OK(tq_fit_hist_add(h2, x + 32 * 40, 32 * 24, 32, &err));
+    CHECK_OK(tq_fit_hist_add(h3, x, 32 * 40, 32, &err));
+    tq_fit_hist_merge(h2, h3);
+    CHECK(memcmp(h, h2, sizeof *h) == 0);
+    /* nothing to fit: the start codebook, status 1 */
+    memset(h3, 0, sizeof *h3);
+    CHECK(tq_codebook_fit(&g2, h3, &f, NULL) == 1 && memcmp(&f, &g2, sizeof f) == 0);
+    x[7] = NAN;
+    CHECK(tq_fit_hist_add(h3, x, 32, 32, &err) == -1 && err.code == TQ_EDATA);
+    free(h), free(h2), free(h3);
+    /* stored tables: finite and strictly ascending */
+    float ok[4] = {-1, -0.25f, 0.25f, 1}, nan[4] = {-1, NAN, 0.25f, 1}, uns[4] = {-1, 0.25f, -0.25f, 1};
+    size_t at;
+    const char *why;
+    CHECK(tq_codebook_check(ok, 4, &at, &why) == 0);
+    CHECK(tq_codebook_check(nan, 4, &at, &why) == -1 && at == 1 && !strcmp(why, "not finite"));
+    CHECK(tq_codebook_check(uns, 4, &at, &why) == -1 && at == 2);
+}
+
 int main(void)
 {
     RUN(test_f16_conversions);
@@ -660,5 +705,6 @@ int main(void)
     RUN(test_mse_gaussian);
     RUN(test_activation_identity);
     RUN(test_bad_values);
+    RUN(test_codebook_fit);
     TEST_MAIN_END();
 }
