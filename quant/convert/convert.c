@@ -327,8 +327,10 @@ static cJSON *resume_options(const tq_convert_opts *o)
     static const char *const modes[] = {"quantize", "dequantize", "no-quantize"};
     cJSON *j = cJSON_CreateObject(), *bf = j ? cJSON_AddArrayToObject(j, "bits-for") : NULL;
     cJSON *kp = bf ? cJSON_AddArrayToObject(j, "keep") : NULL;
-    char seed[32], shard[32];
+    char seed[32], shard[32], tbpw[40], tsize[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    snprintf(tbpw, sizeof tbpw, "%a", o->target_bpw);
+    snprintf(tsize, sizeof tsize, "%llu", (unsigned long long)o->target_size);
     snprintf(shard, sizeof shard, "%llu", (unsigned long long)o->shard_size);
     int ok = kp && cJSON_AddStringToObject(j, "mode", modes[o->mode]) &&
              cJSON_AddStringToObject(j, "method", o->method == TQ_METHOD_AFFINE ? "affine" : "turboquant") &&
@@ -338,7 +340,9 @@ static cJSON *resume_options(const tq_convert_opts *o)
              cJSON_AddStringToObject(j, "affine-rule", o->affine_rule == TQ_AFFINE_CPU ? "cpu" : "gpu") &&
              cJSON_AddNumberToObject(j, "embed", o->embed) && cJSON_AddNumberToObject(j, "dtype", o->dtype) &&
              cJSON_AddStringToObject(j, "shard-size", shard) && cJSON_AddBoolToObject(j, "keep-names", o->keep_names) &&
-             cJSON_AddBoolToObject(j, "allow-nonfinite", o->allow_nonfinite);
+             cJSON_AddBoolToObject(j, "allow-nonfinite", o->allow_nonfinite) &&
+             cJSON_AddStringToObject(j, "codebook", o->codebook == TQ_CODEBOOK_FITTED ? "fitted" : "gaussian") &&
+             cJSON_AddStringToObject(j, "target-bpw", tbpw) && cJSON_AddStringToObject(j, "target-size", tsize);
     for (size_t i = 0; ok && i < o->n_bits_for; i++) {
         char *v = tq_asprintf(NULL, "%s=%d", o->bits_for_re[i], o->bits_for_bits[i]);
         ok = v && cJSON_AddItemToArray(bf, cJSON_CreateString(v));
