@@ -66,13 +66,21 @@ char *tq_flash_header_json(const tq_flash_header *h, const char *path, tq_err *e
 /* Fill offsets, nbytes, expert_block_size/data_start/total_size for h->tensors (name, dtype,
  * shape filled) laid out in their order at page_size alignment. */
 int tq_flash_layout(tq_flash_header *h, tq_err *e);
-/* Block order inside an expert block or dense FFN file: gate_proj, up_proj, down_proj, each
- * .weight, .scales, .biases, .bias (whichever exist). Rank of "PROJ.SUFFIX" in that order, or
- * -1 when it is not an FFN tensor tail. */
+/* Block order inside an expert block or dense FFN file: gate_proj, up_proj, gate_up_proj,
+ * down_proj, each .weight, .blocks, .scales, .biases, .bias (whichever exist). gate_up_proj
+ * and .blocks occur only in layers whose source keeps its experts fused (split.json naming
+ * "fused": one expert's slice of HF gate_up_proj [E, 2I, H] is one tensor; gpt-oss MXFP4
+ * blocks, scales and biases likewise). Rank of "PROJ.SUFFIX" in that order, or -1 when it is
+ * not an FFN tensor tail; projection rank / TQ_FLASH_NSUFFIX, suffix rank % TQ_FLASH_NSUFFIX. */
 int tq_flash_slot_rank(const char *proj, const char *suffix);
-#define TQ_FLASH_NSLOTS 12
-extern const char *const tq_flash_projs[3];
-extern const char *const tq_flash_suffixes[4];
+#define TQ_FLASH_NPROJ 4
+#define TQ_FLASH_NSUFFIX 5
+#define TQ_FLASH_NSLOTS (TQ_FLASH_NPROJ * TQ_FLASH_NSUFFIX)
+#define TQ_FLASH_PROJ(rank) tq_flash_projs[(rank) / TQ_FLASH_NSUFFIX]
+#define TQ_FLASH_SUFFIX(rank) tq_flash_suffixes[(rank) % TQ_FLASH_NSUFFIX]
+enum { TQ_FLASH_GATE, TQ_FLASH_UP, TQ_FLASH_GATE_UP, TQ_FLASH_DOWN };
+extern const char *const tq_flash_projs[TQ_FLASH_NPROJ];
+extern const char *const tq_flash_suffixes[TQ_FLASH_NSUFFIX];
 
 /* dtype spellings in layer headers: written as MLX names ("uint32", "bfloat16"), read as
  * MLX names, "mlx.core."-prefixed MLX names, or safetensors names ("U32"). */
@@ -99,10 +107,13 @@ typedef struct tq_flash_layer {
     uint32_t layer;
     char *file;                     /* "experts/layer_00.bin" or "ffn_aligned/layer_00.bin" */
     char *prefix;                   /* source name prefix, e.g. "model.layers.0." */
-    int naming;                     /* TQ_NAMING_HF or TQ_NAMING_MLX (moe); TQ_NAMING_HF dense */
+    int naming;                     /* TQ_NAMING_HF, TQ_NAMING_MLX or TQ_NAMING_FUSED (moe);
+                                     * TQ_NAMING_HF dense */
 } tq_flash_layer;
 
-enum tq_naming { TQ_NAMING_SOURCE = 0, TQ_NAMING_HF = 1, TQ_NAMING_MLX = 2 };
+/* FUSED: the source stacked its experts in the family's fused tensors (HF gate_up_proj /
+ * down_proj, gpt-oss MXFP4 _blocks/_scales/_bias); they come back only under those names. */
+enum tq_naming { TQ_NAMING_SOURCE = 0, TQ_NAMING_HF = 1, TQ_NAMING_MLX = 2, TQ_NAMING_FUSED = 3 };
 
 typedef struct tq_flash_manifest {
     int kind;                       /* TQ_FLASH_MOE or TQ_FLASH_DENSE */

@@ -152,8 +152,10 @@ static int load(tq_flash_manifest *m, const char *path, tq_err *e)
             L->naming = TQ_NAMING_HF;
         else if (strcmp(naming->valuestring, "mlx") == 0)
             L->naming = TQ_NAMING_MLX;
+        else if (strcmp(naming->valuestring, "fused") == 0)
+            L->naming = TQ_NAMING_FUSED;
         else
-            BAD("%s: layers[%zu]: naming must be \"hf\" or \"mlx\"", path, m->n_layers);
+            BAD("%s: layers[%zu]: naming must be \"hf\", \"mlx\" or \"fused\"", path, m->n_layers);
         if (!(L->file = tq_strdup(file->valuestring, e)) || !(L->prefix = tq_strdup(prefix->valuestring, e)))
             return -1;
         m->n_layers++;

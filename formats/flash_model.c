@@ -95,19 +95,41 @@ static const char *tail_of(const char *n)
     return n;
 }
 
+/* The source name of a fused layer's tensor with tail "PROJ.SUFFIX": the family's stacked
+ * HF tensor, experts.gate_up_proj / down_proj (".weight" slices, no suffix in the source) or
+ * gpt-oss's experts.PROJ_blocks / _scales / _bias. */
+static char *fused_name(const tq_family *f, const char *prefix, const char *tail, tq_err *e)
+{
+    const char *dot = strchr(tail, '.');
+    int proj = -1;
+    for (int k = TQ_FLASH_GATE_UP; k <= TQ_FLASH_DOWN && dot; k++)
+        if (strlen(tq_flash_projs[k]) == (size_t)(dot - tail) && !strncmp(tail, tq_flash_projs[k], (size_t)(dot - tail)))
+            proj = k;
+    const char *blk = *f->moe_block ? f->moe_block : "";
+    if (f->store == TQ_EXP_FUSED && proj >= 0 && !strcmp(dot + 1, "weight"))
+        return tq_asprintf(e, "%s%s%sexperts.%s", prefix, blk, *blk ? "." : "", tq_flash_projs[proj]);
+    if (f->store == TQ_EXP_MXFP4 && proj >= 0 &&
+        (!strcmp(dot + 1, "blocks") || !strcmp(dot + 1, "scales") || !strcmp(dot + 1, "bias")))
+        return tq_asprintf(e, "%s%s%sexperts.%s_%s", prefix, blk, *blk ? "." : "", tq_flash_projs[proj], dot + 1);
+    return tq_fail(e, TQ_EDATA, "split: layer tensor '%s' is not one of the fused expert tensors of %s checkpoints", tail,
+                   f->name), NULL;
+}
+
 /* The source name of a layer-file tensor with tail "PROJ.SUFFIX" (expert x, or -1 for the
  * stacked / dense tensor), spelled as the model's family spells it (formats/family.h). */
-static char *source_name(const tq_family *f, const char *prefix, int dense, int mlx, int64_t x, const char *tail,
+static char *source_name(const tq_family *f, const char *prefix, int dense, int nm, int64_t x, const char *tail,
                          tq_err *e)
 {
     if (dense)
         return tq_asprintf(e, "%smlp.%s", prefix, tail);
-    if (mlx)
+    if (nm == TQ_NAMING_FUSED)
+        return fused_name(f, prefix, tail, e);
+    if (nm == TQ_NAMING_MLX)
         return tq_asprintf(e, "%s%s.%s", prefix, f->mlx_container, tail);
     const char *dot = strchr(tail, '.');
     const char *proj = NULL;
     static const int fp[3] = {TQ_PROJ_GATE, TQ_PROJ_UP, TQ_PROJ_DOWN};
-    for (int k = 0; k < 3 && dot; k++)
+    for (int k = 0; k < 3 && dot && dot[1] && strcmp(dot + 1, "blocks"); k++)
         if (!strncmp(tail, tq_family_proj_name(fp[k]), (size_t)(dot - tail)) &&
             strlen(tq_family_proj_name(fp[k])) == (size_t)(dot - tail))
             proj = f->hf_proj[fp[k]];
@@ -164,6 +186,10 @@ static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const 
             return tq_fail(e, TQ_EDATA, "%s: header disagrees with split.json (format, layer_idx or num_experts)", s->paths[i]);
         if ((s->fds[i] = tq_open_regular(s->paths[i], NULL, e)) < 0)
             return -1;
+        if (L->naming == TQ_NAMING_FUSED && naming != TQ_NAMING_SOURCE && naming != TQ_NAMING_FUSED)
+            return tq_fail(e, TQ_EUNSUP, "%s: layer %u keeps the %s experts fused as its source did (gate_up_proj per "
+                           "expert); they come back only under their source names (--naming source)", dir, L->layer,
+                           f->name);
         int per_expert = h->kind == TQ_FLASH_MOE && (naming == TQ_NAMING_SOURCE ? L->naming : naming) == TQ_NAMING_HF;
         cap += h->n_tensors * (per_expert ? (size_t)h->num_experts : 1);
     }
@@ -177,13 +203,13 @@ static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const 
         int nm = naming == TQ_NAMING_SOURCE ? L->naming : naming;
         for (size_t k = 0; k < h->n_tensors; k++) {
             const char *tail = tail_of(h->tensors[k].name);
-            int dense = h->kind == TQ_FLASH_DENSE, mlx = nm == TQ_NAMING_MLX;
-            if (dense || mlx) {
-                if (add_vt(s, cap, i, k, -1, source_name(f, L->prefix, dense, mlx, -1, tail, e), e) != 0)
+            int dense = h->kind == TQ_FLASH_DENSE;
+            if (dense || nm != TQ_NAMING_HF) {
+                if (add_vt(s, cap, i, k, -1, source_name(f, L->prefix, dense, nm, -1, tail, e), e) != 0)
                     return -1;
             } else {
                 for (uint64_t x = 0; x < h->num_experts; x++)
-                    if (add_vt(s, cap, i, k, (int64_t)x, source_name(f, L->prefix, 0, 0, (int64_t)x, tail, e), e) != 0)
+                    if (add_vt(s, cap, i, k, (int64_t)x, source_name(f, L->prefix, 0, TQ_NAMING_HF, (int64_t)x, tail, e), e) != 0)
                         return -1;
             }
         }

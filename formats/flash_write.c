@@ -4,16 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const tq_flash_projs[3] = {"gate_proj", "up_proj", "down_proj"};
-const char *const tq_flash_suffixes[4] = {"weight", "scales", "biases", "bias"};
+const char *const tq_flash_projs[TQ_FLASH_NPROJ] = {"gate_proj", "up_proj", "gate_up_proj", "down_proj"};
+const char *const tq_flash_suffixes[TQ_FLASH_NSUFFIX] = {"weight", "blocks", "scales", "biases", "bias"};
 
 int tq_flash_slot_rank(const char *proj, const char *suffix)
 {
-    for (int p = 0; p < 3; p++)
+    for (int p = 0; p < TQ_FLASH_NPROJ; p++)
         if (strcmp(proj, tq_flash_projs[p]) == 0)
-            for (int s = 0; s < 4; s++)
+            for (int s = 0; s < TQ_FLASH_NSUFFIX; s++)
                 if (strcmp(suffix, tq_flash_suffixes[s]) == 0)
-                    return p * 4 + s;
+                    return p * TQ_FLASH_NSUFFIX + s;
     return -1;
 }
 

@@ -176,6 +176,76 @@ static int bind_stacked(tq_runner *r, const char *module, uint64_t rows, uint64_
     return 0;
 }
 
+/* Where part i (weight, scales, biases, bias) of a fused expert matrix lies: resident, at
+ * data + e * stride (+ off); in a split layer file (data NULL), at the block + off. */
+typedef struct fused_part {
+    const uint8_t *data;
+    uint64_t stride, off;
+} fused_part;
+
+static const uint8_t fused_sentinel[1];
+
+static void fused_place(rt_emat *em, int i, const fused_part *src, uint64_t extra, const void **ptr)
+{
+    *ptr = src->data ? (const void *)src->data : (const void *)fused_sentinel;
+    if (src->data) {
+        em->base[i] = src->data + src->off + extra;
+        em->stride[i] = src->stride;
+    } else {
+        em->off[i] = src->off + extra;
+    }
+}
+
+/* Fused float experts (rows 0..I-1 of gate_up are gate, I..2I-1 up; down [H, I]): the gate,
+ * up and down templates over the parts gu and dn of dtypes gdt and ddt. */
+static void fused_build(tq_runner *r, tq_dtype gdt, tq_dtype ddt, const fused_part *gu, const fused_part *dn,
+                        rt_emat *em[3])
+{
+    const rt_config *c = &r->c;
+    uint64_t I = c->moe_inter, H = c->hidden;
+    for (int k = 0; k < 3; k++) {
+        rt_linear *l = &em[k]->t;
+        memset(l, 0, sizeof *l);
+        l->kind = RT_DENSE;
+        l->wdt = k == 2 ? ddt : gdt;
+        l->rows = k == 2 ? H : I;
+        l->cols = k == 2 ? I : H;
+        fused_place(em[k], 0, k == 2 ? dn : gu, k == 1 ? I * H * tq_dtype_size(gdt) : 0, &l->w);
+        note_kind(r, l);
+    }
+}
+
+/* gpt-oss MXFP4 experts: src[p][k] for p gate_up / down and k blocks, scales, bias; gate_up's
+ * even rows are gate, odd rows up, so gate and up read every second stored row. */
+static void mxfp4_build(tq_runner *r, const fused_part src[2][3], tq_dtype biasdt[2], rt_emat *em[3])
+{
+    const rt_config *c = &r->c;
+    uint64_t I = c->moe_inter, H = c->hidden;
+    for (int k = 0; k < 3; k++) {
+        int p = k == 2; /* gate, up: rows of gate_up; down */
+        uint64_t cols = p ? I : H, off = k == 1; /* up starts one stored row later */
+        rt_linear *lin = &em[k]->t;
+        memset(lin, 0, sizeof *lin);
+        lin->kind = RT_MXFP4;
+        lin->rows = p ? H : I;
+        lin->cols = cols;
+        lin->ngroups = cols / 32;
+        lin->group = 32;
+        lin->rstep = p ? 1 : 2;
+        lin->sdt = TQ_DT_U8;
+        lin->biasdt = biasdt[p];
+        fused_place(em[k], 0, &src[p][0], off * (cols / 2), &lin->w);
+        fused_place(em[k], 1, &src[p][1], off * (cols / 32), &lin->scales);
+        fused_place(em[k], 3, &src[p][2], off * tq_dtype_size(biasdt[p]), &lin->bias);
+        note_kind(r, lin);
+    }
+}
+
+static int is_float(tq_dtype d)
+{
+    return d == TQ_DT_F32 || d == TQ_DT_F16 || d == TQ_DT_BF16;
+}
+
 /* HF fused experts: gate_up_proj [E, 2I, H] (rows 0..I-1 gate, I..2I-1 up) and down_proj
  * [E, H, I], plain float tensors without a ".weight" suffix. */
 static int bind_fused(tq_runner *r, const char *gu_name, const char *down_name, rt_emat *em[3], tq_err *e)
@@ -195,86 +265,65 @@ static int bind_fused(tq_runner *r, const char *gu_name, const char *down_name, 
     uint64_t want[2][2] = {{2 * I, H}, {H, I}};
     for (int i = 0; i < 2; i++)
         if (t[i]->ndim != 3 || t[i]->shape[0] != E || t[i]->shape[1] != want[i][0] || t[i]->shape[2] != want[i][1] ||
-            (t[i]->dt != TQ_DT_F32 && t[i]->dt != TQ_DT_F16 && t[i]->dt != TQ_DT_BF16))
+            !is_float(t[i]->dt))
             return tq_fail(e, TQ_EDATA, "tensor '%s': expected [%llu, %llu, %llu] floats (fused experts)",
                            rt_store_name(r->store, nm[i], full, sizeof full), (unsigned long long)E,
                            (unsigned long long)want[i][0], (unsigned long long)want[i][1]);
-    uint64_t es = tq_dtype_size(gu.dt);
-    for (int k = 0; k < 3; k++) {
-        const rt_tensor *src = k == 2 ? &dn : &gu;
-        rt_linear *l = &em[k]->t;
-        memset(l, 0, sizeof *l);
-        l->kind = RT_DENSE;
-        l->wdt = src->dt;
-        l->rows = k == 2 ? H : I;
-        l->cols = k == 2 ? I : H;
-        l->w = src->data;
-        em[k]->base[0] = (const uint8_t *)src->data + (k == 1 ? I * H * es : 0);
-        em[k]->stride[0] = src->nbytes / E;
-        note_kind(r, l);
-    }
+    fused_part pg = {gu.data, gu.nbytes / E, 0}, pd = {dn.data, dn.nbytes / E, 0};
+    fused_build(r, gu.dt, dn.dt, &pg, &pd, em);
     return 1;
+}
+
+/* The shape an MXFP4 part k (blocks, scales, bias) of a matrix [rows, cols] must have, with
+ * the expert axis (E > 0) or without it (E = 0, one expert's slice in a layer file). */
+static int mxfp4_part_ok(const tq_dtype dt, int ndim, const uint64_t *shape, int k, uint64_t E, uint64_t rows,
+                         uint64_t cols)
+{
+    int x = E ? 1 : 0;
+    int ok = cols % 32 == 0 && ndim == (k == 0 ? 4 : k == 1 ? 3 : 2) - !x && (!x || shape[0] == E) && shape[x] == rows;
+    if (ok && k == 0)
+        ok = dt == TQ_DT_U8 && shape[x + 1] == cols / 32 && shape[x + 2] == 16;
+    else if (ok && k == 1)
+        ok = dt == TQ_DT_U8 && shape[x + 1] == cols / 32;
+    else if (ok)
+        ok = is_float(dt);
+    return ok;
 }
 
 /* gpt-oss as released: <experts>.{gate_up,down}_proj_{blocks,scales,bias}, MXFP4 blocks
  * [E, out, in/32, 16] U8, E8M0 scales [E, out, in/32] U8, biases [E, out]; gate_up's even
  * rows are gate, odd rows up (formats/family.h, TQ_EXP_MXFP4). */
+static const char *const mxfp4_proj[2] = {"gate_up_proj", "down_proj"};
+static const char *const mxfp4_sfx[3] = {"blocks", "scales", "bias"};
+
 static int bind_mxfp4(tq_runner *r, uint64_t l, const char *experts, rt_emat *em[3], tq_err *e)
 {
     const rt_config *c = &r->c;
     uint64_t E = c->experts, I = c->moe_inter, H = c->hidden;
-    static const char *const base[2] = {"gate_up_proj", "down_proj"};
-    rt_tensor t[2][3]; /* [gate_up, down][blocks, scales, bias] */
+    fused_part src[2][3];
+    tq_dtype biasdt[2];
     for (int p = 0; p < 2; p++) {
         uint64_t rows = p ? H : 2 * I, cols = p ? I : H;
-        static const char *const sfx[3] = {"blocks", "scales", "bias"};
         for (int k = 0; k < 3; k++) {
             char name[300], full[512];
-            snprintf(name, sizeof name, "model.layers.%llu.%s.%s_%s", (unsigned long long)l, experts, base[p], sfx[k]);
+            rt_tensor x;
+            snprintf(name, sizeof name, "model.layers.%llu.%s.%s_%s", (unsigned long long)l, experts, mxfp4_proj[p],
+                     mxfp4_sfx[k]);
             rt_store_name(r->store, name, full, sizeof full);
-            int rc = rt_store_get(r->store, name, &t[p][k], e);
+            int rc = rt_store_get(r->store, name, &x, e);
             if (rc <= 0)
                 return rc < 0 ? -1 : tq_fail(e, TQ_EDATA, "tensor '%s' is missing", full);
-            const rt_tensor *x = &t[p][k];
-            int ok = cols % 32 == 0 && x->ndim == (k == 0 ? 4 : k == 1 ? 3 : 2) && x->shape[0] == E && x->shape[1] == rows;
-            if (k == 0)
-                ok = ok && x->dt == TQ_DT_U8 && x->shape[2] == cols / 32 && x->shape[3] == 16;
-            else if (k == 1)
-                ok = ok && x->dt == TQ_DT_U8 && x->shape[2] == cols / 32;
-            else
-                ok = ok && (x->dt == TQ_DT_F32 || x->dt == TQ_DT_F16 || x->dt == TQ_DT_BF16);
-            if (!ok)
+            if (!mxfp4_part_ok(x.dt, x.ndim, x.shape, k, E, rows, cols))
                 return tq_fail(e, TQ_EDATA, "tensor '%s': expected %s [%llu, %llu%s] for %llu experts of [%llu, %llu]",
                                full, k == 2 ? "floats" : "U8", (unsigned long long)E, (unsigned long long)rows,
                                k == 0 ? ", in/32, 16" : k == 1 ? ", in/32" : "", (unsigned long long)E,
                                (unsigned long long)rows, (unsigned long long)cols);
+            src[p][k] = (fused_part){x.data, x.nbytes / E, 0};
+            if (k == 2)
+                biasdt[p] = x.dt;
         }
     }
-    for (int k = 0; k < 3; k++) {
-        int p = k == 2; /* gate, up: rows of gate_up; down */
-        uint64_t cols = p ? I : H, off = k == 1; /* up starts one stored row later */
-        rt_linear *lin = &em[k]->t;
-        memset(lin, 0, sizeof *lin);
-        lin->kind = RT_MXFP4;
-        lin->rows = p ? H : I;
-        lin->cols = cols;
-        lin->ngroups = cols / 32;
-        lin->group = 32;
-        lin->rstep = p ? 1 : 2;
-        lin->w = t[p][0].data;
-        lin->scales = t[p][1].data;
-        lin->sdt = TQ_DT_U8;
-        lin->bias = t[p][2].data;
-        lin->biasdt = t[p][2].dt;
-        const void *parts[4] = {t[p][0].data, t[p][1].data, NULL, t[p][2].data};
-        uint64_t step[4] = {cols / 2, cols / 32, 0, tq_dtype_size(t[p][2].dt)};
-        for (int i = 0; i < 4; i++)
-            if (parts[i]) {
-                em[k]->base[i] = (const uint8_t *)parts[i] + off * step[i];
-                em[k]->stride[i] = (i == 0 ? t[p][0].nbytes : i == 1 ? t[p][1].nbytes : t[p][2].nbytes) / E;
-            }
-        note_kind(r, lin);
-    }
+    mxfp4_build(r, src, biasdt, em);
     return 0;
 }
 
@@ -352,6 +401,73 @@ static const tq_flash_tensor *flash_part(const tq_flash_header *h, const moe_nam
     return NULL;
 }
 
+/* One fused part of a layer file ("mlp.switch_mlp.PROJ.SUFFIX"): inside the expert block and
+ * starting on its element size, or NULL (absent). -1 when it is there but misplaced. */
+static int fused_part_of(const tq_flash_header *h, const char *path, const char *proj, const char *sfx,
+                         const tq_flash_tensor **out, tq_err *e)
+{
+    char name[96];
+    snprintf(name, sizeof name, "mlp.switch_mlp.%s.%s", proj, sfx);
+    const tq_flash_tensor *t = tq_flash_find(h, name);
+    *out = t;
+    uint64_t end;
+    if (t && (tq_add_u64(t->offset, t->nbytes, &end) || end > h->expert_block_size))
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s' lies outside the expert block", path, t->name);
+    if (t && t->offset % tq_dtype_size(t->dtype))
+        return tq_fail(e, TQ_EUNSUP, "%s: tensor '%s' at block offset %llu is not aligned to its %s elements", path,
+                       t->name, (unsigned long long)t->offset, tq_dtype_name(t->dtype));
+    return 0;
+}
+
+/* A layer file of fused experts (split.json naming "fused", man tq-formats(5)): one expert's
+ * gate_up_proj.weight [2I, H] and down_proj.weight [H, I] floats, or gpt-oss's MXFP4
+ * gate_up_proj / down_proj .blocks, .scales and .bias. 1 bound, 0 not a fused layer file. */
+static int load_split_fused(tq_runner *r, const tq_flash_header *h, const char *path, rt_emat *em[3], tq_err *e)
+{
+    const rt_config *c = &r->c;
+    uint64_t I = c->moe_inter, H = c->hidden;
+    const tq_flash_tensor *gu, *dn, *mx[2][3];
+    if (fused_part_of(h, path, "gate_up_proj", "weight", &gu, e) || fused_part_of(h, path, "down_proj", "weight", &dn, e))
+        return -1;
+    if (gu) {
+        const tq_flash_tensor *t[2] = {gu, dn};
+        uint64_t want[2][2] = {{2 * I, H}, {H, I}};
+        for (int i = 0; i < 2; i++)
+            if (!t[i] || t[i]->ndim != 2 || t[i]->shape[0] != want[i][0] || t[i]->shape[1] != want[i][1] ||
+                !is_float(t[i]->dtype))
+                return tq_fail(e, TQ_EDATA, "%s: expected mlp.switch_mlp.%s.weight [%llu, %llu] floats per expert (fused "
+                               "experts)", path, i ? "down_proj" : "gate_up_proj", (unsigned long long)want[i][0],
+                               (unsigned long long)want[i][1]);
+        fused_part pg = {NULL, 0, gu->offset}, pd = {NULL, 0, dn->offset};
+        fused_build(r, gu->dtype, dn->dtype, &pg, &pd, em);
+        return 1;
+    }
+    if (fused_part_of(h, path, "gate_up_proj", "blocks", &mx[0][0], e))
+        return -1;
+    if (!mx[0][0])
+        return 0;
+    fused_part src[2][3];
+    tq_dtype biasdt[2];
+    for (int p = 0; p < 2; p++) {
+        uint64_t rows = p ? H : 2 * I, cols = p ? I : H;
+        for (int k = 0; k < 3; k++) {
+            if (fused_part_of(h, path, mxfp4_proj[p], mxfp4_sfx[k], &mx[p][k], e))
+                return -1;
+            const tq_flash_tensor *t = mx[p][k];
+            if (!t || !mxfp4_part_ok(t->dtype, t->ndim, t->shape, k, 0, rows, cols))
+                return tq_fail(e, TQ_EDATA, "%s: expected mlp.switch_mlp.%s.%s %s [%llu%s] per expert (MXFP4 experts of "
+                               "[%llu, %llu])", path, mxfp4_proj[p], mxfp4_sfx[k], k == 2 ? "floats" : "U8",
+                               (unsigned long long)rows, k == 0 ? ", in/32, 16" : k == 1 ? ", in/32" : "",
+                               (unsigned long long)rows, (unsigned long long)cols);
+            src[p][k] = (fused_part){NULL, 0, t->offset};
+            if (k == 2)
+                biasdt[p] = t->dtype;
+        }
+    }
+    mxfp4_build(r, src, biasdt, em);
+    return 1;
+}
+
 /* Experts of a split directory: templates from the layer file header (+ the shared codebook
  * and signs from the pinned file). */
 static int load_experts_split(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *e)
@@ -378,7 +494,10 @@ static int load_experts_split(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *
     }
     uint64_t dims[3][2] = {{c->moe_inter, c->hidden}, {c->moe_inter, c->hidden}, {c->hidden, c->moe_inter}};
     static const uint8_t sentinel[1];
-    for (int k = 0; k < 3; k++) {
+    int fused = load_split_fused(r, &h, path, em, e);
+    if (fused < 0)
+        goto out;
+    for (int k = 0; k < 3 && !fused; k++) {
         rt_tensor t[6];
         int idx[6] = {0, 1, 2, -1, -1, 5};
         mod_parts mp;

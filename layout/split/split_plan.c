@@ -30,6 +30,15 @@ static const char *parse_index(const char *s, uint64_t max, uint64_t *out)
     return s;
 }
 
+/* A rank of the gate, up and down tensors every form has (not fused gate_up, not MXFP4
+ * blocks, which only a family's fused layers hold). */
+static int plain_rank(int rank)
+{
+    return rank >= 0 && rank / TQ_FLASH_NSUFFIX != TQ_FLASH_GATE_UP && TQ_FLASH_SUFFIX(rank) != tq_flash_suffixes[1]
+               ? rank
+               : -1;
+}
+
 /* "PROJ.SUFFIX" (nothing after) -> rank, or -1. */
 static int tail_rank(const char *s)
 {
@@ -39,7 +48,7 @@ static int tail_rank(const char *s)
     char proj[16];
     memcpy(proj, s, (size_t)(dot - s));
     proj[dot - s] = 0;
-    return tq_flash_slot_rank(proj, dot + 1);
+    return plain_rank(tq_flash_slot_rank(proj, dot + 1));
 }
 
 /* Classify one name without a family (the layout tq has always read: mlp.experts.E.*,
@@ -91,8 +100,9 @@ static int classify_generic(const char *name, entry *en)
 }
 
 /* Classify one name through the family table (formats/family.h): 0 = an FFN/expert tensor
- * (filled), 1 = pinned, 2 = a routed expert tensor in a form the layer files do not hold
- * (fused gate_up, MXFP4 blocks). MTP heads, routers, shared experts and their gates are
+ * (filled), 1 = pinned. Fused experts (HF gate_up_proj / down_proj, gpt-oss MXFP4 parts) are
+ * stacked tensors like MLX's and keep their form: naming TQ_NAMING_FUSED, each expert's
+ * slice one tensor of its block. MTP heads, routers, shared experts and their gates are
  * pinned; names the family does not explain fall back to the generic rules. */
 static int classify(const tq_family *f, uint64_t n_layers, const char *name, entry *en)
 {
@@ -100,19 +110,23 @@ static int classify(const tq_family *f, uint64_t n_layers, const char *name, ent
     tq_family_name(f, n_layers, name, &ni);
     switch (ni.role) {
     case TQ_ROLE_EXPERT:
-        if (ni.form == TQ_FORM_FUSED || ni.form == TQ_FORM_MXFP4)
-            return 2;
+    {
+        int fused = ni.form == TQ_FORM_FUSED || ni.form == TQ_FORM_MXFP4;
         if (ni.layer > 1000000 || ni.expert >= TQ_FLASH_MAX_EXPERTS)
             return 1;
-        en->rank = tq_flash_slot_rank(tq_family_proj_name(ni.proj), ni.suffix);
+        /* a fused float tensor has no suffix: its expert slices are ".weight" in the block */
+        en->rank = tq_flash_slot_rank(tq_family_proj_name(ni.proj), *ni.suffix ? ni.suffix : "weight");
+        if (!fused)
+            en->rank = plain_rank(en->rank);
         if (en->rank < 0) /* a stacked module's shared codebook / signs */
             return 1;
         en->layer = (uint32_t)ni.layer;
         en->prefix_len = ni.layer_len;
         en->routed = 1;
-        en->naming = ni.form == TQ_FORM_SEPARATE ? TQ_NAMING_HF : TQ_NAMING_MLX;
+        en->naming = fused ? TQ_NAMING_FUSED : ni.form == TQ_FORM_SEPARATE ? TQ_NAMING_HF : TQ_NAMING_MLX;
         en->expert = ni.form == TQ_FORM_SEPARATE ? ni.expert : 0;
         return 0;
+    }
     case TQ_ROLE_MTP:
     case TQ_ROLE_ROUTER:
     case TQ_ROLE_SHARED:
@@ -143,11 +157,10 @@ static int expert_left_pinned(const tq_family *f, uint64_t n_layers, const char 
 static void hf_expert_name(const split_plan *p, const split_layer *L, uint64_t x, int rank, char *buf, size_t cap)
 {
     const tq_family *f = p->names;
-    static const int fam_proj[3] = {TQ_PROJ_GATE, TQ_PROJ_UP, TQ_PROJ_DOWN};
-    const char *proj = f->hf_proj[fam_proj[rank / 4]] ? f->hf_proj[fam_proj[rank / 4]] : tq_flash_projs[rank / 4];
+    const char *proj = f->hf_proj[rank / TQ_FLASH_NSUFFIX] ? f->hf_proj[rank / TQ_FLASH_NSUFFIX] : TQ_FLASH_PROJ(rank);
     const char *blk = f->moe_block && *f->moe_block ? f->moe_block : "";
     snprintf(buf, cap, "%s%s%sexperts.%llu.%s.%s", L->prefix, blk, *blk ? "." : "", (unsigned long long)x, proj,
-             tq_flash_suffixes[rank % 4]);
+             TQ_FLASH_SUFFIX(rank));
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -178,7 +191,7 @@ static int build_slot(split_plan *p, split_layer *L, entry *en, size_t a, size_t
     split_slot *s = &L->slots[L->n_slots++];
     s->rank = en[a].rank;
     const tq_tensor_info *t0 = &en[a].t->info;
-    if (p->kind == TQ_FLASH_DENSE || L->naming == TQ_NAMING_MLX) {
+    if (p->kind == TQ_FLASH_DENSE || L->naming != TQ_NAMING_HF) {
         if (b - a != 1) /* impossible with unique names, but keep the invariant explicit */
             return tq_fail(e, TQ_EDATA, "%s: layer %u: tensor '%s' appears twice", p->m->path, L->layer, t0->name);
         if (p->kind == TQ_FLASH_MOE) {
@@ -215,7 +228,7 @@ static int build_slot(split_plan *p, split_layer *L, entry *en, size_t a, size_t
             char miss[400];
             hf_expert_name(p, L, x, s->rank, miss, sizeof miss);
             return tq_fail(e, TQ_EDATA, "%s: layer %u: expert %llu has no %s.%s tensor ('%s' is missing)", p->m->path,
-                           L->layer, (unsigned long long)x, tq_flash_projs[s->rank / 4], tq_flash_suffixes[s->rank % 4],
+                           L->layer, (unsigned long long)x, TQ_FLASH_PROJ(s->rank), TQ_FLASH_SUFFIX(s->rank),
                            miss);
         }
         const tq_tensor_info *t = &s->per_expert[x]->info;
@@ -232,6 +245,72 @@ static int build_slot(split_plan *p, split_layer *L, entry *en, size_t a, size_t
     }
     s->expert_bytes = t0->nbytes;
     *n_exp = top;
+    return 0;
+}
+
+static const split_slot *slot_of(const split_layer *L, int proj, int suffix)
+{
+    for (int i = 0; i < L->n_slots; i++)
+        if (L->slots[i].rank == proj * TQ_FLASH_NSUFFIX + suffix)
+            return &L->slots[i];
+    return NULL;
+}
+
+/* A layer of fused experts holds exactly the family's fused tensors with the shapes the
+ * config gives: gate_up [E, 2I, H] and down [E, H, I] (floats), or for gpt-oss MXFP4 blocks
+ * [E, out, in/32, 16], scales [E, out, in/32] and biases [E, out] of gate_up (out 2I, in H)
+ * and down (out H, in I). I and H come from config.json (the family's expert-width key and
+ * hidden_size), else from down_proj. */
+static int check_fused(const split_plan *p, const split_layer *L, uint64_t n_exp, tq_err *e)
+{
+    const tq_family *f = p->names;
+    const int mx = f->store == TQ_EXP_MXFP4;
+    /* suffixes present per projection: weight (float) or blocks, scales, bias (MXFP4) */
+    static const int sfx_float[] = {0}, sfx_mx[] = {1, 2, 4};
+    const int *sfx = mx ? sfx_mx : sfx_float;
+    int n_sfx = mx ? 3 : 1;
+    const split_slot *down0 = slot_of(L, TQ_FLASH_DOWN, sfx[0]);
+    uint64_t H = 0, I = 0;
+    if (down0 && down0->stacked->info.ndim >= 3) {
+        H = down0->stacked->info.shape[1];
+        I = down0->stacked->info.shape[2] * (mx ? 32 : 1);
+    }
+    int have_i = f->moe_inter_key && tq_family_cfg_u64(p->m->config, f->moe_inter_key, &I, e) == 0;
+    int have_h = tq_family_cfg_u64(p->m->config, "hidden_size", &H, e) == 0;
+    for (int k = 0; k < 2; k++) {
+        int proj = k ? TQ_FLASH_DOWN : TQ_FLASH_GATE_UP;
+        uint64_t out = k ? H : 2 * I, in = k ? I : H;
+        for (int j = 0; j < n_sfx; j++) {
+            const split_slot *sl = slot_of(L, proj, sfx[j]);
+            char want[160], got[160], src[96] = "from down_proj";
+            uint64_t shape[4] = {n_exp, out, sfx[j] == 0 ? in : in / 32, 16};
+            int nd = sfx[j] == 0 ? 3 : sfx[j] == 1 ? 4 : sfx[j] == 2 ? 3 : 2;
+            if (!sl) {
+                const char *blk = *f->moe_block ? f->moe_block : "";
+                return tq_fail(e, TQ_EDATA, "%s: layer %u: '%s%s%sexperts.%s%s%s' is missing (the %s experts are fused)",
+                               p->m->path, L->layer, L->prefix, blk, *blk ? "." : "", tq_flash_projs[proj], mx ? "_" : "",
+                               mx ? tq_flash_suffixes[sfx[j]] : "", f->name);
+            }
+            const tq_tensor_info *t = &sl->stacked->info;
+            int ok = t->ndim == nd && (!mx || in % 32 == 0);
+            for (int d = 0; ok && d < nd; d++)
+                ok = t->shape[d] == shape[d];
+            if (ok)
+                continue;
+            size_t o = (size_t)snprintf(want, sizeof want, "[");
+            for (int d = 0; d < nd && o < sizeof want; d++)
+                o += (size_t)snprintf(want + o, sizeof want - o, "%s%llu", d ? ", " : "", (unsigned long long)shape[d]);
+            if (o < sizeof want)
+                snprintf(want + o, sizeof want - o, "]");
+            shape_str(t, got, sizeof got);
+            if (have_i || have_h)
+                snprintf(src, sizeof src, "%s%s%s%s", have_i ? f->moe_inter_key : "", have_i && have_h ? " and " : "",
+                         have_h ? "hidden_size" : "", " of config.json");
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is %s but %llu fused experts of width %llu and hidden size %llu "
+                           "(%s) need %s", p->m->path, t->name, got, (unsigned long long)n_exp, (unsigned long long)I,
+                           (unsigned long long)H, src, want);
+        }
+    }
     return 0;
 }
 
@@ -256,7 +335,7 @@ static int layout_layer(split_plan *p, split_layer *L, uint64_t n_exp, const tq_
         tq_flash_tensor *t = &h->tensors[i];
         const tq_tensor_info *src = s->stacked ? &s->stacked->info : &s->per_expert[0]->info;
         if (!(t->name = tq_asprintf(e, "%s%s%s.%s", !moe || pr->mlp_prefix ? "mlp." : "", moe ? "switch_mlp." : "",
-                                    tq_flash_projs[s->rank / 4], tq_flash_suffixes[s->rank % 4])))
+                                    TQ_FLASH_PROJ(s->rank), TQ_FLASH_SUFFIX(s->rank))))
             return -1;
         t->dtype = src->dtype;
         int skip = s->stacked ? 1 : 0;
@@ -374,13 +453,6 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
         entry x = {0};
         x.t = &m->tensors[i];
         int c = classify(p->fam, n_hidden, x.t->info.name, &x);
-        if (c == 2) {
-            tq_fail(e, TQ_EUNSUP, "%s: tensor '%s' holds the %s experts fused (gate_up in one tensor or MXFP4 blocks): "
-                    "tq-split lays out one gate, up and down tensor per expert; tq-convert writes that form first",
-                    m->path, x.t->info.name, p->fam->name);
-            free(en);
-            return -1;
-        }
         if (c == 0) {
             en[n_en++] = x;
             n_routed += x.routed;
@@ -483,8 +555,8 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
                     char miss[400];
                     hf_expert_name(p, L, x, sm->rank, miss, sizeof miss);
                     tq_fail(e, TQ_EDATA, "%s: layer %u: expert %llu has no %s.%s tensor ('%s' is missing)", m->path,
-                            L->layer, (unsigned long long)x, tq_flash_projs[sm->rank / 4],
-                            tq_flash_suffixes[sm->rank % 4], miss);
+                            L->layer, (unsigned long long)x, TQ_FLASH_PROJ(sm->rank),
+                            TQ_FLASH_SUFFIX(sm->rank), miss);
                 } else {
                     tq_fail(e, TQ_EDATA, "%s: layer %u: '%s' stacks %llu experts but '%s' stacks %llu", m->path,
                             L->layer, s1->stacked->info.name, (unsigned long long)n_exp, s0->stacked->info.name,
@@ -504,6 +576,8 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
             }
             p->num_experts = layer_exp;
         }
+        if (L->naming == TQ_NAMING_FUSED && check_fused(p, L, layer_exp, e) != 0)
+            goto out;
         if (layout_layer(p, L, layer_exp, o, e) != 0)
             goto out;
         if (tq_add_u64(p->ffn_bytes, L->hdr.total_size, &p->ffn_bytes) != 0) {
@@ -521,8 +595,10 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
         if (!have && !p->fam)
             cfg_e = config_u64(m, ekey = "num_local_experts", &have);
         if (have && cfg_e != p->num_experts) {
-            tq_fail(e, TQ_EDATA, "%s: config.json says %s = %llu but the layers have %llu experts", m->path, ekey,
-                    (unsigned long long)cfg_e, (unsigned long long)p->num_experts);
+            const split_slot *s0 = &p->layers[0].slots[0];
+            tq_fail(e, TQ_EDATA, "%s: config.json says %s = %llu but the layers have %llu experts (tensor '%s')", m->path,
+                    ekey, (unsigned long long)cfg_e, (unsigned long long)p->num_experts,
+                    s0->stacked ? s0->stacked->info.name : s0->per_expert[p->num_experts - 1]->info.name);
             goto out;
         }
         const char *topk_key = p->fam && p->fam->topk_key ? p->fam->topk_key : "num_experts_per_tok";

@@ -98,9 +98,15 @@ static int affine4_g64(const split_plan *p, const split_layer *L, tq_err *e)
     const split_profile *pr = split_profile_get(p->target);
     const tq_flash_header *h = &L->hdr;
     const char *what = p->kind == TQ_FLASH_MOE ? "experts" : "MLP";
-    for (int k = 0; k < 3; k++) {
-        const tq_flash_tensor *w = find_part(h, k, 0), *s = find_part(h, k, 1), *b = find_part(h, k, 2),
-                              *bias = find_part(h, k, 3);
+    if (L->naming == TQ_NAMING_FUSED)
+        return tq_fail(e, TQ_EUNSUP, "%s: layer %u keeps the %s experts fused as the source stores them (gate_up_proj "
+                       "per expert): %s computes separate gate, up and down projections (tq-convert --method affine "
+                       "--bits 4 --group-size 64 writes them)", p->m->path, L->layer, p->names->name, pr->name);
+    static const int projs[3] = {TQ_FLASH_GATE, TQ_FLASH_UP, TQ_FLASH_DOWN};
+    for (int pi = 0; pi < 3; pi++) {
+        int k = projs[pi];
+        const tq_flash_tensor *w = find_part(h, k, 0), *s = find_part(h, k, 2), *b = find_part(h, k, 3),
+                              *bias = find_part(h, k, 4);
         char module[512];
         snprintf(module, sizeof module, "%s%s.%s", L->prefix, p->kind == TQ_FLASH_MOE ? p->names->mlx_container : "mlp",
                  tq_flash_projs[k]);
@@ -117,14 +123,13 @@ static int affine4_g64(const split_plan *p, const split_layer *L, tq_err *e)
         if (w->dtype != TQ_DT_U32 || !s) {
             snprintf(buf, sizeof buf, "%s %s", tq_dtype_name(w->dtype), s ? "with scales" : "weights (not quantized)");
             why = buf;
-        } else if (find_part(h, k, 3) || !b) {
+        } else if (bias || !b) {
             why = b ? "with a bias" : "without .biases (TurboQuant or another format, not MLX affine)";
         } else if (w->ndim != 2 || s->ndim != 2 || b->ndim != 2 || s->shape[0] != w->shape[0] || b->shape[0] != w->shape[0] ||
                    s->shape[1] != b->shape[1] || w->shape[1] != s->shape[1] * 8 || bits != 4 || group != 64) {
             snprintf(buf, sizeof buf, "affine %llu-bit group %llu", (unsigned long long)bits, (unsigned long long)group);
             why = buf;
         }
-        (void)bias;
         if (why)
             return tq_fail(e, TQ_EUNSUP,
                            "%s: layer %u %s %s are %s: %s computes only MLX affine 4-bit group-64 weights with .biases "

@@ -219,6 +219,69 @@ static void split_qwen3_5_moe_bf16(void)
     bit_identical(fx_family_cfg(FX_QWEN3_5_MOE, FX_BF16), "qwen3_5_moe-bf16");
 }
 
+/* HF checkpoints whose experts are fused (tq-split keeps each expert's slice of the stacked
+ * tensor as one tensor of its block, man tq-formats(5)): qwen3_5_moe's gate_up_proj
+ * [E, 2I, H] + down_proj and gpt-oss's MXFP4 blocks, scales and biases with interleaved
+ * gate/up rows. Streamed and --resident decode like the unsplit checkpoint, the layer header
+ * holds the fused tensors, nothing of the experts is pinned, and the join gives the source's
+ * tensors back byte for byte under their source names. */
+static void fused_split(int arch, const char *name, const char *part, const char *const *src_names)
+{
+    fx_cfg c = fx_family_cfg(arch, FX_BF16);
+    c.hf_expert_names = 1;
+    bit_identical(c, name);
+    char src[512], dst[512], joined[600], lf[700];
+    snprintf(src, sizeof src, "%s/rts-%s-%d", t_tmpdir(), name, (int)getpid());
+    snprintf(dst, sizeof dst, "%s.split", src);
+    snprintf(joined, sizeof joined, "%s.joined", src);
+    snprintf(lf, sizeof lf, "%s/experts/layer_00.bin", dst);
+    tq_flash_header h;
+    tq_err err = {0};
+    CHECK_OK(tq_flash_read(&h, lf, &err));
+    CHECKF(tq_flash_find(&h, part) != NULL, "%s: no %s in the layer header", name, part);
+    tq_flash_header_free(&h);
+    tq_split_join_opts jo = {.quiet = 1, .threads = 2};
+    CHECK_OK(tq_split_join(dst, joined, &jo, &err));
+    tq_model *a = NULL, *b = NULL, *pin = NULL;
+    CHECK_OK(tq_model_open(&a, src, &err));
+    CHECK_OK(tq_model_open(&b, joined, &err));
+    snprintf(lf, sizeof lf, "%s/pinned.safetensors", dst);
+    CHECK_OK(tq_model_open(&pin, lf, &err));
+    if (a && b && pin) {
+        CHECK(a->n_tensors == b->n_tensors);
+        for (size_t i = 0; i < a->n_tensors && i < b->n_tensors; i++) {
+            uint64_t na = 0, nb = 0;
+            const char *n = a->tensors[i].info.name;
+            void *x = t_read_tensor(a, n, &na), *y = t_read_tensor(b, n, &nb);
+            CHECKF(x && y && na == nb && memcmp(x, y, na) == 0, "%s: joined tensor '%s' differs", name, n);
+            free(x);
+            free(y);
+        }
+        for (const char *const *s = src_names; *s; s++) {
+            CHECKF(tq_model_find(a, *s) != NULL, "%s: source has no '%s'", name, *s);
+            CHECKF(tq_model_find(pin, *s) == NULL, "%s: '%s' left in pinned.safetensors", name, *s);
+        }
+    }
+    tq_model_close(a);
+    tq_model_close(b);
+    tq_model_close(pin);
+}
+
+static void split_qwen3_5_moe_hf_fused(void)
+{
+    static const char *const names[] = {"model.language_model.layers.0.mlp.experts.gate_up_proj",
+                                        "model.language_model.layers.1.mlp.experts.down_proj", NULL};
+    fused_split(FX_QWEN3_5_MOE, "qwen3_5_moe-hf-fused", "mlp.switch_mlp.gate_up_proj.weight", names);
+}
+
+static void split_gpt_oss_hf_mxfp4(void)
+{
+    static const char *const names[] = {"model.layers.0.mlp.experts.gate_up_proj_blocks",
+                                        "model.layers.0.mlp.experts.gate_up_proj_scales",
+                                        "model.layers.1.mlp.experts.down_proj_bias", NULL};
+    fused_split(FX_GPT_OSS, "gpt_oss-hf-mxfp4", "mlp.switch_mlp.gate_up_proj.blocks", names);
+}
+
 /* dense model: FFNs in flash_aligned_v1 files, loaded resident */
 static void split_dense(void)
 {
@@ -285,6 +348,8 @@ int main(void)
     RUN(split_gpt_oss_aff4);
     RUN(split_qwen3_5_moe_aff4);
     RUN(split_qwen3_5_moe_bf16);
+    RUN(split_qwen3_5_moe_hf_fused);
+    RUN(split_gpt_oss_hf_mxfp4);
     RUN(split_dense);
     RUN(check_blocks_detects_corruption);
     TEST_MAIN_END();
