@@ -8,6 +8,7 @@
 #include "tests/unit/check.h"
 #include "tests/unit/rt_fixture.h"
 
+#include <cjson/cJSON.h>
 #include <unistd.h>
 
 #define NP 3
@@ -282,6 +283,56 @@ static void split_gpt_oss_hf_mxfp4(void)
     fused_split(FX_GPT_OSS, "gpt_oss-hf-mxfp4", "mlp.switch_mlp.gate_up_proj.blocks", names);
 }
 
+/* Set KEY of DIR/config.json (text_config when there is one) to V. */
+static void set_config_key(const char *dir, const char *key, double v)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    cJSON *c = NULL;
+    tq_err err = {0};
+    CHECK_OK(tq_json_read_file(p, 1u << 20, &c, &err));
+    cJSON *tc = cJSON_GetObjectItem(c, "text_config");
+    cJSON *o = cJSON_IsObject(tc) ? tc : c;
+    cJSON_DeleteItemFromObject(o, key);
+    cJSON_AddNumberToObject(o, key, v);
+    CHECK_OK(tq_json_write_file(p, c, &err));
+    cJSON_Delete(c);
+}
+
+/* Malformed fused checkpoints: tq-split exits with a data error naming the fused tensor
+ * (expert count other than the config's; gate_up/down widths other than the config's). */
+static void fused_malformed(void)
+{
+    static const struct {
+        int arch;
+        const char *key;
+        double v;
+        const char *want;
+    } cases[] = {
+        {FX_QWEN3_5_MOE, "num_experts", 6, "(tensor 'model.language_model.layers.0.mlp.experts.gate_up_proj')"},
+        {FX_QWEN3_5_MOE, "moe_intermediate_size", 16, "tensor 'model.language_model.layers.0.mlp.experts.gate_up_proj' is"},
+        {FX_GPT_OSS, "num_local_experts", 4, "(tensor 'model.layers.0.mlp.experts.gate_up_proj_blocks')"},
+        {FX_GPT_OSS, "hidden_size", 96, "tensor 'model.layers.0.mlp.experts.gate_up_proj_blocks' is"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fx_cfg c = fx_family_cfg(cases[i].arch, FX_BF16);
+        c.hf_expert_names = 1;
+        char src[512], dst[600];
+        snprintf(src, sizeof src, "%s/rts-bad%zu-%d", t_tmpdir(), i, (int)getpid());
+        snprintf(dst, sizeof dst, "%s.split", src);
+        fx_model m;
+        CHECK(fx_generate(&c, src, &m) == 0);
+        fx_free(&m);
+        set_config_key(src, cases[i].key, cases[i].v);
+        tq_err err = {0};
+        tq_split_opts so = {.threads = 1, .quiet = 1};
+        tq_split_result res;
+        CHECKF(tq_split(src, dst, &so, &res, &err) == -1 && err.code == TQ_EDATA && strstr(err.msg, cases[i].want),
+               "case %zu: %s", i, err.msg);
+        CHECK(access(dst, F_OK) != 0);
+    }
+}
+
 /* dense model: FFNs in flash_aligned_v1 files, loaded resident */
 static void split_dense(void)
 {
@@ -350,6 +401,7 @@ int main(void)
     RUN(split_qwen3_5_moe_bf16);
     RUN(split_qwen3_5_moe_hf_fused);
     RUN(split_gpt_oss_hf_mxfp4);
+    RUN(fused_malformed);
     RUN(split_dense);
     RUN(check_blocks_detects_corruption);
     TEST_MAIN_END();
