@@ -86,6 +86,47 @@ static int check_output(const char *in, const char *out, int force, tq_err *e)
 /* ------------------------------------------------------------ config.json */
 static const char *scale_name(int s) { return s == TQ_SCALE_RMS ? "rms" : "lsq"; }
 
+/* TurboQuant-MLX's bit classes (its TurboQuantConfig.bits_for_path): the first path component
+ * that is self_attn, attention or linear_attn makes a module "attn", mlp or feed_forward
+ * "mlp"; anything else takes "bits". 0 attn, 1 mlp, -1 neither. */
+static int tqmlx_class(const char *P)
+{
+    static const char *const cls[2][3] = {{"self_attn", "attention", "linear_attn"}, {"mlp", "feed_forward", NULL}};
+    for (const char *s = P; *s;) {
+        size_t n = strcspn(s, ".");
+        for (int c = 0; c < 2; c++)
+            for (int k = 0; k < 3 && cls[c][k]; k++)
+                if (strlen(cls[c][k]) == n && !strncmp(s, cls[c][k], n))
+                    return c;
+        s += n + (s[n] == '.');
+    }
+    return -1;
+}
+
+/* "attn_bits" / "mlp_bits" for loaders that take a module's bits from its class rather than
+ * from its codebook (TurboQuant-MLX before it read codebook lengths): written when every
+ * TurboQuant module of the class has the same bits and they differ from "bits". A class
+ * whose modules differ keeps only the per-module entries (man tq-convert(1)). */
+static int add_class_bits(cJSON *q, const cv_plan *p)
+{
+    int bits[2] = {0, 0}, mixed[2] = {0, 0};
+    for (size_t i = 0; i < p->n_items; i++) {
+        const cv_item *it = &p->items[i];
+        int c = it->kind == CV_QUANT ? tqmlx_class(it->name) : -1;
+        if (c < 0)
+            continue;
+        if (bits[c] && bits[c] != it->bits)
+            mixed[c] = 1;
+        bits[c] = it->bits;
+    }
+    static const char *const key[2] = {"attn_bits", "mlp_bits"};
+    for (int c = 0; c < 2; c++)
+        if (bits[c] && !mixed[c] && bits[c] != p->q_bits && bits[c] >= 2 && bits[c] <= 4 &&
+            !cJSON_AddNumberToObject(q, key[c], bits[c]))
+            return 0;
+    return 1;
+}
+
 /* The output's config.json into *out (NULL: the output has none). */
 static int build_config(const cv_plan *p, const tq_model *m, const tq_convert_opts *o, cJSON **out, tq_err *e)
 {
@@ -123,7 +164,8 @@ static int build_config(const cv_plan *p, const tq_model *m, const tq_convert_op
              cJSON_AddStringToObject(q, "rotation", o->rotation_none ? "none" : "hadamard") &&
              cJSON_AddNumberToObject(q, "rotation_seed", (double)o->seed) &&
              cJSON_AddStringToObject(q, "scale_method", scale_name(o->scale)) &&
-             cJSON_AddStringToObject(q, "codebook", o->codebook == TQ_CODEBOOK_FITTED ? "fitted" : "lloyd_max_gaussian");
+             cJSON_AddStringToObject(q, "codebook", o->codebook == TQ_CODEBOOK_FITTED ? "fitted" : "lloyd_max_gaussian") &&
+             add_class_bits(q, p);
         if (q)
             cJSON_AddItemToObject(c, "quantization", q);
     } else if (o->mode == TQ_CONVERT_DEQUANTIZE) {

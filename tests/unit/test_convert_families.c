@@ -602,6 +602,79 @@ static void test_configs(void)
     tq_model_close(m);
 }
 
+/* TurboQuant-MLX's loaders before it read a module's bits off its codebook length take them
+ * from the quantization block by class (TurboQuantConfig.bits_for_path): the first path
+ * component self_attn / attention / linear_attn gives attn_bits, mlp / feed_forward gives
+ * mlp_bits, either falling back to bits. Written here from that published rule. */
+static int loader_bits(const cJSON *q, const char *P)
+{
+    int bits = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(q, "bits"));
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", P);
+    for (char *save = NULL, *c = strtok_r(buf, ".", &save); c; c = strtok_r(NULL, ".", &save)) {
+        const char *key = !strcmp(c, "self_attn") || !strcmp(c, "attention") || !strcmp(c, "linear_attn") ? "attn_bits"
+                          : !strcmp(c, "mlp") || !strcmp(c, "feed_forward")                             ? "mlp_bits"
+                                                                                                          : NULL;
+        if (key) {
+            const cJSON *v = cJSON_GetObjectItem(q, key);
+            return cJSON_IsNumber(v) ? (int)cJSON_GetNumberValue(v) : bits;
+        }
+    }
+    return bits;
+}
+
+/* --bits-for with one width per class: attn_bits / mlp_bits in the quantization block, and
+ * every module's codebook has the 2^bits entries that class rule gives; widths that differ
+ * within a class write no class key (only the per-module entries). */
+static void test_class_bits(void)
+{
+    tq_err err = {0};
+    const char *hf = gen(TQ_MK_QWEN3_MOE, 0, "cls");
+    CHECK(hf != NULL);
+    if (!hf)
+        return;
+    static const struct {
+        const char *re;
+        int bits, attn, mlp; /* expected keys, 0 = absent */
+    } cases[] = {{"self_attn", 2, 2, 0}, {"mlp\\.", 3, 0, 3}, {"down_proj", 2, 0, 0}, {"self_attn", 4, 0, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char q[512];
+        snprintf(q, sizeof q, "%s-q%zu", hf, c);
+        tq_convert_opts o = opts(TQ_CONVERT_QUANTIZE);
+        const char *re[1] = {cases[c].re};
+        int bb[1] = {cases[c].bits};
+        o.n_bits_for = 1, o.bits_for_re = re, o.bits_for_bits = bb;
+        CHECK_OK(conv(hf, q, &o, &err));
+        tq_model *m = NULL;
+        CHECK_OK(tq_model_open(&m, q, &err));
+        const cJSON *qb = m ? cJSON_GetObjectItem(m->config, "quantization") : NULL;
+        CHECK(qb != NULL);
+        if (!qb) {
+            tq_model_close(m);
+            continue;
+        }
+        const cJSON *a = cJSON_GetObjectItem(qb, "attn_bits"), *ml = cJSON_GetObjectItem(qb, "mlp_bits");
+        CHECKF(cases[c].attn ? cJSON_GetNumberValue(a) == cases[c].attn : a == NULL, "case %zu: attn_bits", c);
+        CHECKF(cases[c].mlp ? cJSON_GetNumberValue(ml) == cases[c].mlp : ml == NULL, "case %zu: mlp_bits", c);
+        int n = 0;
+        for (size_t i = 0; i < m->n_tensors; i++) {
+            const tq_tensor_info *t = &m->tensors[i].info;
+            size_t len = strlen(t->name);
+            if (len < 9 || strcmp(t->name + len - 9, ".codebook"))
+                continue;
+            char P[256];
+            snprintf(P, sizeof P, "%.*s", (int)(len - 9), t->name);
+            if (c == 2 && strstr(P, "down_proj"))
+                continue; /* mixed within its class: the class rule cannot say it */
+            CHECKF(t->shape[0] == 1ull << loader_bits(qb, P), "case %zu: %s has %llu centroids, the class rule says %d bits",
+                   c, P, (unsigned long long)t->shape[0], loader_bits(qb, P));
+            n++;
+        }
+        CHECK(n > 4);
+        tq_model_close(m);
+    }
+}
+
 /* ---------------------------------------------------------------- malformed checkpoints */
 /* Copy model SRC to DST without tensor `drop`, with config key `key` of (text_)config set to
  * `val` (NULL: unchanged), and tensor `resize` (if any) given `rows` rows (zeros). */
@@ -846,6 +919,7 @@ int main(void)
     RUN(test_gpt_oss);
     RUN(test_gemma4);
     RUN(test_configs);
+    RUN(test_class_bits);
     RUN(test_malformed);
     RUN(test_rotation_and_refusals);
     TEST_MAIN_END();
