@@ -336,6 +336,11 @@ void tq_out_plan_free(tq_out_plan *p);
 /* ---- misc ---- */
 /* "4096", "512M", "1.5G", "2GiB", "16k": binary units. Returns -1 on bad syntax/overflow. */
 int tq_parse_size(const char *s, uint64_t *out);
+/* A canonical unsigned decimal at the start of s: one or more ASCII digits, no sign, no
+ * space, no leading zero ("0" itself is fine, "00" and "07" are not), value <= max (checked
+ * without overflow). Returns the byte after the digits with *out set, or NULL (*out untouched).
+ * The caller decides what may follow (tensor-name indices: a '.'; a whole string: NUL). */
+const char *tq_parse_udec(const char *s, uint64_t max, uint64_t *out);
 /* "3,1,4": comma-separated decimal token ids into a new array (free it), each 0..INT32_MAX.
  * Digits only: no sign, no spaces, no empty item (",1", "1,,2", "1," are refused) and at
  * least one id. Returns -1 with a message naming the bad item on bad syntax or range. */

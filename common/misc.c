@@ -47,6 +47,21 @@ int tq_parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+const char *tq_parse_udec(const char *s, uint64_t max, uint64_t *out)
+{
+    if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9'))
+        return NULL;
+    uint64_t v = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        const uint64_t d = (uint64_t)(*s - '0');
+        if (d > max || v > (max - d) / 10)
+            return NULL;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return s;
+}
+
 int tq_parse_ids(const char *s, int32_t **out, size_t *n, tq_err *e)
 {
     size_t cap = 1;

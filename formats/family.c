@@ -274,21 +274,12 @@ static const char *skip_prefix(const char *s, const char *p)
     return strncmp(s, p, n) ? NULL : s + n;
 }
 
-/* "<digits>." without leading zeros -> the value and the text after the dot. */
+/* "<digits>." (a canonical decimal up to 10^9: no checkpoint numbers its layers or experts
+ * beyond) -> the value and the text after the dot. */
 static const char *parse_index(const char *s, uint64_t *v)
 {
-    if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9'))
-        return NULL;
-    uint64_t x = 0;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        if (x > 100000000)
-            return NULL;
-        x = x * 10 + (uint64_t)(*s - '0');
-    }
-    if (*s != '.')
-        return NULL;
-    *v = x;
-    return s + 1;
+    const char *r = tq_parse_udec(s, 1000000000, v);
+    return r && *r == '.' ? r + 1 : NULL;
 }
 
 static const char *const mlx_proj[TQ_PROJ_COUNT] = {"gate_proj", "up_proj", "gate_up_proj", "down_proj"};

@@ -215,14 +215,11 @@ char *tq_gguf_hf_name(const tq_gguf_arch *arch, const char *gguf_name, tq_gguf_r
     /* "blk.N." with N decimal, no sign, no leading zero: one HF name, one GGUF spelling. */
     if (strncmp(stem, "blk.", 4) != 0)
         return NULL;
-    unsigned long layer = 0;
-    int used = 4;
-    while (stem[used] >= '0' && stem[used] <= '9' && used < 4 + 9)
-        layer = layer * 10 + (unsigned long)(stem[used++] - '0');
-    if (used == 4 || stem[used] != '.' || (stem[4] == '0' && used > 5))
+    uint64_t n;
+    const char *rest = tq_parse_udec(stem + 4, 999999999, &n);
+    if (!rest || *rest++ != '.')
         return NULL;
-    used++;
-    const char *rest = stem + used;
+    const unsigned long layer = (unsigned long)n;
     for (const name_map *m = layer_map_of(a); m->gguf; m++) {
         if (strcmp(rest, m->gguf) != 0)
             continue;

@@ -90,13 +90,9 @@ static int exact_int(const char *text, const char *key, int sign_ok, uint64_t *m
         *neg = 1;
         p++;
     }
-    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9'))
+    uint64_t v;
+    if (!(p = tq_parse_udec(p, UINT64_MAX, &v)))
         return -1;
-    uint64_t v = 0;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (tq_mul_u64(v, 10, &v) != 0 || tq_add_u64(v, (uint64_t)(*p - '0'), &v) != 0)
-            return -1;
-    }
     if (*p != ',' && *p != '}' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
         return -1;
     *mag = v;

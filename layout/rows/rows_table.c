@@ -41,16 +41,8 @@ static void list_candidates(const tq_st_file *st, char *buf, size_t cap)
  * one dtype and shape, words x 32 = groups x group size x bits. */
 static int small_decimal(const char *s, uint64_t *out)
 {
-    uint64_t v = 0;
-    if (!*s || strlen(s) > 6)
-        return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    *out = v;
-    return 0;
+    const char *end = tq_parse_udec(s, 999999, out);
+    return end && !*end ? 0 : -1;
 }
 
 static int check_ngram_meta(const rows_table *t, const char *path, tq_err *e)

@@ -15,21 +15,6 @@ typedef struct entry {
     const tq_model_tensor *t;
 } entry;
 
-/* Parse a decimal number without sign or leading zeros; returns the end or NULL. */
-static const char *parse_index(const char *s, uint64_t max, uint64_t *out)
-{
-    if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9'))
-        return NULL;
-    uint64_t v = 0;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        v = v * 10 + (uint64_t)(*s - '0');
-        if (v > max)
-            return NULL;
-    }
-    *out = v;
-    return s;
-}
-
 /* A rank of the gate, up and down tensors every form has (not fused gate_up, not MXFP4
  * blocks, which only a family's fused layers hold). */
 static int plain_rank(int rank)
@@ -63,13 +48,13 @@ static int classify_generic(const char *name, entry *en)
             return 1;
         if (l == name || l[-1] == '.') {
             uint64_t layer;
-            const char *r = parse_index(l + 7, 1000000, &layer);
+            const char *r = tq_parse_udec(l + 7, 1000000, &layer);
             if (r && *r == '.') {
                 r++;
                 en->layer = (uint32_t)layer;
                 en->prefix_len = (size_t)(r - name);
                 if (strncmp(r, "mlp.experts.", 12) == 0) {
-                    const char *q = parse_index(r + 12, TQ_FLASH_MAX_EXPERTS - 1, &en->expert);
+                    const char *q = tq_parse_udec(r + 12, TQ_FLASH_MAX_EXPERTS - 1, &en->expert);
                     if (!q || *q != '.' || (en->rank = tail_rank(q + 1)) < 0)
                         return 1;
                     en->routed = 1;

@@ -41,7 +41,14 @@ raw = open(sys.argv[1], "rb").read()
 open(sys.argv[2], "wb").write(raw.replace(b'"ngram_bits":"0"', b'"ngram_bits":"4"', 1))
 PY
 expect_msg 1 "a packed table needs a U32 weight" tq-rowlayout raw4.safetensors --out raw4.rows
-[ ! -e bad.rows ] && [ ! -e raw4.rows ] || fail "refused tables left output"
+# the numbers are canonical decimals: a leading zero is refused, not read as 8
+python3 - p4/model.safetensors zero.safetensors <<'PY'
+import sys
+raw = open(sys.argv[1], "rb").read()
+open(sys.argv[2], "wb").write(raw.replace(b'"ngram_group_size":"32"', b'"ngram_group_size":"08"', 1))
+PY
+expect_msg 1 "__metadata__ ngram_bits '4' / ngram_group_size '08' are not valid numbers" tq-rowlayout zero.safetensors --out zero.rows
+[ ! -e bad.rows ] && [ ! -e raw4.rows ] && [ ! -e zero.rows ] || fail "refused tables left output"
 # warnings: a prefix other than ngram, the paged layout, an output inside the source's directory
 run tq-mkmodel --arch ngram --bits 4 --rows 64 --prefix emb --seed 1 pe >/dev/null
 tq-rowlayout pe/model.safetensors --prefix emb --out pe.rows >/dev/null 2>w1 || fail "prefix emb"

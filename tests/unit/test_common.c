@@ -42,6 +42,29 @@ static void test_parse_ids(void)
     CHECK(tq_parse_ids("1,2a", &v, &n, &err) == -1 && strstr(err.msg, "id 2 ('2a')"));
 }
 
+/* tq_parse_udec: canonical unsigned decimals (no sign, no leading zero) up to a bound, which
+ * layer/expert indices in tensor names, GGUF block numbers and MTPLX metadata all use. */
+static void test_parse_udec(void)
+{
+    uint64_t v = 7;
+    const char *s;
+    CHECK((s = tq_parse_udec("0", 10, &v)) && !*s && v == 0);
+    CHECK((s = tq_parse_udec("12.weight", 100, &v)) && !strcmp(s, ".weight") && v == 12);
+    CHECK((s = tq_parse_udec("10", 10, &v)) && !*s && v == 10);     /* the bound itself */
+    CHECK((s = tq_parse_udec("0.x", 0, &v)) && *s == '.' && v == 0); /* bound 0 */
+    CHECK((s = tq_parse_udec("18446744073709551615", UINT64_MAX, &v)) && !*s && v == UINT64_MAX);
+    CHECK((s = tq_parse_udec("4294967295x", UINT32_MAX, &v)) && *s == 'x' && v == UINT32_MAX);
+    v = 7;
+    static const struct { const char *s; uint64_t max; } bad[] = {
+        {"", 10}, {"x", 10}, {"-1", 10}, {"+1", 10}, {" 1", 10}, {"01", 10}, {"00", 10}, {"007.", 1000},
+        {"11", 10}, {"1", 0}, {"4294967296", UINT32_MAX}, {"18446744073709551616", UINT64_MAX},
+        {"99999999999999999999", UINT64_MAX}, {"184467440737095516150", UINT64_MAX},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECKF(!tq_parse_udec(bad[i].s, bad[i].max, &v) && v == 7, "'%s' (max %llu) accepted", bad[i].s,
+               (unsigned long long)bad[i].max);
+}
+
 static void test_strings(void)
 {
     tq_err err = {0};
@@ -412,6 +435,7 @@ int main(void)
 {
     RUN(test_parse_size);
     RUN(test_parse_ids);
+    RUN(test_parse_udec);
     RUN(test_overflow);
     RUN(test_work_queue);
     RUN(test_strings);
