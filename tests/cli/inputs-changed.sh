@@ -4,11 +4,7 @@
 # for tq-verify manifest and sign, nothing written and the earlier files intact).
 set -u
 . "$ROOT/tests/lib/safety.sh"
-tq-mkmodel --quiet --seed 5 src || fail mkmodel
-tq-split --quiet src split || fail split
-tq-verify pack --quiet src -o b.tar.zst || fail pack
-tq-mkmodel --quiet --arch ngram --rows 3000 ng || fail "mkmodel ngram"
-tq-rowlayout ng/model.safetensors --out r0.rows --quiet || fail rowlayout
+safety_inputs
 
 for mode in touch replace overwrite add; do
   input_changed out src/model.safetensors 1000 $mode -- tq-convert --quiet --threads 2 src out

@@ -4,17 +4,13 @@
 # replacement killed at any step leaves a complete output, old or new, under the final name.
 set -u
 . "$ROOT/tests/lib/safety.sh"
-tq-mkmodel --quiet --seed 5 src || fail mkmodel
-tq-split --quiet src split || fail split
-tq-verify pack --quiet src -o b.tar.zst || fail pack
-tq-mkmodel --quiet --arch ngram --rows 3000 ng || fail "mkmodel ngram"
+safety_inputs
 
 output_appears out 1000 -- tq-convert --quiet --threads 2 src out
 output_appears sp 1000 -- tq-split --quiet --threads 2 src sp
 output_appears joined 1000 -- tq-split --quiet --join split joined
 output_appears un 1000 -- tq-verify unpack --quiet b.tar.zst -o un
 output_appears r.rows 1000 -- tq-rowlayout ng/model.safetensors --out r.rows --quiet --chunk-size 4096
-tq-rowlayout ng/model.safetensors --out r0.rows --quiet || fail rowlayout
 output_appears ex/model.safetensors 1000 -- tq-rowlayout --extract r0.rows --to ex --quiet --chunk-size 4096
 
 two_writers out 10 -- tq-convert --quiet --threads 2 src out

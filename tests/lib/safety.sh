@@ -30,6 +30,10 @@
 #   two_writers OUT N -- CMD...               two runs into one new OUT, N times: one wins
 #   force_kill_steps OUT OLD -- CMD...        --force replacement killed at every step
 #   input_changed OUT FILE AFTER MODE -- CMD...  an input touched/replaced/rewritten mid-run
+# Inputs for checks that run every tool:
+#   safety_inputs               in the current directory: src (a generated model), split (its
+#                               tq-split), b.tar.zst (its bundle), ng (an n-gram row table),
+#                               r0.rows (ng's row file)
 
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh" # fail, run, expect_exit, jget
 
@@ -44,6 +48,14 @@ signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])
 PY
   chmod +x dfl
+}
+
+safety_inputs() {
+  tq-mkmodel --quiet --seed 5 src || fail mkmodel
+  tq-split --quiet src split || fail split
+  tq-verify pack --quiet src -o b.tar.zst || fail pack
+  tq-mkmodel --quiet --arch ngram --rows 3000 ng || fail "mkmodel ngram"
+  tq-rowlayout ng/model.safetensors --out r0.rows --quiet || fail rowlayout
 }
 
 partials() {
