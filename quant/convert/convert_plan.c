@@ -149,6 +149,28 @@ static int claim_bias(cv_plan *p, cv_group *groups, size_t ng, const char *P, tq
     return 0;
 }
 
+/* An item packing E [out, in] matrices of group g into U32 words (declaration dw, `words` per
+ * row): its geometry and one part per matrix (expert k's own tensor, or slice k of a stacked one). */
+static void packed_parts(cv_item *it, const cv_group *g, uint64_t E, uint64_t out, uint64_t in, long dw,
+                         uint64_t words)
+{
+    it->E = E;
+    it->rows = out;
+    it->cols = in;
+    it->src_dtype = g->dtype;
+    it->mxfp4 = g->mxfp4;
+    it->out_dtype = TQ_DT_U32;
+    for (uint64_t k = 0; k < E; k++) {
+        const cv_src *s = &g->src[g->experts ? k : 0];
+        it->parts[k].src = s->t;
+        it->parts[k].scales = s->scales;
+        it->parts[k].src_off = g->experts ? s->off : k * out * in;
+        it->parts[k].stride = s->stride;
+        it->parts[k].out = dw;
+        it->parts[k].out_off = k * out * words;
+    }
+}
+
 /* MLX affine module P (man tq-formats(5), MLX AFFINE WEIGHTS): P.weight U32, P.scales and
  * P.biases in the weight's dtype (--dtype, else the input's; f64 becomes f32, which MLX
  * computes in), and its bias as an unquantized tensor. */
@@ -176,27 +198,13 @@ static int plan_affine(cv_plan *p, cv_group *groups, size_t ng, size_t gi, const
     if (!it || !(it->name = tq_strdup(g->out_name, e)) || !(it->source = tq_strdup(t0->name, e)) ||
         !(it->parts = tq_calloc(E, sizeof *it->parts, e)))
         return -1;
-    it->E = E;
-    it->rows = out;
-    it->cols = in;
-    it->src_dtype = g->dtype;
-    it->mxfp4 = g->mxfp4;
-    it->out_dtype = TQ_DT_U32;
+    packed_parts(it, g, E, out, in, dw, words);
     it->qdtype = qdt;
     it->affine_rule = p->o->affine_rule;
     it->bits = bits;
     it->group = gs;
     it->out_scales = ds;
     it->out_biases = db;
-    for (uint64_t k = 0; k < E; k++) {
-        const cv_src *s = &g->src[g->experts ? k : 0];
-        it->parts[k].src = s->t;
-        it->parts[k].scales = s->scales;
-        it->parts[k].src_off = g->experts ? s->off : k * out * in;
-        it->parts[k].stride = s->stride;
-        it->parts[k].out = dw;
-        it->parts[k].out_off = k * out * words;
-    }
     return claim_bias(p, groups, ng, P, copy_dtype(p->o, g), e);
 }
 
@@ -328,12 +336,7 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
     if (!it || !(it->name = tq_strdup(name, e)) || !(it->source = tq_strdup(t0->name, e)) ||
         !(it->parts = tq_calloc(E, sizeof *it->parts, e)) || !(it->signs = tq_malloc(in * sizeof *it->signs, e)))
         goto out;
-    it->E = E;
-    it->rows = out;
-    it->cols = in;
-    it->src_dtype = g->dtype;
-    it->out_dtype = TQ_DT_U32;
-    it->mxfp4 = g->mxfp4;
+    packed_parts(it, g, E, out, in, dw, words);
     it->bits = bits;
     it->group = o->group_size;
     it->block = tq_hadamard_block(in);
@@ -348,15 +351,6 @@ static int plan_quant_group(cv_plan *p, cv_group *groups, size_t ng, size_t gi, 
         it->norot = 1;
     } else {
         tq_signs_module(o->seed, P, it->signs, in);
-    }
-    for (uint64_t k = 0; k < E; k++) {
-        const cv_src *s = &g->src[g->experts ? k : 0];
-        it->parts[k].src = s->t;
-        it->parts[k].scales = s->scales;
-        it->parts[k].src_off = g->experts ? s->off : k * out * in;
-        it->parts[k].stride = s->stride;
-        it->parts[k].out = dw;
-        it->parts[k].out_off = k * out * words;
     }
     /* its bias, stacked like the weight, stored F16 (man tq-formats(5), TURBOQUANT WEIGHTS) */
     rc = claim_bias(p, groups, ng, P, TQ_DT_F16, e);
