@@ -23,7 +23,11 @@ void fz_config_runtime(const char *dir)
     }
     if (!j || !c.fam || tq_family_detect(j) != c.fam)
         abort();
-    if (c.heads == 0 || c.kv_heads == 0 || c.heads % c.kv_heads || c.head_dim == 0 || c.head_dim % 2)
+    /* RoPE turns pairs: the head is even, except under MLA (DeepSeek), where only the rotary
+     * part must be and qk_nope_head_dim may be odd */
+    const int mla = c.arch == RT_DEEPSEEK;
+    if (c.heads == 0 || c.kv_heads == 0 || c.heads % c.kv_heads || c.head_dim == 0 ||
+        (mla ? c.qk_rope % 2 || c.head_dim != c.qk_nope + c.qk_rope : c.head_dim % 2))
         abort();
     if (!c.mixer || !c.moe || !c.rope.inv_freq || c.rope.dim > c.head_dim + c.qk_rope || c.rope.dim % 2)
         abort();
