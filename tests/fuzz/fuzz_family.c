@@ -1,8 +1,9 @@
 /* Fuzz target: a family's config.json (formats/family.c detection and per-layer rules, then the
  * runtime's, model layer's and split planner's reading of it) against a model of that family.
- * The input is the config.json; the family it names picks a tiny model tq-mkmodel generates for
- * that family (each made once per process), into which the input is written, so that every
- * family's tensor checks meet configs that claim to describe them. A config naming no family
+ * tq_family_config_check runs on every JSON object. The input is the config.json; the family it
+ * names picks a tiny model tq-mkmodel generates for that family (each made once per process),
+ * into which the input is written, so that every family's tensor checks meet configs that
+ * claim to describe them. A config naming no family
  * goes into a directory holding nothing else. */
 #include "formats/family.h"
 #include "tests/fuzz/fz_config.h"
@@ -82,6 +83,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const tq_family *f = tq_family_detect(j);
     if (f)
         family_rules(f, j);
+    if (cJSON_IsObject(j)) { /* the one validation pass (generic keys alone without a family) */
+        tq_err e;
+        e.msg[0] = 0;
+        int rc = tq_family_config_check(f, j, NULL, &e);
+        if (rc != 0 && (rc != -1 || !e.msg[0]))
+            abort();
+    }
     cJSON_Delete(j);
     static const char *none;
     const char *dir = f ? family_dir(f) : NULL;
