@@ -139,6 +139,18 @@ unsigned tq_cli_given(const tq_cli_spec *s, const char *name);
  * parsed into a scratch struct, laid over defaults computed after the parse. */
 void tq_cli_overlay(const tq_cli_spec *s, const void *from, void *to, size_t size);
 
+/* The command line as provenance records it (man tq-formats(5), PROVENANCE): the program's
+ * name, every option given to the last tq_cli_parse as "--LONGNAME" [VALUE] in the order
+ * given (abbreviations and "=" forms spelled out), except --threads, --progress, --quiet,
+ * --json, --force, --dry-run and --resume, which never change an output's bytes, then the operands
+ * but number skip_operand (the output directory; -1 keeps all). The strings live until
+ * the program exits. -1 when out of memory. */
+int tq_cli_command_line(const tq_cli_spec *s, int skip_operand, tq_cli_strs *out);
+/* pv for this tool with that command line (call it before changing s->args). -1 (printed)
+ * when out of memory. */
+struct tq_provenance;
+int tq_cli_provenance(const tq_cli_spec *s, int skip_operand, struct tq_provenance *pv);
+
 /* ---- progress (cmd/progress.c) ----
  * Every tool with long phases puts TQ_CLI_PROGRESS_OPT in its table and calls
  * tq_cli_progress_start after parsing: the library's reports (tq_progress) are then shown

@@ -1,5 +1,6 @@
 /* cmd/opts.c — option tables: getopt_long array, value checks and --help from one table. */
 #include "cmd/cli.h"
+#include "formats/formats.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -369,9 +370,84 @@ static void print_table(const tq_cli_spec *s)
     printf("help\th\tnone\t-\tprint this help and exit\nversion\t-\tnone\t-\tprint the version and exit\n");
 }
 
+/* ------------------------------------------------------ the recorded command */
+/* Every option given to the last tq_cli_parse, in order, with its value (NULL: a flag). */
+static struct given {
+    const tq_opt *row;
+    const char *val;
+} *given;
+static size_t n_given, cap_given;
+
+/* Options that never change an output's bytes, left out of the recorded command line so
+ * that outputs stay identical for any of their values. */
+static const char *const not_recorded[] = {"threads", "progress", "quiet", "json", "force", "dry-run", "resume", NULL};
+
+int tq_cli_command_line(const tq_cli_spec *s, int skip_operand, tq_cli_strs *out)
+{
+    size_t cap = 1 + 2 * n_given + (size_t)(s->n_args > 0 ? s->n_args : 0);
+    const char **v = malloc(cap * sizeof *v);
+    if (!v || owned_keep(v, NULL) != 0) {
+        free(v);
+        return -1;
+    }
+    size_t n = 0;
+    v[n++] = tq_prog;
+    for (size_t i = 0; i < n_given; i++) {
+        int skip = 0;
+        for (const char *const *d = not_recorded; *d && !skip; d++)
+            skip = !strcmp(*d, given[i].row->name);
+        if (skip)
+            continue;
+        char *name = malloc(strlen(given[i].row->name) + 3);
+        if (!name || owned_keep(name, NULL) != 0) {
+            free(name);
+            return -1;
+        }
+        sprintf(name, "--%s", given[i].row->name);
+        v[n++] = name;
+        if (given[i].val)
+            v[n++] = given[i].val;
+    }
+    for (int i = 0; i < s->n_args; i++)
+        if (i != skip_operand)
+            v[n++] = s->args[i];
+    out->v = v;
+    out->n = n;
+    return 0;
+}
+
+int tq_cli_provenance(const tq_cli_spec *s, int skip_operand, tq_provenance *pv)
+{
+    tq_cli_strs c;
+    if (tq_cli_command_line(s, skip_operand, &c) != 0) {
+        fprintf(stderr, "%s: out of memory\n", tq_prog);
+        return -1;
+    }
+    pv->tool = tq_prog;
+    pv->command = c.v;
+    pv->n_command = c.n;
+    return 0;
+}
+
+/* (the list stays reachable until the exit, like the option values it points to) */
+static int given_add(const tq_opt *row, const char *val)
+{
+    if (n_given == cap_given) {
+        size_t cap = cap_given ? 2 * cap_given : 16;
+        struct given *g = realloc(given, cap * sizeof *g);
+        if (!g)
+            return -1;
+        given = g;
+        cap_given = cap;
+    }
+    given[n_given++] = (struct given){row, row->kind == TQ_OPT_FLAG ? NULL : val};
+    return 0;
+}
+
 int tq_cli_parse(tq_cli_spec *s, int argc, char **argv, int *rc)
 {
     tq_cli_command = s->command;
+    n_given = 0;
     check_table(s->opts);
     if (getenv("TQ_CLI_TABLE")) {
         print_table(s);
@@ -437,6 +513,10 @@ int tq_cli_parse(tq_cli_spec *s, int argc, char **argv, int *rc)
         } else {
             s->opts[r].seen++;
             int st = set_value(&s->opts[r], optarg);
+            if (st == 0 && given_add(&s->opts[r], optarg) != 0) {
+                fprintf(stderr, "%s: out of memory\n", tq_prog);
+                st = -2;
+            }
             if (st < 0)
                 status = st == -2 ? 1 : 2;
         }

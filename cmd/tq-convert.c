@@ -266,6 +266,12 @@ int main(int argc, char **argv)
     o.n_keep = keep.n;
     o.keep_re = keep.v;
     int quiet = o.quiet;
+    tq_provenance pv;
+    if (tq_cli_provenance(&cli, 1, &pv) != 0) {
+        rc = 1;
+        goto out;
+    }
+    o.provenance = &pv;
     tq_cli_progress_start(quiet, json);
     tq_convert_report r;
     if (dry) {

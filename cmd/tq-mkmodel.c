@@ -94,6 +94,10 @@ int main(int argc, char **argv)
     tq_cli_overlay(&cli, &ov, &o, sizeof o);
     if (tq_mk_validate(&o, &err))
         return tq_cli_usage_error("%s", err.msg);
+    tq_provenance pv;
+    if (tq_cli_provenance(&cli, 0, &pv) != 0)
+        return 1;
+    o.provenance = &pv;
 
     tq_mk_plan plan;
     if (json && tq_mk_plan_build(&plan, &o, &err))

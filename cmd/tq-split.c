@@ -188,6 +188,18 @@ int main(int argc, char **argv)
     int nargs = cli.n_args;
     char **args = cli.args;
     tq_err err = {0};
+    /* before args[0] is resolved: the command as given, MODEL as --source-label names it
+     * (split.json's source.path), so that identical copies split alike */
+    tq_provenance pv;
+    char *model_arg = nargs >= 1 ? args[0] : NULL;
+    if (nargs >= 1 && so.source_label && !join)
+        args[0] = (char *)so.source_label;
+    int prc = tq_cli_provenance(&cli, 1, &pv);
+    if (nargs >= 1)
+        args[0] = model_arg;
+    if (prc != 0)
+        return 1;
+    so.provenance = jo.provenance = &pv;
     if (join && plan)
         return tq_cli_usage_error("--join and --plan do not go together");
     if (dry && (join || plan))

@@ -630,6 +630,65 @@ static int cmd_quality(int argc, char **argv)
     return rc;
 }
 
+/* ------------------------------------------------------------------ provenance */
+static int cmd_provenance(int argc, char **argv)
+{
+    int json = 0, rc;
+    tq_opt opts[] = {
+        TQ_OPT_FLAG("json", 'j', &json, "print the document itself (sorted keys)"),
+        TQ_OPT_END,
+    };
+    tq_cli_spec cli = {
+        .command = "provenance",
+        .usage = "Usage: tq-verify provenance [--json] DIR\n",
+        .about = "Show where an output directory came from: the tq version and the command line that\n"
+                 "made it, and the identity of its source (file names, sizes, SHA-256 of each header,\n"
+                 "the HuggingFace repo and revision), from DIR/tq-provenance.json.\n",
+        .opts = opts,
+    };
+    if (tq_cli_parse(&cli, argc, argv, &rc))
+        return rc;
+    if (cli.n_args != 1)
+        return tq_cli_usage_error("expected one DIR");
+    tq_err err = {0};
+    cJSON *j;
+    if (tq_provenance_read(cli.args[0], &j, &err) != 0)
+        return tq_cli_fail(&err);
+    if (json)
+        return tq_cli_print_json(j);
+    const cJSON *c, *src = cJSON_GetObjectItemCaseSensitive(j, "source");
+    printf("made by: %s %s\ncommand:", cJSON_GetObjectItemCaseSensitive(j, "tool")->valuestring,
+           cJSON_GetObjectItemCaseSensitive(j, "version")->valuestring);
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j, "command"))
+    {
+        printf(" %s", c->valuestring);
+    }
+    printf("\n");
+    const cJSON *hf = cJSON_GetObjectItemCaseSensitive(src, "huggingface");
+    if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(hf, "repo")) &&
+        cJSON_IsString(cJSON_GetObjectItemCaseSensitive(hf, "revision")))
+        printf("huggingface: %s at revision %s\n", cJSON_GetObjectItemCaseSensitive(hf, "repo")->valuestring,
+               cJSON_GetObjectItemCaseSensitive(hf, "revision")->valuestring);
+    if (!src)
+        printf("source: none (generated)\n");
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(src, "files"))
+    {
+        uint64_t size = 0;
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(c, "header_sha256");
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "first_mib_sha256");
+        tq_json_u64(cJSON_GetObjectItemCaseSensitive(c, "size"), &size);
+        printf("source: %s, %llu bytes", cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring,
+               (unsigned long long)size);
+        if (cJSON_IsString(h))
+            printf(", header SHA-256 %s", h->valuestring);
+        else if (cJSON_IsString(f))
+            printf(", first MiB SHA-256 %s", f->valuestring);
+        printf("\n");
+    }
+    cJSON_Delete(j);
+    return 0;
+}
+
 static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -645,6 +704,7 @@ static const struct command {
     {"verify", cmd_verify, "check a model against its model.sig with a public key"},
     {"pack", cmd_pack, "write a deterministic .tar.zst bundle of a directory"},
     {"unpack", cmd_unpack, "verify and extract a bundle"},
+    {"provenance", cmd_provenance, "show the tq-provenance.json of an output directory"},
 };
 
 int main(int argc, char **argv)

@@ -254,7 +254,7 @@ static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const 
 static int is_split_file(const char *n)
 {
     return !strcmp(n, "pinned.safetensors") || !strcmp(n, "config.json") || !strcmp(n, "split.json") ||
-           strchr(n, '/') != NULL;
+           !strcmp(n, TQ_PROVENANCE_NAME) || strchr(n, '/') != NULL;
 }
 
 int tq_model_open_split(tq_model **out, const char *dir, int naming, tq_err *e)

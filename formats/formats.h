@@ -222,6 +222,32 @@ int tq_model_open_gguf(tq_model *m, const char *path, tq_err *e);
  * for a non-safetensors source. */
 const char *tq_model_tensor_file(const tq_model *m, const tq_model_tensor *t);
 
+/* ------------------------------------------------------------ provenance (provenance.c)
+ * tq-provenance.json in every output directory a tool makes (man tq-formats(5), PROVENANCE):
+ * {"format": "tq_provenance_v1", "tool", "version", "command": [...], "source": {...}}.
+ * Readers of model and split directories pass over it (it is the output's, never copied). */
+#define TQ_PROVENANCE_NAME "tq-provenance.json"
+typedef struct tq_provenance {
+    const char *tool;              /* "tq-convert" */
+    const char *const *command;    /* the command line as recorded (cmd/cli.h,
+                                    * tq_cli_command_line): no output path, no option that
+                                    * leaves the output's bytes alone */
+    size_t n_command;
+} tq_provenance;
+/* The document; m is the source (NULL for a generated output: no "source"). */
+struct cJSON *tq_provenance_json(const tq_provenance *pv, const tq_model *m, tq_err *e);
+/* Write it into dir (nothing when pv is NULL). */
+int tq_provenance_write(const char *dir, const tq_provenance *pv, const tq_model *m, tq_err *e);
+/* Its name and size added to files (dry runs; nothing when pv is NULL). */
+int tq_provenance_plan(const tq_provenance *pv, const tq_model *m, tq_out_plan *files, tq_err *e);
+/* Read and check DIR/tq-provenance.json (or the file DIR): the keys above with their types
+ * (errors name the file and the key). */
+int tq_provenance_read(const char *dir, struct cJSON **out, tq_err *e);
+/* A source's identity into the object `into`: "files" (name, size, data_bytes and
+ * header_sha256 of each safetensors file; a GGUF file's name, size and first_mib_sha256)
+ * and "total_bytes". split.json's "source" holds the same. */
+int tq_model_identity_json(struct cJSON *into, const tq_model *m, tq_err *e);
+
 /* tq-verify ls: one line per tensor "NAME<TAB>DTYPE<TAB>[SHAPE]<TAB>FILE<TAB>OFFSET<TAB>NBYTES",
  * or with json a document {path, files, n_tensors, total_bytes, tensors: [...]}. */
 int tq_model_list(const tq_model *m, FILE *out, int json, tq_err *e);

@@ -313,8 +313,9 @@ static int open_dir(tq_model *m, tq_err *e)
         return -1;
     for (size_t i = 0; i < nn; i++) {
         const char *s = names[i];
-        /* hidden files and partial outputs of an interrupted writer are not model files */
-        if (s[0] == '.' || strstr(s, ".partial-"))
+        /* hidden files and partial outputs of an interrupted writer are not model files, and
+         * an output's provenance is its own: never copied into the next output */
+        if (s[0] == '.' || strstr(s, ".partial-") || !strcmp(s, TQ_PROVENANCE_NAME))
             continue;
         char *p = tq_path_join(m->path, s, e);
         if (!p)

@@ -28,6 +28,8 @@ typedef struct tq_split_opts {
     uint64_t test_header_pad;       /* test hook: bytes added to every header's size check */
     int resume;                     /* build in OUT.partial-resume with a journal; keep the
                                        layer files a run of the same command finished there */
+    const struct tq_provenance *provenance; /* tq-provenance.json to write (listed in
+                                             * split.json), or NULL: none */
 } tq_split_opts;
 
 typedef struct tq_split_result {
@@ -87,6 +89,7 @@ typedef struct tq_split_join_opts {
     int quiet;
     int no_verify;                  /* skip checking every file and expert block against
                                      * split.json's SHA-256 before joining */
+    const struct tq_provenance *provenance; /* the joined directory's, or NULL: none */
 } tq_split_join_opts;
 
 

@@ -100,7 +100,8 @@ int tq_split_join(const char *split_dir, const char *out_dir, const tq_split_joi
     tq_progress_end(&prog);
     if (m->config && (!(cfg = tq_path_join(stage, "config.json", e)) || tq_json_write_file(cfg, m->config, e) != 0))
         goto out;
-    if (tq_model_copy_extras(m, stage, e) != 0 || tq_sources_check_adir(&src, &out, e) != 0 ||
+    if (tq_model_copy_extras(m, stage, e) != 0 || tq_provenance_write(stage, o->provenance, m, e) != 0 ||
+        tq_sources_check_adir(&src, &out, e) != 0 ||
         tq_adir_commit(&out, e) != 0)
         goto out;
     rc = 0;

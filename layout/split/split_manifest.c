@@ -18,60 +18,8 @@ static cJSON *add_hex(cJSON *o, const char *key, const unsigned char d[32])
 
 static int source_json(cJSON *src, const split_plan *p, const char *label)
 {
-    const tq_model *m = p->m;
-    uint64_t total = 0;
-    cJSON *files = cJSON_AddArrayToObject(src, "files");
-    if (!files || !cJSON_AddStringToObject(src, "path", label))
-        return -1;
-    for (size_t i = 0; i < m->n_files; i++) {
-        const tq_st_file *f = m->files[i];
-        const char *base = strrchr(f->path, '/');
-        cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddItemToArray(files, o)) {
-            cJSON_Delete(o);
-            return -1;
-        }
-        /* The header pins every tensor's name, dtype, shape and offset; with the size it
-         * identifies the shard without a second read of the data. */
-        unsigned char d[32];
-        tq_sha256 *h = tq_sha256_new();
-        if (!h)
-            return -1;
-        unsigned char len8[8];
-        for (int b = 0; b < 8; b++)
-            len8[b] = (unsigned char)(f->header_len >> (8 * b));
-        tq_sha256_update(h, len8, 8);
-        tq_sha256_update(h, f->header_json, (size_t)f->header_len);
-        tq_sha256_final(h, d);
-        if (!cJSON_AddStringToObject(o, "name", base ? base + 1 : f->path) || !tq_json_add_u64(o, "size", f->file_size) ||
-            !tq_json_add_u64(o, "data_bytes", f->file_size - f->data_start) || !add_hex(o, "header_sha256", d))
-            return -1;
-        total += f->file_size;
-    }
-    if (m->n_files == 0) {
-        /* a non-safetensors source (GGUF): its own file, identified by size and first MiB */
-        tq_err e;
-        uint64_t size = 0;
-        if (!tq_is_dir(m->path) && tq_file_size(m->path, &size, &e) == 0) {
-            unsigned char d[32];
-            int fd = tq_open_regular(m->path, NULL, &e);
-            size_t n = size < (1u << 20) ? (size_t)size : (1u << 20);
-            unsigned char *buf = fd >= 0 ? malloc(n ? n : 1) : NULL;
-            int ok = buf && tq_pread_full(fd, buf, n, 0, m->path, &e) == 0;
-            if (ok)
-                tq_sha256_buf(buf, n, d);
-            free(buf);
-            if (fd >= 0)
-                close(fd);
-            const char *base = strrchr(m->path, '/');
-            cJSON *o = cJSON_CreateObject();
-            if (!o || !cJSON_AddItemToArray(files, o) || !cJSON_AddStringToObject(o, "name", base ? base + 1 : m->path) ||
-                !tq_json_add_u64(o, "size", size) || (ok && !add_hex(o, "first_mib_sha256", d)))
-                return -1;
-            total = size;
-        }
-    }
-    return tq_json_add_u64(src, "total_bytes", total) ? 0 : -1;
+    tq_err e;
+    return cJSON_AddStringToObject(src, "path", label) && tq_model_identity_json(src, p->m, &e) == 0 ? 0 : -1;
 }
 
 cJSON *split_manifest_json(const split_plan *p, const char *label, const tq_flash_file *files,

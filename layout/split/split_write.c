@@ -49,6 +49,15 @@ static char *config_text(const split_plan *p, tq_err *e)
     return text;
 }
 
+/* tq-provenance.json's text (caller frees), or NULL */
+static char *provenance_text(const split_run *r, tq_err *e)
+{
+    cJSON *j = tq_provenance_json(r->o->provenance, r->plan.m, e);
+    char *text = j ? tq_json_print(j, e) : NULL;
+    cJSON_Delete(j);
+    return text;
+}
+
 /* text into the output file NAME, hashed into split.json like every output. */
 static int write_text(split_run *r, const char *name, const char *text, tq_err *e)
 {
@@ -74,6 +83,16 @@ static int write_config(split_run *r, tq_err *e)
     if (!text)
         return -1;
     int rc = write_text(r, "config.json", text, e);
+    free(text);
+    return rc;
+}
+
+static int write_provenance(split_run *r, tq_err *e)
+{
+    if (!r->o->provenance)
+        return 0;
+    char *text = provenance_text(r, e);
+    int rc = text ? write_text(r, TQ_PROVENANCE_NAME, text, e) : -1;
     free(text);
     return rc;
 }
@@ -120,7 +139,8 @@ static int copy_extra(split_run *r, const char *name, unsigned char *buf, tq_err
 
 static int reserved_name(const char *n)
 {
-    return !strcmp(n, "pinned.safetensors") || !strcmp(n, "config.json") || !strcmp(n, "split.json");
+    return !strcmp(n, "pinned.safetensors") || !strcmp(n, "config.json") || !strcmp(n, "split.json") ||
+           !strcmp(n, TQ_PROVENANCE_NAME);
 }
 
 /* Generated file i of the source (a GGUF's tokenizer files) to write, as tq-convert writes it
@@ -310,7 +330,8 @@ int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_
     } else if (split_write_dense_layers(&r, e) != 0) {
         goto out;
     }
-    if (write_config(&r, e) != 0 || copy_extras(&r, e) != 0 || write_links(&r, e) != 0)
+    if (write_config(&r, e) != 0 || copy_extras(&r, e) != 0 || write_provenance(&r, e) != 0 ||
+        write_links(&r, e) != 0)
         goto out;
     if (finish(&r, out_dir, e) != 0)
         goto out;
@@ -378,6 +399,15 @@ static int dry_files(split_run *r, tq_out_plan *files, tq_err *e)
     }
     rec->size = strlen(text);
     free(text);
+    if (r->o->provenance) {
+        if (!(text = provenance_text(r, e)) || !(rec = split_add_file(r, e)) ||
+            !(rec->name = tq_strdup(TQ_PROVENANCE_NAME, e))) {
+            free(text);
+            return -1;
+        }
+        rec->size = strlen(text);
+        free(text);
+    }
     for (size_t i = 0; i < m->n_extra; i++) {
         if (reserved_name(m->extra_files[i]))
             return tq_fail(e, TQ_EDATA, "%s: extra file '%s' would collide with a split output", m->path, m->extra_files[i]);

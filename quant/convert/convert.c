@@ -203,7 +203,7 @@ static int plan_files(const cv_plan *p, const tq_model *m, const tq_convert_opts
     cJSON *c = NULL;
     if (tq_model_writer_plan(out, decls, p->n_decls, o->shard_size, mk, mv, 1, files, e) ||
         build_config(p, m, o, &c, e) || (c && tq_out_plan_add_json(files, "config.json", c, e)) ||
-        tq_model_extras_plan(m, files, e)) {
+        tq_model_extras_plan(m, files, e) || tq_provenance_plan(o->provenance, m, files, e)) {
         cJSON_Delete(c);
         return -1;
     }
@@ -483,6 +483,7 @@ static int convert(const char *input, const char *out_dir, const tq_convert_opts
     tq_model_writer *wf = w;
     w = NULL;
     if (tq_model_writer_finish(wf, e) || write_config(&plan, m, o, tmp, e) || tq_model_copy_extras(m, tmp, e) ||
+        tq_provenance_write(tmp, o->provenance, m, e) ||
         (res && tq_resume_finish(res, e)))
         goto done;
     /* an input changed meanwhile may have given mixed bytes: keep the output, publish nothing */

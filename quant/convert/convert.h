@@ -53,6 +53,7 @@ typedef struct tq_convert_opts {
     int allow_nonfinite;    /* copy or dequantize NaN / infinite values instead of refusing */
     int resume;             /* build in OUTPUT_DIR.partial-resume with a journal; keep the
                                shards a run of the same command finished there */
+    const struct tq_provenance *provenance; /* tq-provenance.json to write, or NULL: none */
 } tq_convert_opts;
 
 void tq_convert_opts_default(tq_convert_opts *o);

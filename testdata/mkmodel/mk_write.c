@@ -243,7 +243,7 @@ static int generate(const char *dir, const tq_mk_opts *o, tq_mk_plan *p, tq_err 
 static int own_name(const char *s)
 {
     static const char *const fixed[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
-                                        "model.safetensors", "model.safetensors.index.json"};
+                                        "model.safetensors", "model.safetensors.index.json", TQ_PROVENANCE_NAME};
     static const char shard[] = "model-#####-of-#####.safetensors";
     const char *partial = strstr(s, ".partial-");
     size_t n = partial ? (size_t)(partial - s) : strlen(s);
@@ -329,6 +329,7 @@ int tq_mkmodel(const char *dir, const tq_mk_opts *o, tq_err *e)
         rc = tokenizer_config(o, &t, e) || write_json(stage, "tokenizer_config.json", t, e) ||
              tq_mk_tokenizer_json(o, &t, e) || write_json(stage, "tokenizer.json", t, e);
     }
+    rc = rc || tq_provenance_write(stage, o->provenance, NULL, e);
     tq_mk_plan_free(&p);
     if (rc) {
         tq_adir_abort(&out);

@@ -94,6 +94,7 @@ typedef struct tq_mk_opts {
     const char *prefix;
     int threads;               /* 0 = tq_default_threads() */
     int quiet;
+    const tq_provenance *provenance; /* tq-provenance.json to write, or NULL: none */
 } tq_mk_opts;
 
 int tq_mk_arch_from_name(const char *s, tq_mk_arch *out);

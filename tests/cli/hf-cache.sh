@@ -17,7 +17,9 @@ HF_HOME=$PWD/hf run tq-convert --quiet acme/tiny-moe by-id
 HF_HUB_CACHE=$hub HF_HOME=/nonexistent run tq-convert --quiet acme/tiny-moe by-hub-cache
 run tq-convert --quiet "$repo" by-dir
 for d in by-id by-hub-cache by-dir; do
-  [ "$(tree_hash ref)" = "$(tree_hash $d)" ] || fail "$d differs from converting the model directory"
+  [ "$(model_hash ref)" = "$(model_hash $d)" ] || fail "$d differs from converting the model directory"
+  grep -q '"revision": "'$rev'"' $d/tq-provenance.json || fail "$d: provenance lacks the revision"
+  grep -q '"repo": "acme/tiny-moe"' $d/tq-provenance.json || fail "$d: provenance lacks the repo"
 done
 tq-split --plan --ram 1G m >plan-ref || fail "split --plan of the model directory"
 HF_HOME=$PWD/hf tq-split --plan --ram 1G acme/tiny-moe >plan-id || fail "split --plan acme/tiny-moe"

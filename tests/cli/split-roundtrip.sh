@@ -15,19 +15,19 @@ aligned s-hf/experts 16384
 [ -f s-hf/pinned.safetensors ] && [ -f s-hf/split.json ] && [ -f s-hf/tokenizer.json ] || fail "split output incomplete: $(ls s-hf)"
 grep -q '"streaming"' s-hf/config.json || fail "config.json has no streaming block"
 run tq-split --join --quiet s-hf j-hf
-diff -r m-hf j-hf >/dev/null || fail "join of an HF-named split differs from its source"
+diff -r -x tq-provenance.json m-hf j-hf >/dev/null || fail "join of an HF-named split differs from its source"
 
 run tq-mkmodel --quiet --arch qwen3_moe --naming mlx --quant affine4 m-mlx
 run tq-split --quiet --threads 1 m-mlx s1
 run tq-split --quiet --threads 3 m-mlx s3
-diff -r s1 s3 >/dev/null || fail "output depends on --threads"
+diff -r -x tq-provenance.json s1 s3 >/dev/null || fail "output depends on --threads"
 run tq-split --join --quiet s1 j-mlx
-diff -r m-mlx j-mlx >/dev/null || fail "join of an MLX affine4 split differs from its source"
+diff -r -x tq-provenance.json m-mlx j-mlx >/dev/null || fail "join of an MLX affine4 split differs from its source"
 # the same model from another directory, with the same --source-label: the same bytes
 cp -r m-mlx m-copy
 run tq-split --quiet --source-label m-mlx m-copy s-copy
 run tq-split --quiet --source-label m-mlx m-mlx s-label
-diff -r s-label s-copy >/dev/null || fail "--source-label: splits of identical copies differ"
+diff -r -x tq-provenance.json s-label s-copy >/dev/null || fail "--source-label: splits of identical copies differ"
 run tq-split --quiet --align 4096 m-mlx s4k
 aligned s4k/experts 4096
 head -c 4096 s4k/experts/layer_00.bin | tr -d '\000' | grep -q '"page_size":4096' || fail "4096 header"
@@ -44,7 +44,7 @@ run tq-mkmodel --quiet --arch qwen3_moe --shared-expert --tie-embeddings m-share
 run tq-split --quiet m-shared s-shared
 tq-verify ls s-shared/pinned.safetensors | grep -q "^model.layers.1.mlp.shared_expert.down_proj.weight	" || fail "shared expert not pinned"
 run tq-split --join --quiet s-shared j-shared
-diff -r m-shared j-shared >/dev/null || fail "join of a shared-expert split differs"
+diff -r -x tq-provenance.json m-shared j-shared >/dev/null || fail "join of a shared-expert split differs"
 
 # GGUF input (tensors dequantized to F32 under HF names)
 run tq-split --quiet --top-k 2 "$ROOT/testdata/vectors/ggml-vectors.gguf" s-gguf
@@ -56,5 +56,5 @@ run tq-split --quiet m-dense s-dense
 aligned s-dense/ffn_aligned 16384
 [ ! -e s-dense/experts ] || fail "dense split has an experts dir"
 run tq-split --join --quiet s-dense j-dense
-diff -r m-dense j-dense >/dev/null || fail "join of a dense split differs from its source"
+diff -r -x tq-provenance.json m-dense j-dense >/dev/null || fail "join of a dense split differs from its source"
 exit 0

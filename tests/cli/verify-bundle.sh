@@ -10,7 +10,7 @@ tq-verify pack --quiet m2 -o c.tar.zst
 cmp a.tar.zst c.tar.zst
 # The manifest it contains is what manifest writes; pack leaves DIR untouched.
 [ ! -e m/SHA256SUMS ] && [ ! -e m/tq-manifest.json ]
-tq-verify check a.tar.zst | grep -qx "a.tar.zst: OK (4 of 4 files verified, 0 problems)"
+tq-verify check a.tar.zst | grep -qx "a.tar.zst: OK (5 of 5 files verified, 0 problems)"
 tq-verify unpack --quiet a.tar.zst -o u
 tq-verify manifest --quiet m
 cmp m/tq-manifest.json u/tq-manifest.json && cmp m/SHA256SUMS u/SHA256SUMS

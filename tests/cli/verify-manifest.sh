@@ -60,7 +60,7 @@ fails tq-verify check m
 grep -q "^config.json: sha256 " out
 grep -qx "tokenizer.json: listed in the manifest but missing" out
 grep -qx "notes.txt: present but not listed in the manifest" out
-grep -qx "m: FAILED (2 of 4 files verified, 3 problems)" out
+grep -qx "m: FAILED (3 of 5 files verified, 3 problems)" out
 fails tq-verify check --json m
 grep -q '"ok": false' out && grep -q '"kind": "missing"' out && grep -q '"kind": "extra"' out
 # sha256sum -c agrees that the directory is damaged.

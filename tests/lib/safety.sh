@@ -22,6 +22,7 @@
 #   file_limit_run BLOCKS CMD...  run CMD under ulimit -f BLOCKS (1 KiB); sets RC and ERR
 #   snapshot FILE...            SHA-256 lines of FILEs, to compare before/after
 #   tree_hash PATH, out_bytes PATH   digest / total size of a file or directory tree
+#   model_hash DIR                   tree_hash without DIR/tq-provenance.json
 # Whole checks, for a tool writing one output OUT (file or directory) from INPUT:
 #   crash_safety OUT INPUT -- CMD...       kill at six points, re-run, compare
 #   disk_full OUT INPUT LIMIT_KIB -- CMD...  exit 1 naming OUT, nothing left, input intact
@@ -133,6 +134,10 @@ snapshot() { sha256sum "$@"; }
 tree_hash() { # stable digest of a file or directory tree (names + contents)
   if [ -d "$1" ]; then (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum
   else sha256sum < "$1"; fi
+}
+
+model_hash() { # tree_hash of a directory without its tq-provenance.json (the command differs)
+  (cd "$1" && find . -type f ! -name tq-provenance.json -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum
 }
 
 out_bytes() { # total bytes of a file or directory tree
