@@ -41,7 +41,7 @@ printf 'metal: %s (%s), %s tokens after a %s-token prompt, cache budget %s when 
 one() {
   local mode=$1 be=$2
   shift 2
-  "$BIN/tq-run" "$S" --tokens "$PROMPT" --max-tokens "$NTOK" --backend "$be" --logits "$W/$mode-$be.f32" \
+  "$BIN/tq-run" "$S" --tokens "$PROMPT" --max-tokens "$NTOK" --backend "$be" --force --logits "$W/$mode-$be.f32" \
     --json "$@" > "$W/$mode-$be.json"
 }
 

@@ -78,7 +78,7 @@ report() { # report LABEL JSON DCACHE
     "$3" "$pct" "$(command -v fincore >/dev/null && echo "fincore of the split's files" || echo "/proc/meminfo Cached")"
 }
 
-run_one "$TQ_BENCH_DIR/run-direct.json" --logits "$TQ_BENCH_DIR/run-ref.f32"
+run_one "$TQ_BENCH_DIR/run-direct.json" --force --logits "$TQ_BENCH_DIR/run-ref.f32"
 report direct "$TQ_BENCH_DIR/run-direct.json" "$DCACHE"
 run_one "$TQ_BENCH_DIR/run-buffered.json" --no-direct
 report buffered "$TQ_BENCH_DIR/run-buffered.json" "$DCACHE"
@@ -98,7 +98,7 @@ elif [ -x "$BIN/tq-convert" ]; then
   REF_TOKENS=$(jget "$TQ_BENCH_DIR/run-direct.json" tokens | tr -d '[] ')
   # teacher-forced on the unquantized model's tokens, so every step sees the same context
   "$BIN/tq-run" "$Q.split" --tokens "$PROMPT" --max-tokens "$NTOK" --cache-budget "$BUDGET" --quiet \
-    --force-tokens "$REF_TOKENS" --logits "$TQ_BENCH_DIR/run-tq.f32" > "$TQ_BENCH_DIR/run-tq.tokens"
+    --force-tokens "$REF_TOKENS" --force --logits "$TQ_BENCH_DIR/run-tq.f32" > "$TQ_BENCH_DIR/run-tq.tokens"
   V=$(jget "$TQ_BENCH_DIR/run-direct.json" vocab)
   "$BIN/tq-run" --compare-logits "$TQ_BENCH_DIR/run-ref.f32" "$TQ_BENCH_DIR/run-tq.f32" --vocab "$V" --json \
     > "$TQ_BENCH_DIR/run-quality.json"

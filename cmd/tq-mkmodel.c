@@ -62,6 +62,9 @@ int main(int argc, char **argv)
                    "ngram bits per value: 2, 4 (default) or 8; 0: raw --dtype rows, no scales or biases"),
         TQ_OPT_STR("prefix", 0, &ov.prefix, "P", "ngram tensor name prefix (default ngram)"),
         TQ_OPT_INT("threads", 0, &ov.threads, 1, 1024, "N", "worker threads (default: all cores)"),
+        TQ_OPT_FLAG("force", 0, &ov.force,
+                    "replace an earlier tq-mkmodel output in OUTPUT_DIR (a directory holding other files "
+                    "is refused even so)"),
         TQ_OPT_FLAG("json", 0, &json, "print a JSON summary on stdout"),
         TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &ov.quiet, "no progress output"),
@@ -73,7 +76,7 @@ int main(int argc, char **argv)
                  "shards) whose weights look like trained LLM weights. Same options and seed give\n"
                  "byte-identical files on every machine and for any thread count. Options given\n"
                  "explicitly override the --size preset, whatever their order.\n",
-        .epilog = "OUTPUT_DIR must be new, empty or an earlier tq-mkmodel output (replaced).\n"
+        .epilog = "OUTPUT_DIR must be new or empty, or with --force an earlier tq-mkmodel output (replaced).\n"
                   "Exit status: 0 success, 1 I/O error or foreign files in OUTPUT_DIR, 2 bad usage.\n"
                   "See tq-mkmodel(1) for the weight recipe.\n",
         .opts = opts,

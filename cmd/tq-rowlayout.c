@@ -27,6 +27,7 @@ int main(int argc, char **argv)
         TQ_OPT_STR("to", 0, &to, "DIR", "... into DIR (created if missing)"),
         TQ_OPT_SIZE("chunk-size", 0, &o.chunk_bytes, 1, 1u << 30, 0, "SIZE",
                     "bytes of records per chunk (default 8M; memory is about 3x this)"),
+        TQ_OPT_FLAG("force", 0, &o.force, "replace an existing output file (--out, or the file --extract writes)"),
         TQ_OPT_FLAG("json", 0, &json, "print the report as JSON (conversion always prints its JSON receipt)"),
         TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress, no report unless --json"),

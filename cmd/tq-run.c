@@ -168,14 +168,26 @@ static int compare(const char *a, const char *b, uint64_t vocab, int json)
     return 0;
 }
 
+static int force_out; /* --force: replace an existing --logits FILE */
+
 /* --logits against the inputs other than the model (checked when it is opened): the prompt
- * or evaluation file and the tokenizer directory. 0 when it is none of them, else the exit
- * status (the message printed). */
-static int logits_vs_inputs(const char *logits, const char *file, const char *tok_dir)
+ * or evaluation file and the tokenizer directory; an existing non-empty FILE needs --force.
+ * --logits - streams them to standard output, and everything tq-run prints there goes to
+ * standard error instead. 0 when all is well, else the exit status (the message printed). */
+static int logits_vs_inputs(tq_run_opts *o, const char *file, const char *tok_dir)
 {
     tq_err err = {0};
+    const char *logits = o->logits_path;
+    if (logits && !strcmp(logits, "-")) {
+        fflush(stdout);
+        if ((o->logits_fd = dup(STDOUT_FILENO)) < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+            fprintf(stderr, "%s: --logits -: %s\n", tq_prog, strerror(errno));
+            return 1;
+        }
+        return 0;
+    }
     if (logits && ((file && tq_check_out_in(logits, file, &err) != 0) ||
-                   (tok_dir && tq_check_out_in(logits, tok_dir, &err) != 0)))
+                   (tok_dir && tq_check_out_in(logits, tok_dir, &err) != 0) || tq_out_file_check(logits, force_out, &err)))
         return tq_cli_fail(&err);
     return 0;
 }
@@ -300,7 +312,9 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("allow-nonfinite", 0, &o.allow_nonfinite,
                     "decode on when a step's logits hold NaN or infinity (default: exit 1 naming the step)"),
         TQ_OPT_STR("logits", 0, &o.logits_path, "FILE",
-                   "write every step's logits (raw little-endian f32, steps x vocab)"),
+                   "write every step's logits (raw little-endian f32, steps x vocab); - streams them to "
+                   "standard output, and what tq-run prints there goes to standard error"),
+        TQ_OPT_FLAG("force", 0, &force_out, "replace an existing non-empty --logits FILE"),
         TQ_OPT_IDS("force-tokens", 0, &force, "LIST",
                    "teacher forcing: feed these ids after each step instead of the argmax"),
         TQ_OPT_STR("eval", 0, &eval_text, "FILE",
@@ -366,7 +380,7 @@ int main(int argc, char **argv)
             window = 512;
         if (stride >= window)
             return tq_cli_usage_error("--stride must be below --window (%llu)", (unsigned long long)window);
-        if ((rc = logits_vs_inputs(o.logits_path, eval_text ? eval_text : eval_ids, tok_dir)) != 0)
+        if ((rc = logits_vs_inputs(&o, eval_text ? eval_text : eval_ids, tok_dir)) != 0)
             return rc;
         return evaluate(cli.args[0], &o, eval_text ? eval_text : eval_ids, !eval_text, tok_dir, window, stride,
                         json);
@@ -379,7 +393,7 @@ int main(int argc, char **argv)
                                       : "missing --tokens ID,ID,... or --prompt TEXT");
     if (add_special && tokens.v)
         return tq_cli_usage_error("--add-special goes with --prompt or --prompt-file");
-    if ((rc = logits_vs_inputs(o.logits_path, prompt_file, tok_dir)) != 0)
+    if ((rc = logits_vs_inputs(&o, prompt_file, tok_dir)) != 0)
         return rc;
     const char *model = cli.args[0];
     const int32_t *prompt = tokens.v;

@@ -160,6 +160,7 @@ int main(int argc, char **argv)
                     "with its exact size and the RAM a streaming engine needs (with --ram: fits or not)"),
         TQ_OPT_SIZE("ram", 0, &ram, 0, UINT64_MAX, 0, "SIZE",
                     "with --plan or --dry-run: the target machine's memory (e.g. 16G)"),
+        TQ_OPT_FLAG("force", 0, &so.force, "replace an existing non-empty OUTPUT_DIR (also with --join)"),
         TQ_OPT_FLAG("json", 0, &json, "machine-readable report on stdout"),
         TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &quiet, "no report, no progress"),
@@ -182,6 +183,7 @@ int main(int argc, char **argv)
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
     so.threads = jo.threads = threads;
+    jo.force = so.force;
     so.quiet = jo.quiet = quiet;
     tq_cli_progress_start(quiet, json);
     int have_ram = tq_cli_given(&cli, "ram") > 0;

@@ -455,12 +455,13 @@ static int cmd_golden(int argc, char **argv)
 /* ---------------------------------------------------------------------- pack */
 static int cmd_pack(int argc, char **argv)
 {
-    int quiet = 0, threads = tq_default_threads(), level = 3, rc;
+    int quiet = 0, threads = tq_default_threads(), level = 3, force = 0, rc;
     const char *out = NULL;
     tq_opt opts[] = {
         TQ_OPT_STR("output", 'o', &out, "FILE",
-                   "the bundle (written atomically; replaced if it exists, refused if it is not a regular "
-                   "file), or - for standard output"),
+                   "the bundle (written atomically; an existing non-empty FILE needs --force, one that is "
+                   "not a regular file is refused), or - for standard output"),
+        TQ_OPT_FLAG("force", 0, &force, "replace an existing non-empty FILE"),
         TQ_OPT_INT("threads", 't', &threads, 1, 256, "N", "hashing threads (default: the number of CPUs)"),
         TQ_OPT_INT("level", 'l', &level, 1, 19, "L", "zstd level 1..19 (default 3)"),
         TQ_CLI_PROGRESS_OPT,
@@ -484,7 +485,8 @@ static int cmd_pack(int argc, char **argv)
     tq_verify_progress(1);
     tq_cli_progress_start(quiet, 0);
     tq_err err = {0};
-    if (tq_bundle_pack(cli.args[0], out, threads, level, &err) != 0)
+    if ((strcmp(out, "-") && tq_out_file_check(out, force, &err) != 0) ||
+        tq_bundle_pack(cli.args[0], out, threads, level, &err) != 0)
         return tq_cli_fail(&err);
     if (!quiet && strcmp(out, "-")) { /* the bundle itself went to standard output */
         unsigned char d[32];

@@ -112,6 +112,14 @@ void tq_afile_abort(tq_afile *f)
     afile_clear(f);
 }
 
+int tq_out_file_check(const char *path, int force, tq_err *e)
+{
+    struct stat st;
+    if (!force && lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty (use --force to replace it)", path);
+    return 0;
+}
+
 int tq_write_file_atomic(const char *path, const void *data, size_t len, tq_err *e)
 {
     tq_afile f;

@@ -154,6 +154,10 @@ void tq_afile_abort(tq_afile *f);
 /* Close the partial file and leave it where it is; returns its path (caller frees). */
 char *tq_afile_keep(tq_afile *f);
 int tq_write_file_atomic(const char *path, const void *data, size_t len, tq_err *e);
+/* The one rule of every tool's output FILE: an existing non-empty regular file is refused
+ * (TQ_EEXIST, "use --force to replace it") unless force; the writer then replaces it
+ * atomically. (Other kinds of target are each tool's to refuse.) */
+int tq_out_file_check(const char *path, int force, tq_err *e);
 
 /* Atomic output directory: built as "FINAL.partial-XXXXXX" and published by commit. Without
  * TQ_ADIR_REPLACE a non-empty FINAL is refused at open, an empty one gives way at commit
@@ -176,6 +180,11 @@ typedef struct tq_adir {
 int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e);
 /* The refusals of tq_adir_open alone (dry runs): 0 when open would go ahead. */
 int tq_adir_check(const char *final_path, int flags, tq_err *e);
+/* The one rule of every tool's OUTPUT_DIR, before anything is read or written: it may not be,
+ * hold or lie inside the input in (NULL: none); an existing OUT must be a directory, and a
+ * non-empty one is refused (TQ_EEXIST, "use --force to replace it") unless force, in which case
+ * tq_adir_open(TQ_ADIR_REPLACE) swaps it whole at the end. */
+int tq_out_dir_check(const char *out, const char *in, int force, tq_err *e);
 int tq_adir_commit(tq_adir *d, tq_err *e);
 void tq_adir_abort(tq_adir *d);
 /* Leave the partial directory where it is; returns its path (caller frees). */

@@ -11,6 +11,7 @@ void tq_run_opts_default(tq_run_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->cache_budget = 1ull << 30;
+    o->logits_fd = 1;
 }
 
 int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o, tq_err *e)
@@ -26,7 +27,8 @@ int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o,
         tq_run_opts_default(&r->o);
     r->dir = tq_strdup(model_dir, e);
     /* --logits may not overwrite the model or write into its directory */
-    if (!r->dir || (r->o.logits_path && tq_check_out_in(r->o.logits_path, model_dir, e) != 0) ||
+    int to_fd = r->o.logits_path && !strcmp(r->o.logits_path, "-");
+    if (!r->dir || (r->o.logits_path && !to_fd && tq_check_out_in(r->o.logits_path, model_dir, e) != 0) ||
         rt_config_load(&r->c, model_dir, &r->cfg, e) != 0) {
         tq_runner_close(r);
         return -1;
@@ -212,7 +214,7 @@ static const char *weights_name(const tq_runner *r)
  * little-endian f32, committed only when the whole run succeeds) and the on_logits callback. */
 typedef struct logit_sink {
     tq_afile af;
-    int have_file;
+    int have_file; /* 1: the --logits file; 2: the stream o.logits_fd */
     tq_sha256 *hs;
     unsigned char *le; /* [vocab * 4] logits as little-endian bytes (big-endian hosts) */
 } logit_sink;
@@ -221,13 +223,17 @@ static int sink_open(logit_sink *k, const tq_runner *r, tq_err *e)
 {
     memset(k, 0, sizeof *k);
     k->af.fd = -1;
-    if (r->o.logits_path) {
+    if (r->o.logits_path && !strcmp(r->o.logits_path, "-")) {
+        k->af.fd = r->o.logits_fd; /* a stream: written as computed, nothing to commit */
+        k->af.tmp_path = (char *)"standard output";
+        k->have_file = 2;
+    } else if (r->o.logits_path) {
         if (tq_afile_open(&k->af, r->o.logits_path, 0, e) != 0)
             return -1;
         k->have_file = 1;
     }
     if (!(k->hs = tq_sha256_new())) {
-        if (k->have_file)
+        if (k->have_file == 1)
             tq_afile_abort(&k->af);
         k->have_file = 0;
         return tq_fail(e, TQ_ENOMEM, "cannot create a SHA-256 context");
@@ -272,7 +278,7 @@ static int sink_close(logit_sink *k, int ok, unsigned char sha256[32], tq_err *e
     if (k->hs)
         tq_sha256_final(k->hs, sha256);
     free(k->le);
-    if (k->have_file) {
+    if (k->have_file == 1) {
         if (ok)
             rc = tq_afile_commit(&k->af, e);
         else

@@ -42,7 +42,10 @@ typedef struct tq_run_opts {
     int allow_nonfinite;    /* decode on when a step's logits hold NaN or infinity (else an error) */
     uint64_t cache_budget;  /* expert cache bytes (default 1 GiB) */
     uint64_t ctx;           /* KV cache positions; 0 = prompt + max_tokens */
-    const char *logits_path;/* raw little-endian f32 logits, steps x vocab (atomic); NULL = none */
+    const char *logits_path;/* raw little-endian f32 logits, steps x vocab (atomic); NULL = none;
+                               "-": streamed to logits_fd instead */
+    int logits_fd;          /* with logits_path "-": where the logits go (default 1, standard
+                               output) */
     /* Teacher forcing: feed force_tokens[s] after step s instead of the argmax (n_force of
      * them; later steps go back to greedy). out_tokens still receive each step's argmax. */
     const int32_t *force_tokens;

@@ -77,6 +77,7 @@ typedef struct tq_rows_opts {
     int pad_stride;
     uint64_t chunk_bytes; /* 0: 8 MiB */
     int quiet;            /* no progress */
+    int force;            /* replace an existing output file (else refused) */
 } tq_rows_opts;
 
 typedef struct tq_rows_report {

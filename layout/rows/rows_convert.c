@@ -122,7 +122,7 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
     tq_afile af = {.fd = -1};
     char *hdr = NULL, *hdr_v1 = NULL;
     int rc = -1, opened = 0;
-    if (rows_out_refuse(out, source, e) != 0)
+    if (rows_out_refuse(out, source, o->force, e) != 0)
         return -1;
     if (rows_table_open(&t, source, o->prefix, e) != 0)
         return -1;
@@ -146,7 +146,7 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
         r->straddle_paged = tq_rows_count_straddles(&g, data_start, g.page);
     }
     uint64_t total = data_start + g.data_bytes;
-    if (tq_afile_open(&af, out, TQ_AFILE_NOCLOBBER, e) != 0)
+    if (tq_afile_open(&af, out, o->force ? 0 : TQ_AFILE_NOCLOBBER, e) != 0)
         goto done;
     opened = 1;
     if (rows_out_reserve(&af, total, e) != 0 || tq_pwrite_full(af.fd, hdr, (size_t)hlen, 0, af.tmp_path, e) != 0)

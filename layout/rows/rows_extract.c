@@ -155,7 +155,7 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
         tq_fail(e, TQ_EDATA, "%s: cannot derive a safe output file name", rows);
         goto done;
     }
-    if (tq_mkdir_p(dir, e) != 0 || !(out = tq_path_join(dir, name, e)) || rows_out_refuse(out, rows, e) != 0)
+    if (tq_mkdir_p(dir, e) != 0 || !(out = tq_path_join(dir, name, e)) || rows_out_refuse(out, rows, o->force, e) != 0)
         goto done;
     int exact = kept_header_usable(&f, e);
     if (exact < 0)
@@ -181,7 +181,7 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
                 total, f.id.size);
         goto done;
     }
-    if (tq_afile_open(&af, out, TQ_AFILE_NOCLOBBER, e) != 0)
+    if (tq_afile_open(&af, out, o->force ? 0 : TQ_AFILE_NOCLOBBER, e) != 0)
         goto done;
     opened = 1;
     if (rows_out_reserve(&af, total, e) != 0 || tq_pwrite_full(af.fd, hdr, (size_t)hlen, 0, af.tmp_path, e) != 0)

@@ -90,7 +90,7 @@ void rows_mismatch_describe(const rows_mismatch *m, const tq_rows_geom *g, uint6
 
 /* Outputs: refuse OUT when it is SOURCE (any name: a path conflict, TQ_EUSAGE) or exists;
  * reserve the size. Commit and keep are tq_afile_commit / tq_afile_keep (TQ_AFILE_NOCLOBBER). */
-int rows_out_refuse(const char *out, const char *source, tq_err *e);
+int rows_out_refuse(const char *out, const char *source, int force, tq_err *e);
 int rows_out_reserve(tq_afile *f, uint64_t size, tq_err *e);
 
 #endif

@@ -1,6 +1,7 @@
-/* Output files of tq-rowlayout: refuse to replace anything (the source under another name is
- * a path conflict), reserve the space up front; publishing is common/'s tq_afile_commit with
- * TQ_AFILE_NOCLOBBER, which cannot clobber a file created meanwhile. */
+/* Output files of tq-rowlayout: refuse to replace anything but, with --force, a regular file
+ * (the source under another name is a path conflict), reserve the space up front; publishing
+ * is common/'s tq_afile_commit, with TQ_AFILE_NOCLOBBER (which cannot clobber a file created
+ * meanwhile) unless --force. */
 #include "layout/rows/rows.h"
 #include "layout/rows/rows_internal.h"
 
@@ -9,13 +10,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int rows_out_refuse(const char *out, const char *source, tq_err *e)
+int rows_out_refuse(const char *out, const char *source, int force, tq_err *e)
 {
     if (source && tq_check_out_in(out, source, e) != 0)
         return -1;
     struct stat oo;
-    if (lstat(out, &oo) == 0)
-        return tq_fail(e, TQ_EEXIST, "%s: already exists; refusing to overwrite", out);
+    if (lstat(out, &oo) == 0 && !(force && S_ISREG(oo.st_mode)))
+        return tq_fail(e, TQ_EEXIST, "%s: already exists; refusing to overwrite%s", out,
+                       S_ISREG(oo.st_mode) ? " (use --force to replace it)" : "");
     return 0;
 }
 

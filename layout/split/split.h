@@ -30,6 +30,7 @@ typedef struct tq_split_opts {
                                        layer files a run of the same command finished there */
     const struct tq_provenance *provenance; /* tq-provenance.json to write (listed in
                                              * split.json), or NULL: none */
+    int force;                      /* replace a non-empty OUT_DIR (else refused) */
 } tq_split_opts;
 
 typedef struct tq_split_result {
@@ -90,6 +91,7 @@ typedef struct tq_split_join_opts {
     int no_verify;                  /* skip checking every file and expert block against
                                      * split.json's SHA-256 before joining */
     const struct tq_provenance *provenance; /* the joined directory's, or NULL: none */
+    int force;                      /* replace a non-empty OUT_DIR (else refused) */
 } tq_split_join_opts;
 
 

@@ -60,7 +60,7 @@ int tq_split_join(const char *split_dir, const char *out_dir, const tq_split_joi
     tq_sources src = {0};
     char *cfg = NULL;
     int rc = -1;
-    if (tq_check_out_in(out_dir, split_dir, e) != 0 || tq_sources_add(&src, split_dir, e) != 0 ||
+    if (tq_out_dir_check(out_dir, split_dir, o->force, e) != 0 || tq_sources_add(&src, split_dir, e) != 0 ||
         tq_model_open_split(&m, split_dir, o->naming, e) != 0 || tq_flash_manifest_load(&man, split_dir, e) != 0)
         goto out;
     /* what is joined is what was split: headers alone (checked on open) do not cover the data */
@@ -75,7 +75,7 @@ int tq_split_join(const char *split_dir, const char *out_dir, const tq_split_joi
         decls[i].ndim = t->ndim;
         memcpy(decls[i].shape, t->shape, sizeof t->shape);
     }
-    if (tq_adir_open(&out, out_dir, 0, e) != 0)
+    if (tq_adir_open(&out, out_dir, o->force ? TQ_ADIR_REPLACE : 0, e) != 0)
         goto out;
     const char *stage = out.tmp_path;
     const tq_st_file *pin = m->files[0];

@@ -218,7 +218,7 @@ static int open_resume(split_run *r, tq_err *e)
 
 static int make_stage(split_run *r, const char *out_dir, tq_err *e)
 {
-    if (tq_adir_open(&r->out, out_dir, r->o->resume ? TQ_ADIR_RESUME : 0, e) != 0)
+    if (tq_adir_open(&r->out, out_dir, (r->o->force ? TQ_ADIR_REPLACE : 0) | (r->o->resume ? TQ_ADIR_RESUME : 0), e) != 0)
         return -1;
     r->stage = r->out.tmp_path;
     if (r->o->resume && open_resume(r, e) != 0)
@@ -313,7 +313,7 @@ int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_
     split_run r = {.o = o};
     tq_model *m = NULL;
     int rc = -1;
-    if (tq_check_out_in(out_dir, model, e) != 0 || tq_sources_add(&r.src, model, e) != 0 ||
+    if (tq_out_dir_check(out_dir, model, o->force, e) != 0 || tq_sources_add(&r.src, model, e) != 0 ||
         tq_model_open_ex(&m, model, TQ_MODEL_NO_SPLIT, e) != 0)
         goto out;
     if (split_plan_build(&r.plan, m, o, e) != 0)
@@ -450,7 +450,7 @@ int tq_split_dry_run(const char *model, const char *out_dir, const tq_split_opts
     split_run r = {.o = o};
     tq_model *m = NULL;
     int rc = -1;
-    if (tq_check_out_in(out_dir, model, e) != 0 || tq_adir_check(out_dir, 0, e) != 0 ||
+    if (tq_out_dir_check(out_dir, model, o->force, e) != 0 ||
         tq_model_open_ex(&m, model, TQ_MODEL_NO_SPLIT, e) != 0 || split_plan_build(&r.plan, m, o, e) != 0 ||
         dry_files(&r, files, e) != 0)
         goto out;

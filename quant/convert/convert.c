@@ -68,21 +68,6 @@ static int check_opts(const tq_convert_opts *o, tq_err *e)
 }
 
 /* ------------------------------------------------------------ output directory */
-/* Refuse what must not be replaced; OUTPUT_DIR may not be, hold or lie inside the input. */
-static int check_output(const char *in, const char *out, int force, tq_err *e)
-{
-    if (tq_check_out_in(out, in, e))
-        return -1;
-    struct stat st;
-    if (stat(out, &st) == 0) {
-        if (!S_ISDIR(st.st_mode))
-            return tq_fail(e, TQ_EEXIST, "%s: exists and is not a directory", out);
-        if (!force && !tq_dir_is_empty(out))
-            return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty (use --force to replace it)", out);
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------ config.json */
 static const char *scale_name(int s) { return s == TQ_SCALE_RMS ? "rms" : "lsq"; }
 
@@ -442,7 +427,7 @@ static int convert(const char *input, const char *out_dir, const tq_convert_opts
     cv_track *track = NULL;
     const char *tmp = NULL;
     int rc = -1;
-    if (check_output(input, out, o->force, e) || tq_sources_add(&src, input, e) ||
+    if (tq_out_dir_check(out, input, o->force, e) || tq_sources_add(&src, input, e) ||
         tq_model_open_ex(&m, input, TQ_MODEL_NO_SPLIT | (o->keep_names ? TQ_MODEL_KEEP_NAMES : 0), e) || copy_warnings(m, r, e) ||
         cv_plan_build(&plan, m, &po, e) || cv_fit(&plan, e))
         goto done;

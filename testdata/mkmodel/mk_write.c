@@ -259,8 +259,8 @@ static int own_name(const char *s)
     return kind;
 }
 
-/* OUTPUT_DIR may be new, empty, or hold an earlier tq-mkmodel output, which is replaced
- * whole at the end; anything else in it is left alone and refused. */
+/* OUTPUT_DIR may be new, empty, or (with force) hold an earlier tq-mkmodel output, which is
+ * replaced whole at the end; anything else in it is left alone and refused, even with force. */
 static int check_outdir(const char *dir, tq_err *e)
 {
     DIR *d = opendir(dir);
@@ -314,7 +314,7 @@ static int tokenizer_config(const tq_mk_opts *o, cJSON **out, tq_err *e)
 int tq_mkmodel(const char *dir, const tq_mk_opts *o, tq_err *e)
 {
     tq_mk_plan p;
-    if (check_outdir(dir, e) || tq_mk_plan_build(&p, o, e))
+    if (tq_out_dir_check(dir, NULL, o->force, e) || check_outdir(dir, e) || tq_mk_plan_build(&p, o, e))
         return -1;
     tq_adir out;
     if (tq_adir_open(&out, dir, TQ_ADIR_REPLACE, e)) {

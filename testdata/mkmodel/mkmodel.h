@@ -95,6 +95,8 @@ typedef struct tq_mk_opts {
     int threads;               /* 0 = tq_default_threads() */
     int quiet;
     const tq_provenance *provenance; /* tq-provenance.json to write, or NULL: none */
+    int force;                 /* replace an earlier tq-mkmodel output (else a non-empty
+                                * OUTPUT_DIR is refused) */
 } tq_mk_opts;
 
 int tq_mk_arch_from_name(const char *s, tq_mk_arch *out);

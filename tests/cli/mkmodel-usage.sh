@@ -1,4 +1,5 @@
-# tq-mkmodel: usage errors exit 2, a non-empty output directory exits 1 and is left alone.
+# tq-mkmodel: usage errors exit 2, a non-empty output directory exits 1 and is left alone
+# (with --force an earlier tq-mkmodel output is replaced, anything else still refused).
 set -u
 . "$ROOT/tests/lib/common.sh"
 expect() { expect_msg "$1" "$2" tq-mkmodel "${@:3}"; } # expect STATUS MESSAGE-SUBSTRING ARGS...
@@ -16,8 +17,16 @@ expect 2 "unknown option" --frobnicate o
 expect 2 "too many arguments" a b
 [ ! -e o ] || fail "a usage error created the output directory"
 mkdir full && echo keep > full/file
-expect 1 "holds 'file', which tq-mkmodel does not write" full
+expect 1 "full: exists and is not empty (use --force to replace it)" full
+expect 1 "holds 'file', which tq-mkmodel does not write" --force full
 [ "$(cat full/file)" = keep ] && [ "$(ls full)" = file ] || fail "non-empty directory was modified"
+# an earlier output: refused without --force, replaced whole with it
+tq-mkmodel --quiet --arch ngram --seed 1 again || fail "first run"
+cp again/model.safetensors first.st
+expect 1 "again: exists and is not empty (use --force to replace it)" --quiet --arch ngram --seed 2 again
+cmp -s first.st again/model.safetensors || fail "a refused run changed the earlier output"
+tq-mkmodel --quiet --force --arch ngram --seed 2 again || fail "--force run"
+! cmp -s first.st again/model.safetensors || fail "--force did not replace the earlier output"
 tq-mkmodel --help | grep -q "Usage: tq-mkmodel" || fail "--help"
 tq-mkmodel --version | grep -q "^tq-mkmodel (tq) " || fail "--version"
 tq-mkmodel --json --quiet --arch llama j > report.json 2>err || fail "--json run failed"

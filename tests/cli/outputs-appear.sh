@@ -32,7 +32,7 @@ theirs_intact q && [ "$(tree_hash q-moved)" = "$(tree_hash old)" ] || fail "--fo
 rm -rf q q-moved q.partial-* sw.err
 echo "--force leaves alone a directory swapped in for the one it was given"
 tq-mkmodel --quiet --seed 8 mf || fail mkmodel
-PAUSE_ERR=mf.err pause_at 1000 tq-mkmodel --quiet --seed 9 mf || fail "did not pause"
+PAUSE_ERR=mf.err pause_at 1000 tq-mkmodel --quiet --force --seed 9 mf || fail "did not pause"
 echo mine > mf/notes.txt
 kill -CONT "$PID"; wait "$PID"; rc=$?
 [ "$rc" = 1 ] && grep -q "holds 'notes.txt'.*kept at mf.partial-" mf.err && [ "$(cat mf/notes.txt)" = mine ] ||
@@ -42,9 +42,9 @@ echo "tq-mkmodel leaves alone a directory that got someone else's file meanwhile
 
 # --force: an atomic exchange, then the old output is removed
 force_kill_steps q old -- tq-convert --quiet --force src q
-# tq-mkmodel replaces an earlier model the same way
+# tq-mkmodel --force replaces an earlier model the same way
 tq-mkmodel --quiet --seed 8 oldm || fail "mkmodel --seed 8"
-force_kill_steps m oldm -- tq-mkmodel --quiet --seed 9 m
+force_kill_steps m oldm -- tq-mkmodel --quiet --force --seed 9 m
 
 # Without RENAME_EXCHANGE (TQ_RENAME_FALLBACK=1) the old directory is moved aside first: a
 # kill between the two renames can leave the final name empty, but never loses an output:

@@ -18,13 +18,13 @@ else
 fi
 vocab() { sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' "$1/config.json" | head -n1; }
 for m in dense moe-split; do
-  run tq-run --quiet "$m" --tokens 5,9,2,7 --max-tokens 12 --cache-budget 64K --logits cpu.f32 > cpu.tok
+  run tq-run --quiet "$m" --tokens 5,9,2,7 --max-tokens 12 --cache-budget 64K --force --logits cpu.f32 > cpu.tok
   v=$(vocab "$m")
   [ -n "$v" ] || fail "$m: no vocab_size in config.json"
   for b in $backends; do
     lim=1e-4
     [ "$b" = metal ] && lim=1e-3
-    run tq-run --quiet "$m" --tokens 5,9,2,7 --max-tokens 12 --cache-budget 64K --logits $b.f32 --backend $b > $b.tok
+    run tq-run --quiet "$m" --tokens 5,9,2,7 --max-tokens 12 --cache-budget 64K --force --logits $b.f32 --backend $b > $b.tok
     cmp -s cpu.tok $b.tok || fail "$m: --backend $b generated $(cat $b.tok), cpu $(cat cpu.tok)"
     run tq-run --compare-logits cpu.f32 $b.f32 --vocab "$v" --json > cmp.json
     rel=$(jget cmp.json max_rel_diff)

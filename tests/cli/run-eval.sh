@@ -12,7 +12,7 @@ python3 -c "print(','.join(str((i * 37 + 11) % 197) for i in range(29)))" > ids.
 check_model() { # ARCH: window 12, stride 5 over 29 tokens -> windows at 0, 5, 10, 15 (ends 12, 17, 22, 27), 20 (ends 29)
   local arch=$1 W=12 S=5
   rm -rf m && tq-mkmodel --arch "$arch" --size tiny --seed 3 --quiet m || fail "$arch: mkmodel"
-  tq-run m --eval-ids ids.txt --window $W --stride $S --logits e.f32 --threads 1 --json > r1 || fail "$arch: eval"
+  tq-run m --eval-ids ids.txt --window $W --stride $S --force --logits e.f32 --threads 1 --json > r1 || fail "$arch: eval"
   tq-run m --eval-ids ids.txt --window $W --stride $S --threads 3 --json > r3 || fail "$arch: eval, 3 threads"
   for k in logits_sha256 mean_nll perplexity top1 scored; do
     [ "$(jget r1 $k)" = "$(jget r3 $k)" ] || fail "$arch: $k differs between 1 and 3 threads"
@@ -29,9 +29,9 @@ check_model() { # ARCH: window 12, stride 5 over 29 tokens -> windows at 0, 5, 1
     end=$((b + W < n ? b + W : n))
     rest=$(IFS=,; echo "${id[*]:b+1:end-b-2}")
     if [ -n "$rest" ]; then
-      tq-run m --tokens "${id[b]}" --force-tokens "$rest" --max-tokens $((end - b - 1)) --logits w.f32 --quiet > /dev/null
+      tq-run m --tokens "${id[b]}" --force-tokens "$rest" --max-tokens $((end - b - 1)) --force --logits w.f32 --quiet > /dev/null
     else
-      tq-run m --tokens "${id[b]}" --max-tokens 1 --logits w.f32 --quiet > /dev/null
+      tq-run m --tokens "${id[b]}" --max-tokens 1 --force --logits w.f32 --quiet > /dev/null
     fi || fail "$arch: decode of window $b"
     tail -c $(((end - prev) * V * 4)) w.f32 >> want.f32
     prev=$end
@@ -83,9 +83,9 @@ expect_msg 2 "go with --eval" tq-run m --tokens 1 --window 4
 expect_msg 2 "one at a time" tq-run m --eval text.txt --eval-ids ids.txt
 expect_msg 2 "--eval takes no" tq-run m --eval text.txt --tokens 1
 cp text.txt text.keep
-expect_msg 2 "text.txt" tq-run m --eval text.txt --logits text.txt
-cmp text.txt text.keep || fail "--logits over the --eval file changed it"
+expect_msg 2 "text.txt" tq-run m --eval text.txt --force --logits text.txt
+cmp text.txt text.keep || fail "--force --logits over the --eval file changed it"
 [ ! -e e2.f32 ] || fail "stray output"
-expect_msg 1 "outside the vocabulary" tq-run m --eval-ids big.txt --logits e2.f32
+expect_msg 1 "outside the vocabulary" tq-run m --eval-ids big.txt --force --logits e2.f32
 [ -z "$(ls | grep e2.f32)" ] || fail "a failed --eval left a logits file: $(ls)"
 exit 0

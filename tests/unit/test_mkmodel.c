@@ -75,7 +75,12 @@ static void test_determinism(void)
     CHECK(!file_equal(t_path("det-a"), t_path("det-d"), "model-00001-of-00007.safetensors"));
     CHECK(!file_equal(t_path("det-a"), t_path("det-d"), "model-00007-of-00007.safetensors"));
     CHECK(file_equal(t_path("det-a"), t_path("det-d"), "tokenizer.json"));
-    /* an earlier output is replaced in place: stale partial files go, other shard counts go */
+    /* without force a non-empty OUTPUT_DIR, even an earlier output, is refused and left alone */
+    CHECK(tq_mkmodel(t_path("det-a"), &o, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, "--force"));
+    CHECK(dirs_equal(t_path("det-a"), t_path("det-b")));
+    /* with force an earlier output is replaced in place: stale partial files go, other shard
+     * counts go */
+    o.force = 1;
     tq_write_file_atomic(t_path("det-a/model-00002-of-00007.safetensors.partial-Xy12ab"), "x", 1, &err);
     CHECK_OK(tq_mkmodel(t_path("det-a"), &o, &err)); /* seed 12 now */
     CHECK(dirs_equal(t_path("det-a"), t_path("det-d")));

@@ -25,6 +25,7 @@ static tq_model *gen(tq_mk_arch arch, int mlx, const char *tag)
     tq_mk_opts o = tiny(arch);
     o.naming_mlx = mlx;
     o.seed = 7;
+    o.force = 1; /* several tests generate the same fixture */
     char name[96];
     snprintf(name, sizeof name, "fam-%s-%s%s", tq_mk_arch_name(arch), mlx ? "mlx" : "hf", tag);
     const char *d = t_path(name);
