@@ -290,6 +290,24 @@ static int finish(split_run *r, const char *out_dir, tq_err *e)
     return tq_adir_commit(&r->out, e);
 }
 
+/* What the copy reports as done: the pinned tensors, each expert block whole (moe), each
+ * FFN tensor (dense); header pages and padding between tensors are not counted. */
+static uint64_t progress_total(const split_plan *p)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < p->n_pinned; i++)
+        t += p->pinned[i]->info.nbytes;
+    for (size_t l = 0; l < p->n_layers; l++) {
+        const tq_flash_header *h = &p->layers[l].hdr;
+        if (p->kind == TQ_FLASH_MOE)
+            t += h->num_experts * h->expert_block_size;
+        else
+            for (size_t i = 0; i < h->n_tensors; i++)
+                t += h->tensors[i].nbytes;
+    }
+    return t;
+}
+
 static void fill_result(const split_run *r, tq_split_result *res)
 {
     if (!res)
@@ -320,7 +338,7 @@ int tq_split(const char *model, const char *out_dir, const tq_split_opts *o, tq_
         goto out;
     if (make_stage(&r, out_dir, e) != 0)
         goto out;
-    tq_progress_init(&r.prog, "split", r.plan.pinned_bytes + r.plan.ffn_bytes, o->quiet);
+    tq_progress_init(&r.prog, "split", progress_total(&r.plan), o->quiet);
     if (split_write_pinned(&r, e) != 0)
         goto out;
     if (r.plan.kind == TQ_FLASH_MOE) {

@@ -30,6 +30,11 @@ tq-convert --progress json --threads 1 m c >/dev/null 2>p-cv.json || fail "conve
 check_json p-cv.json quantize
 tq-split --progress json c s >/dev/null 2>p-sp.json || fail "split"
 check_json p-sp.json split
+python3 - p-sp.json <<'PY' || fail "split's final progress line is not done == total: $(tail -1 p-sp.json)"
+import json, sys
+o = [json.loads(l) for l in open(sys.argv[1])][-1]
+assert o["final"] and o["done"] == o["total"] > 0, o
+PY
 tq-split --progress json --join s j >/dev/null 2>p-jn.json || fail "join"
 check_json p-jn.json verify join
 tq-verify pack --progress json c -o c.tar.zst >/dev/null 2>p-pk.json || fail "pack"
