@@ -54,9 +54,10 @@ void tq_cli_init(const char *prog)
     pthread_t t;
     /* before any other thread starts, so that every one inherits the mask */
     if (pthread_sigmask(SIG_BLOCK, &stop_signals, &old) == 0) {
-        if (pthread_create(&t, NULL, stop_thread, NULL) == 0)
+        if (pthread_create(&t, NULL, stop_thread, NULL) == 0) {
             pthread_detach(t);
-        else
+            tq_partials_stop_signals(&stop_signals);
+        } else
             pthread_sigmask(SIG_SETMASK, &old, NULL); /* no thread: the default actions */
     }
     /* A file-size limit (ulimit -f) must surface as EFBIG from write(), named in an error

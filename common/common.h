@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -196,6 +197,11 @@ char *tq_adir_keep(tq_adir *d);
 void tq_partials_add(const char *path);
 void tq_partials_forget(const char *path);
 size_t tq_partials_remove_all(void);
+/* The signals a front-end blocks in every thread and takes in its own stop thread (cmd/cli.c):
+ * while one of them is pending, tq_partials_forget never returns, so an output is never
+ * published (nor its partial forgotten) once an interruption has arrived but before the stop
+ * thread has woken to remove the partials and exit. */
+void tq_partials_stop_signals(const sigset_t *set);
 /* A partial kept on purpose for a later --resume (one per process; NULL forgets it): what an
  * interrupted front-end names instead of removing it. */
 void tq_partials_keep(const char *path);

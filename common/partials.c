@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +16,27 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char **paths;
 static size_t n_paths, cap_paths;
 static char *kept;
+static sigset_t stop_set;
+static int have_stop_set;
+
+void tq_partials_stop_signals(const sigset_t *set)
+{
+    stop_set = *set;
+    have_stop_set = 1;
+}
+
+/* A stop signal already sent but not yet taken by the stop thread: the caller waits for the
+ * exit that thread makes (the signal is blocked here, so pause() returns only by the exit). */
+static void wait_if_stopping(void)
+{
+    sigset_t pending;
+    if (!have_stop_set || sigpending(&pending) != 0)
+        return;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sigismember(&stop_set, sig) == 1 && sigismember(&pending, sig) == 1)
+            for (;;)
+                pause();
+}
 
 void tq_partials_add(const char *path)
 {
@@ -35,6 +57,7 @@ void tq_partials_add(const char *path)
 
 void tq_partials_forget(const char *path)
 {
+    wait_if_stopping();
     pthread_mutex_lock(&mu);
     for (size_t i = n_paths; i-- > 0;)
         if (!strcmp(paths[i], path)) {
