@@ -34,6 +34,19 @@ for at in 1 200000 900000; do
     interrupt "$s" "$st" "$at" c.tar.zst tq-verify pack --quiet c -o c.tar.zst
   done
 done
+# The other writing tools, the same way: tq-rowlayout's row file, tq-run's --logits file and
+# tq-verify sign's model.sig (each small enough that one early pause point is what there is).
+run tq-mkmodel --arch ngram --quiet t
+. "$ROOT/tests/lib/keys.sh"
+make_key k prime256v1
+run tq-verify manifest --quiet c
+for sig in INT:130 TERM:143; do
+  s=${sig%:*} st=${sig#*:}
+  interrupt "$s" "$st" 1 t.rows tq-rowlayout t/model.safetensors --out t.rows
+  interrupt "$s" "$st" 100000 t.rows tq-rowlayout t/model.safetensors --out t.rows
+  interrupt "$s" "$st" 1 l.f32 tq-run m --tokens 1,2,3 --max-tokens 4 --logits l.f32
+  interrupt "$s" "$st" 1 c/model.sig tq-verify sign --quiet c --key k.pem
+done
 # An ignored SIGINT (a background job's, nohup-style) stays ignored: the run finishes.
 tq-convert --quiet m c3 & p=$!
 for ((i = 0; i < 500; i++)); do # until the job runs tq-convert (its SIGINT is ignored by then)
