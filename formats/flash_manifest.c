@@ -8,25 +8,12 @@
 
 #define SPLIT_JSON_MAX (256u << 20)
 
+/* 64 lowercase hex digits (man tq-formats(5), split.json), decoded by common/'s tq_unhex32 */
 static int parse_hex32(const cJSON *v, unsigned char out[32])
 {
-    if (!cJSON_IsString(v) || strlen(v->valuestring) != 64)
+    if (!cJSON_IsString(v) || strlen(v->valuestring) != 64 || strspn(v->valuestring, "0123456789abcdef") != 64)
         return -1;
-    for (int i = 0; i < 32; i++) {
-        unsigned x = 0;
-        for (int k = 0; k < 2; k++) {
-            char c = v->valuestring[2 * i + k];
-            x <<= 4;
-            if (c >= '0' && c <= '9')
-                x |= (unsigned)(c - '0');
-            else if (c >= 'a' && c <= 'f')
-                x |= (unsigned)(c - 'a' + 10);
-            else
-                return -1;
-        }
-        out[i] = (unsigned char)x;
-    }
-    return 0;
+    return tq_unhex32(v->valuestring, out);
 }
 
 /* A relative path inside the split dir: no absolute path, no "..", no empty component. */

@@ -97,6 +97,18 @@ json s/split.json 'del j["files"]["pinned.safetensors"]["header_sha256"]; json.d
 cp -r s s-half; mv s/split.json.new s-half/split.json
 expect_msg 1 "header_bytes (in \[1, size\]) and header_sha256" tq-run --quiet --tokens 1,2 --max-tokens 2 s-half
 
+# every sha256 and header_sha256 is 64 lowercase hex digits (man tq-formats(5), split.json):
+# upper case, 63 digits or a non-hex digit are refused at load, naming the entry
+bad_hex() { # PYTHON-EXPR-SETTING-ONE-HASH NEEDLE
+  rm -rf s-hex; cp -r s s-hex
+  json s/split.json "$1; json.dump(j, open(sys.argv[1] + '.new', 'w'), indent=2, sort_keys=True)"
+  mv s/split.json.new s-hex/split.json
+  expect_msg 1 "$2" tq-run --quiet --tokens 1,2 --max-tokens 2 s-hex
+}
+bad_hex 'b = j["expert_blocks"][0]; b["sha256"] = b["sha256"].upper()' "expert_blocks\[0\]: no valid sha256"
+bad_hex 'b = j["expert_blocks"][1]; b["sha256"] = b["sha256"][:63]' "expert_blocks\[1\]: no valid sha256"
+bad_hex 'f = j["files"]["pinned.safetensors"]; f["sha256"] = "g" + f["sha256"][1:]' "pinned.safetensors"
+bad_hex 'f = j["files"]["pinned.safetensors"]; f["header_sha256"] = f["header_sha256"].upper()' "header_sha256"
 # an older split.json (no file header hashes) is read as before
 cp -r s s-old
 json s/split.json '[f.pop(k, None) for f in j["files"].values() for k in ("header_bytes", "header_sha256")]; json.dump(j, open(sys.argv[1] + ".new", "w"), indent=2, sort_keys=True)'
