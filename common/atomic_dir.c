@@ -24,7 +24,7 @@ int tq_dir_is_empty(const char *path)
 
 int tq_out_dir_check(const char *out, const char *in, int force, tq_err *e)
 {
-    if (in && tq_check_out_in(out, in, e))
+    if ((in && tq_check_out_in(out, in, e)) || tq_out_kind_check(out, 1, e))
         return -1;
     struct stat st;
     if (lstat(out, &st) == 0) {
@@ -41,6 +41,8 @@ int tq_adir_check(const char *final_path, int flags, tq_err *e)
     struct stat st;
     if (lstat(final_path, &st) != 0)
         return 0;
+    if (tq_out_kind_check(final_path, 1, e))
+        return -1;
     if (!S_ISDIR(st.st_mode))
         return tq_fail(e, TQ_EEXIST, "%s: exists and is not a directory", final_path);
     if (!(flags & TQ_ADIR_REPLACE) && !tq_dir_is_empty(final_path))

@@ -12,16 +12,10 @@ int tq_afile_open(tq_afile *f, const char *final_path, int flags, tq_err *e)
 {
     /* Only a regular file is ever replaced: a device (/dev/stdout, /dev/null), a FIFO, a
      * socket, a directory or a symbolic link given as an output is refused, untouched. */
-    struct stat st;
-    if (lstat(final_path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        memset(f, 0, sizeof *f);
-        f->fd = -1;
-        return tq_fail(e, TQ_EUSAGE, "%s: %s, not a regular file: outputs are written as new regular files%s",
-                       final_path, tq_file_kind((unsigned)st.st_mode),
-                       S_ISLNK(st.st_mode) ? " (a link is not followed)" : "");
-    }
     memset(f, 0, sizeof *f);
     f->fd = -1;
+    if (tq_out_kind_check(final_path, 0, e) != 0)
+        return -1;
     f->flags = flags;
     if ((flags & TQ_AFILE_NOCLOBBER) && tq_exists(final_path))
         return tq_fail(e, TQ_EEXIST, "%s: already exists; refusing to overwrite", final_path);
@@ -112,9 +106,21 @@ void tq_afile_abort(tq_afile *f)
     afile_clear(f);
 }
 
+int tq_out_kind_check(const char *path, int dir, tq_err *e)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode) || (dir && S_ISDIR(st.st_mode)))
+        return 0;
+    return tq_fail(e, TQ_EUSAGE, "%s: %s, not a %s: outputs are written as new %s%s", path,
+                   tq_file_kind((unsigned)st.st_mode), dir ? "directory" : "regular file",
+                   dir ? "directories" : "regular files", S_ISLNK(st.st_mode) ? " (a link is not followed)" : "");
+}
+
 int tq_out_file_check(const char *path, int force, tq_err *e)
 {
     struct stat st;
+    if (tq_out_kind_check(path, 0, e) != 0)
+        return -1;
     if (!force && lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
         return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty (use --force to replace it)", path);
     return 0;

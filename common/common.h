@@ -155,9 +155,15 @@ void tq_afile_abort(tq_afile *f);
 /* Close the partial file and leave it where it is; returns its path (caller frees). */
 char *tq_afile_keep(tq_afile *f);
 int tq_write_file_atomic(const char *path, const void *data, size_t len, tq_err *e);
-/* The one rule of every tool's output FILE: an existing non-empty regular file is refused
- * (TQ_EEXIST, "use --force to replace it") unless force; the writer then replaces it
- * atomically. (Other kinds of target are each tool's to refuse.) */
+/* What an output may replace: only a regular file (dir 0), or a directory or regular file
+ * (dir 1; a regular file as an output directory is the caller's to refuse). A device
+ * (/dev/null, /dev/stdout), a FIFO, a socket or a symbolic link (never followed), and for a
+ * file a directory, is refused untouched: TQ_EUSAGE naming what it is. --force changes
+ * nothing here. tq_afile_open, tq_out_file_check and tq_out_dir_check call it. */
+int tq_out_kind_check(const char *path, int dir, tq_err *e);
+/* The one rule of every tool's output FILE: tq_out_kind_check, then an existing non-empty
+ * regular file is refused (TQ_EEXIST, "use --force to replace it") unless force; the writer
+ * then replaces it atomically. */
 int tq_out_file_check(const char *path, int force, tq_err *e);
 
 /* Atomic output directory: built as "FINAL.partial-XXXXXX" and published by commit. Without
@@ -182,7 +188,8 @@ int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e);
 /* The refusals of tq_adir_open alone (dry runs): 0 when open would go ahead. */
 int tq_adir_check(const char *final_path, int flags, tq_err *e);
 /* The one rule of every tool's OUTPUT_DIR, before anything is read or written: it may not be,
- * hold or lie inside the input in (NULL: none); an existing OUT must be a directory, and a
+ * hold or lie inside the input in (NULL: none); tq_out_kind_check (a device, FIFO, socket or
+ * symbolic link: TQ_EUSAGE); an existing OUT must be a directory, and a
  * non-empty one is refused (TQ_EEXIST, "use --force to replace it") unless force, in which case
  * tq_adir_open(TQ_ADIR_REPLACE) swaps it whole at the end. */
 int tq_out_dir_check(const char *out, const char *in, int force, tq_err *e);

@@ -12,7 +12,7 @@
 
 int rows_out_refuse(const char *out, const char *source, int force, tq_err *e)
 {
-    if (source && tq_check_out_in(out, source, e) != 0)
+    if ((source && tq_check_out_in(out, source, e) != 0) || tq_out_kind_check(out, 0, e) != 0)
         return -1;
     struct stat oo;
     if (lstat(out, &oo) == 0 && !(force && S_ISREG(oo.st_mode)))
