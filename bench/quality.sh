@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Quantization quality on the trained test models (testdata/models: qwen3-tiny, qwen3-moe-tiny;
 # trained weights, not synthetic): for bf16 and for tq-convert at 2, 3 and 4 bits (group 64,
-# --scale rms and lsq) and MLX affine 4 and 8 bits, measured by tq-verify quality against the
-# bf16 model: the held-out perplexity (the runtime's sliding-window evaluation, tq-run --eval's;
+# --scale rms and lsq, each with --codebook gaussian and fitted), tq-convert's byte budget
+# (--target-bpw 2.5, 3.5 and 4.5, lsq, gaussian and fitted codebooks) and MLX affine 4 and 8
+# bits, measured by tq-verify quality against the bf16 model: the held-out perplexity (the runtime's sliding-window evaluation, tq-run --eval's;
 # window 128 = the training context, stride 64), mean KL(bf16 || quantized) and top-1 agreement
 # with bf16 over every scored token, and the relative MSE of the tensors that differ from
 # bf16; the bits per quantized weight from tq-convert. Prints one markdown table per model.
@@ -13,7 +14,9 @@
 # models whose quantized tensors all allow it (qwen3-tiny; qwen3-moe-tiny's experts are 128 wide).
 # TQ_QUALITY_MODELS (default "qwen3-tiny qwen3-moe-tiny"), TQ_QUALITY_BYTES (default all of
 # the evaluation text) to measure on its first N bytes, TQ_QUALITY_CONFIGS to pick rows by
-# name (a regex).
+# name (a regex). After each table, what tq-convert chose for the fitted and budget rows: the
+# (bits, group size) mix and on how many modules the fitted codebook was kept (tq-convert
+# keeps a module's fitted codebook only where it beats the Gaussian one).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 bench_needs quality tq-convert tq-run tq-verify
@@ -27,12 +30,19 @@ if [ -n "${TQ_QUALITY_BYTES:-}" ]; then
 else
   cp "$ROOT/testdata/models/eval/python-doc-eval.txt" "$EVAL"
 fi
-CONFIGS=(
-  "tq-2-rms:--bits 2 --scale rms" "tq-2-lsq:--bits 2 --scale lsq"
-  "tq-3-rms:--bits 3 --scale rms" "tq-3-lsq:--bits 3 --scale lsq"
-  "tq-4-rms:--bits 4 --scale rms" "tq-4-lsq:--bits 4 --scale lsq"
-  "affine-4:--method affine --bits 4 --embed keep" "affine-8:--method affine --bits 8 --embed keep"
-)
+# NAME:tq-convert options; by width, each fixed width followed by the budget just above it
+CONFIGS=()
+for b in 2 3 4; do
+  for cb in gaussian fitted; do
+    sfx=; [ $cb = fitted ] && sfx=-fitted
+    CONFIGS+=("tq-$b-rms$sfx:--bits $b --scale rms --codebook $cb" "tq-$b-lsq$sfx:--bits $b --scale lsq --codebook $cb")
+  done
+  for cb in gaussian fitted; do
+    sfx=; [ $cb = fitted ] && sfx=-fitted
+    CONFIGS+=("tq-bpw-$b.5$sfx:--target-bpw $b.5 --scale lsq --codebook $cb")
+  done
+done
+CONFIGS+=("affine-4:--method affine --bits 4 --embed keep" "affine-8:--method affine --bits 8 --embed keep")
 LIBQ=
 if [ -n "${TQ_GGML_SRC:-}" ]; then
   LIBQ=$D/libggml-quants.so
@@ -66,6 +76,7 @@ for m in ${TQ_QUALITY_MODELS:-qwen3-tiny qwen3-moe-tiny}; do
   echo
   echo "| weights | bits/weight (quantized tensors) | rel. MSE (quantized tensors) | perplexity | vs bf16 | mean KL (nats/token) | top-1 agreement with bf16 |"
   echo "|---|---|---|---|---|---|---|"
+  chosen=()
   for c in "${CONFIGS[@]}"; do
     name=${c%%:*} args=${c#*:}
     [[ $name =~ ${TQ_QUALITY_CONFIGS:-.} ]] || continue
@@ -73,6 +84,7 @@ for m in ${TQ_QUALITY_MODELS:-qwen3-tiny qwen3-moe-tiny}; do
     # shellcheck disable=SC2086
     "$BIN/tq-convert" $args --json --quiet "$M" "$Q" > "$Q.convert.json"
     row "$name" "$(jget "$Q.convert.json" bits_per_weight_quantized)" "$Q"
+    case $name in *-fitted|tq-bpw-*) chosen+=("$name:$Q.convert.json") ;; esac
   done
   if [ -n "$LIBQ" ] && [ "$m" = qwen3-tiny ]; then
     # the tensors tq-convert quantizes, by their source names
@@ -85,6 +97,20 @@ print(' '.join(t['source'] for t in json.load(sys.stdin)['tensors'] if t.get('qu
       # shellcheck disable=SC2086
       /usr/bin/python3 "$ROOT/bench/kquant/kquant.py" "$LIBQ" $t "$M" "$Q" $names > "$Q.json"
       row "llama.cpp ${t^^} (pure)" "$(jget1 "$Q.json" bits_per_weight)" "$Q"
+    done
+  fi
+  # what tq-convert chose per quantized module for the fitted and budget rows
+  if [ ${#chosen[@]} -gt 0 ]; then
+    echo
+    for c in "${chosen[@]}"; do
+      python3 - "${c%%:*}" "${c#*:}" <<'PY'
+import collections, json, sys
+ts = [t for t in json.load(open(sys.argv[2]))["tensors"] if t.get("quantized")]
+mix = collections.Counter((t["bits"], t["group_size"]) for t in ts)
+fit = sum(t.get("codebook") == "fitted" for t in ts)
+print("- %s: %s; fitted codebook kept on %d of %d modules" % (sys.argv[1], ", ".join(
+    "%d× %d-bit g%d" % (n, b, g) for (b, g), n in sorted(mix.items())), fit, len(ts)))
+PY
     done
   fi
 done
