@@ -381,6 +381,10 @@ static int not_safetensors(int fd, uint64_t file_size, const char *path, tq_err 
     tq_content_kind k = tq_sniff_fd(fd, file_size);
     if (k == TQ_CONTENT_UNKNOWN || k == TQ_CONTENT_SAFETENSORS)
         return 0;
+    size_t n = strlen(path);
+    if (k == TQ_CONTENT_GGUF && n >= 5 && !strcmp(path + n - 5, ".gguf")) /* named as what it is: read where GGUF is not */
+        return tq_fail(e, TQ_EDATA, "%s: a GGUF file, where a safetensors file is expected (tq-convert makes a "
+                       "safetensors model of a GGUF file)", path);
     return tq_fail(e, TQ_EDATA, "%s: %s, not a safetensors file: %s", path, tq_content_name(k), tq_content_hint(k));
 }
 

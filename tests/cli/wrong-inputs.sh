@@ -20,6 +20,8 @@ expect_exit 1 tq-run m/config.json --tokens 1
 echo "# GGUF where safetensors is read, safetensors where GGUF is read"
 expect_exit 1 tq-verify ls gguf-named.safetensors
 expect_exit 1 tq-convert st-named.gguf newdir
+cp "$ROOT/testdata/vectors/ggml-vectors.gguf" .
+expect_exit 1 tq-rowlayout ggml-vectors.gguf --out r.rows
 echo "# a split directory or one of its layer files where a model is expected"
 expect_exit 1 tq-convert s newdir
 expect_exit 1 tq-split s newdir
