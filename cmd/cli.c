@@ -1,5 +1,6 @@
 /* cmd/cli.c — error printing, --version and JSON output shared by the tq front-ends. */
 #include "cmd/cli.h"
+#include "formats/formats.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
@@ -7,6 +8,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 const char *tq_prog = "tq";
@@ -122,5 +124,23 @@ int tq_cli_print_json(cJSON *j)
         return tq_cli_fail(&err);
     fputs(s, stdout);
     free(s);
+    return 0;
+}
+
+int tq_cli_hf_models(tq_cli_spec *s, int first, int count)
+{
+    static char *kept[8]; /* reachable until the exit */
+    static int n_kept;
+    for (int i = first; i < first + count && i < s->n_args; i++) {
+        tq_err err = {0};
+        char *r = tq_hf_resolve(s->args[i], &err);
+        if (!r)
+            return tq_cli_fail(&err);
+        if (!strcmp(r, s->args[i]) || n_kept == (int)(sizeof kept / sizeof *kept)) {
+            free(r);
+            continue;
+        }
+        s->args[i] = kept[n_kept++] = r;
+    }
     return 0;
 }

@@ -139,6 +139,13 @@ unsigned tq_cli_given(const tq_cli_spec *s, const char *name);
  * parsed into a scratch struct, laid over defaults computed after the parse. */
 void tq_cli_overlay(const tq_cli_spec *s, const void *from, void *to, size_t size);
 
+/* Operands first .. first+count-1 (those present) that name a HuggingFace cache entry
+ * (ORG/NAME through HF_HUB_CACHE / HF_HOME / ~/.cache/huggingface, or a models--ORG--NAME
+ * directory) are replaced by its snapshot directory, offline (formats/hf_cache.c); other
+ * operands are left as given. 0, or the exit status after the message (an ORG/NAME not in
+ * the cache, a cache entry without its snapshot). The strings live until the program exits. */
+int tq_cli_hf_models(tq_cli_spec *s, int first, int count);
+
 /* The command line as provenance records it (man tq-formats(5), PROVENANCE): the program's
  * name, every option given to the last tq_cli_parse as "--LONGNAME" [VALUE] in the order
  * given (abbreviations and "=" forms spelled out), except --threads, --progress, --quiet,

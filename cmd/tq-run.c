@@ -371,6 +371,8 @@ int main(int argc, char **argv)
         return tq_cli_usage_error("missing MODEL_DIR");
     if (cli.n_args > 1)
         return tq_cli_usage_error("unexpected argument '%s'", cli.args[1]);
+    if ((rc = tq_cli_hf_models(&cli, 0, 1)) != 0)
+        return rc;
     if (eval_text || eval_ids) {
         if (eval_text && eval_ids)
             return tq_cli_usage_error("--eval and --eval-ids go one at a time");

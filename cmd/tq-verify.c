@@ -31,6 +31,8 @@ static int cmd_ls(int argc, char **argv)
         return rc;
     if (cli.n_args != 1)
         return tq_cli_usage_error("expected one FILE or DIR");
+    if ((rc = tq_cli_hf_models(&cli, 0, 1)) != 0)
+        return rc;
     tq_cli_progress_start(quiet, json);
     const char *path = cli.args[0];
     unsigned flags = keep_names ? TQ_MODEL_KEEP_NAMES : 0;
@@ -341,6 +343,8 @@ static int cmd_compare(int argc, char **argv)
         return rc;
     if (cli.n_args != 2)
         return tq_cli_usage_error("expected A and B");
+    if ((rc = tq_cli_hf_models(&cli, 0, 2)) != 0)
+        return rc;
     tq_err err = {0};
     tq_cmp_report r;
     if (tq_compare_models(cli.args[0], cli.args[1], &r, &err) != 0) {
@@ -580,6 +584,8 @@ static int cmd_quality(int argc, char **argv)
         return rc;
     if (cli.n_args != 2)
         return tq_cli_usage_error("expected REF and TEST");
+    if ((rc = tq_cli_hf_models(&cli, 0, 2)) != 0)
+        return rc;
     if (o.stride && !o.window && o.stride >= 512)
         return tq_cli_usage_error("--stride must be below the window (512)");
     if (o.stride && o.window && o.stride >= o.window)

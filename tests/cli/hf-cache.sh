@@ -24,6 +24,22 @@ done
 tq-split --plan --ram 1G m >plan-ref || fail "split --plan of the model directory"
 HF_HOME=$PWD/hf tq-split --plan --ram 1G acme/tiny-moe >plan-id || fail "split --plan acme/tiny-moe"
 sed "s|$repo/snapshots/$rev|m|" plan-id | cmp -s - plan-ref || fail "split --plan by id differs: $(diff plan-ref plan-id)"
+# The tools that read a model without writing one take the same names: tq-verify ls,
+# compare and quality, and tq-run, by id and by cache directory, give what the snapshot's
+# model directory gives.
+tq-verify ls m >ls-ref || fail "ls m"
+HF_HOME=$PWD/hf tq-verify ls acme/tiny-moe >ls-id || fail "ls acme/tiny-moe: $(cat ls-id)"
+cmp -s ls-ref ls-id || fail "tq-verify ls by id differs: $(diff ls-ref ls-id | head -5)"
+tq-verify ls "$repo" >ls-dir || fail "ls $repo"
+cmp -s ls-ref ls-dir || fail "tq-verify ls by cache directory differs"
+HF_HOME=$PWD/hf run tq-verify compare --quiet acme/tiny-moe m
+run tq-verify compare --quiet m "$repo"
+HF_HOME=$PWD/hf run tq-verify quality --quiet acme/tiny-moe ref
+tq-run m --tokens 1,2,3 --max-tokens 4 --quiet >run-ref || fail "tq-run m"
+HF_HOME=$PWD/hf tq-run acme/tiny-moe --tokens 1,2,3 --max-tokens 4 --quiet >run-id || fail "tq-run acme/tiny-moe"
+cmp -s run-ref run-id || fail "tq-run by id: $(cat run-id), the model directory: $(cat run-ref)"
+tq-run "$repo" --tokens 1,2,3 --max-tokens 4 --quiet >run-dir || fail "tq-run $repo"
+cmp -s run-ref run-dir || fail "tq-run by cache directory differs"
 # Not in the cache, or a cache entry without its snapshot: say so, write nothing.
 HF_HOME=$PWD/hf expect_exit 1 tq-convert acme/absent out1 | sed "s|$PWD|.|g"
 rm "$repo/refs/main"
