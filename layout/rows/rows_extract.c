@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *base_name(const char *p)
 {
@@ -138,7 +139,7 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
     memset(&io, 0, sizeof io);
     tq_afile af = {.fd = -1};
     char *hdr = NULL, *out = NULL;
-    int rc = -1, opened = 0;
+    int rc = -1, opened = 0, made_dir = 0;
     tq_sources watch = {0};
     if (tq_sources_add(&watch, rows, e) != 0 || rows_file_open(&f, rows, e) != 0) {
         tq_sources_free(&watch);
@@ -155,7 +156,15 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
         tq_fail(e, TQ_EDATA, "%s: cannot derive a safe output file name", rows);
         goto done;
     }
-    if (tq_mkdir_p(dir, e) != 0 || !(out = tq_path_join(dir, name, e)) || rows_out_refuse(out, rows, o->force, e) != 0)
+    /* a directory made here is part of the output: removed with it on an error or a signal */
+    made_dir = !tq_exists(dir);
+    if (tq_mkdir_p(dir, e) != 0) {
+        made_dir = 0;
+        goto done;
+    }
+    if (made_dir)
+        tq_partials_add(dir);
+    if (!(out = tq_path_join(dir, name, e)) || rows_out_refuse(out, rows, o->force, e) != 0)
         goto done;
     int exact = kept_header_usable(&f, e);
     if (exact < 0)
@@ -249,6 +258,11 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
 done:
     if (opened && af.tmp_path)
         tq_afile_abort(&af);
+    if (made_dir) {
+        tq_partials_forget(dir);
+        if (rc)
+            rmdir(dir); /* only when empty */
+    }
     rows_io_free(&io);
     free(hdr);
     free(out);

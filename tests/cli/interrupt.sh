@@ -47,6 +47,21 @@ for sig in INT:130 TERM:143; do
   interrupt "$s" "$st" 1 l.f32 tq-run m --tokens 1,2,3 --max-tokens 4 --logits l.f32
   interrupt "$s" "$st" 1 c/model.sig tq-verify sign --quiet c --key k.pem
 done
+# tq-verify manifest (SHA256SUMS and tq-manifest.json) and tq-rowlayout --extract into a
+# directory it makes: the directory goes too.
+run tq-rowlayout --quiet t/model.safetensors --out t.rows
+cp -r c cm && rm -f cm/SHA256SUMS cm/tq-manifest.json
+for sig in INT:130 TERM:143; do
+  s=${sig%:*} st=${sig#*:}
+  PARTIAL_GLOB='cm/SHA256SUMS.partial-* cm/tq-manifest.json.partial-*' \
+    interrupt "$s" "$st" 1 cm/SHA256SUMS tq-verify manifest --quiet cm
+  [ ! -e cm/tq-manifest.json ] || fail "manifest SIG$s: tq-manifest.json published"
+  PARTIAL_GLOB='ex/model.safetensors.partial-*' interrupt "$s" "$st" 1 ex tq-rowlayout --quiet --extract t.rows --to ex
+  mkdir -p ex2
+  PARTIAL_GLOB='ex2/model.safetensors.partial-*' interrupt "$s" "$st" 1 ex2/model.safetensors tq-rowlayout --quiet --extract t.rows --to ex2
+  [ -d ex2 ] || fail "--extract SIG$s: removed the directory it was given"
+  rmdir ex2
+done
 # An ignored SIGINT (a background job's, nohup-style) stays ignored: the run finishes.
 tq-convert --quiet m c3 & p=$!
 for ((i = 0; i < 500; i++)); do # until the job runs tq-convert (its SIGINT is ignored by then)
