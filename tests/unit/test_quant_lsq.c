@@ -24,9 +24,14 @@ static float ref_sq_err(float ss, float num, float den, float s)
     return r > 0 ? r : 0;
 }
 
-/* What decided the last ref_group: the candidate whose offer won the search (0 the RMS, 1
- * the 0.9 and 2 the 1.1 grid point), whether that offer was its refit, and whether the final
- * step took the refit over the best stored scale. */
+/* The candidate set: the RMS r, then r times each coarse grid point, then the best stored
+ * scale so far times each pair of fine factors in turn. */
+static const float ref_grid[4] = {0.7f, 0.85f, 1.15f, 1.3f};
+static const float ref_fine[2][2] = {{0.95f, 1.05f}, {0.975f, 1.025f}};
+#define REF_CANDS 9 /* 0 the RMS, 1..4 the grid, 5..8 the fine steps */
+
+/* What decided the last ref_group: the candidate whose offer won the search, whether that
+ * offer was its refit, and whether the final step took the refit over the best stored scale. */
 static int ref_won, ref_won_refit, ref_final_refit;
 
 /* 1 when the offer replaced the best so far; *refit says whether the refit was offered */
@@ -58,9 +63,21 @@ static int ref_mag(const tq_codebook *cb, float ax, float a, float *cm)
     return m;
 }
 
-/* One group: the RMS and grid {0.9, 1.1} each stored as is or refitted (moments summed in
- * column order), then nearest indices for the best stored scale (moments of even and odd
- * columns summed apart) stored as is or refitted. */
+/* The moments Σ|x|·cp[m] and Σcp[m]² at assignment scale a, summed in column order. */
+static void ref_moments(const tq_codebook *cb, const float *x, size_t G, float a, float *num, float *den)
+{
+    float cm;
+    *num = *den = 0;
+    for (size_t j = 0; j < G; j++) {
+        ref_mag(cb, fabsf(x[j]), a, &cm);
+        *num += fabsf(x[j]) * cm;
+        *den += cm * cm;
+    }
+}
+
+/* One group: the RMS and the grid, then the fine steps around the best so far, each stored
+ * as is or refitted (moments summed in column order), then nearest indices for the best
+ * stored scale (moments of even and odd columns summed apart) stored as is or refitted. */
 static int ref_group(const tq_codebook *cb, const float *x, size_t G, uint8_t *idx, uint16_t *scale, float *err,
                      float *ssp)
 {
@@ -76,21 +93,29 @@ static int ref_group(const tq_codebook *cb, const float *x, size_t G, uint8_t *i
         return -1;
     float rms = sqrtf(ss / (float)G);
     rms = rms >= 1e-7f ? rms : 1e-7f;
-    uint16_t h[3] = {tq_q_f16(rms), tq_q_f16(rms * 0.9f), tq_q_f16(rms * 1.1f)};
-    if ((h[0] & 0x7C00) == 0x7C00)
+    uint16_t sc = tq_q_f16(rms);
+    if ((sc & 0x7C00) == 0x7C00)
         return -1;
-    float a[3] = {rms, tq_q_f32(h[1]), tq_q_f32(h[2])}, best = INFINITY;
-    uint16_t sc = h[0];
-    for (int s = 0; s < 3; s++) {
-        float num = 0, den = 0, cm;
-        for (j = 0; j < G; j++) {
-            ref_mag(cb, fabsf(x[j]), a[s], &cm);
-            num += fabsf(x[j]) * cm;
-            den += cm * cm;
+    float best = INFINITY, num, den, pair = 0;
+    for (int c = 0; c < REF_CANDS; c++) {
+        uint16_t h;
+        float a;
+        if (c == 0) {
+            h = sc;
+            a = rms;
+        } else if (c <= 4) {
+            h = tq_q_f16(rms * ref_grid[c - 1]);
+            a = tq_q_f32(h);
+        } else {
+            if ((c - 5) % 2 == 0)
+                pair = tq_q_f32(sc); /* both of a pair start from the best before it */
+            h = tq_q_f16(pair * ref_fine[(c - 5) / 2][(c - 5) % 2]);
+            a = tq_q_f32(h);
         }
+        ref_moments(cb, x, G, a, &num, &den);
         int refit;
-        if (ref_offer(&best, &sc, ss, num, den, h[s], &refit)) {
-            ref_won = s;
+        if (ref_offer(&best, &sc, ss, num, den, h, &refit)) {
+            ref_won = c;
             ref_won_refit = refit;
         }
     }
@@ -232,19 +257,19 @@ static void test_vector_f16(void)
     CHECKF(bad == 0, "%zu lanes differ", bad);
 }
 
-/* The candidate set pinned directly: over rows of varied groups, each of the three candidates
- * (the RMS, 0.9 and 1.1 times it) wins the search somewhere both as stored and as refitted,
- * at 2, 3 and 4 bits, and the final step keeps the stored scale somewhere and takes the
- * refit somewhere. Where a candidate's stored scale won and was kept, the kernel's scale is
- * that candidate's value computed here: f16(r), f16(f32(r·0.9)) or f16(f32(r·1.1)). */
+/* The candidate set pinned directly: over rows of varied groups, each of the 9 candidates
+ * (the RMS, the four grid points, the four fine steps) wins the search somewhere, stored
+ * scales and refits both win somewhere, at 2, 3 and 4 bits, and the final step keeps the
+ * stored scale somewhere and takes the refit somewhere. Where a grid candidate's stored
+ * scale won and was kept, the kernel's scale is that candidate's value computed here:
+ * f16(r) or f16(r·g) for the grid point g. */
 static void test_every_candidate_wins(void)
 {
     tq_err err;
-    static const float grid[3] = {1.0f, 0.9f, 1.1f};
     for (int bits = 2; bits <= 4; bits++) {
         tq_codebook cb;
         CHECK_OK(tq_codebook_lloyd_max(bits, &cb, &err));
-        size_t G = 32, ng = 4096, n = G * ng;
+        size_t G = 32, ng = 8192, n = G * ng;
         float *w = malloc(n * sizeof *w);
         uint8_t *q = malloc(n), *rq = malloc(G);
         uint16_t *sc = malloc(ng * 2);
@@ -257,7 +282,7 @@ static void test_every_candidate_wins(void)
                                                     : (j % 11 == 0 ? 8 * v : 0.1f * v);
             }
         CHECK_OK(tq_quantize_groups(&cb, TQ_SCALE_LSQ, G, w, n, q, sc, NULL, NULL, &err));
-        size_t won[3][2] = {{0}}, final[2] = {0}, bad = 0, pinned = 0;
+        size_t won[REF_CANDS][2] = {{0}}, final[2] = {0}, bad = 0, pinned = 0;
         for (size_t g = 0; g < ng; g++) {
             uint16_t rs;
             float fe, fs;
@@ -267,21 +292,25 @@ static void test_every_candidate_wins(void)
             }
             won[ref_won][ref_won_refit]++;
             final[ref_final_refit]++;
-            if (!ref_won_refit && !ref_final_refit) {
+            if (!ref_won_refit && !ref_final_refit && ref_won <= 4) {
                 float r = sqrtf(fs / (float)G);
-                uint16_t want = tq_q_f16(ref_won ? tq_q_f32(tq_q_f16(r * grid[ref_won])) : r);
+                uint16_t want = tq_q_f16(ref_won ? r * ref_grid[ref_won - 1] : r);
                 CHECKF(sc[g] == want, "%d-bit group %zu: scale 0x%04x, candidate %d stored is 0x%04x", bits, g, sc[g],
                        ref_won, want);
                 pinned++;
             }
         }
         CHECKF(bad == 0, "%d-bit: %zu groups differ from the recipe", bits, bad);
-        printf("  %d-bit: won (stored/refit) rms %zu/%zu, 0.9 %zu/%zu, 1.1 %zu/%zu; final stored %zu, refit %zu\n", bits,
-               won[0][0], won[0][1], won[1][0], won[1][1], won[2][0], won[2][1], final[0], final[1]);
-        for (int c = 0; c < 3; c++)
-            for (int r = 0; r < 2; r++)
-                CHECKF(won[c][r] > 0, "%d-bit: candidate %d (%s) never wins: the test data cannot pin it", bits, c,
-                       r ? "refit" : "stored");
+        size_t stored = 0, refit = 0;
+        printf("  %d-bit: won (stored/refit)", bits);
+        for (int c = 0; c < REF_CANDS; c++) {
+            printf(" %zu/%zu", won[c][0], won[c][1]);
+            stored += won[c][0];
+            refit += won[c][1];
+            CHECKF(won[c][0] + won[c][1] > 0, "%d-bit: candidate %d never wins: the test data cannot pin it", bits, c);
+        }
+        printf("; final stored %zu, refit %zu\n", final[0], final[1]);
+        CHECKF(stored > 0 && refit > 0, "%d-bit: stored scales (%zu) or refits (%zu) never win", bits, stored, refit);
         CHECKF(final[0] > 0 && final[1] > 0, "%d-bit: the final step never keeps (%zu) or never refits (%zu)", bits,
                final[0], final[1]);
         CHECK(pinned > 0);
