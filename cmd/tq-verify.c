@@ -507,19 +507,22 @@ static int cmd_pack(int argc, char **argv)
 /* -------------------------------------------------------------------- unpack */
 static int cmd_unpack(int argc, char **argv)
 {
-    int json = 0, quiet = 0, rc;
+    int json = 0, quiet = 0, force = 0, rc;
     const char *out = NULL;
     tq_opt opts[] = {
-        TQ_OPT_STR("output", 'o', &out, "DIR", "the directory to create"),
+        TQ_OPT_STR("output", 'o', &out, "DIR",
+                   "the directory to write (an existing non-empty DIR needs --force)"),
+        TQ_OPT_FLAG("force", 0, &force, "replace an existing non-empty DIR, whole, once the bundle has been verified"),
         TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
+        TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing on success"),
         TQ_OPT_END,
     };
     tq_cli_spec cli = {
         .command = "unpack",
         .usage = "Usage: tq-verify unpack [OPTIONS] BUNDLE -o DIR\n",
-        .about = "Verify and extract a bundle into DIR (which must not exist), through\n"
-                 "DIR.partial-XXXXXX renamed at the end: a bundle with any problem (hash mismatch,\n"
+        .about = "Verify and extract a bundle into DIR (absent or empty; a non-empty one needs --force),\n"
+                 "through DIR.partial-XXXXXX renamed at the end: a bundle with any problem (hash mismatch,\n"
                  "missing or extra file, unsafe path, link, device, duplicate) leaves nothing.\n",
         .opts = opts,
     };
@@ -527,9 +530,10 @@ static int cmd_unpack(int argc, char **argv)
         return rc;
     if (cli.n_args != 1 || !out)
         return tq_cli_usage_error("expected BUNDLE and -o DIR");
+    tq_cli_progress_start(quiet, json);
     tq_err err = {0};
     tq_check_report r;
-    rc = tq_bundle_unpack(cli.args[0], out, &r, &err);
+    rc = tq_bundle_unpack(cli.args[0], out, force, &r, &err);
     if (json) {
         cJSON *j = tq_check_report_json(&r);
         if (rc != 0) {

@@ -336,6 +336,9 @@ typedef struct scan {
     char *sig;                  /* the model.sig entry, if any */
     size_t sig_len;
     int files_begun;            /* an entry other than the index and model.sig was seen */
+    const char *phase;          /* the progress phase: "check" or "unpack" */
+    tq_progress prog;           /* the listed files' bytes read (decompressed), from the manifest on */
+    int prog_on;
 } scan;
 
 static int read_entry_text(struct archive *a, struct archive_entry *en, const char *name, size_t max,
@@ -459,6 +462,7 @@ static int take_file(scan *s, struct archive *a, const tq_mf_file *f, tq_err *e)
             break;
         tq_vh_feed(&vh, s->buf, (size_t)n);
         total += (uint64_t)n;
+        tq_progress_add(&s->prog, (uint64_t)n);
         if (fd >= 0 && tq_write_full(fd, s->buf, (size_t)n, wpath, e) != 0) {
             rc = -1;
             break;
@@ -557,6 +561,11 @@ static int scan_bundle(scan *s, tq_err *e)
             if (prc != 0)
                 goto out;
             r->files_listed = s->m->n_files;
+            uint64_t listed = 0; /* the sizes take_file reads, each at most once */
+            for (size_t i = 0; i < s->m->n_files; i++)
+                listed += s->m->files[i].size;
+            tq_progress_init(&s->prog, s->phase, listed, 0);
+            s->prog_on = 1;
             if (!(s->seen = tq_calloc(s->m->n_files + 1, 1, e)) || !(s->have = tq_calloc(s->m->n_files + 1, 1, e)) ||
                 !(s->got = tq_calloc(s->m->n_files + 1, sizeof *s->got, e)))
                 goto out;
@@ -668,6 +677,8 @@ static int scan_bundle(scan *s, tq_err *e)
                 tq_report_add(r, TQ_PROB_ENTRY, s->extras[i], NULL, "duplicate entry refused");
     }
     tq_report_sort(r);
+    if (s->prog_on)
+        tq_progress_end(&s->prog);
     rc = 0;
 out:
     tq_sums_free(sums, nsums);
@@ -750,7 +761,7 @@ int tq_check_bundle_signed(const char *path, const char *pub_pem, tq_check_repor
     memset(r, 0, sizeof *r);
     if (info)
         memset(info, 0, sizeof *info);
-    scan s = {.bundle = path, .outfd = -1, .r = r};
+    scan s = {.bundle = path, .outfd = -1, .r = r, .phase = "check"};
     if (!(s.buf = tq_malloc(CHUNK, e)))
         return -1;
     int rc = scan_bundle(&s, e);
@@ -760,18 +771,19 @@ int tq_check_bundle_signed(const char *path, const char *pub_pem, tq_check_repor
     return rc;
 }
 
-int tq_bundle_unpack(const char *bundle, const char *out, tq_check_report *r, tq_err *e)
+int tq_bundle_unpack(const char *bundle, const char *out, int force, tq_check_report *r, tq_err *e)
 {
     memset(r, 0, sizeof *r);
     tq_adir od;
     tq_sources src = {0};
-    if (tq_check_out_in(out, bundle, e) != 0 || tq_sources_add(&src, bundle, e) != 0 ||
-        tq_adir_open(&od, out, 0, e) != 0) {
+    if (tq_out_dir_check(out, bundle, force, e) != 0 || tq_sources_add(&src, bundle, e) != 0 ||
+        tq_adir_open(&od, out, force ? TQ_ADIR_REPLACE : 0, e) != 0) {
         tq_sources_free(&src);
         return -1;
     }
     const char *tmp = od.tmp_path;
-    scan s = {.bundle = bundle, .outfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .outdir = tmp, .r = r};
+    scan s = {.bundle = bundle, .outfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .outdir = tmp, .r = r,
+              .phase = "unpack"};
     int rc = -1;
     if (s.outfd < 0)
         tq_fail(e, TQ_EIO, "%s: cannot open: %s", tmp, strerror(errno));

@@ -131,9 +131,11 @@ void tq_check_report_print(const tq_check_report *r, FILE *f);
  * Files are hashed again while packed, so a file that changes during pack fails it.
  * Output is atomic. */
 int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_err *e);
-/* Verify and extract a bundle into a new directory (which must not exist), through
- * OUT.partial-XXXXXX; any problem leaves nothing under OUT. */
-int tq_bundle_unpack(const char *bundle, const char *out, tq_check_report *r, tq_err *e);
+/* Verify and extract a bundle into OUT through OUT.partial-XXXXXX; any problem leaves nothing
+ * under OUT. An existing non-empty OUT is refused (TQ_EEXIST) unless force, which replaces it
+ * whole at the end (tq_out_dir_check's rule). Progress: phase "unpack" (tq_check_bundle's is
+ * "check"), the bytes of the files the manifest lists. */
+int tq_bundle_unpack(const char *bundle, const char *out, int force, tq_check_report *r, tq_err *e);
 
 /* ------------------------------------------------------ model signatures */
 /* OpenSSF Model Signing (the model_signing tool's "key" method): an in-toto Statement v1

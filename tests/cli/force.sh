@@ -1,7 +1,7 @@
 # One rule for every tool's output: an existing non-empty output (directory or file) is
 # refused, exit 1, with a message saying --force, and left as it was; with --force it is
 # replaced whole. tq-mkmodel, tq-convert, tq-split (and --join), tq-rowlayout (--out and the
-# file --extract writes), tq-verify pack -o and tq-run --logits.
+# file --extract writes), tq-verify pack -o, tq-verify unpack -o and tq-run --logits.
 . "$ROOT/tests/lib/common.sh"
 run tq-mkmodel --quiet --seed 1 m
 run tq-mkmodel --quiet --arch ngram --seed 2 ng
@@ -48,6 +48,21 @@ echo old > b.tar.zst
 refused b.tar.zst tq-verify pack --quiet m -o b.tar.zst
 run tq-verify pack --quiet --force m -o b.tar.zst
 run tq-verify check --quiet b.tar.zst
+# unpack: a non-empty DIR refused, an empty one taken, --force replaces it whole
+mkdir up && echo mine > up/notes.txt
+refused up tq-verify unpack --quiet b.tar.zst -o up
+run tq-verify unpack --quiet --force b.tar.zst -o up
+[ ! -e up/notes.txt ] || fail "unpack --force left a file of the old directory"
+run tq-verify check --quiet up
+mkdir up-empty
+run tq-verify unpack --quiet b.tar.zst -o up-empty
+run tq-verify check --quiet up-empty
+# a bundle with a problem leaves the old DIR as it was, --force or not
+mkdir up2 && echo mine > up2/notes.txt
+head -c 3000 b.tar.zst > cut.tar.zst
+expect_msg 1 "cut.tar.zst" tq-verify unpack --quiet --force cut.tar.zst -o up2
+[ "$(cat up2/notes.txt)" = mine ] || fail "unpack --force of a bad bundle touched up2"
+! compgen -G "up2.partial-*" >/dev/null || fail "unpack --force of a bad bundle left a partial"
 : > empty.tar.zst
 run tq-verify pack --quiet m -o empty.tar.zst
 echo old > l.f32

@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     int clean = checked && r.n == 0;
     tq_check_report_free(&r);
-    int rc = tq_bundle_unpack(bundle, out, &r, &e);
+    int rc = tq_bundle_unpack(bundle, out, 0, &r, &e);
     if (rc != 0)
         fz_note(e.msg);
     tq_check_report_free(&r);

@@ -347,12 +347,22 @@ static void test_bundle_deterministic(void)
     /* Unpacked, it is the directory again, with its manifest. */
     char u[4096];
     path_of(u, sizeof u, "b1-unpacked", NULL);
-    CHECK_OK(tq_bundle_unpack(o1, u, &r, &err));
+    CHECK_OK(tq_bundle_unpack(o1, u, 0, &r, &err));
     tq_check_report_free(&r);
     CHECK_OK(tq_check_dir(u, 2, &r, &err));
     CHECK(r.n == 0 && r.files_ok == 5);
     tq_check_report_free(&r);
-    CHECK(tq_bundle_unpack(o1, u, &r, &err) != 0 && err.code == TQ_EEXIST);
+    CHECK(tq_bundle_unpack(o1, u, 0, &r, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, "--force"));
+    tq_check_report_free(&r);
+    /* force replaces it whole: a file of the old directory's own is gone */
+    char stray[4096];
+    path_of(stray, sizeof stray, "b1-unpacked", "stray.txt");
+    CHECK_OK(tq_write_file_atomic(stray, "x", 1, &err));
+    CHECK_OK(tq_bundle_unpack(o1, u, 1, &r, &err));
+    tq_check_report_free(&r);
+    CHECK(!tq_exists(stray));
+    CHECK_OK(tq_check_dir(u, 2, &r, &err));
+    CHECK(r.n == 0 && r.files_ok == 5);
     tq_check_report_free(&r);
     /* A changed file makes a different bundle; a stale manifest in DIR makes pack refuse. */
     CHECK_OK(tq_manifest_write(u, &(tq_manifest){0}, &err));
@@ -478,7 +488,7 @@ static void test_bundle_hostile(void)
         CHECKF(r.n == 1 && r.v[0].kind == TQ_PROB_ENTRY && strstr(r.v[0].detail, cases[i].expect), "%s: %zu problems: %s",
                cases[i].label, r.n, r.n ? r.v[0].detail : "");
         tq_check_report_free(&r);
-        CHECKF(tq_bundle_unpack(bp, target, &r, &err) != 0, "%s unpacked", cases[i].label);
+        CHECKF(tq_bundle_unpack(bp, target, 0, &r, &err) != 0, "%s unpacked", cases[i].label);
         tq_check_report_free(&r);
         CHECKF(!tq_exists(target), "%s: target left behind", cases[i].label);
     }
@@ -551,7 +561,7 @@ static void test_bundle_hostile(void)
     tq_check_report_free(&r);
     char target[4096];
     path_of(target, sizeof target, "target-wrong", NULL);
-    CHECK(tq_bundle_unpack(bp, target, &r, &err) != 0 && !tq_exists(target));
+    CHECK(tq_bundle_unpack(bp, target, 0, &r, &err) != 0 && !tq_exists(target));
     tq_check_report_free(&r);
 }
 
