@@ -39,7 +39,7 @@ for round in 1 2; do
   printf 'sign: round %d: sha256sum %.3f s (user %s s, sys %s s; load %s)\n' $round "$T" "$UT" "$ST" "$(load)"
   for n in 1 "$threads"; do
     drop_caches
-    timed "$BIN/tq-verify" sign --quiet --threads "$n" --key "$key" "$view"
+    timed "$BIN/tq-verify" sign --quiet --force --threads "$n" --key "$key" "$view"
     [ "${RSS:-0}" -gt "$rss" ] && rss=$RSS
     if [ "$n" = 1 ]; then ts1=$(best "$ts1" "$T"); else tsn=$(best "$tsn" "$T"); fi
     printf 'sign: round %d: sign, %d thread(s) %.3f s (user %s s, sys %s s; peak RSS %s KiB; load %s)\n' $round "$n" "$T" "$UT" "$ST" "$RSS" "$(load)"

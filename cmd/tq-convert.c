@@ -199,7 +199,7 @@ int main(int argc, char **argv)
                     "command with --resume to keep the finished shards (checked by SHA-256) and redo the rest"),
         TQ_OPT_FLAG("json", 0, &json, "print the report as JSON on stdout"),
         TQ_CLI_PROGRESS_OPT,
-        TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress and no summary"),
+        TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress, no warnings, no summary or dry-run plan (--json still prints)"),
         TQ_OPT_END,
     };
     tq_cli_spec cli = {
@@ -283,9 +283,11 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < r.n_warnings && !quiet; i++)
             fprintf(stderr, "%s: warning: %s\n", tq_prog, r.warnings[i]);
         rc = 0;
+        /* --quiet: no plan either (the exit status says whether the run would go ahead);
+         * --json prints its document whatever --quiet says, as everywhere */
         if (json)
             rc = tq_cli_print_json(dry_run_json(&r, &o, &files, outdir));
-        else
+        else if (!quiet)
             print_dry_run(&r, &o, &files, outdir);
         tq_out_plan_free(&files);
         tq_convert_report_free(&r);

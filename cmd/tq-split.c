@@ -163,7 +163,7 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("force", 0, &so.force, "replace an existing non-empty OUTPUT_DIR (also with --join)"),
         TQ_OPT_FLAG("json", 0, &json, "machine-readable report on stdout"),
         TQ_CLI_PROGRESS_OPT,
-        TQ_OPT_FLAG("quiet", 0, &quiet, "no report, no progress"),
+        TQ_OPT_FLAG("quiet", 0, &quiet, "no report, plan or progress (--json still prints)"),
         TQ_OPT_END,
     };
     tq_cli_spec cli = {
@@ -220,7 +220,8 @@ int main(int argc, char **argv)
             return tq_cli_fail(&err);
         if (json)
             return tq_cli_print_json(tq_split_plan_json(&p));
-        print_plan(&p);
+        if (!quiet)
+            print_plan(&p);
         return 0;
     }
     if (have_ram && !dry)
@@ -259,9 +260,10 @@ int main(int argc, char **argv)
             return tq_cli_fail(&err);
         }
         rc = 0;
+        /* --quiet: no plan either; --json prints its document whatever --quiet says */
         if (json)
             rc = tq_cli_print_json(dry_run_json(&r, &files, &p, have_ram, args[1]));
-        else
+        else if (!quiet)
             print_dry_run(&r, &files, &p, have_ram, args[1]);
         tq_out_plan_free(&files);
         return rc;

@@ -17,7 +17,7 @@ static int cmd_ls(int argc, char **argv)
         TQ_OPT_FLAG("read", 'r', &rd, "also read every tensor's bytes end to end; report bytes/s on stderr"),
         TQ_OPT_FLAG("keep-names", 0, &keep_names, "GGUF input: list GGUF tensor names, not HF/MLX names"),
         TQ_CLI_PROGRESS_OPT,
-        TQ_OPT_FLAG("quiet", 'q', &quiet, "no listing and no warnings (with --read: only errors)"),
+        TQ_OPT_FLAG("quiet", 'q', &quiet, "no listing (unless --json) and no warnings (with --read: only errors)"),
         TQ_OPT_END,
     };
     tq_cli_spec cli = {
@@ -45,7 +45,7 @@ static int cmd_ls(int argc, char **argv)
     for (size_t i = 0; i < n_warn && !quiet; i++)
         fprintf(stderr, "%s: warning: %s\n", tq_prog, warn[i]);
     rc = 0;
-    if (!quiet && tq_model_list(m, stdout, json, &err) != 0)
+    if ((json || !quiet) && tq_model_list(m, stdout, json, &err) != 0) /* --json prints whatever --quiet says */
         rc = tq_cli_fail(&err);
     if (rc == 0 && rd) {
         uint64_t bytes;
@@ -220,7 +220,9 @@ static int cmd_sign(int argc, char **argv)
     int no_git = 0, no_index = 0;
     tq_opt opts[] = {
         TQ_OPT_STR("key", 'k', &key, "KEY.pem", "the private key (PEM, unencrypted): ECDSA P-256, P-384, P-521 or Ed25519"),
-        TQ_OPT_STR("out", 'o', &o.sig, "FILE", "the signature to write (default: DIR/model.sig; replaced if it exists)"),
+        TQ_OPT_STR("out", 'o', &o.sig, "FILE",
+                   "the signature to write (default: DIR/model.sig; an existing non-empty one needs --force)"),
+        TQ_OPT_FLAG("force", 0, &o.force, "replace an existing non-empty signature FILE (atomically)"),
         TQ_OPT_STRS("ignore-paths", 0, &ignore, "PATH",
                     "leave PATH (a file or directory, relative to the current directory) out of the signature; "
                     "repeatable"),

@@ -155,9 +155,14 @@ int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, 
     char *prompt_text = NULL;
     if (model_tokenizer(model, &tok, e) != 0)
         goto fail;
-    int have = tq_exists(path);
-    if (o->update && tq_check_out_in(path, model, e) != 0)
+    /* --update makes FILE an output: never a non-regular file, never inside MODEL; an empty
+     * one is taken as absent (the one rule: only a non-empty output needs consent, and
+     * --update is that consent for a golden file, the only kind it replaces) */
+    if (o->update && (tq_out_kind_check(path, 0, e) != 0 || tq_check_out_in(path, model, e) != 0))
         goto fail;
+    uint64_t size = 0;
+    tq_err ignored;
+    int have = tq_exists(path) && !(o->update && tq_file_size(path, &size, &ignored) == 0 && size == 0);
     if (have && load_golden(path, &g, e) != 0)
         goto fail;
     if (!have && !o->update) {

@@ -357,7 +357,8 @@ int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_
     /* the key first: a bad key should not cost a pass over the model */
     if (tq_oms_key_load(key_pem, 1, &k, e) != 0)
         goto out;
-    if (!(sig_abs = resolve(m.sig_path, e)) || sig_target_check(&m, path, sig_abs, key_pem, e) != 0)
+    if (!(sig_abs = resolve(m.sig_path, e)) || sig_target_check(&m, path, sig_abs, key_pem, e) != 0 ||
+        tq_out_file_check(m.sig_path, o->force, e) != 0)
         goto out;
     if (!m.is_file) {
         const char *rel = inside(m.root, sig_abs);

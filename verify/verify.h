@@ -149,6 +149,8 @@ typedef struct tq_oms_opts {
     int keep_git;               /* sign: hash .git, .gitattributes, .github, .gitignore too */
     int keep_index;             /* sign: hash SHA256SUMS and tq-manifest.json too */
     int allow_symlinks;         /* sign: follow symbolic links to files (else refuse them) */
+    int force;                  /* sign: replace an existing non-empty signature file (else refused,
+                                 * tq_out_file_check's rule) */
     int threads;
 } tq_oms_opts;
 
@@ -206,7 +208,9 @@ struct cJSON *tq_cmp_report_json(const tq_cmp_report *r);
 #define TQ_GOLDEN_FORMAT "tq_golden_v1"
 
 typedef struct tq_golden_opts {
-    int update;               /* rewrite the golden file (atomically) with this run's result */
+    int update;               /* rewrite the golden file (FILE.partial-XXXXXX, renamed) with this
+                               * run's result: only a regular file that is absent, empty or a
+                               * valid golden file, never one inside the model */
     int threads;              /* runtime compute threads; 0 = default */
     const int32_t *prompt;    /* with update: new prompt (NULL = keep the file's) */
     size_t n_prompt;

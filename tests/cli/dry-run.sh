@@ -1,7 +1,8 @@
 # tq-convert --dry-run and tq-split --dry-run write nothing and predict every file of the real
 # run exactly: the same names, and each file's size to the byte (shards and their index,
 # config.json, copied and generated extras, pinned.safetensors, layer files, split.json),
-# for several layouts; --json says the same; the refusals of a real run come first.
+# for several layouts; --json says the same; the refusals of a real run come first; --quiet
+# leaves only the exit status (and errors), --json prints whatever --quiet says.
 . "$ROOT/tests/lib/common.sh"
 # "SIZE NAME" per regular file under DIR, sorted by name (what a run really wrote)
 listing() { (cd "$1" && find . -type f -printf '%s %P\n' | LC_ALL=C sort -k2); }
@@ -57,4 +58,36 @@ expect_msg 2 'inside' tq-convert --dry-run moe moe/sub
 expect_msg 2 'not with --join' tq-split --dry-run --join s1 j
 expect_msg 2 'goes with --plan or --dry-run' tq-split --ram 1G moe s7
 [ "$(ls full)" = f ] || fail "a refused dry run touched full/"
+# --quiet: no plan (the exit status says whether the run would go ahead), errors still
+# printed; --json prints its plan whatever --quiet says (the rule of every tool)
+quiet_ok() { # TOOL ARGS...: exit 0, nothing on stdout or stderr, nothing written
+  "$@" >q.out 2>q.err || fail "$*: exit $? ($(cat q.err))"
+  [ ! -s q.out ] && [ ! -s q.err ] || fail "$*: printed: $(cat q.out q.err | head -5)"
+}
+quiet_ok tq-convert --dry-run --quiet moe c8
+quiet_ok tq-split --dry-run --quiet --ram 1G moe s8
+quiet_ok tq-split --plan --quiet --ram 1G moe
+[ ! -e c8 ] && [ ! -e s8 ] || fail "a quiet dry run wrote its output"
+expect_msg 1 'not empty' tq-convert --dry-run --quiet moe full
+expect_msg 1 'not empty' tq-split --dry-run --quiet moe full
+same_plan() { # A.json B.json: the same document but for the timings (seconds, rates)
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+def plan(p):
+    return {k: v for k, v in json.load(open(p)).items() if "seconds" not in k and "_per_" not in k}
+a, b = plan(sys.argv[1]), plan(sys.argv[2])
+assert a == b and a.get("files"), (a, b)
+PY
+}
+tq-convert --dry-run --json moe c8 > loud.json && tq-convert --dry-run --json --quiet moe c8 > quiet.json ||
+  fail "convert --dry-run --json --quiet"
+same_plan loud.json quiet.json || fail "convert --dry-run --json: --quiet changed the plan"
+tq-split --dry-run --json moe s8 > loud.json && tq-split --dry-run --json --quiet moe s8 > quiet.json ||
+  fail "split --dry-run --json --quiet"
+cmp -s loud.json quiet.json || fail "split --dry-run --json: --quiet changed the plan"
+tq-split --plan --ram 1G --json moe > loud.json && tq-split --plan --ram 1G --json --quiet moe > quiet.json ||
+  fail "split --plan --json --quiet"
+cmp -s loud.json quiet.json || fail "split --plan --json: --quiet changed the plan"
+tq-verify ls --json moe > loud.json && tq-verify ls --json --quiet moe > quiet.json || fail "ls --json --quiet"
+[ -s quiet.json ] && cmp -s loud.json quiet.json || fail "ls --json: --quiet dropped or changed the listing"
 echo "dry runs predict every file to the byte and write nothing"

@@ -1,7 +1,8 @@
 # One rule for every tool's output: an existing non-empty output (directory or file) is
 # refused, exit 1, with a message saying --force, and left as it was; with --force it is
 # replaced whole. tq-mkmodel, tq-convert, tq-split (and --join), tq-rowlayout (--out and the
-# file --extract writes), tq-verify pack -o, tq-verify unpack -o and tq-run --logits.
+# file --extract writes), tq-verify pack -o, unpack -o, sign (DIR/model.sig or --out FILE) and
+# tq-run --logits.
 . "$ROOT/tests/lib/common.sh"
 run tq-mkmodel --quiet --seed 1 m
 run tq-mkmodel --quiet --arch ngram --seed 2 ng
@@ -65,6 +66,20 @@ expect_msg 1 "cut.tar.zst" tq-verify unpack --quiet --force cut.tar.zst -o up2
 ! compgen -G "up2.partial-*" >/dev/null || fail "unpack --force of a bad bundle left a partial"
 : > empty.tar.zst
 run tq-verify pack --quiet m -o empty.tar.zst
+# sign: DIR/model.sig and an --out FILE, each refused when there, replaced with --force
+. "$ROOT/tests/lib/keys.sh"
+make_key k ed25519
+run tq-verify sign --quiet m --key k.pem
+refused m/model.sig tq-verify sign --quiet m --key k.pem
+run tq-verify sign --quiet --force m --key k.pem
+run tq-verify verify --quiet m --pubkey k.pub
+echo old > m.sig
+refused m.sig tq-verify sign --quiet m --key k.pem --out m.sig
+run tq-verify sign --quiet --force m --key k.pem --out m.sig
+run tq-verify verify --quiet m --pubkey k.pub --sig m.sig
+: > empty.sig
+run tq-verify sign --quiet m --key k.pem --out empty.sig
+run tq-verify verify --quiet m --pubkey k.pub --sig empty.sig
 echo old > l.f32
 refused l.f32 tq-run m --tokens 1,2 --max-tokens 2 --quiet --logits l.f32
 run tq-run m --tokens 1,2 --max-tokens 2 --quiet --force --logits l.f32 > /dev/null

@@ -28,7 +28,7 @@ cp -a src ms
 tq-verify manifest --quiet ms && tq-verify sign --quiet ms --key k.pem || fail "first manifest and signature"
 earlier=$(cat ms/SHA256SUMS ms/tq-manifest.json ms/model.sig | sha256sum)
 for mode in touch replace overwrite add; do
-  for tool in "manifest --quiet ms" "sign --quiet ms --key k.pem"; do
+  for tool in "manifest --quiet ms" "sign --quiet --force ms --key k.pem"; do
     cp -p ms/model.safetensors saved.safetensors
     # shellcheck disable=SC2086
     PAUSE_ERR=chg.err pause_env TQ_PAUSE_BEFORE_CHECK=1 tq-verify $tool || fail "tq-verify $tool did not stop"

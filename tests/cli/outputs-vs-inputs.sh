@@ -50,7 +50,8 @@ conflict tq-run tk/tokenizer.json tk m --tokenizer tk --tokens 1,2 --max-tokens 
 conflict tq-verify k.pem k.pem sign --quiet m --key k.pem --out k.pem
 conflict tq-verify m/model.safetensors m sign --quiet m --key k.pem --out m/model.safetensors
 conflict tq-verify m/config.json m sign --quiet m --key k.pem --out m/config.json
-conflict tq-verify hard.bin m/model.safetensors sign --quiet m --key k.pem --out hard.bin
+# (--force: an existing output may be replaced, never an input under another name)
+conflict tq-verify hard.bin m/model.safetensors sign --quiet --force m --key k.pem --out hard.bin
 conflict tq-verify . m sign --quiet m --key k.pem --out .
 conflict tq-verify ng/model.safetensors ng/model.safetensors sign --quiet ng/model.safetensors --key k.pem --out ng/model.safetensors
 
@@ -60,8 +61,9 @@ conflict tq-verify ng/model.safetensors ng/model.safetensors sign --quiet ng/mod
 tq-convert --quiet m m2 || fail "m2 next to m refused"
 tq-run m --tokens 1,2 --max-tokens 2 --quiet --logits m.f32 >/dev/null || fail "--logits next to the model refused"
 # the signature inside the directory: model.sig, or another name holding an earlier signature
-tq-verify sign --quiet m --key k.pem && tq-verify sign --quiet m --key k.pem || fail "DIR/model.sig refused"
-tq-verify sign --quiet m --key k.pem --out m/other.sig && tq-verify sign --quiet m --key k.pem --out m/other.sig ||
-  fail "re-signing into m/other.sig refused"
+# (replaced with --force, the one rule for an existing output)
+tq-verify sign --quiet m --key k.pem && tq-verify sign --quiet --force m --key k.pem || fail "DIR/model.sig refused"
+tq-verify sign --quiet m --key k.pem --out m/other.sig &&
+  tq-verify sign --quiet --force m --key k.pem --out m/other.sig || fail "re-signing into m/other.sig refused"
 tq-verify verify --quiet m --pubkey k.pub --sig m/other.sig || fail "m/other.sig does not verify"
 exit 0

@@ -25,7 +25,7 @@ run tq-verify sign --quiet m --key p256.pem
 [ "$(ignored m/model.sig)" = ".git .gitattributes .github .gitignore SHA256SUMS model.sig tq-manifest.json" ] ||
   fail "ignore_paths: $(ignored m/model.sig)"
 run tq-verify verify --quiet m --pubkey p256.pub
-tq-verify sign --json m --key p256.pem > s.json || fail "sign --json"
+tq-verify sign --json --force m --key p256.pem > s.json || fail "sign --json"
 [ "$(jget s.json files)" = 4 ] && [ "$(jget s.json key_type)" = ecdsa-p256 ] && [ "$(jget s.json signature)" = m/model.sig ] ||
   fail "sign --json: $(cat s.json)"
 # --ignore-paths (relative to the current directory) and the --no-ignore-* switches.
