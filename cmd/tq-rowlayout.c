@@ -65,9 +65,13 @@ int main(int argc, char **argv)
     tq_err e = {0};
     tq_rows_report r;
     const char *mode;
+    tq_provenance pv;
     if (out) {
         if (!source)
             return tq_cli_usage_error("missing SOURCE.safetensors");
+        if (tq_cli_provenance(&cli, -1, &pv) != 0) /* the header's tq_provenance */
+            return 1;
+        o.provenance = &pv;
         mode = "convert";
         rc = tq_rows_convert(source, out, &o, &r, &e);
     } else if (check) {

@@ -654,16 +654,17 @@ static int cmd_provenance(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .command = "provenance",
-        .usage = "Usage: tq-verify provenance [--json] DIR\n",
-        .about = "Show where an output directory came from: the tq version and the command line that\n"
-                 "made it, and the identity of its source (file names, sizes, SHA-256 of each header,\n"
-                 "the HuggingFace repo and revision), from DIR/tq-provenance.json.\n",
+        .usage = "Usage: tq-verify provenance [--json] DIR|FILE\n",
+        .about = "Show where an output came from: the tq version and the command line that made it,\n"
+                 "and the identity of its source (file names, sizes, SHA-256 of each header, the\n"
+                 "HuggingFace repo and revision), from DIR/tq-provenance.json, or from the header of\n"
+                 "a tq-rowlayout row FILE (__metadata__ tq_provenance).\n",
         .opts = opts,
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
     if (cli.n_args != 1)
-        return tq_cli_usage_error("expected one DIR");
+        return tq_cli_usage_error("expected one DIR or FILE");
     tq_err err = {0};
     cJSON *j;
     if (tq_provenance_read(cli.args[0], &j, &err) != 0)
@@ -718,7 +719,7 @@ static const struct command {
     {"verify", cmd_verify, "check a model against its model.sig with a public key"},
     {"pack", cmd_pack, "write a deterministic .tar.zst bundle of a directory"},
     {"unpack", cmd_unpack, "verify and extract a bundle"},
-    {"provenance", cmd_provenance, "show the tq-provenance.json of an output directory"},
+    {"provenance", cmd_provenance, "show where an output directory or row file came from"},
 };
 
 int main(int argc, char **argv)

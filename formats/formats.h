@@ -227,6 +227,9 @@ const char *tq_model_tensor_file(const tq_model *m, const tq_model_tensor *t);
  * {"format": "tq_provenance_v1", "tool", "version", "command": [...], "source": {...}}.
  * Readers of model and split directories pass over it (it is the output's, never copied). */
 #define TQ_PROVENANCE_NAME "tq-provenance.json"
+/* An output that is one safetensors file (tq-rowlayout's row file) carries the same document,
+ * canonical JSON, as this __metadata__ string instead. */
+#define TQ_PROVENANCE_META "tq_provenance"
 typedef struct tq_provenance {
     const char *tool;              /* "tq-convert" */
     const char *const *command;    /* the command line as recorded (cmd/cli.h,
@@ -240,8 +243,9 @@ struct cJSON *tq_provenance_json(const tq_provenance *pv, const tq_model *m, tq_
 int tq_provenance_write(const char *dir, const tq_provenance *pv, const tq_model *m, tq_err *e);
 /* Its name and size added to files (dry runs; nothing when pv is NULL). */
 int tq_provenance_plan(const tq_provenance *pv, const tq_model *m, tq_out_plan *files, tq_err *e);
-/* Read and check DIR/tq-provenance.json (or the file DIR): the keys above with their types
- * (errors name the file and the key). */
+/* Read and check DIR/tq-provenance.json (or the file DIR: a tq-provenance.json, or a
+ * safetensors file's __metadata__ tq_provenance): the keys above with their types (errors
+ * name the file and the key). */
 int tq_provenance_read(const char *dir, struct cJSON **out, tq_err *e);
 /* A source's identity into the object `into`: "files" (name, size, data_bytes and
  * header_sha256 of each safetensors file; a GGUF file's name, size and first_mib_sha256)

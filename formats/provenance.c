@@ -153,6 +153,34 @@ int tq_provenance_plan(const tq_provenance *pv, const tq_model *m, tq_out_plan *
     return rc;
 }
 
+/* A safetensors file's __metadata__ tq_provenance (tq-rowlayout's row files), parsed: 1 when
+ * path is a safetensors file (*j set, or -1 on an error), 0 when it is not one. */
+static int read_from_safetensors(const char *path, cJSON **j, tq_err *e)
+{
+    tq_err ignored;
+    uint64_t size = 0;
+    int fd = tq_open_regular(path, &size, &ignored);
+    int is_st = fd >= 0 && tq_sniff_fd(fd, size) == TQ_CONTENT_SAFETENSORS;
+    if (fd >= 0)
+        close(fd);
+    if (!is_st)
+        return 0;
+    tq_st_file *f;
+    if (tq_st_open(&f, path, e) != 0)
+        return -1;
+    const char *text = tq_st_meta(f, TQ_PROVENANCE_META);
+    int rc = 1;
+    if (!text)
+        rc = tq_fail(e, TQ_EDATA, "%s: a safetensors file without __metadata__ %s (tq-rowlayout's row files carry "
+                     "it; model files and older row files have none)", path, TQ_PROVENANCE_META);
+    else if (strlen(text) > (1u << 20))
+        rc = tq_fail(e, TQ_EDATA, "%s: __metadata__ %s is larger than 1 MiB", path, TQ_PROVENANCE_META);
+    else if (!(*j = tq_json_parse(text, strlen(text), NULL, NULL)))
+        rc = tq_fail(e, TQ_EDATA, "%s: __metadata__ %s is not valid JSON", path, TQ_PROVENANCE_META);
+    tq_st_close(f);
+    return rc;
+}
+
 /* Reading: the keys every tq_provenance_v1 document has, with their types. */
 int tq_provenance_read(const char *dir, cJSON **out, tq_err *e)
 {
@@ -167,7 +195,21 @@ int tq_provenance_read(const char *dir, cJSON **out, tq_err *e)
         return -1;
     }
     cJSON *j = NULL;
-    int rc = tq_json_read_file(path, 1u << 20, &j, e);
+    int rc = tq_is_dir(dir) ? 0 : read_from_safetensors(path, &j, e);
+    if (rc < 0) {
+        free(path);
+        return -1;
+    }
+    if (rc == 1) { /* messages name the metadata entry */
+        char *where = tq_asprintf(e, "%s: __metadata__ %s", path, TQ_PROVENANCE_META);
+        free(path);
+        if (!(path = where)) {
+            cJSON_Delete(j);
+            return -1;
+        }
+        rc = 0;
+    } else
+        rc = tq_json_read_file(path, 1u << 20, &j, e);
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format"), *cmd = cJSON_GetObjectItemCaseSensitive(j, "command");
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(j, "source"), *c;
     if (rc == 0 && (!cJSON_IsObject(j) || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "tq_provenance_v1") != 0))

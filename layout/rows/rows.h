@@ -78,6 +78,8 @@ typedef struct tq_rows_opts {
     uint64_t chunk_bytes; /* 0: 8 MiB */
     int quiet;            /* no progress */
     int force;            /* replace an existing output file (else refused) */
+    const tq_provenance *provenance; /* convert: recorded in the header as metadata
+                                      * tq_provenance (NULL: none) */
 } tq_rows_opts;
 
 typedef struct tq_rows_report {

@@ -3,6 +3,7 @@
 #include "layout/rows/rows.h"
 #include "layout/rows/rows_internal.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -112,6 +113,25 @@ static int rows_warnings(const rows_table *t, const tq_rows_opts *o, tq_rows_rep
     return 0;
 }
 
+/* The provenance document (the same as an output directory's tq-provenance.json, the source
+ * being the one file) for the header's metadata tq_provenance. A command line the header
+ * cannot carry (not UTF-8) leaves it out, with a warning, rather than fail the conversion. */
+static int rows_provenance(rows_table *t, const char *source, const tq_provenance *pv, tq_rows_report *r, tq_err *e)
+{
+    if (!pv)
+        return 0;
+    tq_model src = {.path = (char *)source, .n_files = 1, .files = &t->st};
+    cJSON *j = tq_provenance_json(pv, &src, e);
+    if (!j)
+        return -1;
+    tq_err why = {0};
+    t->provenance = tq_json_canonical(j, &why);
+    cJSON_Delete(j);
+    if (!t->provenance && warn(r, tq_asprintf(e, "no provenance recorded in the header: %s", why.msg)) != 0)
+        return -1;
+    return 0;
+}
+
 int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, tq_rows_report *r, tq_err *e)
 {
     memset(r, 0, sizeof *r);
@@ -126,7 +146,8 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
         return -1;
     if (rows_table_open(&t, source, o->prefix, e) != 0)
         return -1;
-    if (!(r->output = abs_path_of_new(out, e)) || rows_warnings(&t, o, r, e) != 0)
+    if (!(r->output = abs_path_of_new(out, e)) || rows_warnings(&t, o, r, e) != 0 ||
+        rows_provenance(&t, source, o->provenance, r, e) != 0)
         goto done;
     tq_rows_geom g = t.g;
     g.page = o->page_align;

@@ -71,6 +71,8 @@ int rows_build_header(const rows_table *t, const tq_rows_geom *g, char **out, ui
         cJSON_AddStringToObject(meta, "layout", lay);
     if (tq_utf8_check(t->path_abs, strlen(t->path_abs), NULL) == 0)
         cJSON_AddStringToObject(meta, "source_path", t->path_abs);
+    if (t->provenance)
+        cJSON_AddStringToObject(meta, TQ_PROVENANCE_META, t->provenance);
     const char *sh = t->st->header_json;
     size_t shn = (size_t)t->st->header_len;
     if (shn <= ROWS_MAX_KEPT_HEADER && !memchr(sh, 0, shn) && tq_utf8_check(sh, shn, NULL) == 0)

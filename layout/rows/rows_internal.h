@@ -20,6 +20,7 @@ typedef struct rows_table {
     tq_rows_geom g;         /* parts, rows, stride (layout not filled) */
     uint64_t src_off[TQ_ROWS_MAX_PARTS]; /* absolute file offset of each part's tensor */
     char *parts_json;       /* canonical [[name, entry], ...] */
+    char *provenance;       /* canonical tq_provenance_v1 document, or NULL */
 } rows_table;
 int rows_table_open(rows_table *t, const char *path, const char *prefix, tq_err *e);
 void rows_table_close(rows_table *t);

@@ -20,6 +20,7 @@ void rows_table_close(rows_table *t)
     free(t->prefix);
     free(t->path_abs);
     free(t->parts_json);
+    free(t->provenance);
     memset(t, 0, sizeof *t);
 }
 
