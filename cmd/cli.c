@@ -89,6 +89,14 @@ int tq_cli_usage_error(const char *fmt, ...)
     return 2;
 }
 
+int tq_cli_stdout_binary_check(const char *opt)
+{
+    if (!isatty(STDOUT_FILENO))
+        return 0;
+    return tq_cli_usage_error("%s: standard output is a terminal; refusing to write binary data there "
+                              "(redirect it to a file or a pipe)", opt);
+}
+
 void tq_cli_resume_note(const char *out, int resume)
 {
     char *p = resume ? NULL : tq_sibling_path(out, TQ_RESUME_SUFFIX, NULL);

@@ -16,6 +16,9 @@ int tq_cli_fail(const tq_err *e);
 /* Print "PROG: [COMMAND: ]message" + "Try 'PROG [COMMAND ]--help' for more information."
  * to stderr (COMMAND: the subcommand whose table was parsed last, if any); returns 2. */
 int tq_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Binary output to standard output (OPT is the option, e.g. "-o -"): refused when standard
+ * output is a terminal, as zstd does, 2 after the message; 0 when it is a file or a pipe. */
+int tq_cli_stdout_binary_check(const char *opt);
 void tq_cli_version(void); /* "PROG (tq) VERSION" on stdout */
 /* --resume (tq-convert, tq-split): before a run without it, a note on stderr when
  * OUT.partial-resume is there (an interrupted --resume run, left alone); after a failed run

@@ -179,6 +179,8 @@ static int logits_vs_inputs(tq_run_opts *o, const char *file, const char *tok_di
     tq_err err = {0};
     const char *logits = o->logits_path;
     if (logits && !strcmp(logits, "-")) {
+        if (tq_cli_stdout_binary_check("--logits -"))
+            return 2;
         fflush(stdout);
         if ((o->logits_fd = dup(STDOUT_FILENO)) < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
             fprintf(stderr, "%s: --logits -: %s\n", tq_prog, strerror(errno));

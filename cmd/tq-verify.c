@@ -488,6 +488,8 @@ static int cmd_pack(int argc, char **argv)
         return rc;
     if (cli.n_args != 1 || !out)
         return tq_cli_usage_error("expected DIR and -o NAME.tar.zst");
+    if (!strcmp(out, "-") && tq_cli_stdout_binary_check("-o -"))
+        return 2;
     tq_verify_progress(1);
     tq_cli_progress_start(quiet, 0);
     tq_err err = {0};

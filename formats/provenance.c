@@ -188,6 +188,12 @@ int tq_provenance_read(const char *dir, cJSON **out, tq_err *e)
     char *path = tq_is_dir(dir) ? tq_path_join(dir, TQ_PROVENANCE_NAME, e) : tq_strdup(dir, e);
     if (!path)
         return -1;
+    if (!tq_exists(dir)) {
+        tq_fail(e, TQ_EDATA, "%s: no such file or directory (expected an output directory of tq, or a row file "
+                "of tq-rowlayout)", dir);
+        free(path);
+        return -1;
+    }
     if (!tq_exists(path)) {
         tq_fail(e, TQ_EDATA, "%s: no %s (outputs of tq 0.1.0 made before it existed, and directories tq did not "
                 "make, have none)", dir, TQ_PROVENANCE_NAME);

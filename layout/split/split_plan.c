@@ -589,7 +589,11 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
         const char *topk_key = p->fam && p->fam->topk_key ? p->fam->topk_key : "num_experts_per_tok";
         p->top_k = o->top_k ? o->top_k : config_u64(m, topk_key, &have);
         if (!p->top_k) {
-            tq_fail(e, TQ_EDATA, "%s: config.json has no %s; pass --top-k", m->path, topk_key);
+            if (m->source) /* GGUF: the config is made from its metadata */
+                tq_fail(e, TQ_EDATA, "%s: the GGUF metadata has no ARCH.expert_used_count (%s); pass --top-k",
+                        m->path, topk_key);
+            else
+                tq_fail(e, TQ_EDATA, "%s: config.json has no %s; pass --top-k", m->path, topk_key);
             goto out;
         }
         if (p->top_k > p->num_experts) {

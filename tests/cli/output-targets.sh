@@ -75,4 +75,16 @@ cmp c.tar.zst stdout.tar.zst || fail "pack -o - differs from pack -o FILE"
 [ ! -e ./- ] || fail "pack -o - wrote a file named -"
 tq-verify pack --quiet c -o - | tq-verify check - >check.out || fail "pack -o - | check -"
 grep -q "^-: OK" check.out || fail "check -: $(cat check.out)"
+# "-" when standard output is a terminal (a pty from script(1)): binary data is refused with
+# exit 2 and nothing is written, as zstd does; a pipe is what "-" is for
+if command -v script >/dev/null; then
+  for cmdline in "tq-verify pack --quiet c -o -" "tq-run --quiet --tokens 1,2 --logits - m"; do
+    rc=0; script -qec "$cmdline" /dev/null >tty.out 2>&1 || rc=$?
+    [ "$rc" = 2 ] || fail "$cmdline on a terminal: exit $rc ($(cat tty.out))"
+    grep -q "standard output is a terminal; refusing to write binary data there" tty.out ||
+      fail "$cmdline on a terminal: $(cat tty.out)"
+    [ "$(wc -c <tty.out)" -lt 400 ] || fail "$cmdline wrote data to the terminal"
+  done
+  ls | grep -q partial && fail "a partial output was left: $(ls)"
+fi
 echo "output targets: device, FIFO, link, directory refused; - streams"

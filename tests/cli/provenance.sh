@@ -58,6 +58,7 @@ expect_msg 1 '"tool" and "version"' tq-verify provenance bad
 printf '{"format":' > bad/tq-provenance.json
 expect_msg 1 'tq-provenance.json' tq-verify provenance bad
 expect_msg 2 'expected one DIR' tq-verify provenance
+expect_msg 1 'nothere: no such file or directory (expected an output directory of tq' tq-verify provenance nothere
 # tq-rowlayout's one-file output carries the document in its header (__metadata__
 # tq_provenance), written with the file; its command leaves out --out and --chunk-size
 run tq-mkmodel --quiet --arch ngram --seed 2 ng

@@ -47,6 +47,11 @@ run tq-split --join --quiet s-shared j-shared
 diff -r -x tq-provenance.json m-shared j-shared >/dev/null || fail "join of a shared-expert split differs"
 
 # GGUF input (tensors dequantized to F32 under HF names)
+# without --top-k: its metadata has no expert_used_count, and the message names the GGUF key
+expect_exit 1 tq-split --quiet "$ROOT/testdata/vectors/ggml-vectors.gguf" s-gguf-nok >nok.msg
+grep -q "the GGUF metadata has no ARCH.expert_used_count (num_experts_per_tok); pass --top-k" nok.msg ||
+  fail "GGUF without expert_used_count: $(cat nok.msg)"
+[ ! -e s-gguf-nok ] || fail "a refused split left its output"
 run tq-split --quiet --top-k 2 "$ROOT/testdata/vectors/ggml-vectors.gguf" s-gguf
 run tq-split --join --quiet s-gguf j-gguf
 tq-verify compare "$ROOT/testdata/vectors/ggml-vectors.gguf" j-gguf >cmp 2>&1 || fail "GGUF split round trip: $(cat cmp)"
