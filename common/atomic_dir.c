@@ -22,20 +22,6 @@ int tq_dir_is_empty(const char *path)
     return empty;
 }
 
-int tq_out_dir_check(const char *out, const char *in, int force, tq_err *e)
-{
-    if ((in && tq_check_out_in(out, in, e)) || tq_out_kind_check(out, 1, e))
-        return -1;
-    struct stat st;
-    if (lstat(out, &st) == 0) {
-        if (!S_ISDIR(st.st_mode))
-            return tq_fail(e, TQ_EEXIST, "%s: exists and is not a directory", out);
-        if (!force && !tq_dir_is_empty(out))
-            return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty (use --force to replace it)", out);
-    }
-    return 0;
-}
-
 int tq_adir_check(const char *final_path, int flags, tq_err *e)
 {
     struct stat st;
@@ -46,8 +32,15 @@ int tq_adir_check(const char *final_path, int flags, tq_err *e)
     if (!S_ISDIR(st.st_mode))
         return tq_fail(e, TQ_EEXIST, "%s: exists and is not a directory", final_path);
     if (!(flags & TQ_ADIR_REPLACE) && !tq_dir_is_empty(final_path))
-        return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty; refusing to overwrite", final_path);
+        return tq_fail(e, TQ_EEXIST, "%s: exists and is not empty (use --force to replace it)", final_path);
     return 0;
+}
+
+int tq_out_dir_check(const char *out, const char *in, int force, tq_err *e)
+{
+    if (in && tq_check_out_in(out, in, e))
+        return -1;
+    return tq_adir_check(out, force ? TQ_ADIR_REPLACE : 0, e);
 }
 
 /* FINAL.partial-resume: reused when it is a directory (not a link to one), else made. */

@@ -185,7 +185,8 @@ typedef struct tq_adir {
 #define TQ_ADIR_RESUME 2
 #define TQ_RESUME_SUFFIX ".partial-resume"
 int tq_adir_open(tq_adir *d, const char *final_path, int flags, tq_err *e);
-/* The refusals of tq_adir_open alone (dry runs): 0 when open would go ahead. */
+/* The refusals of tq_adir_open alone: 0 when open would go ahead (tq_out_dir_check's rule
+ * after its input check, REPLACE standing for --force). */
 int tq_adir_check(const char *final_path, int flags, tq_err *e);
 /* The one rule of every tool's OUTPUT_DIR, before anything is read or written: it may not be,
  * hold or lie inside the input in (NULL: none); tq_out_kind_check (a device, FIFO, socket or
