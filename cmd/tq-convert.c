@@ -143,7 +143,6 @@ int main(int argc, char **argv)
     bits_for bf = {calloc((size_t)argc, sizeof(char *)), calloc((size_t)argc, sizeof(int)), 0};
     tq_cli_strs keep = {0};
     int json = 0, deq = 0, noq = 0, dry = 0, rc = 2;
-    char *in_resolved = NULL;
     if (!bf.re || !bf.bits) {
         fprintf(stderr, "tq-convert: out of memory\n");
         return 1;
@@ -253,12 +252,6 @@ int main(int argc, char **argv)
     if (o.method == TQ_METHOD_AFFINE && tq_cli_given(&cli, "bits") <= 0)
         o.bits = 4;
     tq_err err = {0};
-    in_resolved = tq_hf_resolve(cli.args[0], &err);
-    if (!in_resolved) {
-        rc = tq_cli_fail(&err);
-        goto out;
-    }
-    const char *in = in_resolved, *outdir = cli.args[1];
     o.mode = deq ? TQ_CONVERT_DEQUANTIZE : noq ? TQ_CONVERT_PLAIN : TQ_CONVERT_QUANTIZE;
     o.n_bits_for = bf.n;
     o.bits_for_re = (const char *const *)bf.re;
@@ -272,6 +265,9 @@ int main(int argc, char **argv)
         goto out;
     }
     o.provenance = &pv;
+    if ((rc = tq_cli_hf_models(&cli, 0, 1)) != 0) /* a HF cache entry, offline (after pv: it records what was typed) */
+        goto out;
+    const char *in = cli.args[0], *outdir = cli.args[1];
     tq_cli_progress_start(quiet, json);
     tq_convert_report r;
     if (dry) {
@@ -312,7 +308,6 @@ int main(int argc, char **argv)
     }
     tq_convert_report_free(&r);
 out:
-    free(in_resolved);
     for (size_t i = 0; i < bf.n; i++)
         free(bf.re[i]);
     free(bf.re);

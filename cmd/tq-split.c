@@ -208,8 +208,8 @@ int main(int argc, char **argv)
         return tq_cli_usage_error("--dry-run goes with a split, not with %s", join ? "--join" : "--plan");
     if (so.resume && plan)
         return tq_cli_usage_error("--resume goes with a split, not --plan");
-    if (!join && nargs >= 1 && !(args[0] = tq_hf_resolve(args[0], &err))) /* a HF cache entry, offline */
-        return tq_cli_fail(&err);
+    if (!join && (rc = tq_cli_hf_models(&cli, 0, 1)) != 0) /* a HF cache entry, offline */
+        return rc;
     if (plan) {
         if (!have_ram)
             return tq_cli_usage_error("--plan needs --ram SIZE");
