@@ -251,6 +251,22 @@ TQ_INLINE tq_v8f sum_squares(const tq_v8f *T, size_t G)
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+/* The scales base·f[0] and base·f[1], each stored as f16, in one sweep: each offered to b
+ * as is and refitted. */
+TQ_INLINE void offer_pair(const lsq_book *k, const int nbp, const tq_v8f *T, size_t G, tq_v8f ss, tq_v8f base,
+                          const float f[2], lsq_best *b)
+{
+    tq_v8f a[2], num[2], den[2];
+    tq_v8u h[2];
+    for (int s = 0; s < 2; s++) {
+        h[s] = tq_v_f16(base * f[s]);
+        a[s] = tq_v_f32(h[s]);
+    }
+    moments(k, nbp, T, G, a, 2, num, den);
+    for (int s = 0; s < 2; s++)
+        offer(b, ss, num[s], den[s], h[s]);
+}
+
 TQ_INLINE int lsq_k(const lsq_book *k, const int nbp, size_t G, const float *w, size_t n, uint8_t *idx,
                     uint16_t *scales, tq_v8f *T, tq_v8u *I, double *err2, double *sum2, tq_err *e)
 {
@@ -288,24 +304,10 @@ TQ_INLINE int lsq_k(const lsq_book *k, const int nbp, size_t G, const float *w, 
         moments(k, nbp, T, G, a, 3, num, den);
         for (int s = 0; s < 3; s++)
             offer(&b, ss, num[s], den[s], h[s]);
-        for (int g = 0; g < 2; g++) {
-            h[g] = tq_v_f16(rms * lsq_grid[g + 2]);
-            a[g] = tq_v_f32(h[g]);
-        }
-        moments(k, nbp, T, G, a, 2, num, den);
-        for (int s = 0; s < 2; s++)
-            offer(&b, ss, num[s], den[s], h[s]);
+        offer_pair(k, nbp, T, G, ss, rms, lsq_grid + 2, &b);
         /* ... the finer steps either side of the best so far, two candidates per sweep ... */
-        for (int f = 0; f < 2; f++) {
-            tq_v8f bs = tq_v_f32(b.scale);
-            for (int s = 0; s < 2; s++) {
-                h[s] = tq_v_f16(bs * lsq_fine[f][s]);
-                a[s] = tq_v_f32(h[s]);
-            }
-            moments(k, nbp, T, G, a, 2, num, den);
-            for (int s = 0; s < 2; s++)
-                offer(&b, ss, num[s], den[s], h[s]);
-        }
+        for (int f = 0; f < 2; f++)
+            offer_pair(k, nbp, T, G, ss, tq_v_f32(b.scale), lsq_fine[f], &b);
         /* ... then the nearest indices for the best stored scale, which are at least as good
          * as the best candidate's own; stored with that scale or their refit. */
         final_indices(k, nbp, T, G, tq_v_f32(b.scale), I, num, den);
