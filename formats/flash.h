@@ -147,8 +147,26 @@ int tq_flash_manifest_check_headers(const tq_flash_manifest *m, const char *spli
  * fails it (TQ_EDATA), naming the file. */
 int tq_flash_manifest_check_data(const tq_flash_manifest *m, const char *split_dir, int threads, int quiet,
                                  tq_err *e);
-/* The same for split_dir/split.json when there is one (0 when there is none). */
-int tq_flash_check_split_headers(const char *split_dir, tq_err *e);
+/* Every file split.json lists other than pinned.safetensors and the layer files (config.json,
+ * tokenizer files, tq-provenance.json: small, read whole by readers) has its recorded size and
+ * SHA-256; the first that does not fails (TQ_EDATA), naming the file and the split.json key. */
+int tq_flash_manifest_check_small(const tq_flash_manifest *m, const char *split_dir, tq_err *e);
+/* Layer i's parsed header h (of the file path, named in messages) agrees with split.json: its
+ * format is the kind, layer_idx, page_size = align (= the recorded header_bytes), total_size =
+ * the recorded size, and (MoE) num_experts and every expert block where expert_blocks puts it. */
+int tq_flash_manifest_check_layer(const tq_flash_manifest *m, size_t i, const tq_flash_header *h, const char *path,
+                                  tq_err *e);
+/* config's streaming block (config.json of split_dir; cfg_path in messages) agrees with
+ * split.json: format, manifest "split.json", pinned_file "pinned.safetensors", page_size =
+ * align, num_layers, num_experts and experts_per_tok (MoE), and expert_dir / ffn_dir naming
+ * the layer files split.json lists (the same files, links followed). Refusals name the key. */
+int tq_flash_streaming_check(const struct cJSON *config, const tq_flash_manifest *m, const char *split_dir,
+                             const char *cfg_path, tq_err *e);
+/* What every reader checks when it opens split_dir (0 when it has no split.json: a peer's
+ * split records nothing to check against): split.json loads, the recorded headers hash as
+ * recorded, tq_flash_manifest_check_small, each layer file's header parses and passes
+ * tq_flash_manifest_check_layer, and config.json (when present) passes tq_flash_streaming_check. */
+int tq_flash_split_open_check(const char *split_dir, tq_err *e);
 
 /* The split directory seen as the model it came from: pinned tensors plus every expert / FFN
  * tensor under its source name (naming: TQ_NAMING_SOURCE = as split.json records, or forced

@@ -282,23 +282,6 @@ int tq_flash_manifest_check_headers(const tq_flash_manifest *m, const char *spli
     return 0;
 }
 
-int tq_flash_check_split_headers(const char *split_dir, tq_err *e)
-{
-    char *p = tq_path_join(split_dir, "split.json", e);
-    if (!p)
-        return -1;
-    int have = tq_exists(p);
-    free(p);
-    if (!have)
-        return 0;
-    tq_flash_manifest *m;
-    if (tq_flash_manifest_load(&m, split_dir, e) != 0)
-        return -1;
-    int rc = tq_flash_manifest_check_headers(m, split_dir, e);
-    tq_flash_manifest_free(m);
-    return rc;
-}
-
 /* ---------------------------------------------------------------- data check
  * One item per whole file, or per expert block (plus its header) of a layer file whose
  * header split.json records: blocks are hashed in parallel and a mismatch names the block. */

@@ -273,8 +273,8 @@ int tq_model_open_split(tq_model **out, const char *dir, int naming, tq_err *e)
     s->base.close = src_close;
     m->source = &s->base;
     int rc = -1;
-    if (!(m->path = tq_strdup(dir, e)) || tq_flash_manifest_load(&man, dir, e) != 0 ||
-        tq_flash_manifest_check_headers(man, dir, e) != 0)
+    if (!(m->path = tq_strdup(dir, e)) || tq_flash_split_open_check(dir, e) != 0 ||
+        tq_flash_manifest_load(&man, dir, e) != 0)
         goto out;
     if (!(m->files = tq_calloc(1, sizeof *m->files, e)) || !(pinned = tq_path_join(dir, "pinned.safetensors", e)) ||
         tq_st_open(&m->files[0], pinned, e) != 0)

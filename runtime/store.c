@@ -44,8 +44,8 @@ static void *alloc_pages(uint64_t n, tq_err *e)
 
 int rt_store_open(rt_store **out, const char *dir, const rt_config *c, tq_err *e)
 {
-    /* a split's headers (pinned and layer files) as split.json recorded them */
-    if (c->split && tq_flash_check_split_headers(dir, e) != 0)
+    /* a split as split.json recorded it: headers, small files, layer files, streaming block */
+    if (c->split && tq_flash_split_open_check(dir, e) != 0)
         return -1;
     rt_store *s = tq_calloc(1, sizeof *s, e);
     if (!s)

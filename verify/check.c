@@ -86,7 +86,7 @@ int tq_check_dir(const char *dir, int threads, tq_check_report *r, tq_err *e)
                 TQ_MANIFEST_NAME, TQ_SUMS_NAME);
         goto out;
     }
-    if (!from_split && tq_verify_split_merge(dir, m, r, e) != 0)
+    if ((!from_split && tq_verify_split_merge(dir, m, r, e) != 0) || tq_verify_split_layout(dir, r, e) != 0)
         goto out;
     if (tq_verify_walk(dir, &actual, &nact, e) != 0)
         goto out;

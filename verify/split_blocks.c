@@ -3,6 +3,8 @@
 #include "verify/verify_internal.h"
 #include "formats/flash.h"
 
+#include <cjson/cJSON.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,5 +125,52 @@ out:
         *out = m;
     else
         tq_manifest_free(m);
+    return rc;
+}
+
+/* msg without its leading "PATH: " (the report names the file itself) */
+static const char *after_path(const char *msg, const char *path)
+{
+    size_t n = strlen(path);
+    return !strncmp(msg, path, n) && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
+}
+
+int tq_verify_split_layout(const char *dir, tq_check_report *r, tq_err *e)
+{
+    if (!has_split(dir))
+        return 0;
+    tq_flash_manifest *sm;
+    tq_err le = {0};
+    if (tq_flash_manifest_load(&sm, dir, &le) != 0)
+        return 0; /* reported by tq_verify_split_merge, or fatal for a check from split.json */
+    int rc = -1;
+    for (size_t i = 0; i < sm->n_layers; i++) {
+        char *p = tq_path_join(dir, sm->layers[i].file, e);
+        if (!p)
+            goto out;
+        if (tq_exists(p)) { /* a missing one is reported as missing */
+            tq_flash_header h;
+            memset(&le, 0, sizeof le);
+            if (tq_flash_read(&h, p, &le) == 0) {
+                tq_flash_manifest_check_layer(sm, i, &h, p, &le);
+                tq_flash_header_free(&h);
+            }
+            if (le.code)
+                tq_report_add(r, TQ_PROB_MANIFEST, sm->layers[i].file, NULL, "%s", after_path(le.msg, p));
+        }
+        free(p);
+    }
+    char *cp = tq_path_join(dir, "config.json", e);
+    if (!cp)
+        goto out;
+    cJSON *cj = NULL;
+    memset(&le, 0, sizeof le);
+    if (tq_exists(cp) && (tq_json_read_file(cp, 64u << 20, &cj, &le) != 0 || tq_flash_streaming_check(cj, sm, dir, cp, &le) != 0))
+        tq_report_add(r, TQ_PROB_MANIFEST, "config.json", NULL, "%s", after_path(le.msg, cp));
+    cJSON_Delete(cj);
+    free(cp);
+    rc = 0;
+out:
+    tq_flash_manifest_free(sm);
     return rc;
 }

@@ -69,6 +69,12 @@ int tq_compare_model_objs(const struct tq_model *a, const struct tq_model *b, tq
 int tq_verify_split_blocks(const char *dir, tq_manifest *m, tq_err *e);
 int tq_verify_split_merge(const char *dir, tq_manifest *m, tq_check_report *r, tq_err *e);
 int tq_verify_manifest_from_split(const char *dir, tq_manifest **out, tq_err *e);
+/* A split directory's layer files and config.json as split.json describes them (man
+ * tq-formats(5), MOE_FLASH_V1 AND FLASH_ALIGNED_V1): each present layer file's header parses
+ * and agrees with split.json (tq_flash_manifest_check_layer), config.json's streaming block
+ * passes tq_flash_streaming_check. What fails is a TQ_PROB_MANIFEST problem on that file; a
+ * directory without a loadable split.json adds nothing (check reports that elsewhere). */
+int tq_verify_split_layout(const char *dir, tq_check_report *r, tq_err *e);
 
 /* The directory walk behind tq_verify_walk (walk.c). skip(ctx, rel): 1 leaves the file or
  * directory rel out (a directory with everything under it) before it is even looked at;
