@@ -81,6 +81,9 @@ static int encode_stdin(const tq_tok *t, int add_special)
  * there, trimmed in place). */
 static int parse_id_text(char *buf, size_t len, int32_t **ids, size_t *n, tq_err *e)
 {
+    const char *nul = memchr(buf, 0, len);
+    if (nul) /* "1\0002" would otherwise read as "1" */
+        return tq_fail(e, TQ_EUSAGE, "a NUL byte at offset %zu: token ids are text", (size_t)(nul - buf));
     char *p = buf, *end = buf + len;
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
         p++;

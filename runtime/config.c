@@ -382,6 +382,8 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         get_u64(&s, "intermediate_size", &c->inter, dense_only, DIM_MAX, e) ||
         get_u64(&s, "max_position_embeddings", &max_pos, 0, 1ull << 40, e))
         goto out;
+    if (item(&s, "max_position_embeddings"))
+        c->max_pos = max_pos;
     c->kv_heads = c->heads;
     if (get_u64(&s, "num_key_value_heads", &c->kv_heads, 0, 4096, e))
         goto out;

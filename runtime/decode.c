@@ -328,7 +328,15 @@ int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, siz
         return tq_fail(e, TQ_EUSAGE, "the prompt needs at least one token");
     if (max_tokens == 0)
         return tq_fail(e, TQ_EUSAGE, "max_tokens must be at least 1");
-    uint64_t need = n_prompt + max_tokens - 1;
+    uint64_t need = n_prompt + max_tokens - 1; /* positions fed: the prompt, then all generated but the last */
+    if (r->c.max_pos && n_prompt > r->c.max_pos)
+        return tq_fail(e, TQ_EUSAGE, "%s: the prompt has %zu tokens, more than the model's max_position_embeddings %llu",
+                       r->dir, n_prompt, (unsigned long long)r->c.max_pos);
+    if (r->c.max_pos && need > r->c.max_pos)
+        return tq_fail(e, TQ_EUSAGE, "%s: %zu prompt + %zu generated tokens take %llu positions, more than the model's "
+                       "max_position_embeddings %llu (generate at most %llu)",
+                       r->dir, n_prompt, max_tokens, (unsigned long long)need, (unsigned long long)r->c.max_pos,
+                       (unsigned long long)(r->c.max_pos - n_prompt + 1));
     r->ctx = r->o.ctx ? r->o.ctx : need;
     if (r->ctx < need)
         return tq_fail(e, TQ_EUSAGE, "context of %llu tokens is too small for %zu prompt + %zu generated tokens",
@@ -398,6 +406,11 @@ int tq_runner_eval(tq_runner *r, const int32_t *ids, size_t n, uint64_t window, 
             return tq_fail(e, TQ_EDATA, "token %zu: id %ld is outside the vocabulary [0, %llu)", i, (long)ids[i],
                            (unsigned long long)V);
     r->ctx = window < n ? window : n;
+    if (r->c.max_pos && r->ctx - 1 > r->c.max_pos) /* a window feeds its tokens but the last */
+        return tq_fail(e, TQ_EUSAGE, "%s: an evaluation window of %llu tokens takes %llu positions, more than the "
+                       "model's max_position_embeddings %llu (use --window %llu or less)",
+                       r->dir, (unsigned long long)r->ctx, (unsigned long long)(r->ctx - 1),
+                       (unsigned long long)r->c.max_pos, (unsigned long long)(r->c.max_pos + 1));
     logit_sink sink;
     if (alloc_state(r, e) != 0 || sink_open(&sink, r, e) != 0)
         return -1;

@@ -59,6 +59,7 @@ typedef struct rt_config {
     rt_rope rope;
     double att_scale;      /* softmax scale of q.k */
     uint64_t window;       /* sliding-window layers: positions attended (the current one included) */
+    uint64_t max_pos;      /* config.json's max_position_embeddings: positions the model takes (0: not stated) */
     int att_gate;          /* qwen3_next: q_proj gives query and gate per head; out *= sigmoid(gate) */
     int sinks;             /* gpt-oss: a learned per-head logit joins every softmax */
     /* multi-head latent attention (DeepSeek-V3) */
