@@ -540,6 +540,15 @@ static int scan_bundle(scan *s, tq_err *e)
         }
         const char *name = archive_entry_pathname(en);
         mode_t type = archive_entry_filetype(en);
+        if (idx == 0 && (archive_filter_count(a) != 2 || archive_filter_code(a, 0) != ARCHIVE_FILTER_ZSTD ||
+                         (archive_format(a) & ARCHIVE_FORMAT_BASE_MASK) != ARCHIVE_FORMAT_TAR)) {
+            /* man tq-formats(5), Bundles: one zstd frame sequence around a tar archive, nothing else */
+            int nf = archive_filter_count(a);
+            tq_fail(e, TQ_EDATA, "%s: not a .tar.zst bundle: a tar archive %s, where a bundle is one compressed with "
+                    "zstd once", s->bundle, nf < 2 || archive_filter_code(a, 0) == ARCHIVE_FILTER_NONE ? "not compressed"
+                    : nf > 2 ? "compressed more than once" : "compressed otherwise");
+            goto out;
+        }
         if (idx == 0) {
             if (!name || strcmp(name, TQ_MANIFEST_NAME) || type != AE_IFREG) {
                 tq_fail(e, TQ_EDATA, "%s: not a tq bundle: the first entry is '%.200s', not %s", s->bundle,
@@ -593,14 +602,14 @@ static int scan_bundle(scan *s, tq_err *e)
                           archive_entry_symlink(en) ? archive_entry_symlink(en) : "?");
             continue;
         }
-        if (type == AE_IFDIR) {
+        if (type == AE_IFDIR) { /* man tq-formats(5), Bundles: regular files only */
             char tmp[4097];
             size_t nl = strlen(name);
             snprintf(tmp, sizeof tmp, "%s", name);
             if (nl && nl < sizeof tmp && tmp[nl - 1] == '/')
                 tmp[nl - 1] = 0;
-            if (!tq_verify_path_ok(tmp))
-                tq_report_add(r, TQ_PROB_ENTRY, name, NULL, "unsafe directory path refused");
+            tq_report_add(r, TQ_PROB_ENTRY, name, NULL, "%s refused: a bundle holds regular files only",
+                          tq_verify_path_ok(tmp) ? "directory entry" : "unsafe directory path");
             continue;
         }
         if (type != AE_IFREG) {
