@@ -15,7 +15,7 @@ const tq_opt_choice tq_cli_progress_choices[] = {
     {"json", TQ_CLI_PROGRESS_JSON, 0}, {NULL, 0, 0},
 };
 
-#define PLAIN_EVERY 10.0 /* seconds between plain lines */
+#define PLAIN_EVERY 10.0 /* seconds between plain lines (and before the first) */
 #define JSON_EVERY 0.5   /* seconds between JSON lines */
 #define TTY_EVERY 0.2
 
@@ -42,11 +42,15 @@ static void sink(void *ctx, const char *phase, uint64_t done, uint64_t total, in
     if (strncmp(st.phase, phase, sizeof st.phase - 1) != 0) { /* a new phase */
         snprintf(st.phase, sizeof st.phase, "%s", phase);
         st.start = now;
-        st.last = -1e9;
+        /* plain: the first line after PLAIN_EVERY, not a "0.0% ... ETA --:--" line at the
+         * start of every phase; a short phase prints only its "done" line */
+        st.last = st.mode == TQ_CLI_PROGRESS_PLAIN ? now : -1e9;
     }
     double every = st.mode == TQ_CLI_PROGRESS_TTY ? TTY_EVERY : st.mode == TQ_CLI_PROGRESS_JSON ? JSON_EVERY : PLAIN_EVERY;
     if (!final && now - st.last < every)
         return;
+    if (!final && st.mode == TQ_CLI_PROGRESS_PLAIN && done == 0)
+        return; /* nothing done yet after PLAIN_EVERY: the next report says more */
     st.last = now;
     double el = now - st.start;
     double rate = el > 0 ? (double)done / el : 0;

@@ -78,6 +78,12 @@ check_json p-cv2.json quantize
 # CI=true: plain lines, one at least per phase end; no CI, no terminal: nothing.
 CI=true tq-convert m c3 >/dev/null 2>plain.err || fail "convert under CI"
 grep -q "^tq-convert: quantize: done, .* in [0-9.]* s (.*/s)$" plain.err || fail "CI=true: $(cat plain.err)"
+# plain lines come every 10 s, the first 10 s into a phase: a phase this short prints only
+# its "done" line, never a "0.0% (0 B of ...) ETA --:--" line (issue 32)
+CI=true tq-split c s9 >/dev/null 2>split-plain.err || fail "split under CI"
+for f in plain.err split-plain.err pk-plain.err up-plain.err; do
+  ! grep -v ': done, ' $f || fail "$f: a plain progress line before the phase's end"
+done
 CI=false tq-convert m c4 >/dev/null 2>none.err || fail "convert CI=false"
 [ ! -s none.err ] || fail "no terminal, no CI: progress printed: $(cat none.err)"
 CI=true tq-convert --quiet m c5 >/dev/null 2>quiet.err || fail "convert --quiet"
