@@ -28,7 +28,7 @@ int main(int argc, char **argv)
         TQ_OPT_SIZE("chunk-size", 0, &o.chunk_bytes, 1, 1u << 30, 0, "SIZE",
                     "bytes of records per chunk (default 8M; memory is about 3x this)"),
         TQ_OPT_FLAG("force", 0, &o.force, "replace an existing output file (--out, or the file --extract writes)"),
-        TQ_OPT_FLAG("json", 0, &json, "print the report as JSON (conversion always prints its JSON receipt)"),
+        TQ_OPT_FLAG("json", 0, &json, "print the report as JSON: the receipt of a conversion (rows, layout, source identity)"),
         TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress, no report unless --json"),
         TQ_OPT_END,
@@ -90,12 +90,15 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < r.n_warnings && !o.quiet; i++)
         fprintf(stderr, "%s: warning: %s\n", tq_prog, r.warnings[i]);
     int status = 0;
-    if (json || (out && !o.quiet)) {
+    if (json) {
         int jrc = tq_cli_print_json(tq_rows_report_json(&r, mode));
         if (jrc) {
             tq_rows_report_free(&r);
             return jrc;
         }
+    } else if (!o.quiet && out) { /* one line, as every tool; the receipt is --json's */
+        printf("%s: %" PRIu64 " rows of %" PRIu64 " bytes (%s) from %s, every row read back bit-exact\n", out,
+               r.rows, r.row_bytes, r.format, source);
     } else if (!o.quiet && check) {
         printf("%s: OK: %" PRIu64 " rows of %" PRIu64 " bytes bit-exact against %s\n", check, r.rows, r.row_bytes,
                r.source_path);

@@ -12,7 +12,12 @@ before=$(snapshot t100/model.safetensors t108/model.safetensors t24/model.safete
 
 for t in "t100 ngram 100 1024" "t108 emb 108 300" "t24 ngram 24 5000"; do
   set -- $t; d=$1 prefix=$2 stride=$3 rows=$4
-  tq-rowlayout $d/model.safetensors --out $d.rows --prefix $prefix > $d.json 2>err || fail "$d: $(cat err)"
+  tq-rowlayout $d/model.safetensors --out $d.rows --prefix $prefix > $d.txt 2>err || fail "$d: $(cat err)"
+  # one line by default, as every tool (issue 32: it was the 20-line receipt); --json has it
+  [ "$(cat $d.txt)" = "$d.rows: $rows rows of $stride bytes (mtplx_ngram_rows_v1) from $d/model.safetensors, every row read back bit-exact" ] ||
+    fail "$d: default report: $(cat $d.txt)"
+  rm $d.rows
+  tq-rowlayout $d/model.safetensors --out $d.rows --prefix $prefix --json > $d.json 2>err || fail "$d --json: $(cat err)"
   # a prefix other than ngram is warned about (MTPLX cannot load it); nothing else is said
   [ "$prefix" = ngram ] || grep -q "^tq-rowlayout: warning: prefix '$prefix'" err || fail "$d: no prefix warning"
   [ -z "$(grep -v "^tq-rowlayout: warning: prefix '$prefix'" err)" ] || fail "$d: stderr not empty: $(cat err)"
