@@ -7,7 +7,7 @@
 # must stay below 1e-3 (docs/metal.md) or the benchmark fails.
 #
 # NOT RUN: this was written without a Mac or a GPU. On a build without Metal it prints
-# "metal: skipped" and exits 0. TQ_BENCH_METAL_AS=shim runs every step with --backend shim in
+# "metal: skipped" and exits 0, before generating more than the tiny probe model. TQ_BENCH_METAL_AS=shim runs every step with --backend shim in
 # place of metal (the Metal kernels compiled as C, on the CPU: slow, and no measure of a GPU),
 # which is how the script itself was checked on Linux.
 # TQ_BENCH_SIZE tiny | small (the 8g preset cut to 2 layers) | 8g (default), TQ_BENCH_TOKENS
@@ -22,17 +22,23 @@ PROMPT=1,2,3,4
 SIZE=${TQ_BENCH_SIZE:-8g}
 BUDGET=${TQ_BENCH_BUDGET:-$([ "$SIZE" = tiny ] && echo 64K || echo 512M)}
 
-M=$(moe_model "$SIZE" "${TQ_BENCH_ARCH:-}")
-S=$M.split
-made "$S" "$BIN/tq-split" --quiet "$M" "$S"
 W=$TQ_BENCH_DIR/metal-work
 mkdir -p "$W"
 
-# Is there a GPU backend in this build? tq-run exits 2 and says so when there is not.
-if ! "$BIN/tq-run" "$S" --tokens "$PROMPT" --max-tokens 1 --backend "$DEV" --quiet > /dev/null 2> "$W/probe.err"; then
-  echo "metal: skipped ($(head -n1 "$W/probe.err"))"
+# Is there a GPU backend in this build and a device? Asked first, of the tiny model (a
+# second's work), before the 8 GB one is generated: tq-run exits non-zero and says why
+# when there is none (issue 32: the answer used to come after the 8 GB model).
+P=$(moe_model tiny "${TQ_BENCH_ARCH:-}")
+made "$P.split" "$BIN/tq-split" --quiet "$P" "$P.split"
+if ! "$BIN/tq-run" "$P.split" --tokens "$PROMPT" --max-tokens 1 --backend "$DEV" --quiet > /dev/null 2> "$W/probe.err"; then
+  echo "metal: skipped, no $DEV backend here: $(head -n1 "$W/probe.err")"
+  echo "metal: needs a macOS build with Metal (docs/metal.md); no model was generated beyond the tiny probe"
   exit 0
 fi
+
+M=$(moe_model "$SIZE" "${TQ_BENCH_ARCH:-}")
+S=$M.split
+made "$S" "$BIN/tq-split" --quiet "$M" "$S"
 [ "$DEV" = metal ] || echo "metal: --backend shim in place of metal: the kernels run on this CPU; no GPU is measured"
 printf 'metal: %s (%s), %s tokens after a %s-token prompt, cache budget %s when streamed\n' \
   "$(basename "$M")" "$(jget "$M/config.json" model_type)" "$NTOK" 4 "$BUDGET"
