@@ -381,14 +381,16 @@ static int cmd_golden(int argc, char **argv)
     const char *gpath = NULL;
     tq_golden_opts o = {0};
     tq_cli_ids prompt = {0};
+    const char *prompt_text_old = NULL;
     tq_opt opts[] = {
         TQ_OPT_STR("golden", 'g', &gpath, "FILE", "the golden file (tq_golden_v1, see tq-formats(5))"),
         TQ_OPT_FLAG("update", 'u', &o.update, "rewrite FILE atomically with this run's tokens and hash (creates it)"),
-        TQ_OPT_IDS("prompt", 'p', &prompt, "IDS",
-                   "with --update: comma-separated prompt token ids (default: keep)"),
-        TQ_OPT_STR("prompt-text", 0, &o.prompt_text, "TEXT",
+        TQ_OPT_IDS("tokens", 0, &prompt, "IDS",
+                   "with --update: comma-separated prompt token ids (default: keep), as tq-run --tokens"),
+        TQ_OPT_STR("prompt", 'p', &o.prompt_text, "TEXT",
                    "with --update: the prompt as text, encoded with MODEL's tokenizer.json (no special tokens "
-                   "added)"),
+                   "added), as tq-run --prompt"),
+        TQ_OPT_STR("prompt-text", 0, &prompt_text_old, "TEXT", "deprecated spelling of --prompt"),
         TQ_OPT_INT("max-tokens", 'm', &o.max_tokens, 1, 65536, "N",
                    "with --update: tokens to generate (default: keep, or 8)"),
         TQ_OPT_INT("threads", 't', &o.threads, 1, 256, "N", "runtime threads (results do not depend on it)"),
@@ -410,10 +412,21 @@ static int cmd_golden(int argc, char **argv)
         return rc;
     if (cli.n_args != 1 || !gpath)
         return tq_cli_usage_error("expected MODEL and --golden FILE.json");
+    if (prompt_text_old) {
+        fprintf(stderr, "%s: golden: --prompt-text is deprecated: use --prompt TEXT (and --tokens IDS for "
+                "token ids), as tq-run does\n", tq_prog);
+        if (o.prompt_text)
+            return tq_cli_usage_error("--prompt and --prompt-text go one at a time");
+        o.prompt_text = prompt_text_old;
+    } else if (o.prompt_text && o.prompt_text[0] && strspn(o.prompt_text, "0123456789, ") == strlen(o.prompt_text)) {
+        /* before, --prompt took token ids: refuse them rather than golden the digits as text */
+        return tq_cli_usage_error("--prompt '%s': --prompt takes text now (as tq-run's); token ids go with "
+                                  "--tokens", o.prompt_text);
+    }
     if ((prompt.v || o.prompt_text || o.max_tokens) && !o.update)
-        return tq_cli_usage_error("--prompt, --prompt-text and --max-tokens only go with --update");
+        return tq_cli_usage_error("--tokens, --prompt and --max-tokens only go with --update");
     if (prompt.v && o.prompt_text)
-        return tq_cli_usage_error("--prompt and --prompt-text go one at a time");
+        return tq_cli_usage_error("--tokens and --prompt go one at a time");
     o.prompt = prompt.v;
     o.n_prompt = prompt.n;
     tq_err err = {0};

@@ -166,7 +166,7 @@ int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, 
     if (have && load_golden(path, &g, e) != 0)
         goto fail;
     if (!have && !o->update) {
-        tq_fail(e, TQ_EIO, "%s: no such golden file (create it with --update --prompt IDS)", path);
+        tq_fail(e, TQ_EIO, "%s: no such golden file (create it with --update and --tokens IDS or --prompt TEXT)", path);
         goto fail;
     }
     const int32_t *prompt = o->update && o->prompt ? o->prompt : g.prompt;
@@ -177,14 +177,14 @@ int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, 
             goto fail;
         }
         if (tq_tok_encode(tok, o->prompt_text, strlen(o->prompt_text), 0, &text_ids, &np, e) != 0) {
-            tq_err_prefix(e, "--prompt-text");
+            tq_err_prefix(e, "--prompt");
             goto fail;
         }
         prompt = text_ids;
     }
     size_t nt = o->update && o->max_tokens ? o->max_tokens : have ? g.max_tokens : 8;
     if (!prompt || !np) {
-        tq_fail(e, TQ_EUSAGE, "%s: a new golden file needs a prompt (--prompt IDS)", path);
+        tq_fail(e, TQ_EUSAGE, "%s: a new golden file needs a prompt (--tokens IDS or --prompt TEXT)", path);
         goto fail;
     }
     if (nt > MAX_TOKENS) {

@@ -8,7 +8,7 @@
 . "$ROOT/tests/lib/safety.sh"
 run tq-mkmodel --arch llama --size tiny --seed 21 --quiet m
 model_before=$(tree_hash m)
-run tq-verify golden --quiet --update --prompt 1,2,3 --max-tokens 3 m --golden g.json
+run tq-verify golden --quiet --update --tokens 1,2,3 --max-tokens 3 m --golden g.json
 run tq-verify golden --quiet m --golden g.json
 # replaced by a rename: the old inode (kept by a hard link) still holds the earlier golden
 ln g.json g-old.json
@@ -22,18 +22,18 @@ run tq-verify golden --quiet m --golden g.json
 [ "$(tree_hash m)" = "$model_before" ] || fail "--update changed the model"
 # an existing file that is not a golden file is not replaced
 echo '{"note": "mine"}' > notes.json
-expect_msg 1 "notes.json: not a tq_golden_v1 file" tq-verify golden --update --prompt 1,2 m --golden notes.json
+expect_msg 1 "notes.json: not a tq_golden_v1 file" tq-verify golden --update --tokens 1,2 m --golden notes.json
 [ "$(cat notes.json)" = '{"note": "mine"}' ] || fail "--update replaced a file that is not a golden file"
 # an empty file is taken as absent
 : > empty.json
-run tq-verify golden --quiet --update --prompt 1,2 --max-tokens 2 m --golden empty.json
+run tq-verify golden --quiet --update --tokens 1,2 --max-tokens 2 m --golden empty.json
 run tq-verify golden --quiet m --golden empty.json
 # not regular files, and a FILE inside MODEL: exit 2, untouched, before the decode
 mkfifo fifo.json
 ln -s g.json link.json
 cp g.json g-now.json
 expect_refused_2() { # MESSAGE FILE
-  timeout 10 tq-verify golden --update --prompt 1,2 m --golden "$2" >out 2>err; rc=$?
+  timeout 10 tq-verify golden --update --tokens 1,2 m --golden "$2" >out 2>err; rc=$?
   [ "$rc" = 2 ] && grep -q -- "$1" err || fail "--golden $2: exit $rc, expected 2 with '$1' ($(cat err))"
 }
 expect_refused_2 "fifo.json: a FIFO, not a regular file" fifo.json

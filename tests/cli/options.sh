@@ -67,7 +67,7 @@ usage_err tq-run m --tokens=1 --io-threads 65
 usage_err tq-verify manifest --threads=0 d
 usage_err tq-verify check -t 999 d
 usage_err tq-verify pack --level=20 d -o x.tar.zst
-usage_err tq-verify golden --golden g.json --update --prompt=1,,2 m
+usage_err tq-verify golden --golden g.json --update --tokens=1,,2 m
 usage_err tq-verify golden --golden g.json --update --max-tokens=0 m
 [ ! -e o ] || fail "a usage error created o"
 

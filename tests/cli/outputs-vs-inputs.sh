@@ -31,7 +31,7 @@ ln -s m mlink
 conflict tq-verify mlink/x.tar.zst m pack --quiet m -o mlink/x.tar.zst
 conflict tq-verify b.tar.zst b.tar.zst unpack --quiet b.tar.zst -o b.tar.zst
 conflict tq-verify . b.tar.zst unpack --quiet b.tar.zst -o .
-conflict tq-verify m/g.json m golden --quiet m --golden m/g.json --update --prompt 1,2 --max-tokens 2
+conflict tq-verify m/g.json m golden --quiet m --golden m/g.json --update --tokens 1,2 --max-tokens 2
 ln ng/model.safetensors hard.safetensors
 conflict tq-rowlayout hard.safetensors ng/model.safetensors ng/model.safetensors --out hard.safetensors --quiet
 # --extract rebuilds model.safetensors: into the row file's own directory it would be the row file

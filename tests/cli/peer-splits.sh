@@ -26,6 +26,6 @@ for l in 00 01; do
   cmp <(tail -c +16385 s/experts/layer_$l.bin) <(tail -c +16385 mc/experts/layer_$l.bin)
 done
 # tq-verify validates a peer's split by decoding it against the source's golden decode
-tq-verify golden --update --prompt 1,2,3 --quiet m --golden g.json
+tq-verify golden --update --tokens 1,2,3 --quiet m --golden g.json
 tq-verify golden --quiet sn --golden g.json
 tq-verify golden --quiet mc --golden g.json

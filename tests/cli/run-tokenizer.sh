@@ -52,7 +52,7 @@ else:
 PY
 
 # tq-verify golden records the prompt's and the generated text, and compares the text
-run tq-verify golden --quiet --update --prompt-text "The model streams" --max-tokens 6 m --golden g.json
+run tq-verify golden --quiet --update --prompt "The model streams" --max-tokens 6 m --golden g.json
 python3 - g.json <<'PY' || fail "golden text fields"
 import json, sys
 g = json.load(open(sys.argv[1]))
@@ -67,8 +67,22 @@ grep -q "decode to other text" g2.out || fail "no text message: $(cat g2.out)"
 python3 -c "
 import json; g = json.load(open('g.json')); del g['text']; del g['prompt_text']; json.dump(g, open('g3.json', 'w'))"
 run tq-verify golden --quiet m --golden g3.json
-expect_msg 2 "one at a time" tq-verify golden --update --prompt 1 --prompt-text hi m --golden g4.json
-expect_msg 2 "only go with --update" tq-verify golden --prompt-text hi m --golden g.json
+expect_msg 2 "one at a time" tq-verify golden --update --tokens 1 --prompt hi m --golden g4.json
+expect_msg 2 "only go with --update" tq-verify golden --prompt hi m --golden g.json
+# golden takes tq-run's spellings: --tokens IDS and --prompt TEXT. The old --prompt-text still
+# works, with a note; the old --prompt IDS is refused rather than taken as text.
+tq-verify golden --quiet --update --prompt-text "The model streams" --max-tokens 6 m --golden g5.json 2> dep ||
+  fail "--prompt-text refused: $(cat dep)"
+grep -q "prompt-text is deprecated: use --prompt TEXT" dep || fail "no deprecation note: $(cat dep)"
+cmp g.json g5.json || fail "--prompt-text and --prompt wrote different golden files"
+expect_msg 2 "token ids go with --tokens" tq-verify golden --update --prompt 1,2,3 m --golden g6.json
+[ ! -e g6.json ] || fail "--prompt 1,2,3 wrote a golden file"
+run tq-verify golden --quiet --update --tokens "$ptoks" --max-tokens 6 m --golden g7.json
+python3 -c "
+import json, sys
+a, b = json.load(open('g.json')), json.load(open('g7.json'))
+assert a['prompt'] == b['prompt'] and a['tokens'] == b['tokens'] and a['logits_sha256'] == b['logits_sha256'], (a, b)
+" || fail "--tokens of the encoding and --prompt TEXT differ"
 
 # bad input
 expect_msg 1 "token id 99999 is not in the vocabulary" tq-run --tokenizer m --decode <<< "1,99999"

@@ -27,7 +27,7 @@ head -c 16384 sn/bin/moe_layer_00.bin | tr -d '\0' | grep -q '"switch_mlp.gate_p
 if head -c 16384 sn/bin/moe_layer_00.bin | tr -d '\0' | grep -q '"mlp.switch_mlp'; then fail "mlp. prefix"; fi
 $C read mlx-sniper sn m | grep -q 'equal the source'
 decodes_like_ref sn
-tq-verify golden --update --prompt 1,2,3 --quiet m --golden g.json
+tq-verify golden --update --tokens 1,2,3 --quiet m --golden g.json
 tq-verify golden --quiet sn --golden g.json
 # Qwen3.5-style wrapped source ("language_model." names, text_config): flattened config,
 # pinned names without the wrapper; still decodes like the unwrapped model

@@ -23,7 +23,7 @@ tq-mkmodel --arch llama --size tiny --seed 9 --quiet l
 set +e; tq-verify compare l b >out; rc=$?; set -e
 [ "$rc" = 1 ] && grep -q "only in B" out
 # golden: create, match on the same model split and unsplit, mismatch on another model.
-tq-verify golden --quiet b --golden g.json --update --prompt 1,2,3,4 --max-tokens 5
+tq-verify golden --quiet b --golden g.json --update --tokens 1,2,3,4 --max-tokens 5
 grep -q '"format": "tq_golden_v1"' g.json
 tq-verify golden b --golden g.json | grep -q "g.json: OK (5 tokens"
 tq-verify golden --quiet s --golden g.json

@@ -15,8 +15,8 @@ expect 2 pack .
 expect 2 pack --level 99 . -o x.tar.zst
 expect 2 unpack x.tar.zst
 expect 2 golden m
-expect 2 golden m --golden g.json --prompt 1,2
-expect 2 golden m --golden g.json --update --prompt 1,,x
+expect 2 golden m --golden g.json --tokens 1,2
+expect 2 golden m --golden g.json --update --tokens 1,,x
 expect 2 sign
 expect 2 sign m
 expect 2 sign --key k.pem
