@@ -105,7 +105,7 @@ elif [ -x "$BIN/tq-convert" ]; then
   printf 'run: TurboQuant vs unquantized over %s teacher-forced steps: top-1 agreement %.4f, mean KL %.5f nats/step (max %.5f)\n' \
     "$(jget "$TQ_BENCH_DIR/run-quality.json" steps)" "$(jget "$TQ_BENCH_DIR/run-quality.json" top1_rate)" \
     "$(jget "$TQ_BENCH_DIR/run-quality.json" mean_kl)" "$(jget "$TQ_BENCH_DIR/run-quality.json" max_kl)"
-  echo "run: greedy tokens unquantized $REF_TOKENS; TurboQuant argmax per step $(sed 's/^tokens: //' "$TQ_BENCH_DIR/run-tq.tokens")"
+  echo "run: greedy tokens unquantized $REF_TOKENS; TurboQuant argmax per step $(cat "$TQ_BENCH_DIR/run-tq.tokens")"
 else
   echo "run: quality skipped (needs $BIN/tq-convert)"
 fi

@@ -121,31 +121,80 @@ static int decode_stdin(const tq_tok *t)
     return rc;
 }
 
-/* Streamed text output: each generated token's complete characters as soon as they exist.
- * A model may have more ids than its tokenizer; one of those prints as U+FFFD. */
+/* --temperature and --top-p: a decimal number in a range. */
+static int set_temperature(void *ctx, const char *val, char *why, size_t cap)
+{
+    char *end;
+    double v = strtod(val, &end);
+    if (end == val || *end || !(v >= 0 && v <= 100)) {
+        snprintf(why, cap, "expected a number from 0 (greedy) to 100, e.g. 0.7");
+        return -1;
+    }
+    *(double *)ctx = v;
+    return 0;
+}
+
+static int set_top_p(void *ctx, const char *val, char *why, size_t cap)
+{
+    char *end;
+    double v = strtod(val, &end);
+    if (end == val || *end || !(v > 0 && v <= 1)) {
+        snprintf(why, cap, "expected a number above 0 and at most 1, e.g. 0.9");
+        return -1;
+    }
+    *(double *)ctx = v;
+    return 0;
+}
+
+/* Streamed text output: each piece of text on standard output as soon as it exists. */
 typedef struct text_out {
-    const tq_tok *t;
-    tq_tok_stream *s;
     tq_err err;
     int failed;
 } text_out;
 
-static int on_token(void *user, uint64_t step, int32_t tok)
+static int on_text(void *user, const char *p, size_t n)
 {
     text_out *o = user;
-    const char *p = "\xEF\xBF\xBD";
-    size_t n = 3;
-    (void)step;
-    if (tq_tok_has_id(o->t, tok) && tq_tok_stream_push(o->s, tok, &p, &n, &o->err)) {
-        o->failed = 1;
-        return -1;
-    }
     if (fwrite(p, 1, n, stdout) != n || fflush(stdout)) {
         tq_fail(&o->err, TQ_EIO, "standard output: %s", strerror(errno));
         o->failed = 1;
         return -1;
     }
     return 0;
+}
+
+/* The report of a decode (not --json): on standard error, after the text or the ids. */
+static void report(FILE *f, const tq_run_stats *st, const int32_t *out, int ids_on_stdout)
+{
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    char hex[65];
+    if (!ids_on_stdout) {
+        fprintf(f, "tokens:");
+        for (uint64_t i = 0; i < st->generated_tokens; i++)
+            fprintf(f, "%s%d", i ? "," : " ", out[i]);
+        fprintf(f, "%s\n", st->stopped ? " (ended at the eos token)" : "");
+    } else if (st->stopped) {
+        fprintf(f, "tokens: %llu (ended at a stop token)\n", (unsigned long long)st->generated_tokens);
+    }
+    if (st->sampling.temperature > 0)
+        fprintf(f, "sampling: temperature %g, top-k %llu, top-p %g, seed %llu\n", st->sampling.temperature,
+                (unsigned long long)st->sampling.top_k, st->sampling.top_p > 0 ? st->sampling.top_p : 1.0,
+                (unsigned long long)st->sampling.seed);
+    tq_hex(st->logits_sha256, 32, hex);
+    tq_format_size(st->bytes_read, b1, sizeof b1);
+    tq_format_size(st->bytes_per_token, b2, sizeof b2);
+    tq_format_size(st->peak_rss, b3, sizeof b3);
+    tq_format_size(st->cache_bytes, b4, sizeof b4);
+    tq_format_size(st->resident_bytes, b5, sizeof b5);
+    fprintf(f, "model: %s, %s weights, %s\n", st->arch, st->weights, st->streamed ? "experts streamed" : "resident");
+    fprintf(f, "speed: %.2f tokens/s (%llu forward passes in %.3f s; load %.3f s)\n", st->tokens_per_s,
+            (unsigned long long)st->forward_passes, st->decode_s, st->load_s);
+    if (st->streamed)
+        fprintf(f, "experts: hit rate %.4f (%llu hits, %llu misses); read %s in %llu reads (%s io, %.3f s), %s/token; cache %s in use\n",
+                st->hit_rate, (unsigned long long)st->expert_hits, (unsigned long long)st->expert_misses, b1,
+                (unsigned long long)st->reads, st->io, st->io_s, b2, b4);
+    fprintf(f, "memory: resident weights %s, peak RSS %s\n", b5, b3);
+    fprintf(f, "logits sha256: %s\n", hex);
 }
 
 static int compare(const char *a, const char *b, uint64_t vocab, int json)
@@ -286,6 +335,7 @@ int main(int argc, char **argv)
     int json = 0, quiet = 0, rc, encode = 0, decode = 0, add_special = 0;
     const char *prompt_text = NULL, *prompt_file = NULL, *tok_dir = NULL, *eval_text = NULL, *eval_ids = NULL;
     uint64_t window = 0, stride = 0;
+    int ignore_eos = 0;
     tq_opt opts[] = {
         TQ_OPT_IDS("tokens", 0, &tokens, "LIST", "prompt token ids, comma-separated"),
         TQ_OPT_STR("prompt", 0, &prompt_text, "TEXT",
@@ -300,7 +350,20 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("decode", 0, &decode, "read comma-separated token ids on standard input, print their text"),
         TQ_OPT_FLAG("add-special", 0, &add_special,
                     "encode with the tokenizer's special tokens (its post-processor: bos and the like)"),
-        TQ_OPT_INT("max-tokens", 0, &max_tokens, 1, 1 << 24, "N", "tokens to generate (default 16)"),
+        TQ_OPT_INT("max-tokens", 0, &max_tokens, 1, 1 << 24, "N",
+                   "tokens to generate (default 16); text generation ends earlier at the eos token"),
+        TQ_OPT_FLAG("ignore-eos", 0, &ignore_eos,
+                    "text generation goes on past the tokenizer's eos token, to --max-tokens"),
+        TQ_OPT_CALL("temperature", 0, set_temperature, &o.sampling.temperature, "T",
+                    "sample each token from softmax(logits / T) (default 0: greedy, the argmax)"),
+        TQ_OPT_INT("top-k", 0, &o.sampling.top_k, 0, 1 << 30, "N",
+                   "with --temperature: sample among the N most likely tokens only (default 0: all)"),
+        TQ_OPT_CALL("top-p", 0, set_top_p, &o.sampling.top_p, "P",
+                    "with --temperature: sample among the most likely tokens whose probabilities add up to "
+                    "P (after --top-k; default 1: all)"),
+        TQ_OPT_INT("seed", 0, &o.sampling.seed, 0, 1ull << 53, "N",
+                   "with --temperature: the sampler's seed (default 0); the same seed gives the same tokens "
+                   "on every platform and for every --threads"),
         TQ_OPT_INT("ctx", 0, &o.ctx, 1, 1 << 24, "N", "KV cache positions (default: prompt + max-tokens)"),
         TQ_OPT_INT("threads", 0, &o.threads, 1, 256, "N",
                    "compute threads (default: cores); results do not depend on it"),
@@ -331,8 +394,10 @@ int main(int argc, char **argv)
                    "--eval: a window starts every N tokens, scoring its last N (default window/2)"),
         TQ_OPT_STR("compare-logits", 0, &cmp_a, "REF TEST", "top-1 agreement and mean KL(REF||TEST) per step"),
         TQ_OPT_INT("vocab", 0, &vocab, 1, 1 << 26, "N", "vocabulary size for --compare-logits"),
-        TQ_OPT_FLAG("json", 0, &json, "machine-readable report (sorted keys)"),
-        TQ_OPT_FLAG("quiet", 0, &quiet, "print only the generated token ids"),
+        TQ_OPT_FLAG("json", 0, &json, "machine-readable report on standard output (sorted keys), no text streamed"),
+        TQ_OPT_FLAG("quiet", 0, &quiet,
+                    "no report: only the generated text (or, from --tokens without --tokenizer, the "
+                    "generated ids) on standard output"),
         TQ_OPT_END,
     };
     tq_cli_spec cli = {
@@ -341,7 +406,9 @@ int main(int argc, char **argv)
                  "       tq-run [OPTIONS] MODEL_DIR --eval TEXT_FILE | --eval-ids FILE [--window N]\n"
                  "       tq-run --tokenizer DIR --encode | --decode [--add-special]\n"
                  "       tq-run --compare-logits REF.f32 TEST.f32 --vocab N [--json]\n",
-        .about = "Greedy decode from a plain, TurboQuant, MLX affine or split model directory.\n",
+        .about = "Decode from a plain, TurboQuant, MLX affine or split model directory: greedy, or sampled\n"
+                 "with --temperature. Standard output gets the generated text (a text prompt, or\n"
+                 "--tokenizer) or the generated ids (--tokens), the report goes to standard error.\n",
         .opts = opts,
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
@@ -383,6 +450,8 @@ int main(int argc, char **argv)
             return tq_cli_usage_error("--eval and --eval-ids go one at a time");
         if (tokens.v || prompt_text || prompt_file || force.v || add_special)
             return tq_cli_usage_error("--eval takes no --tokens, --prompt, --force-tokens or --add-special");
+        if (o.sampling.temperature > 0 || ignore_eos)
+            return tq_cli_usage_error("--eval scores the text as it is: no --temperature or --ignore-eos");
         if (!window)
             window = 512;
         if (stride >= window)
@@ -400,122 +469,84 @@ int main(int argc, char **argv)
                                       : "missing --tokens ID,ID,... or --prompt TEXT");
     if (add_special && tokens.v)
         return tq_cli_usage_error("--add-special goes with --prompt or --prompt-file");
+    if (o.sampling.temperature == 0 &&
+        (tq_cli_given(&cli, "top-k") || tq_cli_given(&cli, "top-p") || tq_cli_given(&cli, "seed")))
+        return tq_cli_usage_error("--top-k, --top-p and --seed go with --temperature above 0 (the default is "
+                                  "greedy decoding)");
+    int text_mode = prompt_text || prompt_file || tok_dir; /* text on standard output, else ids */
+    if (ignore_eos && !text_mode)
+        return tq_cli_usage_error("--ignore-eos goes with text generation (--prompt, --prompt-file or --tokenizer)");
     if ((rc = logits_vs_inputs(&o, prompt_file, tok_dir)) != 0)
         return rc;
     const char *model = cli.args[0];
-    const int32_t *prompt = tokens.v;
-    size_t n_prompt = tokens.n;
+    tq_err err = {0};
     tq_tok *tok = NULL;
-    int32_t *prompt_ids = NULL;
-    text_out tout = {0};
-    if (prompt_text || prompt_file || tok_dir) {
-        tq_err err = {0};
-        char *ftext = NULL;
-        size_t flen = 0;
-        int bad = tq_tok_load(tok_dir ? tok_dir : model, &tok, &err) ||
-                  (prompt_file && tq_read_small_file(prompt_file, MAX_INPUT_BYTES, &ftext, &flen, &err));
-        if (!bad && (prompt_text || prompt_file)) {
-            const char *pt = prompt_text ? prompt_text : ftext;
-            size_t pl = prompt_text ? strlen(prompt_text) : flen;
-            if (tq_tok_encode(tok, pt, pl, add_special, &prompt_ids, &n_prompt, &err)) {
-                tq_err_prefix(&err, "%s", prompt_file ? prompt_file : "--prompt");
-                bad = 1;
-            } else if (!n_prompt) {
-                tq_fail(&err, TQ_EUSAGE, "the prompt encodes to no tokens");
-                bad = 1;
-            }
-            prompt = prompt_ids;
-        }
-        free(ftext);
-        if (!bad && !json && tq_tok_stream_new(tok, &tout.s, &err))
-            bad = 1;
-        if (bad) {
-            tq_tok_free(tok);
-            free(prompt_ids);
-            return tq_cli_fail(&err);
-        }
-        if (tout.s) {
-            tout.t = tok;
-            o.on_token = on_token;
-            o.user = &tout;
-        }
+    char *ftext = NULL;
+    size_t flen = 0;
+    if (text_mode && (tq_tok_load(tok_dir ? tok_dir : model, &tok, &err) ||
+                      (prompt_file && tq_read_small_file(prompt_file, MAX_INPUT_BYTES, &ftext, &flen, &err)))) {
+        tq_tok_free(tok);
+        return tq_cli_fail(&err);
     }
     o.force_tokens = force.v;
     o.n_force = force.n;
-    int32_t *out = malloc((size_t)max_tokens * sizeof *out);
-    if (!out) {
-        fprintf(stderr, "tq-run: out of memory\n");
-        tq_tok_stream_free(tout.s);
-        tq_tok_free(tok);
-        free(prompt_ids);
-        return 1;
-    }
-    tq_err err = {0};
     tq_runner *r;
     tq_run_stats st;
-    rc = 0;
     if (tq_runner_open(&r, model, &o, &err) != 0) {
-        rc = tq_cli_fail(&err);
-    } else {
-        if (tq_runner_generate(r, prompt, n_prompt, (size_t)max_tokens, out, &st, &err) != 0)
+        tq_tok_free(tok);
+        free(ftext);
+        return tq_cli_fail(&err);
+    }
+    rc = 0;
+    tq_run_text_result res = {0};
+    int32_t *ids = NULL; /* the generated ids, from res.tokens or this buffer */
+    if (text_mode) {
+        text_out tout = {0};
+        tq_run_text_opts to = {.max_tokens = (size_t)max_tokens, .add_special = add_special,
+                               .stop_at_eos = !ignore_eos, .prompt_name = prompt_file ? prompt_file : "--prompt",
+                               .on_text = json ? NULL : on_text, .user = &tout};
+        int grc = tokens.v ? tq_runner_generate_text_ids(r, tok, tokens.v, tokens.n, &to, &res, &st, &err)
+                           : tq_runner_generate_text(r, tok, prompt_text ? prompt_text : ftext,
+                                                     prompt_text ? strlen(prompt_text) : flen, &to, &res, &st, &err);
+        if (grc != 0) {
             rc = tq_cli_fail(tout.failed ? &tout.err : &err);
-        tq_runner_close(r);
-    }
-    if (rc == 0 && tout.s) { /* the rest of the text, then the end of its line */
-        const char *p;
-        size_t n;
-        if (tq_tok_stream_finish(tout.s, &p, &n, &err) != 0)
-            rc = tq_cli_fail(&err);
-        else if (write_out(p, n) || write_out("\n", 1))
+        } else if (!json && (write_out("\n", 1) || fflush(stdout))) { /* the end of the text's line */
             rc = 1;
-    }
-    if (rc == 0) {
-        if (json) {
-            cJSON *j = tq_run_stats_json(&st, out, st.generated_tokens);
-            char *gen = NULL;
-            size_t gl;
-            if (j && tok) { /* the prompt's ids, and the generated text (null if it has ids the
-                                tokenizer lacks) */
-                cJSON *pids = cJSON_AddArrayToObject(j, "prompt_ids");
-                for (size_t i = 0; pids && i < n_prompt; i++)
-                    cJSON_AddItemToArray(pids, cJSON_CreateNumber(prompt[i]));
-                if (tq_tok_decode(tok, out, st.generated_tokens, &gen, &gl, &err) == 0)
-                    cJSON_AddStringToObject(j, "text", gen);
-                else
-                    cJSON_AddNullToObject(j, "text");
-            }
-            free(gen);
-            rc = tq_cli_print_json(j);
-        } else {
-            printf("tokens:");
-            for (uint64_t i = 0; i < st.generated_tokens; i++)
-                printf("%s%d", i ? "," : " ", out[i]);
-            printf("\n");
-            if (!quiet) {
-                char b1[32], b2[32], b3[32], b4[32], b5[32];
-                char hex[65];
-                tq_hex(st.logits_sha256, 32, hex);
-                tq_format_size(st.bytes_read, b1, sizeof b1);
-                tq_format_size(st.bytes_per_token, b2, sizeof b2);
-                tq_format_size(st.peak_rss, b3, sizeof b3);
-                tq_format_size(st.cache_bytes, b4, sizeof b4);
-                tq_format_size(st.resident_bytes, b5, sizeof b5);
-                printf("model: %s, %s weights, %s\n", st.arch, st.weights,
-                       st.streamed ? "experts streamed" : "resident");
-                printf("speed: %.2f tokens/s (%llu forward passes in %.3f s; load %.3f s)\n", st.tokens_per_s,
-                       (unsigned long long)st.forward_passes, st.decode_s, st.load_s);
-                if (st.streamed)
-                    printf("experts: hit rate %.4f (%llu hits, %llu misses); read %s in %llu reads (%s io, %.3f s), %s/token; cache %s in use\n",
-                           st.hit_rate, (unsigned long long)st.expert_hits, (unsigned long long)st.expert_misses,
-                           b1, (unsigned long long)st.reads, st.io, st.io_s, b2, b4);
-                printf("memory: resident weights %s, peak RSS %s\n", b5, b3);
-                printf("logits sha256: %s\n", hex);
-            }
+        }
+        ids = res.tokens;
+    } else {
+        if (!(ids = malloc((size_t)max_tokens * sizeof *ids))) {
+            fprintf(stderr, "tq-run: out of memory\n");
+            rc = 1;
+        } else if (tq_runner_generate(r, tokens.v, tokens.n, (size_t)max_tokens, ids, &st, &err) != 0) {
+            rc = tq_cli_fail(&err);
         }
     }
-    free(out);
-    tq_tok_stream_free(tout.s);
+    tq_runner_close(r);
+    if (rc == 0 && json) {
+        cJSON *j = tq_run_stats_json(&st, ids, st.generated_tokens);
+        if (j && text_mode) { /* the prompt's ids and the generated text */
+            cJSON *pids = cJSON_AddArrayToObject(j, "prompt_ids");
+            for (size_t i = 0; pids && i < res.n_prompt; i++)
+                cJSON_AddItemToArray(pids, cJSON_CreateNumber(res.prompt_ids[i]));
+            cJSON_AddStringToObject(j, "text", res.text);
+        }
+        rc = tq_cli_print_json(j);
+    } else if (rc == 0) {
+        if (!text_mode) { /* the ids, as --encode prints them and --decode reads them */
+            for (uint64_t i = 0; i < st.generated_tokens; i++)
+                printf(i ? ",%d" : "%d", ids[i]);
+            printf("\n");
+            if (fflush(stdout))
+                rc = write_out("x", 1);
+        }
+        if (!quiet && rc == 0)
+            report(stderr, &st, ids, !text_mode);
+    }
+    if (!text_mode)
+        free(ids);
+    tq_run_text_result_free(&res);
     tq_tok_free(tok);
-    free(prompt_ids);
+    free(ftext);
     return rc;
 }

@@ -341,10 +341,14 @@ int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, siz
     if (r->ctx < need)
         return tq_fail(e, TQ_EUSAGE, "context of %llu tokens is too small for %zu prompt + %zu generated tokens",
                        (unsigned long long)r->ctx, n_prompt, max_tokens);
-    logit_sink sink;
-    if (alloc_state(r, e) != 0 || sink_open(&sink, r, e) != 0)
+    tq_run_sampler *smp;
+    if (tq_run_sampler_new(&r->o.sampling, r->c.vocab, &smp, e) != 0)
         return -1;
-    const uint64_t V = r->c.vocab;
+    logit_sink sink;
+    if (alloc_state(r, e) != 0 || sink_open(&sink, r, e) != 0) {
+        tq_run_sampler_free(smp);
+        return -1;
+    }
     int ok = 0;
     double t0 = tq_now();
     /* pos: the position tok is fed at; step: generated tokens so far. The prompt's tokens
@@ -362,22 +366,31 @@ int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, siz
         }
         if (sink_emit(&sink, r, step, e) != 0)
             goto out;
-        tok = argmax(r->logits, V);
+        tok = tq_run_sampler_next(smp, r->logits); /* greedy: the argmax */
         out_tokens[step] = tok;
         if (r->o.on_token && r->o.on_token(r->o.user, step, tok) != 0) {
             tq_fail(e, TQ_EIO, "decoding stopped by the caller at step %llu", (unsigned long long)step);
             goto out;
         }
+        int stop = 0;
+        for (size_t i = 0; i < r->o.n_stop && r->o.stop_tokens; i++)
+            stop |= tok == r->o.stop_tokens[i];
         if (step < r->o.n_force && r->o.force_tokens)
             tok = r->o.force_tokens[step];
         step++;
         if (step == max_tokens)
             break;
+        if (stop) {
+            st->stopped = 1;
+            break;
+        }
     }
     st->decode_s = tq_now() - t0;
     ok = 1;
 out:;
     int rc = sink_close(&sink, ok, st->logits_sha256, e);
+    tq_run_sampler_free(smp);
+    st->sampling = r->o.sampling;
     st->prompt_tokens = n_prompt;
     st->generated_tokens = step;
     fill_stats(r, st);
@@ -495,6 +508,16 @@ cJSON *tq_run_stats_json(const tq_run_stats *st, const int32_t *tokens, size_t n
     cJSON_AddStringToObject(j, "weights", st->weights);
     cJSON_AddStringToObject(j, "io", st->io);
     cJSON_AddBoolToObject(j, "streamed", st->streamed);
+    cJSON_AddBoolToObject(j, "stopped", st->stopped);
+    if (st->sampling.temperature > 0) { /* how the tokens were sampled; null: greedy */
+        cJSON *sm = cJSON_AddObjectToObject(j, "sampling");
+        cJSON_AddNumberToObject(sm, "temperature", st->sampling.temperature);
+        cJSON_AddNumberToObject(sm, "top_k", (double)st->sampling.top_k);
+        cJSON_AddNumberToObject(sm, "top_p", st->sampling.top_p > 0 ? st->sampling.top_p : 1.0);
+        cJSON_AddNumberToObject(sm, "seed", (double)st->sampling.seed);
+    } else {
+        cJSON_AddNullToObject(j, "sampling");
+    }
     struct {
         const char *k;
         double v;

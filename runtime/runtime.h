@@ -32,6 +32,36 @@ enum tq_run_backend {
     TQ_RUN_BACKEND_SHIM,    /* those kernels compiled as C and run on the CPU (checking, not speed) */
 };
 
+/* How each generated token is chosen (tq_run_opts.sampling). temperature 0 (the default) is
+ * greedy: the argmax, the lowest id on ties, bit-exact as the golden decodes record it.
+ * temperature > 0 samples, in the order of HuggingFace transformers' logits warpers
+ * (generation/utils.py, _get_logits_processor: TemperatureLogitsWarper, TopKLogitsWarper,
+ * TopPLogitsWarper, then softmax and a multinomial draw): scores = logits / temperature;
+ * top_k > 0 keeps the tokens whose score is at least the top_k-th largest (ties at the
+ * boundary kept); top_p < 1 sorts the kept tokens by score ascending, takes their softmax's
+ * running sum in that order and drops every token whose running sum is <= 1 - top_p (never the
+ * last, largest one); then one draw u in [0, 1) from a xoshiro256** stream seeded through
+ * splitmix64 from seed picks, over the kept ids in id order, the first whose running sum of
+ * exp(score - max) exceeds u times their total. One draw per generated token, whatever is kept,
+ * so the tokens depend only on the logits and the seed (man tq-run(1), Sampling). */
+typedef struct tq_run_sampling {
+    double temperature; /* 0: greedy; else > 0 */
+    uint64_t top_k;     /* 0: off */
+    double top_p;       /* in (0, 1]; 1 (or 0, unset): off */
+    uint64_t seed;
+} tq_run_sampling;
+
+/* The sampler on its own (what tq_runner_generate runs with tq_run_opts.sampling): scratch
+ * for a vocabulary of `vocab` and the random stream. */
+typedef struct tq_run_sampler tq_run_sampler;
+int tq_run_sampler_new(const tq_run_sampling *s, uint64_t vocab, tq_run_sampler **out, tq_err *e);
+/* The distribution the next token is drawn from, p[vocab] (0 for a filtered id; one-hot on
+ * the argmax when greedy or when a logit is not finite). Draws nothing. */
+void tq_run_sampler_dist(tq_run_sampler *s, const float *logits, double *p);
+/* The next token: one draw from the stream (none when greedy). */
+int32_t tq_run_sampler_next(tq_run_sampler *s, const float *logits);
+void tq_run_sampler_free(tq_run_sampler *s);
+
 typedef struct tq_run_opts {
     int threads;            /* compute threads; 0 = tq_default_threads() */
     int io_threads;         /* expert readers; 0 = experts_per_tok (at most 16) */
@@ -50,6 +80,11 @@ typedef struct tq_run_opts {
      * them; later steps go back to greedy). out_tokens still receive each step's argmax. */
     const int32_t *force_tokens;
     size_t n_force;
+    tq_run_sampling sampling;  /* how tokens are chosen (default: greedy) */
+    /* Generation ends after a token of this list is chosen (it is the last of out_tokens);
+     * NULL/0: it always runs max_tokens steps. */
+    const int32_t *stop_tokens;
+    size_t n_stop;
     /* Called with every step's logits (after the file write); non-zero return aborts. */
     int (*on_logits)(void *user, uint64_t step, const float *logits, uint64_t vocab);
     /* Called with every generated token as soon as it is chosen (streamed text output);
@@ -67,6 +102,8 @@ typedef struct tq_run_stats {
     char io[16];                /* "direct", "fadvise", "buffered" or "none" */
     uint64_t vocab;
     uint64_t prompt_tokens, generated_tokens, forward_passes;
+    int stopped;                /* generation ended on a stop token before max_tokens */
+    tq_run_sampling sampling;   /* as the run was asked (temperature 0: greedy) */
     double load_s, decode_s, tokens_per_s; /* tokens_per_s = forward passes / decode_s */
     uint64_t expert_hits, expert_misses;
     double hit_rate;                       /* hits / (hits + misses); 0 when none */
@@ -85,12 +122,54 @@ typedef struct tq_runner tq_runner;
 /* Open MODEL_DIR (plain, TurboQuant, MLX affine or split) and load the resident part. */
 int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o, tq_err *e);
 uint64_t tq_runner_vocab(const tq_runner *r);
-/* Greedy decode: feeds the prompt, then generates max_tokens tokens into out_tokens.
+/* Decode: feeds the prompt, then generates up to max_tokens tokens into out_tokens (greedy, or
+ * as o.sampling says; fewer when a stop token comes: st->generated_tokens says how many).
  * Step s's logits (s = 0 .. max_tokens-1) are the ones token s was chosen from.
  * One call per runner. */
 int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
                        int32_t *out_tokens, tq_run_stats *st, tq_err *e);
 void tq_runner_close(tq_runner *r);
+
+/* Text generation: a prompt string in, text out through a callback as it is generated.
+ * The prompt is encoded with tok (tokenizer/tokenizer.h; special tokens written in it, such as
+ * <|im_start|>, become their ids; the post-processor's bos and the like only with
+ * add_special), the runner decodes as tq_runner_generate (its tq_run_opts: sampling, logits,
+ * teacher forcing; its on_token is still called), and each generated token's text goes to
+ * on_text as soon as its characters are complete: the bytes of a character split over tokens
+ * are held back, an unfinished one at the end comes out as U+FFFD, as does an id the
+ * tokenizer lacks (a model's vocabulary may be larger). With stop_at_eos, generation ends
+ * after the tokenizer's eos token (tokenizer_config.json), which is kept in the tokens but
+ * not given as text. Library code: it never prints; the caller shows the text. */
+struct tq_tok;
+typedef struct tq_run_text_opts {
+    size_t max_tokens;  /* at most this many generated tokens (>= 1) */
+    int add_special;    /* encode the prompt with the tokenizer's post-processor */
+    int stop_at_eos;    /* end after the tokenizer's eos token (when it names one) */
+    const char *prompt_name; /* prefixes errors about the prompt text (a file name); NULL: "prompt" */
+    /* Each piece of generated text (UTF-8, not NUL-terminated); non-zero return aborts the run. */
+    int (*on_text)(void *user, const char *text, size_t len);
+    void *user;
+} tq_run_text_opts;
+
+typedef struct tq_run_text_result {
+    int32_t *prompt_ids;  /* the prompt's ids */
+    size_t n_prompt;
+    int32_t *tokens;      /* the generated ids, the stop token included */
+    size_t n_tokens;
+    char *text;           /* all the text given to on_text, NUL-terminated */
+    size_t text_len;
+    int stopped;          /* ended on the eos token */
+} tq_run_text_result;
+void tq_run_text_result_free(tq_run_text_result *res);
+
+/* prompt[len] is UTF-8 text (not valid UTF-8: an error naming the byte offset). One call per
+ * runner, as tq_runner_generate. On failure res holds nothing (freed). */
+int tq_runner_generate_text(tq_runner *r, const struct tq_tok *tok, const char *prompt, size_t len,
+                            const tq_run_text_opts *o, tq_run_text_result *res, tq_run_stats *st, tq_err *e);
+/* The same from prompt token ids (copied into res->prompt_ids). */
+int tq_runner_generate_text_ids(tq_runner *r, const struct tq_tok *tok, const int32_t *prompt, size_t n_prompt,
+                                const tq_run_text_opts *o, tq_run_text_result *res, tq_run_stats *st,
+                                tq_err *e);
 
 /* Perplexity of a token sequence, teacher-forced with a sliding window: windows of `window`
  * tokens start every `stride` tokens (1 <= stride < window), each from an empty state, and

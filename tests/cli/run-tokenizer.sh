@@ -27,28 +27,35 @@ printf '<|im_start|>user\nhi<|im_end|>' | tq-run --tokenizer q --encode > qi || 
 [ "$(cut -d, -f1 qi)" = 151644 ] || fail "qwen3 <|im_start|> is $(cut -d, -f1 qi)"
 
 # --prompt and --prompt-file: the same prompt ids and generated tokens; the text is streamed
-tq-run m --prompt "The model streams" --max-tokens 6 > p1 || fail "--prompt failed"
+# on standard output, alone, and the report (tokens: ...) goes to standard error
+tq-run m --prompt "The model streams" --max-tokens 6 --ignore-eos > p1 2> e1 || fail "--prompt failed"
 printf 'The model streams' > pf
-tq-run m --prompt-file pf --max-tokens 6 > p2 || fail "--prompt-file failed"
-grep '^tokens:' p1 > t1 && grep '^tokens:' p2 > t2 && cmp t1 t2 || fail "--prompt and --prompt-file differ"
+tq-run m --prompt-file pf --max-tokens 6 --ignore-eos > p2 2> e2 || fail "--prompt-file failed"
+cmp p1 p2 || fail "--prompt and --prompt-file printed different text"
+grep '^tokens:' e1 > t1 && grep '^tokens:' e2 > t2 && cmp t1 t2 || fail "--prompt and --prompt-file differ"
+! grep -q '^tokens:\|^model:\|^speed:\|^logits sha256:' p1 || fail "the report went to standard output: $(cat p1)"
 ptoks=$(printf 'The model streams' | tq-run --tokenizer m --encode)
-tq-run m --tokens "$ptoks" --max-tokens 6 --quiet > p3 || fail "--tokens run failed"
-cmp t1 p3 || fail "--prompt did not decode like --tokens of its encoding"
-# first line: the streamed text, which is the decode of the generated ids (U+FFFD for ids the
-# tokenizer lacks: the model's vocabulary is 512, the tokenizer's smaller)
-gen=$(sed 's/^tokens: //' t1)
-tq-run m --prompt "The model streams" --max-tokens 6 --json > pj || fail "--json failed"
+tq-run m --tokens "$ptoks" --max-tokens 6 --quiet > p3 2> e3 || fail "--tokens run failed"
+[ ! -s e3 ] || fail "--quiet printed a report: $(cat e3)"
+[ "$(sed 's/^tokens: //' t1)" = "$(cat p3)" ] || fail "--prompt did not decode like --tokens of its encoding"
+# --quiet: the text alone, nothing on standard error
+tq-run m --prompt "The model streams" --max-tokens 6 --ignore-eos --quiet > p4 2> e4 || fail "--prompt --quiet"
+cmp p1 p4 && [ ! -s e4 ] || fail "--quiet: '$(cat p4)' / '$(cat e4)'"
+# ids out piped into --decode give the text --prompt printed (less its final newline; U+FFFD
+# stands for ids the tokenizer lacks: the model's vocabulary is 512, the tokenizer's smaller)
+gen=$(cat p3)
+tq-run m --prompt "The model streams" --max-tokens 6 --ignore-eos --json > pj || fail "--json failed"
 python3 - pj p1 "$gen" <<'PY' || fail "streamed text differs from the decode"
-import json, subprocess, sys
+import json, sys
 j = json.load(open(sys.argv[1]))
-streamed = open(sys.argv[2], encoding="utf-8").read().split("\ntokens:")[0]
+streamed = open(sys.argv[2], encoding="utf-8").read()
+assert streamed.endswith("\n"), streamed
+streamed = streamed[:-1]
 ids = [int(x) for x in sys.argv[3].split(",")]
 assert j["tokens"] == ids, (j["tokens"], ids)
 assert j["prompt_ids"] and all(isinstance(x, int) for x in j["prompt_ids"])
-if j["text"] is not None:
-    assert streamed == j["text"], (streamed, j["text"])
-else:
-    assert "\ufffd" in streamed
+assert j["text"] == streamed, (streamed, j["text"])
+assert j["stopped"] is False and j["sampling"] is None, j
 PY
 
 # tq-verify golden records the prompt's and the generated text, and compares the text
