@@ -14,7 +14,8 @@ struct tq_run_sampler {
     struct scored {
         double v;
         int32_t id;
-    } *ord;           /* [vocab] ids sorted by score, descending (ties: lower id first) */
+    } *ord;           /* [vocab] top-p candidates sorted by score, descending (ties: lower id first) */
+    double *heap;     /* [top_k] top-k's min-heap */
 };
 
 /* splitmix64 (Steele, Lea and Flood 2014; the seeding xoshiro's authors recommend). */
@@ -63,7 +64,8 @@ int tq_run_sampler_new(const tq_run_sampling *s, uint64_t vocab, tq_run_sampler 
         r->rng[i] = splitmix64(&x);
     if (s->temperature > 0 &&
         (!(r->sc = tq_malloc(vocab * sizeof *r->sc, e)) || !(r->w = tq_malloc(vocab * sizeof *r->w, e)) ||
-         !(r->ord = tq_malloc(vocab * sizeof *r->ord, e)))) {
+         !(r->ord = tq_malloc(vocab * sizeof *r->ord, e)) ||
+         !(r->heap = tq_malloc((s->top_k > 0 && s->top_k < vocab ? s->top_k : 1) * sizeof *r->heap, e)))) {
         tq_run_sampler_free(r);
         return -1;
     }
@@ -78,6 +80,7 @@ void tq_run_sampler_free(tq_run_sampler *s)
     free(s->sc);
     free(s->w);
     free(s->ord);
+    free(s->heap);
     free(s);
 }
 
@@ -100,59 +103,85 @@ static int by_score_desc(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* The top_k-th largest score (1 <= k < vocab): the root of a min-heap of the k largest, built in
+ * one pass over the ids (O(V log k); the value does not depend on how it is found). */
+static double kth_largest(tq_run_sampler *s, uint64_t k)
+{
+    double *h = s->heap;
+    for (uint64_t i = 0; i < s->vocab; i++) {
+        double v = s->sc[i];
+        uint64_t j;
+        if (i < k) { /* sift up */
+            for (j = i; j > 0 && h[(j - 1) / 2] > v; j = (j - 1) / 2)
+                h[j] = h[(j - 1) / 2];
+        } else if (v > h[0]) { /* replace the root, sift down */
+            for (j = 0;;) {
+                uint64_t c = 2 * j + 1;
+                if (c >= k)
+                    break;
+                if (c + 1 < k && h[c + 1] < h[c])
+                    c++;
+                if (h[c] >= v)
+                    break;
+                h[j] = h[c];
+                j = c;
+            }
+        } else {
+            continue;
+        }
+        h[j] = v;
+    }
+    return h[0];
+}
+
 /* w[i] = exp(score_i - max) for the kept ids, 0 for the filtered ones; -1 when a logit is not
  * finite (the step is then greedy). */
 static int weights(tq_run_sampler *s, const float *logits)
 {
     const uint64_t V = s->vocab;
     const tq_run_sampling *p = &s->s;
-    double *sc = s->sc, *w = s->w;
+    double *sc = s->sc, *w = s->w, m = -INFINITY;
     for (uint64_t i = 0; i < V; i++) {
         if (!isfinite(logits[i]))
             return -1;
         sc[i] = (double)logits[i] / p->temperature; /* TemperatureLogitsWarper */
+        m = sc[i] > m ? sc[i] : m;
     }
-    int top_k = p->top_k > 0 && p->top_k < V, top_p = p->top_p > 0 && p->top_p < 1;
-    uint64_t kept = V; /* with top_k or top_p: ord[0 .. kept) are the kept ids, best first */
-    if (top_k || top_p) {
-        for (uint64_t i = 0; i < V; i++)
-            s->ord[i] = (struct scored){sc[i], (int32_t)i};
-        qsort(s->ord, V, sizeof *s->ord, by_score_desc);
-    }
-    if (top_k) { /* TopKLogitsWarper: remove scores < the top_k-th largest */
-        double kth = s->ord[p->top_k - 1].v;
-        kept = p->top_k;
-        while (kept < V && s->ord[kept].v >= kth)
-            kept++;
-    }
-    double m = top_k || top_p ? s->ord[0].v : sc[0];
-    if (!(top_k || top_p))
-        for (uint64_t i = 1; i < V; i++)
-            m = sc[i] > m ? sc[i] : m;
+    /* TopKLogitsWarper: remove the scores below the top_k-th largest (ties with it kept) */
+    double kth = p->top_k > 0 && p->top_k < V ? kth_largest(s, p->top_k) : -INFINITY;
     for (uint64_t i = 0; i < V; i++)
-        w[i] = 0;
-    if (top_p) { /* TopPLogitsWarper: softmax of the kept scores, summed from the smallest up */
-        double z = 0, cum = 0;
-        for (uint64_t j = kept; j-- > 0;)
-            z += (w[s->ord[j].id] = rt_exp(s->ord[j].v - m));
-        uint64_t drop = 0; /* ord[kept - drop .. kept) are removed */
-        for (uint64_t j = kept; j-- > 1;) {
-            cum += w[s->ord[j].id] / z;
-            if (!(cum <= 1 - p->top_p))
-                break;
-            drop++;
+        w[i] = sc[i] >= kth ? rt_exp(sc[i] - m) : 0;
+    if (!(p->top_p > 0 && p->top_p < 1))
+        return 0;
+    /* TopPLogitsWarper: the kept tokens' softmax w / z summed from the smallest score up;
+     * every token whose running sum is <= 1 - top_p is removed, never the largest. */
+    double z = 0, cut = 1 - p->top_p;
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < V; i++)
+        if (w[i] > 0) {
+            z += w[i];
+            n++;
         }
-        for (uint64_t j = kept - drop; j < kept; j++)
-            w[s->ord[j].id] = 0;
-        return 0;
-    }
-    if (top_k) {
-        for (uint64_t j = 0; j < kept; j++)
-            w[s->ord[j].id] = rt_exp(s->ord[j].v - m);
-        return 0;
-    }
+    /* Sorting only what can matter: a token with w <= thr comes, in ascending order, after
+     * only such tokens, whose sum is at most n thr < cut z (the 1e-9 margin covers the
+     * rounding of any order of summing them), so it is removed; their sum starts the running
+     * sum. The largest has w = 1 > thr, so it is never among them. */
+    double thr = cut * z / (double)n * (1 - 1e-9), cum = 0;
+    uint64_t c = 0;
     for (uint64_t i = 0; i < V; i++)
-        w[i] = rt_exp(sc[i] - m);
+        if (w[i] > 0 && w[i] <= thr) {
+            cum += w[i] / z;
+            w[i] = 0;
+        } else if (w[i] > 0) {
+            s->ord[c++] = (struct scored){sc[i], (int32_t)i};
+        }
+    qsort(s->ord, c, sizeof *s->ord, by_score_desc);
+    for (uint64_t j = c; j-- > 1;) {
+        cum += w[s->ord[j].id] / z;
+        if (!(cum <= cut))
+            break;
+        w[s->ord[j].id] = 0;
+    }
     return 0;
 }
 

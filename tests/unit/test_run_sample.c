@@ -185,6 +185,94 @@ static void test_draws(void)
     tq_run_sampler_free(s3);
 }
 
+/* On a large vocabulary (where the sampler takes its shortcuts: a heap for top-k, skipping the
+ * tokens top-p must remove before sorting), the kept set and the distribution equal the
+ * warpers' definitions applied literally: sort everything, cut, softmax, cumulative sum in
+ * ascending order. The reference below is written from transformers' code, independently of
+ * runtime/sample.c. */
+typedef struct ref_tok {
+    double v;
+    int id;
+} ref_tok;
+static int ref_desc(const void *a, const void *b)
+{
+    const ref_tok *x = a, *y = b;
+    return x->v != y->v ? (x->v > y->v ? -1 : 1) : (x->id > y->id) - (x->id < y->id);
+}
+static void ref_dist(const float *l, int V, double T, int k, double P, double *p)
+{
+    ref_tok *t = malloc(V * sizeof *t);
+    char *keep = malloc(V);
+    for (int i = 0; i < V; i++) {
+        t[i] = (ref_tok){l[i] / T, i};
+        keep[i] = 1;
+    }
+    qsort(t, V, sizeof *t, ref_desc); /* descending; ascending is this read backwards */
+    int n = V;
+    if (k > 0 && k < V) { /* scores < the k-th largest removed */
+        n = k;
+        while (n < V && t[n].v >= t[k - 1].v)
+            n++;
+        for (int j = n; j < V; j++)
+            keep[t[j].id] = 0;
+    }
+    double m = t[0].v, z = 0;
+    for (int j = 0; j < n; j++)
+        z += exp(t[j].v - m);
+    if (P > 0 && P < 1) { /* ascending cumulative softmax <= 1 - P removed, the last kept */
+        double cum = 0;
+        for (int j = n - 1; j >= 1; j--) {
+            cum += exp(t[j].v - m) / z;
+            if (cum > 1 - P)
+                break;
+            keep[t[j].id] = 0;
+        }
+    }
+    double zk = 0;
+    for (int i = 0; i < V; i++)
+        zk += keep[i] ? exp(l[i] / T - m) : 0;
+    for (int i = 0; i < V; i++)
+        p[i] = keep[i] ? exp(l[i] / T - m) / zk : 0;
+    free(t);
+    free(keep);
+}
+
+static void test_large_vocab(void)
+{
+    const int V = 50000;
+    float *l = malloc(V * sizeof *l);
+    double *p = malloc(V * sizeof *p), *want = malloc(V * sizeof *want);
+    uint64_t seed = 17;
+    for (int i = 0; i < V; i++)
+        l[i] = (float)(3 * t_nrand(&seed));
+    l[123] = l[4567]; /* a tie */
+    struct {
+        double t;
+        int k;
+        double p;
+    } cases[] = {{1, 40, 1}, {0.7, 0, 0.9}, {1.3, 0, 0.5}, {1, 50, 0.95}, {0.5, 1000, 0.99}, {2, 0, 0.999}, {1, 1, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        tq_run_sampler *s = mk(cases[c].t, (uint64_t)cases[c].k, cases[c].p, 0, V);
+        tq_run_sampler_dist(s, l, p);
+        ref_dist(l, V, cases[c].t, cases[c].k, cases[c].p, want);
+        int kept = 0, kept_ref = 0, same = 1;
+        double worst = 0;
+        for (int i = 0; i < V; i++) {
+            kept += p[i] > 0;
+            kept_ref += want[i] > 0;
+            same &= (p[i] > 0) == (want[i] > 0);
+            worst = fmax(worst, fabs(p[i] - want[i]));
+        }
+        CHECKF(same && worst < 1e-9, "T %g top-k %d top-p %g: %d kept, reference %d, max |dp| %g", cases[c].t,
+               cases[c].k, cases[c].p, kept, kept_ref, worst);
+        CHECK(kept >= 1 && kept < V);
+        tq_run_sampler_free(s);
+    }
+    free(l);
+    free(p);
+    free(want);
+}
+
 static void test_bad_settings(void)
 {
     tq_err err = {0};
@@ -306,6 +394,7 @@ int main(void)
     RUN(test_order);
     RUN(test_greedy);
     RUN(test_draws);
+    RUN(test_large_vocab);
     RUN(test_bad_settings);
     RUN(test_generate_text);
     RUN(test_sampled_threads);
