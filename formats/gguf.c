@@ -91,8 +91,9 @@ static int get_str(cursor *c, uint64_t *off, uint64_t *len, const char *what)
     return 0;
 }
 
-/* A name (key or tensor name) as a C string: no NUL bytes, bounded length. */
-static int get_name(cursor *c, char **out, const char *what)
+/* A name (key or tensor name) as a C string: no NUL bytes, bounded length; with ctl, no
+ * control bytes (0x01-0x1f, 0x7f) either. */
+static int get_name(cursor *c, char **out, const char *what, int ctl)
 {
     uint64_t at = c->pos, off, len;
     int r = get_str(c, &off, &len, what);
@@ -106,6 +107,12 @@ static int get_name(cursor *c, char **out, const char *what)
     if (memchr(c->p + off, 0, len))
         return tq_fail(c->e, TQ_EDATA, "%s: %s contains a NUL byte (offset %llu)", c->name, what,
                        (unsigned long long)at);
+    /* Tensor names are printed and compared as C strings: no C0 control byte or DEL either
+     * (man tq-formats(5), GGUF INPUT). */
+    for (uint64_t i = 0; ctl && i < len; i++)
+        if (c->p[off + i] < 0x20 || c->p[off + i] == 0x7f)
+            return tq_fail(c->e, TQ_EDATA, "%s: %s contains the control byte 0x%02x (offset %llu)", c->name, what,
+                           c->p[off + i], (unsigned long long)(off + i));
     char *s = tq_malloc(len + 1, c->e);
     if (!s)
         return -1;
@@ -193,7 +200,7 @@ static int skip_value(cursor *c, uint32_t t, int depth, const char *key)
 
 static int parse_kv(cursor *c, tq_gguf_kv *kv)
 {
-    int r = get_name(c, &kv->key, "metadata key");
+    int r = get_name(c, &kv->key, "metadata key", 0);
     if (!r)
         r = get_u32(c, &kv->type, "metadata value type");
     if (r)
@@ -236,7 +243,7 @@ static int parse_kv(cursor *c, tq_gguf_kv *kv)
 
 static int parse_tensor_info(cursor *c, tq_gguf_tensor *t)
 {
-    int r = get_name(c, &t->name, "tensor name");
+    int r = get_name(c, &t->name, "tensor name", 1);
     if (!r)
         r = get_u32(c, &t->n_dims, "tensor n_dims");
     if (r)
@@ -270,10 +277,16 @@ static int parse_tensor_info(cursor *c, tq_gguf_tensor *t)
     return 0;
 }
 
+/* Offset order; at one offset a zero-byte tensor first (it takes no room), then by name, so
+ * the order and every message are the same on every platform. */
 static int cmp_off(const void *a, const void *b)
 {
     const tq_gguf_tensor *x = *(tq_gguf_tensor *const *)a, *y = *(tq_gguf_tensor *const *)b;
-    return x->offset < y->offset ? -1 : x->offset > y->offset;
+    if (x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    if (x->nbytes != y->nbytes)
+        return x->nbytes < y->nbytes ? -1 : 1;
+    return strcmp(x->name, y->name);
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -286,7 +299,45 @@ static int cmp_key(const void *a, const void *b)
     return strcmp((*(tq_gguf_kv *const *)a)->key, (*(tq_gguf_kv *const *)b)->key);
 }
 
-/* Alignment, data section placement, per-tensor ranges, overlaps, duplicates. */
+/* Bytes [from, to) of the file are all zero: 0, or the file offset of the first that is not
+ * in *at (1). They come from the header buffer where it holds them, else by pread in
+ * bounded pieces; NEED_MORE for a buffer parse without them. */
+static int nonzero_at(const tq_gguf_file *f, const cursor *c, uint64_t from, uint64_t to, uint64_t *at)
+{
+    for (; from < to && from < c->len; from++)
+        if (c->p[from]) {
+            *at = from;
+            return 1;
+        }
+    if (from >= to)
+        return 0;
+    if (f->fd < 0)
+        return NEED_MORE;
+    unsigned char buf[4096];
+    while (from < to) {
+        size_t n = to - from < sizeof buf ? (size_t)(to - from) : sizeof buf;
+        if (tq_pread_full(f->fd, buf, n, from, c->name, c->e) != 0)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            if (buf[i]) {
+                *at = from + i;
+                return 1;
+            }
+        from += n;
+    }
+    return 0;
+}
+
+/* Alignment, data section placement, per-tensor ranges, overlaps, duplicates, and the data
+ * section as ggml lays it out: the header padded with zeros to the alignment, then every
+ * tensor's data, each starting at the aligned end of the one before (ggml's gguf.cpp: the
+ * writer gguf_write_out pads with zero bytes after the header and after every tensor, and
+ * the reader gguf_init_from_reader refuses a tensor whose offset is not the running sum of
+ * the padded sizes before it). After the last tensor's data only its zero padding may follow;
+ * that padding may be left off (llama.cpp's loader, llama_tensor_weight in
+ * src/llama-model-loader.h, needs each tensor's bytes inside the file, no more). Tensors may
+ * be listed in any order. A tensor count one too low, or a data section shifted against the
+ * records, leaves bytes that belong to no tensor: refused, naming the offset. */
 static int check_layout(tq_gguf_file *f, cursor *c)
 {
     tq_err *e = c->e;
@@ -305,11 +356,32 @@ static int check_layout(tq_gguf_file *f, cursor *c)
     uint64_t pad = (f->alignment - f->header_len % f->alignment) % f->alignment;
     f->data_start = f->header_len + pad;
     size_t n = f->n_tensors;
-    if (n == 0)
+    uint64_t at;
+    if (n == 0) {
+        /* No data section: the file ends at the header or at its padding (ggml pads even
+         * then; its reader does not look). */
+        uint64_t end = f->file_size < f->data_start ? f->file_size : f->data_start;
+        int r = nonzero_at(f, c, f->header_len, end, &at);
+        if (r == 1)
+            return tq_fail(e, TQ_EDATA, "%s: padding after the header is not zero (offset %llu)", c->name,
+                           (unsigned long long)at);
+        if (r)
+            return r;
+        if (f->file_size > f->data_start)
+            return tq_fail(e, TQ_EDATA, "%s: %llu bytes at offset %llu follow a header of no tensors",
+                           c->name, (unsigned long long)(f->file_size - f->data_start),
+                           (unsigned long long)f->data_start);
         return 0;
+    }
     if (f->data_start > f->file_size)
         return tq_fail(e, TQ_EDATA, "%s: data section starts at %llu, past the end of the file (%llu bytes)",
                        c->name, (unsigned long long)f->data_start, (unsigned long long)f->file_size);
+    int zr = nonzero_at(f, c, f->header_len, f->data_start, &at);
+    if (zr == 1)
+        return tq_fail(e, TQ_EDATA, "%s: padding before the data section (offset %llu) is not zero (offset %llu)",
+                       c->name, (unsigned long long)f->data_start, (unsigned long long)at);
+    if (zr)
+        return zr;
     uint64_t data_len = f->file_size - f->data_start;
     tq_gguf_tensor **v = tq_malloc(n * sizeof *v, e);
     if (!v)
@@ -332,17 +404,42 @@ static int check_layout(tq_gguf_file *f, cursor *c)
             if (strcmp(v[i - 1]->name, v[i]->name) == 0)
                 rc = tq_fail(e, TQ_EDATA, "%s: duplicate tensor name '%s'", c->name, v[i]->name);
     }
-    if (!rc) {
+    /* In offset order each tensor starts where the padded data before it ends (next); every
+     * offset and end is inside the data section (checked above), so nothing overflows. */
+    uint64_t next = 0, end = 0;
+    const tq_gguf_tensor *last = NULL; /* the last tensor holding bytes */
+    if (!rc)
         qsort(v, n, sizeof *v, cmp_off);
-        for (size_t i = 1; i < n && !rc; i++)
-            if (v[i - 1]->nbytes > 0 && v[i]->nbytes > 0 && v[i - 1]->offset + v[i - 1]->nbytes > v[i]->offset)
-                rc = tq_fail(e, TQ_EDATA, "%s: tensor '%s' (data at %llu) overlaps tensor '%s' (data [%llu, %llu))",
-                             c->name, v[i]->name, (unsigned long long)v[i]->offset, v[i - 1]->name,
-                             (unsigned long long)v[i - 1]->offset,
-                             (unsigned long long)(v[i - 1]->offset + v[i - 1]->nbytes));
+    for (size_t i = 0; i < n && !rc; i++) {
+        const tq_gguf_tensor *t = v[i];
+        if (t->offset < next)
+            rc = tq_fail(e, TQ_EDATA, "%s: tensor '%s' (data at %llu) overlaps tensor '%s' (data [%llu, %llu))",
+                         c->name, t->name, (unsigned long long)t->offset, last->name,
+                         (unsigned long long)last->offset, (unsigned long long)(last->offset + last->nbytes));
+        else if (t->offset > next)
+            rc = tq_fail(e, TQ_EDATA, "%s: tensor '%s': data at %llu, but the data before it ends at %llu: "
+                         "bytes [%llu, %llu) of the file belong to no tensor", c->name, t->name,
+                         (unsigned long long)t->offset, (unsigned long long)next,
+                         (unsigned long long)(f->data_start + next), (unsigned long long)(f->data_start + t->offset));
+        else if (t->nbytes > 0) {
+            last = t;
+            end = t->offset + t->nbytes;
+            (void)tq_align_up(end, f->alignment, &next); /* end <= file size: no overflow */
+        }
     }
     free(v);
-    return rc;
+    if (rc)
+        return rc;
+    if (data_len > next)
+        return tq_fail(e, TQ_EDATA, "%s: %llu bytes at offset %llu follow the last tensor's data and padding "
+                       "and belong to no tensor (tensor_count is %llu)", c->name,
+                       (unsigned long long)(data_len - next), (unsigned long long)(f->data_start + next),
+                       (unsigned long long)n);
+    zr = nonzero_at(f, c, f->data_start + end, f->file_size, &at);
+    if (zr == 1)
+        return tq_fail(e, TQ_EDATA, "%s: padding after the last tensor's data is not zero (offset %llu)", c->name,
+                       (unsigned long long)at);
+    return zr;
 }
 
 static int check_dup_keys(tq_gguf_file *f, cursor *c)

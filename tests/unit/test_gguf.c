@@ -329,6 +329,61 @@ static void m_data_start(gb *b)
     hdr(b, 3, 1, 0);
     tensor_info(b, "empty", 1, ne, 0, 0);
 }
+/* A header one tensor short of its records (tensor_count 1 over two tensor infos): the name
+ * length puts the short header's end on the alignment, so the second info and the padding
+ * become "data" and tensor 'a.weight' would read them; the bytes left over are refused. */
+static void m_count_low(gb *b)
+{
+    uint64_t ne[1] = {8};
+    hdr(b, 3, 1, 0);
+    tensor_info(b, "a.weight", 1, ne, 0, 0); /* header ends at 64 */
+    tensor_info(b, "b.weight", 1, ne, 0, 32);
+    pad_to(b, 32, 0);
+    for (int i = 0; i < 64; i++)
+        gb_u8(b, (uint8_t)(i + 1));
+}
+/* The same with one-byte names: the second info lands in the short header's padding. */
+static void m_count_low_pad(gb *b)
+{
+    uint64_t ne[1] = {8};
+    hdr(b, 3, 1, 0);
+    tensor_info(b, "a", 1, ne, 0, 0); /* header ends at 57 */
+    tensor_info(b, "b", 1, ne, 0, 32);
+    pad_to(b, 32, 0);
+    for (int i = 0; i < 64; i++)
+        gb_u8(b, (uint8_t)(i + 1));
+}
+static void m_pad_nonzero(gb *b)
+{
+    uint64_t ne[1] = {8};
+    hdr(b, 3, 1, 0);
+    tensor_info(b, "w", 1, ne, 0, 0); /* header ends at 57 */
+    gb_bytes(b, "\0\0\0\1\0\0\0", 7);
+    pad_to(b, 32, 32);
+}
+static void m_gap(gb *b)
+{
+    uint64_t ne[1] = {8};
+    hdr(b, 3, 2, 0);
+    tensor_info(b, "a", 1, ne, 0, 0);
+    tensor_info(b, "b", 1, ne, 0, 64);
+    pad_to(b, 32, 96);
+}
+static void m_trailing(gb *b) { uint64_t ne[1] = {8}; one_tensor(b, 1, ne, 0, 0, 64); }
+static void m_trailing_pad(gb *b) { uint64_t ne[1] = {2}; one_tensor(b, 1, ne, 0, 0, 32); }
+static void m_no_tensors_trailing(gb *b) { hdr(b, 3, 0, 0); pad_to(b, 32, 32); }
+static void ctl_name(gb *b, const char *name)
+{
+    hdr(b, 3, 1, 0);
+    gb_str(b, name);
+    gb_u32(b, 1);
+    gb_u64(b, 8);
+    gb_u32(b, 0);
+    gb_u64(b, 0);
+    pad_to(b, 32, 32);
+}
+static void m_ctl_name(gb *b) { ctl_name(b, "a\033[2Jb"); }
+static void m_del_name(gb *b) { ctl_name(b, "ab\177"); }
 static void m_dims_truncated(gb *b) { hdr(b, 3, 1, 0); gb_str(b, "w"); gb_u32(b, 4); gb_u64(b, 8); gb_u64(b, 1); }
 
 static const mcase cases[] = {
@@ -373,6 +428,19 @@ static const mcase cases[] = {
     {"data-section-past-eof", m_data_start, "data section starts at 64, past the end of the file (61 bytes)"},
     {"dims-past-eof", m_dims_truncated,
      "tensor dimensions runs past the end of the file (offset 53, 8 bytes, file is 53 bytes)"},
+    {"tensor-count-one-low", m_count_low,
+     "96 bytes at offset 96 follow the last tensor's data and padding and belong to no tensor (tensor_count is 1)"},
+    {"tensor-count-one-low-padding", m_count_low_pad,
+     "padding before the data section (offset 64) is not zero (offset 57)"},
+    {"padding-not-zero", m_pad_nonzero, "padding before the data section (offset 64) is not zero (offset 60)"},
+    {"gap-between-tensors", m_gap,
+     "tensor 'b': data at 64, but the data before it ends at 32: bytes [128, 160) of the file belong to no tensor"},
+    {"trailing-bytes", m_trailing,
+     "32 bytes at offset 96 follow the last tensor's data and padding and belong to no tensor (tensor_count is 1)"},
+    {"trailing-padding-not-zero", m_trailing_pad, "padding after the last tensor's data is not zero (offset 72)"},
+    {"no-tensors-trailing-bytes", m_no_tensors_trailing, "32 bytes at offset 32 follow a header of no tensors"},
+    {"control-byte-in-tensor-name", m_ctl_name, "tensor name contains the control byte 0x1b (offset 33)"},
+    {"del-in-tensor-name", m_del_name, "tensor name contains the control byte 0x7f (offset 34)"},
 };
 
 static void test_malformed(void)
@@ -497,12 +565,70 @@ static void test_v2_alignment_and_types(void)
     gw_free(&w);
 }
 
+/* What ggml's writer makes (gguf.cpp, gguf_write_out: zero padding after the header and after
+ * every tensor, also with no tensors) is read, and so are the forms ggml's readers also take:
+ * the last tensor's padding left off (llama.cpp's loader needs only each tensor's bytes),
+ * tensors listed out of offset order, a zero-byte tensor, a header of no tensors without
+ * padding. */
+static void test_layout_accepted(void)
+{
+    uint64_t ne[1] = {8}, ne0[1] = {0}, ne2[1] = {2};
+    for (int k = 0; k < 6; k++) {
+        gb b = {0};
+        switch (k) {
+        case 0: /* ggml's layout: 'b' (8 bytes) padded to 32 at the end */
+            hdr(&b, 3, 2, 0);
+            tensor_info(&b, "a", 1, ne, 0, 0);
+            tensor_info(&b, "b", 1, ne2, 0, 32);
+            pad_to(&b, 32, 0);
+            for (int i = 0; i < 40; i++)
+                gb_u8(&b, (uint8_t)(i + 1));
+            for (int i = 0; i < 24; i++)
+                gb_u8(&b, 0);
+            break;
+        case 1: /* the same without the final padding */
+            hdr(&b, 3, 2, 0);
+            tensor_info(&b, "a", 1, ne, 0, 0);
+            tensor_info(&b, "b", 1, ne2, 0, 32);
+            pad_to(&b, 32, 40);
+            break;
+        case 2: /* listed out of offset order */
+            hdr(&b, 3, 2, 0);
+            tensor_info(&b, "b", 1, ne2, 0, 32);
+            tensor_info(&b, "a", 1, ne, 0, 0);
+            pad_to(&b, 32, 40);
+            break;
+        case 3: /* a zero-byte tensor at the offset of the one after it */
+            hdr(&b, 3, 2, 0);
+            tensor_info(&b, "z", 1, ne0, 0, 32);
+            tensor_info(&b, "a", 1, ne, 0, 0);
+            pad_to(&b, 32, 32);
+            break;
+        case 4: /* no tensors, header padded (ggml) */
+            hdr(&b, 3, 0, 0);
+            pad_to(&b, 32, 0);
+            break;
+        case 5: /* no tensors, no padding */
+            hdr(&b, 3, 0, 0);
+            break;
+        }
+        tq_gguf_file *f = NULL;
+        int rc = tq_gguf_parse(&f, "ok.gguf", b.p, b.len, b.len, &err);
+        CHECKF(rc == 0, "layout %d refused: %s", k, err.msg);
+        if (f && k < 3)
+            CHECK(f->n_tensors == 2 && tq_gguf_find_tensor(f, "b")->offset == 32);
+        tq_gguf_close(f);
+        gb_free(&b);
+    }
+}
+
 int main(void)
 {
     RUN(test_vectors_bit_exact);
     RUN(test_iq_vectors_bit_exact);
     RUN(test_vectors_metadata);
     RUN(test_malformed);
+    RUN(test_layout_accepted);
     RUN(test_parse_needs_whole_header);
     RUN(test_unsupported_type);
     RUN(test_v2_alignment_and_types);
