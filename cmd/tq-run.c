@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_INPUT_BYTES (1u << 30)
@@ -197,6 +198,65 @@ static void report(FILE *f, const tq_run_stats *st, const int32_t *out, int ids_
     fprintf(f, "logits sha256: %s\n", hex);
 }
 
+/* strftime_now's date in chat templates: SOURCE_DATE_EPOCH when set (reproducible output), else now. */
+static int64_t chat_now(void)
+{
+    const char *s = getenv("SOURCE_DATE_EPOCH");
+    char *end;
+    if (s && *s) {
+        long long v = strtoll(s, &end, 10);
+        if (!*end)
+            return v;
+    }
+    return (int64_t)time(NULL);
+}
+
+/* The tokenizer directory's chat template applied to one user message (--chat). */
+static int chat_prompt(const char *dir, const char *text, size_t len, char **out, size_t *olen, tq_err *e)
+{
+    char *msg = tq_malloc(len + 1, e), *js = NULL;
+    if (!msg)
+        return -1;
+    memcpy(msg, text, len);
+    msg[len] = 0;
+    cJSON *m = cJSON_CreateArray(), *u = cJSON_CreateObject();
+    int rc = -1;
+    if (m && u && cJSON_AddItemToArray(m, u) && cJSON_AddStringToObject(u, "role", "user") &&
+        cJSON_AddStringToObject(u, "content", msg) && (js = cJSON_PrintUnformatted(m)))
+        rc = tq_chat_render_dir(dir, js, strlen(js), 1, chat_now(), out, olen, e);
+    else {
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+        if (u && !u->prev && m && !m->child)
+            cJSON_Delete(u);
+    }
+    cJSON_Delete(m);
+    free(js);
+    free(msg);
+    return rc;
+}
+
+/* --chat-render FILE: the rendered prompt on standard output. */
+static int chat_render(const char *dir, const char *path)
+{
+    tq_err err = {0};
+    char *json = NULL, *text = NULL;
+    size_t len = 0, tl = 0;
+    int rc = 0;
+    if (tq_read_small_file(path, MAX_INPUT_BYTES, &json, &len, &err) ||
+        tq_chat_render_dir(dir, json, len, 1, chat_now(), &text, &tl, &err)) {
+        if (strncmp(err.msg, path, strlen(path)) && err.code == TQ_EDATA && !strncmp(err.msg, "messages", 8))
+            tq_err_prefix(&err, "%s", path);
+        rc = tq_cli_fail(&err);
+    } else {
+        rc = write_out(text, tl);
+        if (!rc && fflush(stdout))
+            rc = write_out("x", 1);
+    }
+    free(json);
+    free(text);
+    return rc;
+}
+
 static int compare(const char *a, const char *b, uint64_t vocab, int json)
 {
     tq_err err = {0};
@@ -332,7 +392,8 @@ int main(int argc, char **argv)
     tq_cli_ids tokens = {0}, force = {0};
     long max_tokens = 16;
     uint64_t vocab = 0;
-    int json = 0, quiet = 0, rc, encode = 0, decode = 0, add_special = 0;
+    int json = 0, quiet = 0, rc, encode = 0, decode = 0, add_special = 0, chat = 0;
+    const char *chat_file = NULL;
     const char *prompt_text = NULL, *prompt_file = NULL, *tok_dir = NULL, *eval_text = NULL, *eval_ids = NULL;
     uint64_t window = 0, stride = 0;
     int ignore_eos = 0;
@@ -350,6 +411,13 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("decode", 0, &decode, "read comma-separated token ids on standard input, print their text"),
         TQ_OPT_FLAG("add-special", 0, &add_special,
                     "encode with the tokenizer's special tokens (its post-processor: bos and the like)"),
+        TQ_OPT_FLAG("chat", 0, &chat,
+                    "apply the tokenizer's chat template (tokenizer_config.json) to the prompt as one user "
+                    "message, with the assistant's turn opened"),
+        TQ_OPT_STR("chat-render", 0, &chat_file, "FILE",
+                   "with --tokenizer DIR: print the chat template's rendering of FILE, a JSON list of "
+                   "messages ({\"role\": ..., \"content\": ...}) or an object of template variables, with "
+                   "add_generation_prompt on"),
         TQ_OPT_INT("max-tokens", 0, &max_tokens, 1, 1 << 24, "N",
                    "tokens to generate (default 16); text generation ends earlier at the eos token"),
         TQ_OPT_FLAG("ignore-eos", 0, &ignore_eos,
@@ -405,6 +473,7 @@ int main(int argc, char **argv)
                  "       tq-run [OPTIONS] MODEL_DIR --prompt TEXT | --prompt-file FILE\n"
                  "       tq-run [OPTIONS] MODEL_DIR --eval TEXT_FILE | --eval-ids FILE [--window N]\n"
                  "       tq-run --tokenizer DIR --encode | --decode [--add-special]\n"
+                 "       tq-run --tokenizer DIR --chat-render MESSAGES.json\n"
                  "       tq-run --compare-logits REF.f32 TEST.f32 --vocab N [--json]\n",
         .about = "Decode from a plain, TurboQuant, MLX affine or split model directory: greedy, or sampled\n"
                  "with --temperature. Standard output gets the generated text (a text prompt, or\n"
@@ -421,6 +490,13 @@ int main(int argc, char **argv)
         if (!vocab)
             return tq_cli_usage_error("--compare-logits needs --vocab N");
         return compare(cmp_a, cli.args[0], vocab, json);
+    }
+    if (chat_file) {
+        if (!tok_dir)
+            return tq_cli_usage_error("--chat-render needs --tokenizer DIR");
+        if (cli.n_args || tokens.v || prompt_text || prompt_file || encode || decode || chat)
+            return tq_cli_usage_error("--chat-render takes no model, tokens, prompt, --encode, --decode or --chat");
+        return chat_render(tok_dir, chat_file);
     }
     if (encode || decode) {
         if (encode && decode)
@@ -448,8 +524,9 @@ int main(int argc, char **argv)
     if (eval_text || eval_ids) {
         if (eval_text && eval_ids)
             return tq_cli_usage_error("--eval and --eval-ids go one at a time");
-        if (tokens.v || prompt_text || prompt_file || force.v || add_special)
-            return tq_cli_usage_error("--eval takes no --tokens, --prompt, --force-tokens or --add-special");
+        if (tokens.v || prompt_text || prompt_file || force.v || add_special || chat)
+            return tq_cli_usage_error(
+                "--eval takes no --tokens, --prompt, --force-tokens, --add-special or --chat");
         if (o.sampling.temperature > 0 || ignore_eos)
             return tq_cli_usage_error("--eval scores the text as it is: no --temperature or --ignore-eos");
         if (!window)
@@ -476,6 +553,8 @@ int main(int argc, char **argv)
     int text_mode = prompt_text || prompt_file || tok_dir; /* text on standard output, else ids */
     if (ignore_eos && !text_mode)
         return tq_cli_usage_error("--ignore-eos goes with text generation (--prompt, --prompt-file or --tokenizer)");
+    if (chat && tokens.v)
+        return tq_cli_usage_error("--chat goes with --prompt or --prompt-file");
     if ((rc = logits_vs_inputs(&o, prompt_file, tok_dir)) != 0)
         return rc;
     const char *model = cli.args[0];
@@ -488,6 +567,14 @@ int main(int argc, char **argv)
         tq_tok_free(tok);
         return tq_cli_fail(&err);
     }
+    char *chat_text = NULL; /* --chat: the template's rendering of the prompt */
+    size_t chat_len = 0;
+    if (chat && chat_prompt(tok_dir ? tok_dir : model, prompt_text ? prompt_text : ftext,
+                            prompt_text ? strlen(prompt_text) : flen, &chat_text, &chat_len, &err)) {
+        tq_tok_free(tok);
+        free(ftext);
+        return tq_cli_fail(&err);
+    }
     o.force_tokens = force.v;
     o.n_force = force.n;
     tq_runner *r;
@@ -495,6 +582,7 @@ int main(int argc, char **argv)
     if (tq_runner_open(&r, model, &o, &err) != 0) {
         tq_tok_free(tok);
         free(ftext);
+        free(chat_text);
         return tq_cli_fail(&err);
     }
     rc = 0;
@@ -506,8 +594,9 @@ int main(int argc, char **argv)
                                .stop_at_eos = !ignore_eos, .prompt_name = prompt_file ? prompt_file : "--prompt",
                                .on_text = json ? NULL : on_text, .user = &tout};
         int grc = tokens.v ? tq_runner_generate_text_ids(r, tok, tokens.v, tokens.n, &to, &res, &st, &err)
-                           : tq_runner_generate_text(r, tok, prompt_text ? prompt_text : ftext,
-                                                     prompt_text ? strlen(prompt_text) : flen, &to, &res, &st, &err);
+                           : tq_runner_generate_text(r, tok, chat_text ? chat_text : prompt_text ? prompt_text : ftext,
+                                                     chat_text ? chat_len : prompt_text ? strlen(prompt_text) : flen,
+                                                     &to, &res, &st, &err);
         if (grc != 0) {
             rc = tq_cli_fail(tout.failed ? &tout.err : &err);
         } else if (!json && (write_out("\n", 1) || fflush(stdout))) { /* the end of the text's line */
@@ -548,5 +637,6 @@ int main(int argc, char **argv)
     tq_run_text_result_free(&res);
     tq_tok_free(tok);
     free(ftext);
+    free(chat_text);
     return rc;
 }

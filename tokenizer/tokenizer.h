@@ -71,4 +71,22 @@ size_t tq_tok_byte_char(unsigned b, char out[2]);
 size_t tq_tok_n_added(const tq_tok *t);
 const char *tq_tok_added(const tq_tok *t, size_t i, int32_t *id);
 
+/* ---- chat templates (chat_template.c) ----
+ * A HuggingFace chat_template rendered as @huggingface/jinja (transformers.js) renders it, for
+ * the Jinja subset the supported families' templates use; a construct outside the subset is
+ * an error (TQ_EUNSUP) naming it and its line and column, never a silent difference. Work is
+ * bounded (template size, nesting, steps, memory), so hostile templates fail.
+ *
+ * tq_chat_render: vars_json is a JSON object whose members are the template's variables
+ * (messages, add_generation_prompt, bos_token, tools, ...); now (seconds since the epoch, UTC)
+ * is the date strftime_now gives. *out (NUL-terminated, *out_len bytes; free it). */
+int tq_chat_render(const char *tmpl, size_t tlen, const char *vars_json, size_t vlen, int64_t now, char **out,
+                   size_t *out_len, tq_err *e);
+/* The template of tokenizer directory DIR (tokenizer_config.json's chat_template, a string or
+ * the list entry named "default", else chat_template.jinja) applied to messages_json: a JSON
+ * list of messages, or an object of variables holding "messages". add_generation_prompt and
+ * the config's bos_token, eos_token, unk_token and pad_token are added unless given. */
+int tq_chat_render_dir(const char *dir, const char *messages_json, size_t len, int add_generation_prompt, int64_t now,
+                       char **out, size_t *out_len, tq_err *e);
+
 #endif
