@@ -40,7 +40,9 @@ typedef enum tq_opt_kind {
     TQ_OPT_FLAG,   /* no value: stores `min` (1, or TQ_OPT_SET's value) into an integer */
     TQ_OPT_INT,    /* decimal integer in [min, max] */
     TQ_OPT_SIZE,   /* byte count with units (tq_parse_size) in [min, max], a multiple of
-                    * `multiple` (TQ_OPT_POW2: a power of two) */
+                    * `multiple` (TQ_OPT_POW2: a power of two); a bare number other than 0 is
+                    * refused ("16" for --ram is never 16 bytes: write 16G, or 16B for bytes)
+                    * unless the row is TQ_OPT_BYTES (alignments, where it is bytes) */
     TQ_OPT_CHOICE, /* one of `choices` (case-insensitive); stores the choice's value */
     TQ_OPT_IDS,    /* comma-separated token ids 0..INT32_MAX into a tq_cli_ids */
     TQ_OPT_STR,    /* any string into a const char * (the last one given wins) */
@@ -79,6 +81,7 @@ typedef struct tq_opt {
     int (*call)(void *target, const char *val, char *why, size_t cap);
     const char *metavar;    /* NULL: none (FLAG), or the choices joined with '|' */
     const char *help;       /* one paragraph; --help wraps it */
+    int bare_bytes;         /* TQ_OPT_SIZE: a bare number is bytes (TQ_OPT_BYTES) */
     unsigned seen;          /* set by tq_cli_parse: how often the option was given */
 } tq_opt;
 
@@ -99,6 +102,9 @@ typedef struct tq_opt {
 #define TQ_OPT_SIZE(name_, sh, p, lo, hi, mult, mv, help_)                                           \
     {.name = name_, .short_name = sh, .kind = TQ_OPT_SIZE, .target = (p), .ctype = TQ_CTYPE(p),      \
      .min = (lo), .max = (hi), .multiple = (mult), .metavar = mv, .help = help_}
+#define TQ_OPT_BYTES(name_, sh, p, lo, hi, mult, mv, help_)                                           \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_SIZE, .target = (p), .ctype = TQ_CTYPE(p),      \
+     .min = (lo), .max = (hi), .multiple = (mult), .metavar = mv, .help = help_, .bare_bytes = 1}
 #define TQ_OPT_CHOICE(name_, sh, p, list, mv, help_)                                                 \
     {.name = name_, .short_name = sh, .kind = TQ_OPT_CHOICE, .target = (p), .ctype = TQ_CTYPE(p),    \
      .choices = (list), .metavar = mv, .help = help_}

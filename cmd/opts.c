@@ -232,8 +232,17 @@ static int set_value(tq_opt *o, const char *val)
     }
     case TQ_OPT_SIZE: {
         uint64_t b;
-        if (tq_parse_size(val, &b) != 0) {
-            tq_cli_usage_error("invalid size '%s' for --%s (examples: 4096, 512M, 16G)", val, o->name);
+        int unit;
+        if (tq_parse_size_unit(val, &b, &unit) != 0) {
+            tq_cli_usage_error("invalid size '%s' for --%s (examples: %s512M, 16G)", val, o->name,
+                               o->bare_bytes ? "4096, " : "");
+            return -1;
+        }
+        if (!unit && b && !o->bare_bytes) {
+            /* the number as given with G, or B for bytes */
+            int w = (int)strspn(val, " \t");
+            tq_cli_usage_error("size '%s' for --%s has no unit: write %sG for GiB (or M, K; %sB for bytes)", val,
+                               o->name, val + w, val + w);
             return -1;
         }
         int step_ok = o->multiple == TQ_OPT_POW2 ? b && !(b & (b - 1)) : o->multiple < 2 || b % o->multiple == 0;

@@ -17,7 +17,7 @@ int main(int argc, char **argv)
     tq_opt opts[] = {
         TQ_OPT_STR("out", 0, &out, "FILE", "write the row file (refuses an existing FILE or the source itself)"),
         TQ_OPT_STR("prefix", 0, &o.prefix, "P", "table prefix (default: ngram)"),
-        TQ_OPT_SIZE("page-align", 0, &o.page_align, 8, TQ_ROWS_MAX_PAGE, 8, "N",
+        TQ_OPT_BYTES("page-align", 0, &o.page_align, 8, TQ_ROWS_MAX_PAGE, 8, "N",
                     "tq_rows_paged_v1: no record straddles an N-byte page (N a multiple of 8)"),
         TQ_OPT_FLAG("pad-stride", 0, &o.pad_stride,
                     "paged: pad each record to a divisor of N instead of padding page ends"),

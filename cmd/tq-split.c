@@ -20,6 +20,29 @@ static void human(uint64_t n, char *buf, size_t cap)
     tq_format_size(n, buf, cap);
 }
 
+/* --plan's verdict for the target asked for (--target, default tq): 0 when the split fits
+ * the machine, TQ_PLAN_NO_FIT when it does not or that target cannot read it. */
+#define TQ_PLAN_NO_FIT 3
+
+static int plan_fits(const tq_split_ram_plan *p, int target)
+{
+    return p->targets[target].readable && p->targets[target].fits;
+}
+
+/* The last line of --plan: the answer to the question it was asked. */
+static void print_verdict(const tq_split_ram_plan *p, int target)
+{
+    char need[32], ram[32];
+    human(p->targets[target].min_ram_bytes, need, sizeof need);
+    human(p->ram, ram, sizeof ram);
+    if (!p->targets[target].readable)
+        printf("verdict: does not fit: target %s cannot read this model (%s)\n", tq_split_target_name(target),
+               p->targets[target].reason);
+    else
+        printf("verdict: %s: target %s needs at least %s of RAM, the machine has %s\n",
+               p->targets[target].fits ? "fits" : "does not fit", tq_split_target_name(target), need, ram);
+}
+
 static void print_plan(const tq_split_ram_plan *p)
 {
     char a[32], b[32], c[32], d[32];
@@ -134,7 +157,7 @@ int main(int argc, char **argv)
         TQ_OPT_CHOICE("target", 0, &so.target, targets, "T",
                       "who reads the split: tq (default), mac-code (flash-streaming engines) or mlx-sniper; "
                       "sets names, files, header page and config, and refuses what T cannot run"),
-        TQ_OPT_SIZE("align", 0, &so.align, TQ_FLASH_MIN_ALIGN, TQ_FLASH_MAX_ALIGN, TQ_OPT_POW2, "N",
+        TQ_OPT_BYTES("align", 0, &so.align, TQ_FLASH_MIN_ALIGN, TQ_FLASH_MAX_ALIGN, TQ_OPT_POW2, "N",
                     "block and header page alignment, a power of two >= 4096 (default 16384)"),
         TQ_OPT_INT("threads", 0, &threads, 1, 256, "N",
                    "worker threads (default: number of CPUs); output is identical for any N"),
@@ -177,7 +200,8 @@ int main(int argc, char **argv)
                  "or one flash_aligned_v1 file per dense FFN layer (ffn_aligned/layer_LL.bin),\n"
                  "config.json with a \"streaming\" block, and split.json (sizes and SHA-256 of every\n"
                  "file and expert block).\n",
-        .epilog = "Exit status: 0 success, 1 bad input data or I/O error, 2 bad usage.\n",
+        .epilog = "Exit status: 0 success, 1 bad input data or I/O error, 2 bad usage; --plan: 3 when the\n"
+                  "model does not fit --ram for --target (0 when it fits).\n",
         .opts = opts,
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
@@ -218,11 +242,15 @@ int main(int argc, char **argv)
         tq_split_ram_plan p;
         if (tq_split_plan(args[0], &so, ram, &p, &err) != 0)
             return tq_cli_fail(&err);
+        /* exit 0 when it fits, 3 when not (--quiet: the status alone answers) */
+        int verdict = plan_fits(&p, so.target) ? 0 : TQ_PLAN_NO_FIT;
         if (json)
-            return tq_cli_print_json(tq_split_plan_json(&p));
-        if (!quiet)
+            return (rc = tq_cli_print_json(tq_split_plan_json(&p))) ? rc : verdict;
+        if (!quiet) {
             print_plan(&p);
-        return 0;
+            print_verdict(&p, so.target);
+        }
+        return verdict;
     }
     if (have_ram && !dry)
         return tq_cli_usage_error("--ram goes with --plan or --dry-run");

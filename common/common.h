@@ -359,6 +359,10 @@ void tq_out_plan_free(tq_out_plan *p);
 /* ---- misc ---- */
 /* "4096", "512M", "1.5G", "2GiB", "16k": binary units. Returns -1 on bad syntax/overflow. */
 int tq_parse_size(const char *s, uint64_t *out);
+/* The same, and *unit: 1 when s ends in a unit (K, M, G, T with optional i and B, or B
+ * alone: "16B" is sixteen bytes), 0 for a bare number ("16"), which the option tables refuse
+ * for a size (cmd/opts.c: "16" for --ram is never meant as 16 bytes). */
+int tq_parse_size_unit(const char *s, uint64_t *out, int *unit);
 /* A canonical unsigned decimal at the start of s: one or more ASCII digits, no sign, no
  * space, no leading zero ("0" itself is fine, "00" and "07" are not), value <= max (checked
  * without overflow). Returns the byte after the digits with *out set, or NULL (*out untouched).

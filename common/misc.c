@@ -16,6 +16,13 @@
 
 int tq_parse_size(const char *s, uint64_t *out)
 {
+    int unit;
+    return tq_parse_size_unit(s, out, &unit);
+}
+
+int tq_parse_size_unit(const char *s, uint64_t *out, int *unit)
+{
+    *unit = 0;
     if (!s || !*s)
         return -1;
     char *end;
@@ -30,6 +37,10 @@ int tq_parse_size(const char *s, uint64_t *out)
     case 'M': mult = 1ull << 20; end++; break;
     case 'G': mult = 1ull << 30; end++; break;
     case 'T': mult = 1ull << 40; end++; break;
+    case 'B': /* "16B": bytes, said so (lower-case b could be bits: refused) */
+        if (*end != 'B')
+            return -1;
+        break;
     default: return -1;
     }
     if (mult > 1 && (*end == 'i' || *end == 'I'))
@@ -40,6 +51,7 @@ int tq_parse_size(const char *s, uint64_t *out)
         end++;
     if (*end)
         return -1;
+    *unit = *s && end > s && !isdigit((unsigned char)end[-1]) && end[-1] != '.';
     double r = v * (double)mult;
     if (r >= 18446744073709551616.0)
         return -1;

@@ -46,7 +46,7 @@ if grep -q quantization d/config.json; then fail "dequantized config keeps a qua
 # decodable; a split of it decodes the same
 tq-run a --tokens 1,2,3 --max-tokens 4 --quiet --logits a.f32 >/dev/null
 tq-split --quiet a as
-tq-run as --tokens 1,2,3 --max-tokens 4 --cache-budget 1 --quiet --logits as.f32 >/dev/null
+tq-run as --tokens 1,2,3 --max-tokens 4 --cache-budget 1B --quiet --logits as.f32 >/dev/null
 cmp a.f32 as.f32
 # --embed: keep (affine), affine8 beside TurboQuant linears
 tq-convert --quiet --method affine --embed keep s ak

@@ -63,7 +63,7 @@ for name, i in imp.items():
 PY
 # --target-size: every output tensor byte counts
 sz=$(jget b.json bytes)
-tq-convert --quiet --json --target-size "$sz" m s > s.json || fail "target-size"
+tq-convert --quiet --json --target-size "${sz}B" m s > s.json || fail "target-size"
 [ "$(jget s.json bytes)" -le "$sz" ] || fail "target-size exceeded: $(jget s.json bytes) > $sz"
 # tq-run reads the mix (bits from each codebook, group size from each scales tensor) and
 # agrees with --dequantize
@@ -80,6 +80,6 @@ expect_msg 2 "not with --bits" tq-convert --quiet --target-size 1M --group-size 
 expect_msg 2 "exclude each other" tq-convert --quiet --target-bpw 3 --target-size 1M m x
 expect_msg 2 "TurboQuant options" tq-convert --quiet --method affine --target-bpw 4 m x
 expect_msg 2 "between 1 and 16" tq-convert --quiet --target-bpw 3x m x
-expect_msg 2 "leaves nothing" tq-convert --quiet --target-size 1000 m x
+expect_msg 2 "leaves nothing" tq-convert --quiet --target-size 1000B m x
 [ ! -e x ] || fail "x was written"
 echo "budgets: under the budget, better than uniform, reported, loadable, deterministic"

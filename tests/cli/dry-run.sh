@@ -49,6 +49,23 @@ grep -q '^a streaming engine needs at least [0-9]* bytes' p1 || fail "no RAM lin
 tq-split --dry-run --ram 64G moe s6 | grep -qx 'target tq: fits in 68719476736 bytes of RAM' || fail "64G verdict"
 tq-split --dry-run --ram 1G moe s6 | grep -qx 'target tq: does not fit in 1073741824 bytes of RAM' || fail "1G verdict"
 tq-split --plan --ram 1G moe | grep -q '^target tq: does not fit' || fail "--plan verdict"
+# --plan ends in the verdict for --target and its exit status says it: 0 fits, 3 does not
+# (issue 32: 'does not fit' came with exit 0)
+tq-split --plan --ram 1G moe > v1; rc=$?
+[ $rc = 3 ] || fail "--plan that does not fit: exit $rc"
+tail -n1 v1 | grep -qx 'verdict: does not fit: target tq needs at least [0-9.]* GiB of RAM, the machine has 1.00 GiB' ||
+  fail "--plan verdict line: $(tail -n1 v1)"
+tq-split --plan --ram 64G moe > v2 || fail "--plan that fits: exit $?"
+tail -n1 v2 | grep -qx 'verdict: fits: target tq needs at least [0-9.]* GiB of RAM, the machine has 64.00 GiB' ||
+  fail "--plan verdict line: $(tail -n1 v2)"
+tq-split --plan --ram 1G --json moe > v3.json; rc=$?
+[ $rc = 3 ] && python3 -c 'import json,sys; json.load(open("v3.json"))' || fail "--plan --json that does not fit: exit $rc"
+# a bare number is not a size: refused, with the unit suggested (it was 16 bytes)
+expect_msg 2 "size '16' for --ram has no unit: write 16G" tq-split --plan --ram 16 moe
+expect_msg 2 "size '300' for --shard-size has no unit" tq-convert --shard-size 300 moe c9
+expect_msg 2 "for --cache-budget has no unit" tq-run moe --tokens 1 --cache-budget 512
+expect_msg 2 "for --chunk-size has no unit" tq-rowlayout x --out y --chunk-size 4096
+expect_msg 2 "for --shard-size has no unit" tq-mkmodel --shard-size 100000 mk
 [ ! -e s6 ] || fail "dry runs wrote s6"
 # a dry run refuses what the run would refuse
 mkdir full && echo x > full/f
@@ -66,7 +83,9 @@ quiet_ok() { # TOOL ARGS...: exit 0, nothing on stdout or stderr, nothing writte
 }
 quiet_ok tq-convert --dry-run --quiet moe c8
 quiet_ok tq-split --dry-run --quiet --ram 1G moe s8
-quiet_ok tq-split --plan --quiet --ram 1G moe
+quiet_ok tq-split --plan --quiet --ram 64G moe
+tq-split --plan --quiet --ram 1G moe >q.out 2>q.err; rc=$?
+[ $rc = 3 ] && [ ! -s q.out ] && [ ! -s q.err ] || fail "--plan --quiet that does not fit: exit $rc, $(cat q.out q.err)"
 [ ! -e c8 ] && [ ! -e s8 ] || fail "a quiet dry run wrote its output"
 expect_msg 1 'not empty' tq-convert --dry-run --quiet moe full
 expect_msg 1 'not empty' tq-split --dry-run --quiet moe full
@@ -85,7 +104,7 @@ same_plan loud.json quiet.json || fail "convert --dry-run --json: --quiet change
 tq-split --dry-run --json moe s8 > loud.json && tq-split --dry-run --json --quiet moe s8 > quiet.json ||
   fail "split --dry-run --json --quiet"
 cmp -s loud.json quiet.json || fail "split --dry-run --json: --quiet changed the plan"
-tq-split --plan --ram 1G --json moe > loud.json && tq-split --plan --ram 1G --json --quiet moe > quiet.json ||
+tq-split --plan --ram 64G --json moe > loud.json && tq-split --plan --ram 64G --json --quiet moe > quiet.json ||
   fail "split --plan --json --quiet"
 cmp -s loud.json quiet.json || fail "split --plan --json: --quiet changed the plan"
 tq-verify ls --json moe > loud.json && tq-verify ls --json --quiet moe > quiet.json || fail "ls --json --quiet"

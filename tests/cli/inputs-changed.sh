@@ -16,7 +16,7 @@ for mode in touch replace add; do # join checks block hashes itself: only conten
 done
 for mode in touch replace; do
   input_changed un b.tar.zst 1000 $mode -- tq-verify unpack --quiet b.tar.zst -o un
-  input_changed ex/model.safetensors r0.rows 1000 $mode -- tq-rowlayout --extract r0.rows --to ex --quiet --chunk-size 4096
+  input_changed ex/model.safetensors r0.rows 1000 $mode -- tq-rowlayout --extract r0.rows --to ex --quiet --chunk-size 4K
 done
 
 # tq-verify manifest and sign write only after reading everything: stopped just before their
@@ -46,7 +46,7 @@ done
 
 # tq-rowlayout keeps its own MTPLX identity (inode included): a source replaced by rename
 cp ng/model.safetensors victim.safetensors
-PAUSE_ERR=perr pause_at 50000 tq-rowlayout victim.safetensors --out v.rows --chunk-size 4096 --quiet || fail "did not pause"
+PAUSE_ERR=perr pause_at 50000 tq-rowlayout victim.safetensors --out v.rows --chunk-size 4K --quiet || fail "did not pause"
 cp victim.safetensors victim.new && mv victim.new victim.safetensors
 kill -CONT "$PID"; wait "$PID"; rc=$?
 [ "$rc" = 1 ] || fail "source replaced by rename: exit $rc ($(cat perr))"

@@ -1,7 +1,7 @@
 # tq-verify ls on broken model directories made from a generated sharded model: each must
 # exit 1 with the exact message in model-dir-malformed.stderr.exact.
 set -u
-tq-mkmodel --arch qwen3_moe --size tiny --seed 3 --shard-size 300000 --quiet good >/dev/null || exit 1
+tq-mkmodel --arch qwen3_moe --size tiny --seed 3 --shard-size 300000B --quiet good >/dev/null || exit 1
 tq-verify ls good > good.ls || exit 1
 first=$(awk -F'\t' '$4 == "model-00002-of-00007.safetensors" { print $1; exit }' good.ls)
 [ -n "$first" ] || { echo "unexpected shard layout" >&2; exit 1; }

@@ -10,14 +10,14 @@ output_appears out 1000 -- tq-convert --quiet --threads 2 src out
 output_appears sp 1000 -- tq-split --quiet --threads 2 src sp
 output_appears joined 1000 -- tq-split --quiet --join split joined
 output_appears un 1000 -- tq-verify unpack --quiet b.tar.zst -o un
-output_appears r.rows 1000 -- tq-rowlayout ng/model.safetensors --out r.rows --quiet --chunk-size 4096
-output_appears ex/model.safetensors 1000 -- tq-rowlayout --extract r0.rows --to ex --quiet --chunk-size 4096
+output_appears r.rows 1000 -- tq-rowlayout ng/model.safetensors --out r.rows --quiet --chunk-size 4K
+output_appears ex/model.safetensors 1000 -- tq-rowlayout --extract r0.rows --to ex --quiet --chunk-size 4K
 
 two_writers out 10 -- tq-convert --quiet --threads 2 src out
 two_writers sp 10 -- tq-split --quiet --threads 2 src sp
 two_writers joined 5 -- tq-split --quiet --join split joined
 two_writers un 5 -- tq-verify unpack --quiet b.tar.zst -o un
-two_writers r.rows 5 -- tq-rowlayout ng/model.safetensors --out r.rows --quiet --chunk-size 4096
+two_writers r.rows 5 -- tq-rowlayout ng/model.safetensors --out r.rows --quiet --chunk-size 4K
 
 # --force and tq-mkmodel replace only the directory that was there when they started
 output_appears qf 1000 -- tq-convert --quiet --force --threads 2 src qf

@@ -11,7 +11,7 @@ tq-run m --tokens 1,2,3 --max-tokens 6 --quiet --logits ref.f32 >/dev/null
 $C write mlx-sniper m sn
 [ -L sn/bin/layer_00.bin ] && [ -f sn/bin/moe_layer_01.bin ]
 head -c 200 sn/bin/moe_layer_00.bin | grep -q '"format"' && { echo "the writer port wrote a format key"; exit 1; }
-for budget in 1 1G; do
+for budget in 1B 1G; do
   tq-run sn --tokens 1,2,3 --max-tokens 6 --cache-budget $budget --quiet --logits sn-$budget.f32 >/dev/null
   cmp ref.f32 sn-$budget.f32
 done
@@ -19,7 +19,7 @@ tq-run sn --tokens 1,2,3 --max-tokens 6 --resident --quiet --logits snr.f32 >/de
 cmp ref.f32 snr.f32
 # mac-code (flash-streaming): experts/layer_LL.bin, flattened config
 $C write mac-code m mc
-tq-run mc --tokens 1,2,3 --max-tokens 6 --cache-budget 1 --quiet --logits mc.f32 >/dev/null
+tq-run mc --tokens 1,2,3 --max-tokens 6 --cache-budget 1B --quiet --logits mc.f32 >/dev/null
 cmp ref.f32 mc.f32
 tq-split --quiet m s
 for l in 00 01; do

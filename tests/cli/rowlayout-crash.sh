@@ -8,7 +8,7 @@ set -u
 tq-mkmodel --arch ngram --rows 3000 --quiet t || fail mkmodel
 src=t/model.safetensors
 before=$(snapshot "$src")
-rl() { tq-rowlayout "$@" --chunk-size 4096 --quiet; }
+rl() { tq-rowlayout "$@" --chunk-size 4K --quiet; }
 
 for mode in plain paged; do
   extra=(); [ $mode = paged ] && extra=(--page-align 4096)
@@ -29,7 +29,7 @@ done
 
 # the source changes during the conversion: exit 1, the partial file is kept and named
 cp "$src" victim.safetensors
-PAUSE_ERR=perr pause_at 50000 tq-rowlayout victim.safetensors --out chg.rows --chunk-size 4096 --quiet || fail "did not pause"
+PAUSE_ERR=perr pause_at 50000 tq-rowlayout victim.safetensors --out chg.rows --chunk-size 4K --quiet || fail "did not pause"
 touch -d '2001-01-01' victim.safetensors
 kill -CONT "$PID"; wait "$PID"; rc=$?
 [ "$rc" = 1 ] || fail "changed source: exit $rc ($(cat perr))"
@@ -40,7 +40,7 @@ kept=$(sed -n 's/.*incomplete output kept at //p' perr)
 
 # the source is truncated under the tool: detected as a short read, partial removed
 cp "$src" victim2.safetensors
-PAUSE_ERR=perr2 pause_at 50000 tq-rowlayout victim2.safetensors --out cut.rows --chunk-size 4096 --quiet || fail "did not pause"
+PAUSE_ERR=perr2 pause_at 50000 tq-rowlayout victim2.safetensors --out cut.rows --chunk-size 4K --quiet || fail "did not pause"
 truncate -s 100000 victim2.safetensors
 kill -CONT "$PID"; wait "$PID"; rc=$?
 [ "$rc" = 1 ] || fail "truncated source: exit $rc"

@@ -3,7 +3,7 @@ set -u
 tq-mkmodel --arch qwen3_moe --size tiny --seed 8 m >/dev/null || exit 1
 tq-split --quiet m s || exit 1
 . "$ROOT/tests/lib/common.sh"
-refused() { expect_msg 1 "$1" tq-run "$2" --tokens 1,2 --max-tokens 3 --cache-budget 1; } # refused PATTERN DIR
+refused() { expect_msg 1 "$1" tq-run "$2" --tokens 1,2 --max-tokens 3 --cache-budget 1B; } # refused PATTERN DIR
 cp -r s a && rm a/experts/layer_01.bin
 refused "layer_01.bin" a
 cp -r s b && sed '/"streaming"/,/}/ s/"num_experts": 8/"num_experts": 9/' s/config.json > b/config.json

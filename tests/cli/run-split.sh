@@ -5,7 +5,7 @@ set -eu
 tq-mkmodel --arch qwen3_moe --size tiny --seed 3 --shared-expert m >/dev/null
 tq-split --quiet m s
 tq-run m --tokens 1,2,3 --max-tokens 6 --quiet --logits ref.f32 > ref.txt
-for budget in 1 200K 1G; do
+for budget in 1B 200K 1G; do
   tq-run s --tokens 1,2,3 --max-tokens 6 --cache-budget $budget --check-blocks --quiet --logits s-$budget.f32 > s.txt
   cmp ref.f32 s-$budget.f32
   cmp ref.txt s.txt
@@ -16,7 +16,7 @@ tq-run s --tokens 1,2,3 --max-tokens 6 --no-direct --quiet --logits b.f32 >/dev/
 cmp ref.f32 b.f32
 # 4 KiB alignment still satisfies O_DIRECT
 tq-split --quiet --align 4096 m s4
-tq-run s4 --tokens 1,2,3 --max-tokens 6 --cache-budget 1 --check-blocks --quiet --logits a4.f32 >/dev/null
+tq-run s4 --tokens 1,2,3 --max-tokens 6 --cache-budget 1B --check-blocks --quiet --logits a4.f32 >/dev/null
 cmp ref.f32 a4.f32
 # 6 steps x 512 vocab x 4 bytes
 [ "$(wc -c < ref.f32)" -eq 12288 ]
@@ -33,7 +33,7 @@ sha() { if command -v sha256sum >/dev/null; then sha256sum; else shasum -a 256; 
 tq-mkmodel --arch qwen3_moe --size tiny --seed 4 --quant affine4 q >/dev/null
 tq-split --quiet q qs
 tq-run q --tokens 7 --max-tokens 5 --quiet --logits q.f32 >/dev/null
-tq-run qs --tokens 7 --max-tokens 5 --cache-budget 1 --quiet --logits qs.f32 >/dev/null
+tq-run qs --tokens 7 --max-tokens 5 --cache-budget 1B --quiet --logits qs.f32 >/dev/null
 cmp q.f32 qs.f32
 # identical files compare perfectly
 tq-run --compare-logits ref.f32 s-1G.f32 --vocab 512 > cmp.txt

@@ -10,7 +10,7 @@ for t in 2 7; do
   tq-run q --tokens 1,2,3 --max-tokens 6 --threads $t --quiet --force --logits q$t.f32 >/dev/null
   cmp q1.f32 q$t.f32
 done
-for budget in 1 100K 1G; do
+for budget in 1B 100K 1G; do
   tq-run qs --tokens 1,2,3 --max-tokens 6 --cache-budget $budget --io-threads 2 --check-blocks --quiet --force --logits s.f32 > s.txt
   cmp q1.f32 s.f32
   cmp q.txt s.txt

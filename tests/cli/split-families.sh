@@ -55,7 +55,7 @@ PY
 }
 decodes_like_source() { # decodes_like_source SOURCE SPLIT
   tq-run "$1" --tokens 1,2,3 --max-tokens 6 --quiet --logits "$1.f32" >/dev/null || fail "$1: tq-run failed"
-  tq-run "$2" --tokens 1,2,3 --max-tokens 6 --cache-budget 1 --json --logits "$2.f32" >"$2.json" ||
+  tq-run "$2" --tokens 1,2,3 --max-tokens 6 --cache-budget 1B --json --logits "$2.f32" >"$2.json" ||
     fail "$2: streamed tq-run failed"
   [ "$(jget "$2.json" streamed)" = true ] && [ "$(jget "$2.json" expert_misses)" -gt 0 ] || fail "$2: nothing streamed"
   cmp -s "$1.f32" "$2.f32" || fail "$2: streamed logits differ from the unsplit model's"

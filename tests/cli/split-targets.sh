@@ -9,7 +9,7 @@ C="python3 $ROOT/tests/consumers/consumers.py"
 tq-mkmodel --arch qwen3_moe --size tiny --seed 5 --naming mlx --quant affine4 --shared-expert m >/dev/null
 tq-run m --tokens 1,2,3 --max-tokens 6 --quiet --logits ref.f32 >/dev/null
 decodes_like_ref() {
-  tq-run "$1" --tokens 1,2,3 --max-tokens 6 --cache-budget 1 --quiet --logits "$1.f32" >/dev/null
+  tq-run "$1" --tokens 1,2,3 --max-tokens 6 --cache-budget 1B --quiet --logits "$1.f32" >/dev/null
   cmp ref.f32 "$1.f32" || fail "$1 decodes differently"
   tq-run "$1" --tokens 1,2,3 --max-tokens 6 --resident --quiet --logits "$1-r.f32" >/dev/null
   cmp ref.f32 "$1-r.f32" || fail "$1 --resident decodes differently"

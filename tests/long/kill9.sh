@@ -35,7 +35,7 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # of bf16, and an ngram table of 210 MB for tq-rowlayout.
 $NICE tq-mkmodel --quiet --seed 7 --layers 8 --hidden 512 --experts 16 --top-k 4 \
   --moe-intermediate 512 --heads 8 --kv-heads 4 --head-dim 64 --vocab 4096 \
-  --shard-size 100000000 m || fail "tq-mkmodel (qwen3_moe) failed"
+  --shard-size 100000000B m || fail "tq-mkmodel (qwen3_moe) failed"
 $NICE tq-mkmodel --quiet --arch ngram --rows 1050000 --width 320 --bits 4 n ||
   fail "tq-mkmodel (ngram) failed"
 [ "$(out_bytes m)" -ge 200000000 ] || fail "the model is only $(out_bytes m) bytes"

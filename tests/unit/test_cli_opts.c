@@ -73,8 +73,8 @@ static int call_upper(void *ctx, const char *val, char *why, size_t cap)
         TQ_OPT_INT("big", 0, &(v).big, 0, ULLONG_MAX, "N", "any unsigned 64-bit integer"),                  \
         TQ_OPT_INT("st", 0, &(v).st, 1, 100, "N", "a size_t"),                                              \
         TQ_OPT_SIZE("size", 0, &(v).size, 1, UINT64_MAX, 0, "SIZE", "a positive size"),                     \
-        TQ_OPT_SIZE("pow2", 0, &(v).pow2, 4096, 1 << 20, TQ_OPT_POW2, "N", "a power of two"),               \
-        TQ_OPT_SIZE("mult8", 0, &(v).mult8, 8, 64, 8, "N", "a multiple of 8"),                              \
+        TQ_OPT_BYTES("pow2", 0, &(v).pow2, 4096, 1 << 20, TQ_OPT_POW2, "N", "a power of two"),              \
+        TQ_OPT_BYTES("mult8", 0, &(v).mult8, 8, 64, 8, "N", "a multiple of 8"),                             \
         TQ_OPT_CHOICE("color", 'c', &(v).color, colors, NULL, "red or green"),                              \
         TQ_OPT_STR("str", 's', &(v).str, "S", "a string"),                                                  \
         TQ_OPT_IDS("ids", 0, &(v).ids, "LIST", "token ids"),                                                \
@@ -105,6 +105,9 @@ static void test_values(void)
           !strcmp(cli.args[2], "-i") && !strcmp(cli.args[3], "--flag"));
     CHECK(tq_cli_given(&cli, "ids") == 2 && tq_cli_given(&cli, "strs") == 2 && tq_cli_given(&cli, "flag") == 1);
     CHECK(tq_cli_given(&cli, "int") == 1 && tq_cli_given(&cli, "neg") == 1 && tq_cli_given(&cli, "nope") == 0);
+    vals u = {0};
+    opts[6].target = &u.size;
+    CHECK(parse(&cli, &rc, ARGS("--size=16B")) == 0 && u.size == 16);
     /* the alias is accepted; abbreviations are */
     vals w = {0};
     opts[9].target = &w.color;
@@ -126,7 +129,12 @@ static void test_errors(void)
         {{"--big=18446744073709551616"}, "tq-test: invalid value '18446744073709551616' for --big (expected a non-negative integer)\n"},
         {{"--st=0"}, "tq-test: invalid value '0' for --st (expected an integer in [1, 100])\n"},
         {{"--size=0"}, "tq-test: invalid value '0' for --size (expected a positive size)\n"},
-        {{"--size=1Q"}, "tq-test: invalid size '1Q' for --size (examples: 4096, 512M, 16G)\n"},
+        {{"--size=1Q"}, "tq-test: invalid size '1Q' for --size (examples: 512M, 16G)\n"},
+        /* a bare number is not a size (issue 32: --ram 16 was 16 bytes); TQ_OPT_BYTES rows
+         * (alignments) take one as bytes */
+        {{"--size=16"}, "tq-test: size '16' for --size has no unit: write 16G for GiB (or M, K; 16B for bytes)\n"},
+        {{"--size", "1.5"}, "tq-test: size '1.5' for --size has no unit: write 1.5G for GiB (or M, K; 1.5B for bytes)\n"},
+        {{"--pow2=1Q"}, "tq-test: invalid size '1Q' for --pow2 (examples: 4096, 512M, 16G)\n"},
         {{"--pow2=12288"}, "tq-test: invalid value '12288' for --pow2 (expected a power of two in [4K, 1M] bytes)\n"},
         {{"--pow2=2048"}, "tq-test: invalid value '2048' for --pow2 (expected a power of two in [4K, 1M] bytes)\n"},
         {{"--mult8=12"}, "tq-test: invalid value '12' for --mult8 (expected a multiple of 8 in [8, 64] bytes)\n"},

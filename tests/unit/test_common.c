@@ -20,6 +20,15 @@ static void test_parse_size(void)
     CHECK(tq_parse_size("12X", &v) != 0);
     CHECK(tq_parse_size("-1", &v) != 0);
     CHECK(tq_parse_size("99999999999T", &v) != 0);
+    /* a unit or not: the option tables refuse a bare number as a size (issue 32) */
+    int unit = -1;
+    CHECK(tq_parse_size_unit("16", &v, &unit) == 0 && v == 16 && unit == 0);
+    CHECK(tq_parse_size_unit("1.5", &v, &unit) == 0 && v == 1 && unit == 0);
+    CHECK(tq_parse_size_unit("16G", &v, &unit) == 0 && v == 16ull << 30 && unit == 1);
+    CHECK(tq_parse_size_unit("16GiB", &v, &unit) == 0 && v == 16ull << 30 && unit == 1);
+    CHECK(tq_parse_size_unit("16B", &v, &unit) == 0 && v == 16 && unit == 1);
+    CHECK(tq_parse_size_unit("4k", &v, &unit) == 0 && v == 4096 && unit == 1);
+    CHECK(tq_parse_size_unit("16b", &v, &unit) != 0); /* bits or bytes? refused */
 }
 
 static void test_parse_ids(void)
