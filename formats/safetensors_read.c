@@ -156,6 +156,15 @@ static int check_number_tokens(const tq_st_file *f, const char *json, size_t len
                 in_str = 0;
         } else if (c == '"') {
             in_str = 1;
+        } else if (c == '0' && i + 1 < len && json[i + 1] >= '0' && json[i + 1] <= '9' &&
+                   (i == 0 || json[i - 1] < '0' || json[i - 1] > '9')) {
+            /* JSON allows no leading zero, and the reference reader's serde_json refuses one
+             * (src/de.rs, parse_integer: "There can be only one leading '0'") */
+            size_t en = i;
+            while (en < len && json[en] >= '0' && json[en] <= '9')
+                en++;
+            return tq_fail(e, TQ_EDATA, "%s: header: number '%.*s' at byte offset %zu has a leading zero",
+                           f->path, (int)(en - i > 40 ? 40 : en - i), json + i, 8 + i);
         } else if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
             size_t b = i, en = i;
             while (b > 0 && strchr("0123456789.eE+-", json[b - 1]))
@@ -164,6 +173,60 @@ static int check_number_tokens(const tq_st_file *f, const char *json, size_t len
                 en++;
             return tq_fail(e, TQ_EDATA, "%s: header: number '%.*s' at byte offset %zu is not a plain non-negative integer",
                            f->path, (int)(en - b > 40 ? 40 : en - b), json + b, 8 + b);
+        }
+    }
+    return 0;
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The header's strings, on the JSON text (cJSON keeps a key only up to an escaped NUL, and
+ * takes raw control bytes): no string holds a raw byte below 0x20 (JSON forbids them; the
+ * reference reader's serde_json refuses them), and no tensor name (a key of the top-level
+ * object) holds a control character, raw or escaped: U+0000-U+001F or U+007F. Run on a header
+ * cJSON has parsed, so strings are well formed. */
+static int check_strings(const tq_st_file *f, const char *json, size_t len, tq_err *e)
+{
+    int depth = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = json[i];
+        if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        } else if (c == '"') {
+            size_t start = i, bad_at = 0;
+            unsigned bad = 0x100; /* the first control character: none yet */
+            for (i++; i < len && json[i] != '"'; i++) {
+                unsigned char b = (unsigned char)json[i];
+                unsigned ch = b;
+                size_t at = i;
+                if (b < 0x20)
+                    return tq_fail(e, TQ_EDATA, "%s: header: raw control byte 0x%02x in a string at byte offset %zu "
+                                   "(JSON escapes them)", f->path, b, 8 + i);
+                if (b == '\\' && i + 1 < len) {
+                    char x = json[++i];
+                    ch = x == 'b' ? 0x08 : x == 'f' ? 0x0c : x == 'n' ? 0x0a : x == 'r' ? 0x0d : x == 't' ? 0x09 : 0x100;
+                    if (x == 'u' && i + 4 < len) {
+                        int v = 0;
+                        for (int k = 1; k <= 4 && v >= 0; k++)
+                            v = hexval(json[i + k]) < 0 ? -1 : v * 16 + hexval(json[i + k]);
+                        ch = v >= 0 ? (unsigned)v : 0x100;
+                        i += 4;
+                    }
+                }
+                if ((ch < 0x20 || ch == 0x7f) && bad == 0x100)
+                    bad = ch, bad_at = at;
+            }
+            size_t k = i + 1;
+            while (k < len && (json[k] == ' ' || json[k] == '\t' || json[k] == '\n' || json[k] == '\r'))
+                k++;
+            if (depth == 1 && k < len && json[k] == ':' && bad != 0x100)
+                return tq_fail(e, TQ_EDATA, "%s: tensor name at byte offset %zu holds the control character U+%04X "
+                               "(byte offset %zu)", f->path, 8 + start, bad, 8 + bad_at);
         }
     }
     return 0;
@@ -241,6 +304,10 @@ static int parse_header(tq_st_file *f, char *json, int owned, size_t len, uint64
                        8 + (size_t)((const char *)memchr(json, 0, len) - json));
     if (tq_utf8_check(json, len, &bad) != 0)
         return tq_fail(e, TQ_EDATA, "%s: header is not valid UTF-8 (byte offset %zu)", P, 8 + bad);
+    /* cJSON skips a byte order mark; the reference reader's serde_json::from_str does not
+     * (U+FEFF is not JSON whitespace), nor does JSON (RFC 8259, 8.1) allow one */
+    if (len >= 3 && !memcmp(json, "\xef\xbb\xbf", 3))
+        return tq_fail(e, TQ_EDATA, "%s: header starts with a UTF-8 byte order mark (byte offset 8), not JSON", P);
     if (check_structure(f, json, len, e) != 0)
         return -1;
     if (owned) {
@@ -264,6 +331,8 @@ static int parse_header(tq_st_file *f, char *json, int owned, size_t len, uint64
         tq_fail(e, TQ_EDATA, "%s: header JSON is %s, not an object", P, json_type(root));
         goto out;
     }
+    if (check_strings(f, f->header_json, len, e) != 0)
+        goto out;
     size_t n = 0;
     int n_metadata = 0;
     for (const cJSON *c = root->child; c; c = c->next) {

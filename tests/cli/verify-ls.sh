@@ -17,9 +17,12 @@ tq-verify ls --read small.safetensors > /dev/null 2> read.err
 grep -q '^tq-verify: read 16 bytes (16 B) in [0-9.]* s: [0-9.]* MiB/s, peak RSS [0-9.]* MiB$' read.err
 mkdir d && cp small.safetensors d/model.safetensors && echo '{}' > d/config.json
 tq-verify ls d
-# control characters in names are escaped, so every tensor stays one line of six fields
+# a name with control characters is refused, naming the offset (man tq-formats(5)); a
+# backslash is listed escaped, so every tensor stays one line of six fields
 st '{"a\tb\nc\\d\u0001":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' '\0' > odd.safetensors
-tq-verify ls odd.safetensors
+tq-verify ls odd.safetensors && exit 1
+st '{"c\\d":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' '\0' > backslash.safetensors
+tq-verify ls backslash.safetensors
 set +e
 tq-verify ls; echo "exit $?"
 tq-verify ls a b; echo "exit $?"
