@@ -32,7 +32,7 @@ static void *stop_thread(void *arg)
     const char *kept = tq_partials_kept(); /* --resume: the finished pieces stay */
     if (kept)
         fprintf(stderr, "%s: interrupted by %s; finished pieces are kept in %s (rerun with --resume to continue)\n",
-                tq_prog, name, kept);
+                tq_prog, name, tq_cli_esc(kept));
     else
         fprintf(stderr, "%s: interrupted by %s; %s\n", tq_prog, name,
                 n ? "the partial output was removed" : "nothing was left behind");
@@ -73,8 +73,22 @@ int tq_cli_fail(const tq_err *e)
      * writer) is not reported: the stop thread prints its line and exits */
     while (atomic_load(&interrupted))
         pause();
-    fprintf(stderr, "%s: %s\n", tq_prog, e->msg);
+    fprintf(stderr, "%s: ", tq_prog);
+    tq_fput_escaped(stderr, e->msg); /* the names in it come from files and arguments */
+    fputc('\n', stderr);
     return tq_exit_code(e);
+}
+
+const char *tq_cli_esc(const char *s)
+{
+    static char *ring[8];
+    static unsigned next;
+    char **slot = &ring[next++ % 8];
+    tq_sb b = {0};
+    tq_sb_escaped(&b, s ? s : "");
+    free(*slot);
+    *slot = tq_sb_finish(&b, NULL);
+    return *slot ? *slot : "(a name: out of memory escaping it)";
 }
 
 int tq_cli_usage_error(const char *fmt, ...)
@@ -83,8 +97,10 @@ int tq_cli_usage_error(const char *fmt, ...)
     const char *cmd = tq_cli_command;
     fprintf(stderr, "%s: %s%s", tq_prog, cmd ? cmd : "", cmd ? ": " : "");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    char *msg = tq_vasprintf(NULL, fmt, ap);
     va_end(ap);
+    tq_fput_escaped(stderr, msg ? msg : "out of memory"); /* arguments quoted in it may hold anything */
+    free(msg);
     fprintf(stderr, "\nTry '%s%s%s --help' for more information.\n", tq_prog, cmd ? " " : "", cmd ? cmd : "");
     return 2;
 }
@@ -112,7 +128,7 @@ void tq_cli_resume_kept(const char *out, int resume)
 {
     char *p = resume ? tq_sibling_path(out, TQ_RESUME_SUFFIX, NULL) : NULL;
     if (p && tq_exists(p))
-        fprintf(stderr, "%s: finished pieces are kept in %s (rerun with --resume to continue)\n", tq_prog, p);
+        fprintf(stderr, "%s: finished pieces are kept in %s (rerun with --resume to continue)\n", tq_prog, tq_cli_esc(p));
     free(p);
 }
 

@@ -11,8 +11,12 @@ extern const char *tq_prog; /* "tq-convert", set by tq_cli_init */
 extern const char *tq_cli_command; /* the tq-verify subcommand being parsed, or NULL */
 
 void tq_cli_init(const char *prog);
-/* Print "PROG: msg" and return the exit status for it (1 data/io, 2 usage). */
+/* Print "PROG: msg" (escaped by tq_fput_escaped) and return the exit status for it (1
+ * data/io, 2 usage). */
 int tq_cli_fail(const tq_err *e);
+/* s escaped as tq_sb_escaped does, for printf's %s: every name (file, path, tensor) a tool
+ * prints goes through it. The string lives until eight later calls. */
+const char *tq_cli_esc(const char *s);
 /* Print "PROG: [COMMAND: ]message" + "Try 'PROG [COMMAND ]--help' for more information."
  * to stderr (COMMAND: the subcommand whose table was parsed last, if any); returns 2. */
 int tq_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -73,19 +73,19 @@ static void print_summary(const tq_convert_report *r, const tq_convert_opts *o, 
     for (size_t i = 0; i < r->n; i++) {
         const tq_convert_tensor *t = &r->t[i];
         if (t->quantized) {
-            printf("  %-64s %d-bit g%-3zu rel_mse %.5f%s\n", t->name, t->bits, t->group_size, t->rel_mse,
+            printf("  %-64s %d-bit g%-3zu rel_mse %.5f%s\n", tq_cli_esc(t->name), t->bits, t->group_size, t->rel_mse,
                    t->codebook_fitted ? " fitted codebook" : "");
             if (t->n_choices > 1)
                 print_choices(t);
         } else if (t->note) {
-            printf("  %-64s kept (%s)\n", t->name, t->note);
+            printf("  %-64s kept (%s)\n", tq_cli_esc(t->name), tq_cli_esc(t->note));
             kept++;
         }
     }
     char in_h[32], out_h[32];
     tq_format_size(r->in_bytes, in_h, sizeof in_h);
     tq_format_size(r->bytes, out_h, sizeof out_h);
-    printf("%s: %zu tensors, %s -> %s in %.2f s (%d threads)\n", out, r->n, in_h, out_h, r->seconds, r->threads);
+    printf("%s: %zu tensors, %s -> %s in %.2f s (%d threads)\n", tq_cli_esc(out), r->n, in_h, out_h, r->seconds, r->threads);
     if (o->mode == TQ_CONVERT_QUANTIZE)
         printf("quantized %llu weights: %.4f bits/weight (incl. %s), %.4f bits/weight overall, "
                "relative MSE %.5f\n",
@@ -105,19 +105,19 @@ static void print_dry_run(const tq_convert_report *r, const tq_convert_opts *o, 
     for (size_t i = 0; i < r->n; i++) {
         const tq_convert_tensor *t = &r->t[i];
         if (t->quantized)
-            printf("  %-64s %d-bit g%-3zu %llu bytes\n", t->name, t->bits, t->group_size, (unsigned long long)t->bytes);
+            printf("  %-64s %d-bit g%-3zu %llu bytes\n", tq_cli_esc(t->name), t->bits, t->group_size, (unsigned long long)t->bytes);
         else
-            printf("  %-64s %s%s%s %llu bytes\n", t->name, t->note ? "kept (" : "kept", t->note ? t->note : "",
+            printf("  %-64s %s%s%s %llu bytes\n", tq_cli_esc(t->name), t->note ? "kept (" : "kept", tq_cli_esc(t->note),
                    t->note ? ")" : "", (unsigned long long)t->bytes);
     }
     char in_h[32], out_h[32];
     uint64_t total = tq_out_plan_total(files);
     tq_format_size(r->in_bytes, in_h, sizeof in_h);
     tq_format_size(total, out_h, sizeof out_h);
-    printf("%s would get %zu tensors (%llu quantized weights), %s of input -> %zu files:\n", out, r->n,
+    printf("%s would get %zu tensors (%llu quantized weights), %s of input -> %zu files:\n", tq_cli_esc(out), r->n,
            (unsigned long long)r->q_params, in_h, files->n);
     for (size_t i = 0; i < files->n; i++)
-        printf("  %-48s %llu bytes\n", files->v[i].name, (unsigned long long)files->v[i].size);
+        printf("  %-48s %llu bytes\n", tq_cli_esc(files->v[i].name), (unsigned long long)files->v[i].size);
     printf("total: %llu bytes (%s); dry run, nothing written\n", (unsigned long long)total, out_h);
 }
 
@@ -277,7 +277,7 @@ int main(int argc, char **argv)
             goto out;
         }
         for (size_t i = 0; i < r.n_warnings && !quiet; i++)
-            fprintf(stderr, "%s: warning: %s\n", tq_prog, r.warnings[i]);
+            fprintf(stderr, "%s: warning: %s\n", tq_prog, tq_cli_esc(r.warnings[i]));
         rc = 0;
         /* --quiet: no plan either (the exit status says whether the run would go ahead);
          * --json prints its document whatever --quiet says, as everywhere */
@@ -300,7 +300,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: resumed: %zu of %zu shards kept from the interrupted run%s\n", tq_prog, r.resume_kept,
                 r.n_shards, r.resume_dropped ? ", changed or missing ones redone" : "");
     for (size_t i = 0; i < r.n_warnings && !quiet; i++)
-        fprintf(stderr, "%s: warning: %s\n", tq_prog, r.warnings[i]);
+        fprintf(stderr, "%s: warning: %s\n", tq_prog, tq_cli_esc(r.warnings[i]));
     if (json) {
         rc = tq_cli_print_json(tq_convert_report_json(&r, &o));
     } else if (!o.quiet) {

@@ -88,7 +88,7 @@ int main(int argc, char **argv)
     if (rc != 0)
         return tq_cli_fail(&e);
     for (size_t i = 0; i < r.n_warnings && !o.quiet; i++)
-        fprintf(stderr, "%s: warning: %s\n", tq_prog, r.warnings[i]);
+        fprintf(stderr, "%s: warning: %s\n", tq_prog, tq_cli_esc(r.warnings[i]));
     int status = 0;
     if (json) {
         int jrc = tq_cli_print_json(tq_rows_report_json(&r, mode));
@@ -97,13 +97,13 @@ int main(int argc, char **argv)
             return jrc;
         }
     } else if (!o.quiet && out) { /* one line, as every tool; the receipt is --json's */
-        printf("%s: %" PRIu64 " rows of %" PRIu64 " bytes (%s) from %s, every row read back bit-exact\n", out,
-               r.rows, r.row_bytes, r.format, source);
+        printf("%s: %" PRIu64 " rows of %" PRIu64 " bytes (%s) from %s, every row read back bit-exact\n",
+               tq_cli_esc(out), r.rows, r.row_bytes, tq_cli_esc(r.format), tq_cli_esc(source));
     } else if (!o.quiet && check) {
-        printf("%s: OK: %" PRIu64 " rows of %" PRIu64 " bytes bit-exact against %s\n", check, r.rows, r.row_bytes,
-               r.source_path);
+        printf("%s: OK: %" PRIu64 " rows of %" PRIu64 " bytes bit-exact against %s\n", tq_cli_esc(check), r.rows,
+               r.row_bytes, tq_cli_esc(r.source_path));
     } else if (!o.quiet) {
-        printf("%s: %" PRIu64 " rows -> %s (%s)\n", extract, r.rows, r.output,
+        printf("%s: %" PRIu64 " rows -> %s (%s)\n", tq_cli_esc(extract), r.rows, tq_cli_esc(r.output),
                r.byte_identical ? "byte-identical to the source file" : "same tensors; file layout rewritten");
     }
     if (fflush(stdout) != 0)

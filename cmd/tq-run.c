@@ -187,7 +187,7 @@ static void report(FILE *f, const tq_run_stats *st, const int32_t *out, int ids_
     tq_format_size(st->peak_rss, b3, sizeof b3);
     tq_format_size(st->cache_bytes, b4, sizeof b4);
     tq_format_size(st->resident_bytes, b5, sizeof b5);
-    fprintf(f, "model: %s, %s weights, %s\n", st->arch, st->weights, st->streamed ? "experts streamed" : "resident");
+    fprintf(f, "model: %s, %s weights, %s\n", tq_cli_esc(st->arch), tq_cli_esc(st->weights), st->streamed ? "experts streamed" : "resident");
     fprintf(f, "speed: %.2f tokens/s (%llu forward passes in %.3f s; load %.3f s)\n", st->tokens_per_s,
             (unsigned long long)st->forward_passes, st->decode_s, st->load_s);
     if (st->streamed)
@@ -361,7 +361,7 @@ static int evaluate(const char *model, tq_run_opts *o, const char *path, int is_
             cJSON_AddNumberToObject(j, nums[i].k, nums[i].v);
         rc = tq_cli_print_json(j);
     } else {
-        printf("model: %s, %s weights\n", st.arch, st.weights);
+        printf("model: %s, %s weights\n", tq_cli_esc(st.arch), tq_cli_esc(st.weights));
         printf("tokens: %llu (%llu scored; window %llu, stride %llu)\n", (unsigned long long)ev.tokens,
                (unsigned long long)ev.scored, (unsigned long long)ev.window, (unsigned long long)ev.stride);
         printf("perplexity: %.4f (mean NLL %.6f nats/token)\n", ev.perplexity, ev.mean_nll);

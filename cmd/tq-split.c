@@ -77,7 +77,7 @@ static void print_plan(const tq_split_ram_plan *p)
     for (int t = 0; t < TQ_TARGET_COUNT; t++) {
         human(p->targets[t].min_ram_bytes, a, sizeof a);
         if (!p->targets[t].readable)
-            printf("target %s: cannot read it: %s\n", tq_split_target_name(t), p->targets[t].reason);
+            printf("target %s: cannot read it: %s\n", tq_split_target_name(t), tq_cli_esc(p->targets[t].reason));
         else
             printf("target %s: %s (needs at least %s)\n", tq_split_target_name(t),
                    p->targets[t].fits ? "fits" : "does not fit", a);
@@ -92,14 +92,14 @@ static void print_dry_run(const tq_split_result *r, const tq_out_plan *files, co
     char a[32];
     uint64_t total = tq_out_plan_total(files);
     if (r->kind == TQ_FLASH_MOE)
-        printf("%s would get %llu layers x %llu experts (block %llu bytes), top-k %llu, in %zu files:\n", out,
+        printf("%s would get %llu layers x %llu experts (block %llu bytes), top-k %llu, in %zu files:\n", tq_cli_esc(out),
                (unsigned long long)r->n_layers, (unsigned long long)r->num_experts,
                (unsigned long long)r->max_block_size, (unsigned long long)r->experts_per_tok, files->n);
     else
-        printf("%s would get %llu dense FFN layer files in %zu files:\n", out, (unsigned long long)r->n_layers,
+        printf("%s would get %llu dense FFN layer files in %zu files:\n", tq_cli_esc(out), (unsigned long long)r->n_layers,
                files->n);
     for (size_t i = 0; i < files->n; i++)
-        printf("  %-48s %llu bytes\n", files->v[i].name, (unsigned long long)files->v[i].size);
+        printf("  %-48s %llu bytes\n", tq_cli_esc(files->v[i].name), (unsigned long long)files->v[i].size);
     human(total, a, sizeof a);
     printf("total: %llu bytes (%s)\n", (unsigned long long)total, a);
     human(p->targets[0].min_ram_bytes, a, sizeof a);
@@ -108,7 +108,7 @@ static void print_dry_run(const tq_split_result *r, const tq_out_plan *files, co
            r->kind == TQ_FLASH_MOE ? "2 x top-k expert blocks" : "2 FFN layer files");
     for (int t = 0; t < TQ_TARGET_COUNT; t++) {
         if (!p->targets[t].readable)
-            printf("target %s: cannot read it: %s\n", tq_split_target_name(t), p->targets[t].reason);
+            printf("target %s: cannot read it: %s\n", tq_split_target_name(t), tq_cli_esc(p->targets[t].reason));
         else if (have_ram)
             printf("target %s: %s in %llu bytes of RAM\n", tq_split_target_name(t),
                    p->targets[t].fits ? "fits" : "does not fit", (unsigned long long)p->ram);
@@ -274,7 +274,7 @@ int main(int argc, char **argv)
             return tq_cli_print_json(j);
         }
         if (!so.quiet)
-            printf("joined %s into %s\n", args[0], args[1]);
+            printf("joined %s into %s\n", tq_cli_esc(args[0]), tq_cli_esc(args[1]));
         return 0;
     }
     tq_split_result r;
@@ -330,10 +330,10 @@ int main(int argc, char **argv)
         human(r.bytes_written, b, sizeof b);
         if (r.kind == TQ_FLASH_MOE)
             printf("split %s: %llu layers x %llu experts (block %llu bytes), pinned %s, %s written\n",
-                   args[1], (unsigned long long)r.n_layers, (unsigned long long)r.num_experts,
+                   tq_cli_esc(args[1]), (unsigned long long)r.n_layers, (unsigned long long)r.num_experts,
                    (unsigned long long)r.max_block_size, a, b);
         else
-            printf("split %s: %llu dense FFN layers, pinned %s, %s written\n", args[1],
+            printf("split %s: %llu dense FFN layers, pinned %s, %s written\n", tq_cli_esc(args[1]),
                    (unsigned long long)r.n_layers, a, b);
     }
     return 0;

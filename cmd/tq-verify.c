@@ -43,7 +43,7 @@ static int cmd_ls(int argc, char **argv)
     const char *const *warn;
     size_t n_warn = tq_gguf_model_warnings(m, &warn);
     for (size_t i = 0; i < n_warn && !quiet; i++)
-        fprintf(stderr, "%s: warning: %s\n", tq_prog, warn[i]);
+        fprintf(stderr, "%s: warning: %s\n", tq_prog, tq_cli_esc(warn[i]));
     rc = 0;
     if ((json || !quiet) && tq_model_list(m, stdout, json, &err) != 0) /* --json prints whatever --quiet says */
         rc = tq_cli_fail(&err);
@@ -116,7 +116,7 @@ static int cmd_manifest(int argc, char **argv)
     } else if (!quiet) {
         char hb[32];
         tq_format_size(bytes, hb, sizeof hb);
-        printf("%s: %zu files, %s, %zu tensors/blocks hashed; wrote %s and %s\n", dir, m->n_files, hb, tensors,
+        printf("%s: %zu files, %s, %zu tensors/blocks hashed; wrote %s and %s\n", tq_cli_esc(dir), m->n_files, hb, tensors,
                TQ_SUMS_NAME, TQ_MANIFEST_NAME);
     }
     tq_manifest_free(m);
@@ -154,11 +154,12 @@ static int report_out(const char *path, int rc, tq_check_report *r, tq_oms_info 
     } else if (!quiet) {
         tq_check_report_print(r, stdout);
         if (rc == 0 && info)
-            printf("%s: %s (%zu of %zu %s verified, %zu problem%s; %s: a valid signature by the %s key %.16s)\n", path,
+            printf("%s: %s (%zu of %zu %s verified, %zu problem%s; %s: a valid signature by the %s key %.16s)\n", tq_cli_esc(path),
                    r->n ? "FAILED" : "OK", r->files_ok, r->files_listed, what, r->n, r->n == 1 ? "" : "s",
-                   info->sig_path ? info->sig_path : "?", info->key_type ? info->key_type : "?", info->key_hint);
+                   tq_cli_esc(info->sig_path ? info->sig_path : "?"), tq_cli_esc(info->key_type ? info->key_type : "?"),
+                   tq_cli_esc(info->key_hint));
         else if (rc == 0)
-            printf("%s: %s (%zu of %zu %s verified, %zu problem%s)\n", path, r->n ? "FAILED" : "OK", r->files_ok,
+            printf("%s: %s (%zu of %zu %s verified, %zu problem%s)\n", tq_cli_esc(path), r->n ? "FAILED" : "OK", r->files_ok,
                    r->files_listed, what, r->n, r->n == 1 ? "" : "s");
     }
     if (rc != 0 && !json)
@@ -272,8 +273,9 @@ static int cmd_sign(int argc, char **argv)
     } else if (!quiet) {
         char hb[32];
         tq_format_size(info.bytes, hb, sizeof hb);
-        printf("%s: signed %zu file%s (%s) with the %s key %.16s; wrote %s\n", cli.args[0], info.files,
-               info.files == 1 ? "" : "s", hb, info.key_type, info.key_hint, info.sig_path);
+        printf("%s: signed %zu file%s (%s) with the %s key %.16s; wrote %s\n", tq_cli_esc(cli.args[0]), info.files,
+               info.files == 1 ? "" : "s", hb, tq_cli_esc(info.key_type), tq_cli_esc(info.key_hint),
+               tq_cli_esc(info.sig_path));
     }
     tq_oms_info_free(&info);
     return rc;
@@ -358,7 +360,7 @@ static int cmd_compare(int argc, char **argv)
         tq_cli_print_json(tq_cmp_report_json(&r));
     } else if (!quiet) {
         for (size_t i = 0; i < r.n; i++)
-            printf("tensor '%s': %s\n", r.v[i].tensor, r.v[i].detail);
+            printf("tensor '%s': %s\n", tq_cli_esc(r.v[i].tensor), tq_cli_esc(r.v[i].detail));
         printf("%s: %zu of %zu tensors identical%s\n", r.n ? "DIFFERENT" : "IDENTICAL", r.tensors_equal,
                r.tensors_compared, r.n ? "" : " (bit-exact)");
     }
@@ -455,16 +457,16 @@ static int cmd_golden(int argc, char **argv)
     } else if (!quiet) {
         if (r.expected && !r.match) {
             if (r.first_token_diff >= 0 && (size_t)r.first_token_diff < r.n_tokens)
-                printf("%s: token %ld differs: got %d, expected %d\n", gpath, r.first_token_diff,
+                printf("%s: token %ld differs: got %d, expected %d\n", tq_cli_esc(gpath), r.first_token_diff,
                        r.tokens[r.first_token_diff], r.expected[r.first_token_diff]);
             else if (r.first_token_diff >= 0)
-                printf("%s: token count differs\n", gpath);
+                printf("%s: token count differs\n", tq_cli_esc(gpath));
             if (strcmp(r.logits_sha256, r.expected_sha256))
-                printf("%s: logits sha256 %s, expected %s\n", gpath, r.logits_sha256, r.expected_sha256);
+                printf("%s: logits sha256 %s, expected %s\n", tq_cli_esc(gpath), r.logits_sha256, r.expected_sha256);
             if (r.text_differs)
-                printf("%s: the tokens decode to other text than recorded (the tokenizer changed)\n", gpath);
+                printf("%s: the tokens decode to other text than recorded (the tokenizer changed)\n", tq_cli_esc(gpath));
         }
-        printf("%s: %s (%zu tokens, logits sha256 %s)\n", gpath,
+        printf("%s: %s (%zu tokens, logits sha256 %s)\n", tq_cli_esc(gpath),
                r.updated ? "updated" : r.match ? "OK" : "MISMATCH", r.n_tokens, r.logits_sha256);
     }
     tq_golden_result_free(&r);
@@ -516,7 +518,7 @@ static int cmd_pack(int argc, char **argv)
         if (tq_sha256_file(out, d, &size, &err) != 0)
             return tq_cli_fail(&err);
         tq_hex(d, 32, hex);
-        printf("%s  %s (%llu bytes)\n", hex, out, (unsigned long long)size);
+        printf("%s  %s (%llu bytes)\n", hex, tq_cli_esc(out), (unsigned long long)size);
     }
     return 0;
 }
@@ -562,7 +564,7 @@ static int cmd_unpack(int argc, char **argv)
         if (!quiet || rc != 0)
             tq_check_report_print(&r, stdout);
         if (rc == 0 && !quiet)
-            printf("%s: %zu files verified and unpacked\n", out, r.files_ok);
+            printf("%s: %zu files verified and unpacked\n", tq_cli_esc(out), r.files_ok);
     }
     tq_check_report_free(&r);
     if (rc != 0)
@@ -636,11 +638,11 @@ static int cmd_quality(int argc, char **argv)
     } else if (rc == 0 && !quiet) {
         for (size_t i = 0; i < r.n; i++)
             if (r.t[i].err2 > 0)
-                printf("%-12.6g %s\n", r.t[i].rel_mse, r.t[i].name);
+                printf("%-12.6g %s\n", r.t[i].rel_mse, tq_cli_esc(r.t[i].name));
         printf("tensors: %zu compared, %zu differ (%llu weights): relative MSE %.6g\n", r.n, r.n_differ,
                (unsigned long long)r.params_differ, r.rel_mse);
         for (size_t c = 0; c < r.n_classes; c++)
-            printf("  class %-24s %.6g\n", r.classes[c], r.class_rel_mse[c]);
+            printf("  class %-24s %.6g\n", tq_cli_esc(r.classes[c]), r.class_rel_mse[c]);
         for (uint64_t l = 0; l < r.n_layers; l++)
             printf("  layer %-24llu %.6g\n", (unsigned long long)l, r.layer_rel_mse[l]);
         if (r.has_eval) {
@@ -687,18 +689,18 @@ static int cmd_provenance(int argc, char **argv)
     if (json)
         return tq_cli_print_json(j);
     const cJSON *c, *src = cJSON_GetObjectItemCaseSensitive(j, "source");
-    printf("made by: %s %s\ncommand:", cJSON_GetObjectItemCaseSensitive(j, "tool")->valuestring,
-           cJSON_GetObjectItemCaseSensitive(j, "version")->valuestring);
+    printf("made by: %s %s\ncommand:", tq_cli_esc(cJSON_GetObjectItemCaseSensitive(j, "tool")->valuestring),
+           tq_cli_esc(cJSON_GetObjectItemCaseSensitive(j, "version")->valuestring));
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j, "command"))
     {
-        printf(" %s", c->valuestring);
+        printf(" %s", tq_cli_esc(c->valuestring));
     }
     printf("\n");
     const cJSON *hf = cJSON_GetObjectItemCaseSensitive(src, "huggingface");
     if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(hf, "repo")) &&
         cJSON_IsString(cJSON_GetObjectItemCaseSensitive(hf, "revision")))
-        printf("huggingface: %s at revision %s\n", cJSON_GetObjectItemCaseSensitive(hf, "repo")->valuestring,
-               cJSON_GetObjectItemCaseSensitive(hf, "revision")->valuestring);
+        printf("huggingface: %s at revision %s\n", tq_cli_esc(cJSON_GetObjectItemCaseSensitive(hf, "repo")->valuestring),
+               tq_cli_esc(cJSON_GetObjectItemCaseSensitive(hf, "revision")->valuestring));
     if (!src)
         printf("source: none (generated)\n");
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(src, "files"))
@@ -707,12 +709,12 @@ static int cmd_provenance(int argc, char **argv)
         const cJSON *h = cJSON_GetObjectItemCaseSensitive(c, "header_sha256");
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "first_mib_sha256");
         tq_json_u64(cJSON_GetObjectItemCaseSensitive(c, "size"), &size);
-        printf("source: %s, %llu bytes", cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring,
+        printf("source: %s, %llu bytes", tq_cli_esc(cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring),
                (unsigned long long)size);
         if (cJSON_IsString(h))
-            printf(", header SHA-256 %s", h->valuestring);
+            printf(", header SHA-256 %s", tq_cli_esc(h->valuestring));
         else if (cJSON_IsString(f))
-            printf(", first MiB SHA-256 %s", f->valuestring);
+            printf(", first MiB SHA-256 %s", tq_cli_esc(f->valuestring));
         printf("\n");
     }
     cJSON_Delete(j);

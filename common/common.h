@@ -73,6 +73,12 @@ int tq_sb_printf(tq_sb *b, const char *fmt, ...) __attribute__((format(printf, 2
  * after a failed allocation. Leaves b empty either way. */
 char *tq_sb_finish(tq_sb *b, tq_err *e);
 void tq_sb_free(tq_sb *b);
+/* The one escaping of names (files, paths, tensors, bundle entries) in everything a tool
+ * prints, reports and messages alike: a backslash as \\, a byte below 0x20 or 0x7f as \xNN,
+ * every other byte as it is. A name so printed can neither break or forge a line (an
+ * "OK: ..." of its own) nor send a terminal escape, and stays readable. */
+int tq_sb_escaped(tq_sb *b, const char *s);
+void tq_fput_escaped(FILE *f, const char *s);
 /* printf into a new string (caller frees); NULL with TQ_ENOMEM when out of memory. */
 char *tq_asprintf(tq_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 char *tq_vasprintf(tq_err *e, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));

@@ -112,3 +112,32 @@ char *tq_asprintf(tq_err *e, const char *fmt, ...)
     va_end(ap);
     return s;
 }
+
+int tq_sb_escaped(tq_sb *b, const char *s)
+{
+    for (const char *run = s;; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c && c != '\\' && c >= 0x20 && c != 0x7f)
+            continue;
+        if (s > run)
+            tq_sb_put(b, run, (size_t)(s - run));
+        if (!c)
+            break;
+        if (c == '\\')
+            tq_sb_put(b, "\\\\", 2);
+        else
+            tq_sb_printf(b, "\\x%02x", c);
+        run = s + 1;
+    }
+    return b->oom ? -1 : 0;
+}
+
+void tq_fput_escaped(FILE *f, const char *s)
+{
+    tq_sb b = {0};
+    if (tq_sb_escaped(&b, s) == 0 && b.s)
+        fputs(b.s, f);
+    else if (b.oom)
+        fputs("(a name: out of memory escaping it)", f);
+    tq_sb_free(&b);
+}

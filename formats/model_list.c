@@ -6,30 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Names come from hostile files: a tab or newline in one must not fake a column or a line. */
-static void put_name(FILE *out, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '\\')
-            fputs("\\\\", out);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(out, "\\x%02x", c);
-        else
-            fputc(c, out);
-    }
-}
-
 static int list_text(const tq_model *m, FILE *out)
 {
     for (size_t i = 0; i < m->n_tensors; i++) {
         const tq_model_tensor *t = &m->tensors[i];
-        put_name(out, t->info.name);
+        tq_fput_escaped(out, t->info.name);
         fprintf(out, "\t%s\t[", tq_dtype_name(t->info.dtype));
         for (int k = 0; k < t->info.ndim; k++)
             fprintf(out, "%s%llu", k ? "," : "", (unsigned long long)t->info.shape[k]);
         fputs("]\t", out);
-        put_name(out, tq_model_tensor_file(m, t));
+        tq_fput_escaped(out, tq_model_tensor_file(m, t));
         fprintf(out, "\t%llu\t%llu\n", (unsigned long long)t->info.offset,
                 (unsigned long long)t->info.nbytes);
     }

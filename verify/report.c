@@ -76,11 +76,15 @@ cJSON *tq_check_report_json(const tq_check_report *r)
 void tq_check_report_print(const tq_check_report *r, FILE *f)
 {
     for (size_t i = 0; i < r->n; i++) {
-        const tq_problem *p = &r->v[i];
-        if (p->what)
-            fprintf(f, "%s: %s: %s\n", p->file, p->what, p->detail);
-        else
-            fprintf(f, "%s: %s\n", p->file, p->detail);
+        const tq_problem *p = &r->v[i]; /* names from the files checked: escaped */
+        tq_fput_escaped(f, p->file);
+        if (p->what) {
+            fputs(": ", f);
+            tq_fput_escaped(f, p->what);
+        }
+        fputs(": ", f);
+        tq_fput_escaped(f, p->detail);
+        fputc('\n', f);
     }
 }
 

@@ -440,9 +440,34 @@ static void test_grow(void)
     free(a);
 }
 
+/* tq_sb_escaped: the printing rule of man tq-verify(1) (ls): backslash doubled, C0 and DEL as
+ * \xNN, everything else (UTF-8 included) as is. Expected strings written out by hand. */
+static void test_escaped(void)
+{
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"", ""},
+        {"plain.safetensors", "plain.safetensors"},
+        {"a\\b", "a\\\\b"},
+        {"x\nOK: all good", "x\\x0aOK: all good"},
+        {"\r\x1b[2J\x07\x7f\x01\t", "\\x0d\\x1b[2J\\x07\\x7f\\x01\\x09"},
+        {"caf\xc3\xa9 \xff", "caf\xc3\xa9 \xff"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tq_sb b = {0};
+        CHECK(tq_sb_escaped(&b, cases[i].in) == 0);
+        char *got = tq_sb_finish(&b, NULL);
+        CHECKF(got && !strcmp(got, cases[i].want), "case %zu: got '%s', want '%s'", i, got ? got : "(null)",
+               cases[i].want);
+        free(got);
+    }
+}
+
 int main(void)
 {
     RUN(test_parse_size);
+    RUN(test_escaped);
     RUN(test_parse_ids);
     RUN(test_parse_udec);
     RUN(test_overflow);
