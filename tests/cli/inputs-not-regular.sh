@@ -24,7 +24,7 @@ swap() {
     null) ln -s /dev/null "$2/$3" ;;
   esac
 }
-shard=$(ls m | grep -m1 '^model-0000.-of-.*safetensors$')
+shard=$(ls m | grep '^model-0000.-of-.*safetensors$' | sed -n 1p)
 
 # a shard named by model.safetensors.index.json
 swap m x "$shard" fifo

@@ -36,7 +36,7 @@ run tq-verify check --quiet plain.tar.zst
 # A model changed after signing, then packed with a fresh manifest: the bundle is consistent
 # with its manifest, but not with the signature, and check names the file.
 cp -r m m2
-f=$(cd m2 && ls *.safetensors | head -n1)
+f=$(cd m2 && ls *.safetensors | sed -n 1p)
 printf X | dd of="m2/$f" bs=1 seek=$(($(stat -c %s "m2/$f") - 10)) conv=notrunc status=none
 rm m2/SHA256SUMS m2/tq-manifest.json
 run tq-verify pack --quiet m2 -o c.tar.zst

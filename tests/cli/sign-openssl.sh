@@ -31,7 +31,7 @@ run tq-verify sign --quiet m --key ec.pem
 run tq-verify verify --quiet m --pubkey ec.pub
 run envelope m/model.sig
 [ "$(cat type.txt)" = application/vnd.in-toto+json ] || fail "payload type $(cat type.txt)"
-openssl dgst -sha256 -verify ec.pub -signature sig.bin pae.bin | grep -qx "Verified OK" || fail "openssl: ECDSA signature does not verify"
+openssl dgst -sha256 -verify ec.pub -signature sig.bin pae.bin | grep -x "Verified OK" >/dev/null || fail "openssl: ECDSA signature does not verify"
 run cp pae.bin pae1.bin; run flip pae1.bin 100
 if openssl dgst -sha256 -verify ec.pub -signature sig.bin pae1.bin >/dev/null 2>&1; then fail "openssl accepted a changed PAE"; fi
 
@@ -40,7 +40,7 @@ run tq-verify sign --quiet m --key ed.pem --out ed.sig
 run tq-verify verify --quiet m --pubkey ed.pub --sig ed.sig
 run envelope ed.sig
 [ "$(stat -c %s sig.bin)" = 64 ] || fail "Ed25519 signature of $(stat -c %s sig.bin) bytes"
-openssl pkeyutl -verify -pubin -inkey ed.pub -rawin -in pae.bin -sigfile sig.bin | grep -q "Signature Verified Successfully" ||
+openssl pkeyutl -verify -pubin -inkey ed.pub -rawin -in pae.bin -sigfile sig.bin | grep "Signature Verified Successfully" >/dev/null ||
   fail "openssl: Ed25519 signature does not verify"
 run cp pae.bin pae1.bin; run flip pae1.bin 7
 if openssl pkeyutl -verify -pubin -inkey ed.pub -rawin -in pae1.bin -sigfile sig.bin >/dev/null 2>&1; then fail "openssl accepted a changed PAE"; fi
@@ -92,7 +92,7 @@ while IFS= read -r f; do
   [ "$rc" = 1 ] || fail "$f changed: exit $rc"
   grep -q "^$f: sha256 [0-9a-f]\{64\}, signed [0-9a-f]\{64\}$" out || fail "$f changed: not named ($(cat out))"
   [ "$(grep -c ': sha256 ' out)" = 1 ] || fail "$f changed: other files named too ($(cat out))"
-  tail -n1 out | grep -q "^m: FAILED ($(($(wc -l < files) - 1)) of $(wc -l < files) signed files verified, 1 problem;" ||
+  tail -n1 out | grep "^m: FAILED ($(($(wc -l < files) - 1)) of $(wc -l < files) signed files verified, 1 problem;" >/dev/null ||
     fail "$f changed: summary $(tail -n1 out)"
   run cp keep "m/$f"
 done < files

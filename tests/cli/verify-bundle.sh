@@ -10,7 +10,7 @@ tq-verify pack --quiet m2 -o c.tar.zst
 cmp a.tar.zst c.tar.zst
 # The manifest it contains is what manifest writes; pack leaves DIR untouched.
 [ ! -e m/SHA256SUMS ] && [ ! -e m/tq-manifest.json ]
-tq-verify check a.tar.zst | grep -qx "a.tar.zst: OK (5 of 5 files verified, 0 problems)"
+tq-verify check a.tar.zst | grep -x "a.tar.zst: OK (5 of 5 files verified, 0 problems)" >/dev/null
 tq-verify unpack --quiet a.tar.zst -o u
 tq-verify manifest --quiet m
 cmp m/tq-manifest.json u/tq-manifest.json && cmp m/SHA256SUMS u/SHA256SUMS
@@ -21,7 +21,7 @@ cmp a.tar.zst d.tar.zst
 echo more >> m/tokenizer_config.json
 set +e; tq-verify pack --quiet m -o e.tar.zst 2>err; rc=$?; set -e
 [ "$rc" = 1 ] && grep -q "has changed since the manifest was written" err && [ ! -e e.tar.zst ]
-ls | grep -q partial && { echo "partial file left"; exit 1; }
+ls | grep partial >/dev/null && { echo "partial file left"; exit 1; }
 # Truncated and corrupted bundles: exit 1 (never a crash), nothing unpacked.
 size=$(stat -c %s a.tar.zst)
 for cut in 0 1 100 $((size / 3)) $((size / 2)) $((size - 1)); do

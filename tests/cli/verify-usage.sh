@@ -5,7 +5,7 @@ expect() { expect_exit "$1" tq-verify "${@:2}" >/dev/null; } # expect STATUS ARG
 run tq-verify --version >/dev/null
 for c in manifest check compare golden sign verify pack unpack; do
   run tq-verify $c --help >/dev/null
-  tq-verify --help | grep -q "^  $c " || fail "$c not in --help"
+  tq-verify --help | grep "^  $c " >/dev/null || fail "$c not in --help"
 done
 expect 2 manifest
 expect 2 manifest --threads 0 .
