@@ -41,6 +41,14 @@ edit a1 'c["num_experts_per_tok"] = 1; st["experts_per_tok"] = 1'
 refused 'a1/config.json: .* split.json.s files."config.json"' a1
 edit a2 'c["rms_norm_eps"] = 1e-5'
 refused 'a2/config.json: .*changed after the split was made' a2
+# the case, the size kept: 2 -> 1 experts per token in config.json by sed; and an edit
+# no other check sees (the norm epsilon), also in place
+rm -rf a4 && cp -r s a4 && sed -i 's/"num_experts_per_tok": 2/"num_experts_per_tok": 1/' a4/config.json
+cmp -s s/config.json a4/config.json && fail "could not edit a4/config.json"
+refused 'a4/config.json: content does not match split.json.s files."config.json".sha256' a4
+rm -rf a5 && cp -r s a5 && sed -i 's/"rms_norm_eps": 1e-06/"rms_norm_eps": 2e-06/' a5/config.json
+cmp -s s/config.json a5/config.json && fail "could not edit a5/config.json"
+refused 'a5/config.json: content does not match split.json.s files."config.json".sha256' a5
 # a tokenizer edited (tq-run encodes prompts with it)
 rm -rf a3 && cp -r s a3 && printf ' ' >> a3/tokenizer.json
 refused 'tokenizer.json: 14565 bytes, but split.json.s files."tokenizer.json".size is 14564' a3
