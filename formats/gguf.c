@@ -636,6 +636,28 @@ const tq_gguf_tensor *tq_gguf_find_tensor(const tq_gguf_file *f, const char *nam
     return NULL;
 }
 
+int tq_gguf_check_key(const tq_gguf_file *f, const char *key, tq_gguf_want want, tq_err *e)
+{
+    const tq_gguf_kv *kv = tq_gguf_find_kv(f, key);
+    if (!kv)
+        return 0;
+    uint32_t t = kv->type;
+    int is_uint = t == TQ_GGUF_U8 || t == TQ_GGUF_U16 || t == TQ_GGUF_U32 || t == TQ_GGUF_U64;
+    int is_int = t == TQ_GGUF_I8 || t == TQ_GGUF_I16 || t == TQ_GGUF_I32 || t == TQ_GGUF_I64;
+    int ok = want == TQ_GGUF_WANT_STR ? t == TQ_GGUF_STRING
+           : want == TQ_GGUF_WANT_BOOL ? t == TQ_GGUF_BOOL
+           : want == TQ_GGUF_WANT_NUM ? is_uint || is_int || t == TQ_GGUF_F32 || t == TQ_GGUF_F64
+                                      : is_uint || is_int;
+    const char *what = want == TQ_GGUF_WANT_STR ? "a string" : want == TQ_GGUF_WANT_BOOL ? "a bool"
+                     : want == TQ_GGUF_WANT_NUM ? "a number" : "a non-negative integer";
+    if (!ok)
+        return tq_fail(e, TQ_EDATA, "%s: key '%s' has type %s, expected %s", f->path, key,
+                       t == TQ_GGUF_ARRAY ? "array" : tq_gguf_vtype_name(t), what);
+    if (want == TQ_GGUF_WANT_UINT && is_int && kv->num.i < 0)
+        return tq_fail(e, TQ_EDATA, "%s: key '%s' is %lld, expected %s", f->path, key, (long long)kv->num.i, what);
+    return 0;
+}
+
 int tq_gguf_get_u64(const tq_gguf_file *f, const char *key, uint64_t *out)
 {
     const tq_gguf_kv *kv = tq_gguf_find_kv(f, key);

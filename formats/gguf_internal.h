@@ -16,6 +16,17 @@ enum {
 extern const uint64_t tq_ggml_iq2xxs_grid[256], tq_ggml_iq2xs_grid[512], tq_ggml_iq2s_grid[1024], tq_ggml_iq1s_grid[2048];
 extern const uint32_t tq_ggml_iq3xxs_grid[256], tq_ggml_iq3s_grid[512];
 
+/* What a metadata key must hold where tq reads it. */
+typedef enum tq_gguf_want {
+    TQ_GGUF_WANT_UINT, /* an integer type, value >= 0 */
+    TQ_GGUF_WANT_NUM,  /* an integer or float type */
+    TQ_GGUF_WANT_STR,
+    TQ_GGUF_WANT_BOOL,
+} tq_gguf_want;
+/* 0 when key is absent or holds what want says; else -1 with an error naming the file, the
+ * key, its type (or value) and what was expected. */
+int tq_gguf_check_key(const tq_gguf_file *f, const char *key, tq_gguf_want want, tq_err *e);
+
 /* Architectures with a known HF name mapping (opaque). */
 typedef struct tq_gguf_arch tq_gguf_arch;
 const tq_gguf_arch *tq_gguf_arch_find(const char *arch);
@@ -44,6 +55,9 @@ char *tq_gguf_hf_name(const tq_gguf_arch *a, const char *gguf_name, tq_gguf_role
  * added to config c from llama.cpp's rope_freqs values (n of them, one per rotary pair), the
  * parameters those values were made from (checked by recomputing every value). -1 with why. */
 int tq_gguf_llama3_rope(struct cJSON *c, const float *rf, uint64_t n, char *why, size_t cap);
+/* Every ARCH.* and tokenizer id key tq reads holds a value of its kind (tq_gguf_check_key);
+ * -1 naming the first that does not. */
+int tq_gguf_check_arch_keys(const tq_gguf_file *f, const char *arch, tq_err *e);
 /* config.json from ARCH.* metadata. */
 struct cJSON *tq_gguf_config(const tq_gguf_file *f, const char *arch, uint64_t vocab, int tied, tq_err *e);
 

@@ -490,9 +490,15 @@ static int rope_scaling_from(cJSON *config, const tq_gguf_file *f, const tq_gguf
 static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
 {
     const tq_gguf_file *f0 = g->files[0];
+    if (tq_gguf_check_key(f0, "general.architecture", TQ_GGUF_WANT_STR, e))
+        return -1;
     char *arch = tq_gguf_get_str(f0, "general.architecture");
     if (!arch && !(arch = strdup("unknown")))
         return tq_fail(e, TQ_ENOMEM, "out of memory");
+    if (tq_gguf_check_arch_keys(f0, arch, e)) {
+        free(arch);
+        return -1;
+    }
     const tq_gguf_arch *ai = tq_gguf_arch_of(f0, arch);
     int map = tq_gguf_arch_maps_names(ai) && !(flags & TQ_MODEL_KEEP_NAMES);
     if (!tq_gguf_arch_maps_names(ai) && !(flags & TQ_MODEL_KEEP_NAMES))

@@ -517,6 +517,44 @@ int tq_gguf_llama3_rope(cJSON *c, const float *rf, uint64_t n, char *why, size_t
     return 0;
 }
 
+/* Every ARCH.* key tq_gguf_config reads, with the kind of value it must hold (gguf-py's
+ * GGUFWriter writes the counts and lengths as u32, the rest as f32, strings and a bool). A key
+ * of another type is an error naming it, not a field left out of config.json: a string
+ * block_count would give a config without num_hidden_layers. */
+static const struct { const char *key; tq_gguf_want want; } arch_keys[] = {
+    {"block_count", TQ_GGUF_WANT_UINT}, {"embedding_length", TQ_GGUF_WANT_UINT},
+    {"feed_forward_length", TQ_GGUF_WANT_UINT}, {"expert_feed_forward_length", TQ_GGUF_WANT_UINT},
+    {"expert_shared_feed_forward_length", TQ_GGUF_WANT_UINT}, {"attention.head_count", TQ_GGUF_WANT_UINT},
+    {"attention.head_count_kv", TQ_GGUF_WANT_UINT}, {"attention.key_length", TQ_GGUF_WANT_UINT},
+    {"attention.value_length", TQ_GGUF_WANT_UINT}, {"attention.key_length_mla", TQ_GGUF_WANT_UINT},
+    {"attention.value_length_mla", TQ_GGUF_WANT_UINT}, {"rope.freq_base", TQ_GGUF_WANT_NUM},
+    {"attention.layer_norm_rms_epsilon", TQ_GGUF_WANT_NUM}, {"expert_count", TQ_GGUF_WANT_UINT},
+    {"expert_used_count", TQ_GGUF_WANT_UINT}, {"context_length", TQ_GGUF_WANT_UINT},
+    {"attention.sliding_window", TQ_GGUF_WANT_UINT}, {"vocab_size", TQ_GGUF_WANT_UINT},
+    {"rope.scaling.type", TQ_GGUF_WANT_STR}, {"rope.scaling.factor", TQ_GGUF_WANT_NUM},
+    {"rope.scaling.original_context_length", TQ_GGUF_WANT_UINT}, {"rope.scaling.yarn_beta_fast", TQ_GGUF_WANT_NUM},
+    {"rope.scaling.yarn_beta_slow", TQ_GGUF_WANT_NUM}, {"rope.scaling.yarn_log_multiplier", TQ_GGUF_WANT_NUM},
+    {"rope.dimension_count", TQ_GGUF_WANT_UINT}, {"expert_gating_func", TQ_GGUF_WANT_UINT},
+    {"attention.q_lora_rank", TQ_GGUF_WANT_UINT}, {"attention.kv_lora_rank", TQ_GGUF_WANT_UINT},
+    {"expert_shared_count", TQ_GGUF_WANT_UINT}, {"leading_dense_block_count", TQ_GGUF_WANT_UINT},
+    {"expert_weights_scale", TQ_GGUF_WANT_NUM}, {"expert_weights_norm", TQ_GGUF_WANT_BOOL},
+    {"expert_group_count", TQ_GGUF_WANT_UINT}, {"expert_group_used_count", TQ_GGUF_WANT_UINT},
+};
+
+int tq_gguf_check_arch_keys(const tq_gguf_file *f, const char *arch, tq_err *e)
+{
+    char k[512];
+    for (size_t i = 0; i < sizeof arch_keys / sizeof *arch_keys; i++) {
+        snprintf(k, sizeof k, "%s.%s", arch, arch_keys[i].key);
+        if (tq_gguf_check_key(f, k, arch_keys[i].want, e))
+            return -1;
+    }
+    if (tq_gguf_check_key(f, "tokenizer.ggml.bos_token_id", TQ_GGUF_WANT_UINT, e) ||
+        tq_gguf_check_key(f, "tokenizer.ggml.eos_token_id", TQ_GGUF_WANT_UINT, e))
+        return -1;
+    return 0;
+}
+
 cJSON *tq_gguf_config(const tq_gguf_file *f, const char *arch, uint64_t vocab, int tied, tq_err *e)
 {
     cJSON *c = cJSON_CreateObject();

@@ -829,6 +829,63 @@ static void test_llama3_rope_freqs(void)
                                                                     "dimension is 128"));
 }
 
+/* Metadata of the wrong type is refused naming the key and the kind expected, instead of
+ * being left out (a string block_count gave a config.json without num_hidden_layers, a u32
+ * general.architecture an 'unknown' model). The kinds are those gguf-py's GGUFWriter writes
+ * (add_block_count: u32, add_rope_freq_base: f32, add_architecture: string, ...); integer
+ * widths other than u32 stay accepted. TQ_GGUF_WRITE_MALFORMED=DIR also writes the files there
+ * (that is how tests/fuzz/corpus/gguf/meta-*.gguf were made). */
+static void test_metadata_types(void)
+{
+    static const struct {
+        const char *file, *msg;
+    } cases[] = {
+        {"meta-architecture-u32", "key 'general.architecture' has type uint32, expected a string"},
+        {"meta-block-count-string", "key 'qwen3.block_count' has type string, expected a non-negative integer"},
+        {"meta-block-count-negative", "key 'qwen3.block_count' is -2, expected a non-negative integer"},
+        {"meta-head-count-array", "key 'qwen3.attention.head_count' has type array, expected a non-negative integer"},
+        {"meta-rope-base-string", "key 'qwen3.rope.freq_base' has type string, expected a number"},
+        {"meta-bos-float", "key 'tokenizer.ggml.bos_token_id' has type float32, expected a non-negative integer"},
+    };
+    const char *dir = getenv("TQ_GGUF_WRITE_MALFORMED");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        gw w;
+        gw_init(&w);
+        if (i == 0)
+            gw_kv_u32(&w, "general.architecture", 3);
+        else
+            gw_kv_str(&w, "general.architecture", "qwen3");
+        if (i == 1)
+            gw_kv_str(&w, "qwen3.block_count", "2");
+        else if (i == 2)
+            gw_kv_i32(&w, "qwen3.block_count", -2);
+        else
+            gw_kv_u32(&w, "qwen3.block_count", 1);
+        if (i == 3) {
+            int32_t heads[1] = {2};
+            gw_kv_i32_array(&w, "qwen3.attention.head_count", heads, 1);
+        }
+        if (i == 4)
+            gw_kv_str(&w, "qwen3.rope.freq_base", "10000");
+        if (i == 5)
+            gw_kv_f32(&w, "tokenizer.ggml.bos_token_id", 1.0f);
+        float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        uint64_t ne[1] = {8};
+        gw_tensor_add(&w, "output_norm.weight", 1, ne, 0, v, sizeof v);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.gguf", dir && *dir ? dir : t_tmpdir(), cases[i].file);
+        CHECK(gw_write(&w, path) == 0);
+        gw_free(&w);
+        tq_model *m = NULL;
+        CHECK(tq_model_open_ex(&m, path, 0, &err) == -1 && m == NULL && err.code == TQ_EDATA);
+        char want[8192];
+        snprintf(want, sizeof want, "%s: %s", path, cases[i].msg);
+        CHECKF(strcmp(err.msg, want) == 0, "%s: got '%s'", cases[i].file, err.msg);
+        if (!dir || !*dir)
+            remove(path);
+    }
+}
+
 int main(void)
 {
     RUN(test_vectors_keep_names);
@@ -844,5 +901,6 @@ int main(void)
     RUN(test_gemma3_names_and_norms);
     RUN(test_deepseek2_kv_b_join);
     RUN(test_llama3_rope_freqs);
+    RUN(test_metadata_types);
     TEST_MAIN_END();
 }
