@@ -126,12 +126,26 @@ typedef struct tq_opt {
      .metavar = mv, .help = help_}
 #define TQ_OPT_END {.name = NULL}
 
+/* What a user of another tool may type, and what tq takes instead: declared beside a tool's
+ * option table (tq_cli_spec.hints, ended by a NULL from). An unknown option or choice value
+ * that matches `from` is answered "did you mean --TO?" with the note; others get the nearest
+ * option or choice by edit distance, if one is close. Exit 2 either way.
+ *   from: "q-bits" (an unknown --q-bits), "-q" (an unknown -q), "method=mlx" (that value of
+ *         --method, refused);
+ *   to:   "bits", "method=affine", or NULL (the note alone says what to do); checked against
+ *         the table like the rows themselves (an option that does not exist is a table bug);
+ *   note: whose spelling it is, e.g. "mlx_lm.convert's spelling". */
+typedef struct tq_opt_hint {
+    const char *from, *to, *note;
+} tq_opt_hint;
+
 typedef struct tq_cli_spec {
     const char *command; /* tq-verify subcommand ("ls"), or NULL for a tool */
     const char *usage;   /* "Usage: ..." line(s), each ending in a newline */
     const char *about;   /* what the tool does, pre-wrapped lines; NULL: nothing */
     const char *epilog;  /* printed after the options (exit status...); NULL: nothing */
     tq_opt *opts;
+    const tq_opt_hint *hints; /* NULL: none */
     /* Filled by tq_cli_parse: the operands, in order. */
     char **args;
     int n_args;

@@ -150,6 +150,125 @@ static void check_table(const tq_opt *opts)
     }
 }
 
+/* -------------------------------------------------------------------- hints */
+static const tq_opt_hint *cur_hints; /* the spec being parsed: its hints (NULL: none) */
+
+static const tq_opt *row_named(const tq_opt *opts, const char *name, size_t len)
+{
+    for (const tq_opt *o = opts; o->name; o++)
+        if (strlen(o->name) == len && !strncmp(o->name, name, len))
+            return o;
+    return NULL;
+}
+
+/* Every hint's `to` names an option of the table (and, after '=', one of its choices). */
+static void check_hints(const tq_opt *opts, const tq_opt_hint *hints)
+{
+    for (const tq_opt_hint *h = hints; h && h->from; h++) {
+        if (!h->note || !*h->note || !*h->from)
+            table_bug(opts, "a hint without its note");
+        if (!h->to)
+            continue;
+        size_t len = strcspn(h->to, "=");
+        const tq_opt *o = row_named(opts, h->to, len);
+        if (!o) {
+            fprintf(stderr, "%s: internal error: hint '%s' points at '--%s', not in the table\n", tq_prog, h->from, h->to);
+            abort();
+        }
+        int found = !h->to[len];
+        for (const tq_opt_choice *c = o->choices; c && c->name && !found; c++)
+            found = !strcasecmp(c->name, h->to + len + 1);
+        if (!found)
+            table_bug(o, "a hint names a value that is not one of its choices");
+    }
+}
+
+/* The hint for an unknown --NAME (len bytes of name), -C (name "-C") or value NAME=VAL. */
+static const tq_opt_hint *hint_for(const char *name, size_t len, const char *val)
+{
+    for (const tq_opt_hint *h = cur_hints; h && h->from; h++) {
+        if (val) {
+            size_t n = strcspn(h->from, "=");
+            if (h->from[n] == '=' && n == len && !strncmp(h->from, name, len) && !strcasecmp(h->from + n + 1, val))
+                return h;
+        } else if (strlen(h->from) == len && !strncmp(h->from, name, len)) {
+            return h;
+        }
+    }
+    return NULL;
+}
+
+/* "did you mean --bits? (NOTE)", "did you mean --method affine? (NOTE)" or ": NOTE" */
+static void hint_text(const tq_opt_hint *h, char *buf, size_t cap)
+{
+    if (!h->to) {
+        snprintf(buf, cap, ": %s", h->note);
+        return;
+    }
+    size_t len = strcspn(h->to, "=");
+    snprintf(buf, cap, ": did you mean --%.*s%s%s? (%s)", (int)len, h->to, h->to[len] ? " " : "",
+             h->to[len] ? h->to + len + 1 : "", h->note);
+}
+
+/* Optimal string alignment distance (insertions, deletions, substitutions, transpositions of
+ * neighbours), case-insensitive, of a[0..la) and b; large when either is over 63 bytes. */
+static int edit_distance(const char *a, size_t la, const char *b)
+{
+    size_t lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 1000;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v)
+                v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == tolower((unsigned char)b[j - 1]) && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* The candidates nearest to name (at most 1 edit for names up to 4 bytes, 2 beyond), as
+ * ": did you mean PRE-a, PRE-b or PRE-c?"; "" when none is that near. */
+static void nearest(const char *name, size_t len, const char *const *cand, size_t n, const char *pre, char *buf,
+                    size_t cap)
+{
+    int best = len <= 4 ? 1 : 2;
+    for (size_t i = 0; i < n; i++) {
+        int d = edit_distance(name, len, cand[i]);
+        if (d < best)
+            best = d;
+    }
+    size_t k = 0, hits = 0, used = 0;
+    for (size_t i = 0; i < n; i++)
+        hits += edit_distance(name, len, cand[i]) == best;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && hits <= 3; i++) {
+        if (edit_distance(name, len, cand[i]) != best)
+            continue;
+        int w = snprintf(buf + used, cap - used, "%s%s%s", k == 0 ? ": did you mean " : k + 1 == hits ? " or " : ", ",
+                         pre, cand[i]);
+        if (w < 0 || (size_t)w >= cap - used)
+            break;
+        used += (size_t)w;
+        k++;
+    }
+    if (k)
+        snprintf(buf + used, cap - used, "?");
+    else
+        buf[0] = 0;
+}
+
 /* ------------------------------------------------------------------ values */
 /* "a, b or c" of the listed choices. */
 static void choice_list(const tq_opt *o, const char *sep, const char *last, char *buf, size_t cap)
@@ -269,9 +388,23 @@ static int set_value(tq_opt *o, const char *val)
                 store_int(o, ival_of(c->value));
                 return 0;
             }
-        char list[256];
+        char list[256], hint[512] = "";
         choice_list(o, ", ", " or ", list, sizeof list);
-        return bad_value(o, val, "expected %s", list);
+        const tq_opt_hint *h = hint_for(o->name, strlen(o->name), val);
+        if (h) {
+            hint_text(h, hint, sizeof hint);
+        } else {
+            const char *cand[64];
+            size_t n = 0;
+            for (const tq_opt_choice *c = o->choices; c->name && n < 64; c++)
+                if (!c->alias)
+                    cand[n++] = c->name;
+            char pre[80];
+            snprintf(pre, sizeof pre, "--%s ", o->name);
+            nearest(val, strlen(val), cand, n, pre, hint, sizeof hint);
+        }
+        tq_cli_usage_error("invalid value '%s' for --%s (expected %s)%s", val, o->name, list, hint);
+        return -1;
     case TQ_OPT_IDS: {
         tq_cli_ids *ids = o->target;
         tq_err e = {0};
@@ -354,10 +487,33 @@ static void unknown_long(const tq_opt *opts, size_t n, const char *arg)
             used += (size_t)w;
         hits++;
     }
-    if (hits > 1)
+    if (hits > 1) {
         tq_cli_usage_error("option '--%.*s' is ambiguous (%s)", len, name, list);
-    else
-        tq_cli_usage_error("unknown option '--%.*s'", len, name);
+        return;
+    }
+    char hint[512] = "";
+    const tq_opt_hint *h = hint_for(name, (size_t)len, NULL);
+    if (h) {
+        hint_text(h, hint, sizeof hint);
+    } else {
+        const char **cand = malloc((n + 2) * sizeof *cand);
+        for (int r = -2; cand && r < (int)n; r++)
+            cand[r + 2] = row_name(opts, r);
+        if (cand)
+            nearest(name, (size_t)len, cand, n + 2, "--", hint, sizeof hint);
+        free(cand);
+    }
+    tq_cli_usage_error("unknown option '--%.*s'%s", len, name, hint);
+}
+
+/* An unknown -C: its hint, if the table has one. */
+static void unknown_short(int c)
+{
+    char name[3] = {'-', (char)c, 0}, hint[512] = "";
+    const tq_opt_hint *h = hint_for(name, 2, NULL);
+    if (h)
+        hint_text(h, hint, sizeof hint);
+    tq_cli_usage_error("unknown option '-%c'%s", c, hint);
 }
 
 /* The table for scripts/completions, one row per line:
@@ -460,6 +616,8 @@ int tq_cli_parse(tq_cli_spec *s, int argc, char **argv, int *rc)
     tq_cli_command = s->command;
     n_given = 0;
     check_table(s->opts);
+    check_hints(s->opts, s->hints);
+    cur_hints = s->hints;
     if (getenv("TQ_CLI_TABLE")) {
         print_table(s);
         *rc = 0;
@@ -511,7 +669,7 @@ int tq_cli_parse(tq_cli_spec *s, int argc, char **argv, int *rc)
             if (r != -3)
                 tq_cli_usage_error("option '--%s' takes no value", row_name(s->opts, r));
             else if (optopt)
-                tq_cli_usage_error("unknown option '-%c'", optopt);
+                unknown_short(optopt);
             else
                 unknown_long(s->opts, n, argv[optind - 1]);
             status = 2;

@@ -201,6 +201,27 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress, no warnings, no summary or dry-run plan (--json still prints)"),
         TQ_OPT_END,
     };
+    /* what mlx_lm.convert (mlx_lm/convert.py) and llama.cpp's convert_hf_to_gguf.py users type */
+    static const tq_opt_hint hints[] = {
+        {"q-bits", "bits", "--q-bits is mlx_lm.convert's spelling"},
+        {"q-group-size", "group-size", "--q-group-size is mlx_lm.convert's spelling"},
+        {"q-mode", "method=affine", "mlx_lm.convert's --q-mode affine is tq-convert's --method affine"},
+        {"outtype", "dtype", "--outtype is llama.cpp's convert_hf_to_gguf.py; tq-convert writes safetensors: "
+                             "--dtype for float tensors, --bits to quantize"},
+        {"outfile", NULL, "OUTPUT_DIR is tq-convert's second operand (--outfile is llama.cpp's spelling)"},
+        {"hf-path", NULL, "INPUT is tq-convert's first operand (--hf-path is mlx_lm.convert's spelling)"},
+        {"mlx-path", NULL, "OUTPUT_DIR is tq-convert's second operand (--mlx-path is mlx_lm.convert's spelling)"},
+        {"quantize", NULL, "tq-convert quantizes by default; --method affine writes MLX's own format "
+                           "(mlx_lm.convert -q)"},
+        {"-q", NULL, "tq-convert quantizes by default; --method affine writes MLX's own format "
+                     "(mlx_lm.convert -q); --quiet is the long option for silence"},
+        {"method=mlx", "method=affine", "MLX's affine format, bit for bit as mlx_lm.convert writes it"},
+        {"method=mlx-lm", "method=affine", "MLX's affine format, bit for bit as mlx_lm.convert writes it"},
+        {"dtype=float16", "dtype=f16", "tq-convert's name for it"},
+        {"dtype=bfloat16", "dtype=bf16", "tq-convert's name for it"},
+        {"dtype=float32", "dtype=f32", "tq-convert's name for it"},
+        {NULL, NULL, NULL},
+    };
     tq_cli_spec cli = {
         .usage = "Usage: tq-convert [OPTIONS] INPUT OUTPUT_DIR\n",
         .about = "Quantize a HuggingFace model directory or .safetensors file (or a GGUF file) to a\n"
@@ -209,6 +230,7 @@ int main(int argc, char **argv)
                  "With --method affine, to MLX's affine 4- or 8-bit format as mlx_lm.convert writes it.\n",
         .epilog = "Exit status: 0 ok, 1 bad data or I/O error, 2 bad usage.\n",
         .opts = opts,
+        .hints = hints,
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         goto out;

@@ -468,6 +468,20 @@ int main(int argc, char **argv)
                     "generated ids) on standard output"),
         TQ_OPT_END,
     };
+    /* what llama.cpp's llama-cli, mlx_lm.generate and transformers users type */
+    static const tq_opt_hint hints[] = {
+        {"model", NULL, "MODEL_DIR is tq-run's operand, no option before it (--model is llama.cpp's and "
+                        "mlx_lm.generate's spelling)"},
+        {"-m", NULL, "MODEL_DIR is tq-run's operand, no option before it (-m is llama.cpp's spelling)"},
+        {"-p", "prompt", "-p is llama.cpp's spelling"},
+        {"-n", "max-tokens", "-n is llama.cpp's spelling"},
+        {"n-predict", "max-tokens", "--n-predict is llama.cpp's spelling"},
+        {"max-new-tokens", "max-tokens", "--max-new-tokens is transformers' spelling"},
+        {"backend=gpu", "backend=metal", "the Apple GPU, in builds with Metal"},
+        {"backend=mps", "backend=metal", "the Apple GPU, in builds with Metal"},
+        {"backend=cuda", NULL, "tq-run's one GPU backend is metal, the Apple GPU"},
+        {NULL, NULL, NULL},
+    };
     tq_cli_spec cli = {
         .usage = "Usage: tq-run [OPTIONS] MODEL_DIR --tokens ID,ID,...\n"
                  "       tq-run [OPTIONS] MODEL_DIR --prompt TEXT | --prompt-file FILE\n"
@@ -479,6 +493,7 @@ int main(int argc, char **argv)
                  "with --temperature. Standard output gets the generated text (a text prompt, or\n"
                  "--tokenizer) or the generated ids (--tokens), the report goes to standard error.\n",
         .opts = opts,
+        .hints = hints,
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;

@@ -250,8 +250,13 @@ static void bad_table(int which)
     tq_opt help[] = {TQ_OPT_FLAG("help", 0, &x, "taken"), TQ_OPT_END};
     tq_opt h[] = {TQ_OPT_FLAG("x", 'h', &x, "taken"), TQ_OPT_END};
     tq_opt nohelp[] = {TQ_OPT_FLAG("x", 0, &x, ""), TQ_OPT_END};
-    tq_opt *tables[] = {dup, range, neg, help, h, nohelp};
-    tq_cli_spec cli = {.usage = "Usage: x\n", .opts = tables[which]};
+    tq_opt choice[] = {TQ_OPT_CHOICE("c", 0, &x, colors, NULL, "a color"), TQ_OPT_END};
+    /* hints pointing at an option or a value the table does not have */
+    static const tq_opt_hint to_nothing[] = {{"q-bits", "bits", "no --bits here"}, {NULL, NULL, NULL}};
+    static const tq_opt_hint to_no_value[] = {{"c=blue", "c=azure", "no such color"}, {NULL, NULL, NULL}};
+    tq_opt *tables[] = {dup, range, neg, help, h, nohelp, choice, choice};
+    const tq_opt_hint *hints[] = {NULL, NULL, NULL, NULL, NULL, NULL, to_nothing, to_no_value};
+    tq_cli_spec cli = {.usage = "Usage: x\n", .opts = tables[which], .hints = hints[which]};
     char *argv[] = {(char *)"tq-test", (char *)"--version", NULL};
     int rc;
     if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
@@ -262,7 +267,7 @@ static void bad_table(int which)
 
 static void test_bad_tables(void)
 {
-    for (int which = 0; which < 6; which++) {
+    for (int which = 0; which < 8; which++) {
         fflush(stdout);
         fflush(stderr);
         pid_t pid = fork();
@@ -274,6 +279,49 @@ static void test_bad_tables(void)
     }
 }
 
+/* Did you mean: a hint of the table (an unknown --NAME, -C or choice value), else the nearest
+ * option or choice within 1 edit (names up to 4 bytes) or 2; none when nothing is that near. */
+static void test_hints(void)
+{
+    static const tq_opt_hint hints[] = {
+        {"q-bits", "int", "another tool's spelling"},
+        {"-q", NULL, "a note alone"},
+        {"color=blue", "color=green", "blue is green here"},
+        {NULL, NULL, NULL},
+    };
+    static const struct {
+        const char *args[3];
+        const char *msg;
+    } cases[] = {
+        {{"--q-bits", "4"}, "tq-test: unknown option '--q-bits': did you mean --int? (another tool's spelling)\n"},
+        {{"--q-bits=4"}, "tq-test: unknown option '--q-bits': did you mean --int? (another tool's spelling)\n"},
+        {{"-q"}, "tq-test: unknown option '-q': a note alone\n"},
+        {{"-c", "BLUE"}, "tq-test: invalid value 'BLUE' for --color (expected red or green): did you mean --color green? "
+                         "(blue is green here)\n"},
+        {{"-c", "gren"}, "tq-test: invalid value 'gren' for --color (expected red or green): did you mean --color green?\n"},
+        {{"-c", "blau"}, "tq-test: invalid value 'blau' for --color (expected red or green)\n"},
+        {{"--falg"}, "tq-test: unknown option '--falg': did you mean --flag?\n"},       /* a transposition */
+        {{"--uper=x"}, "tq-test: unknown option '--uper': did you mean --upper?\n"},    /* a deletion */
+        {{"--mult_8=8"}, "tq-test: unknown option '--mult_8': did you mean --mult8?\n"}, /* one more byte */
+        {{"--sze"}, "tq-test: unknown option '--sze': did you mean --size?\n"},
+        {{"--stt"}, "tq-test: unknown option '--stt': did you mean --set, --st or --str?\n"}, /* ties */
+        {{"--helpp"}, "tq-test: unknown option '--helpp': did you mean --help?\n"},
+        {{"--zz"}, "tq-test: unknown option '--zz'\n"},
+        {{"--bigger"}, "tq-test: unknown option '--bigger'\n"}, /* 3 edits from --big */
+        {{"-z"}, "tq-test: unknown option '-z'\n"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        vals v = {0};
+        TABLE(v);
+        cli.hints = hints;
+        int rc;
+        int r = parse(&cli, &rc, cases[k].args);
+        char want[512];
+        snprintf(want, sizeof want, "%sTry 'tq-test --help' for more information.\n", cases[k].msg);
+        CHECKF(r == 1 && rc == 2 && !strcmp(msg, want), "case %zu: r %d rc %d, stderr:\n%s", k, r, rc, msg);
+    }
+}
+
 int main(void)
 {
     tq_cli_init("tq-test");
@@ -282,5 +330,6 @@ int main(void)
     RUN(test_help);
     RUN(test_overlay);
     RUN(test_bad_tables);
+    RUN(test_hints);
     TEST_MAIN_END();
 }
