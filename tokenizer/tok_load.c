@@ -825,14 +825,18 @@ int tq_tok_load_mem(const char *json, size_t len, const char *config, size_t con
         free(t);
         return tq_fail(e, TQ_ENOMEM, "out of memory");
     }
-    cJSON *j = cJSON_ParseWithLength(json, len), *cfg = NULL;
+    /* One JSON value and nothing after it but white space, as JSON.parse and serde_json read
+     * them (the reference implementations both refuse trailing bytes). */
+    size_t off = 0, coff = 0;
+    int trailing = 0, ctrailing = 0;
+    cJSON *j = tq_json_parse(json, len, &off, &trailing), *cfg = NULL;
     int rc;
     if (!j) {
-        const char *at = cJSON_GetErrorPtr();
-        size_t off = at && at >= json && at <= json + len ? (size_t)(at - json) : 0;
-        rc = tq_fail(e, TQ_EDATA, "not valid JSON (near byte %zu)", off);
-    } else if (config && !(cfg = cJSON_ParseWithLength(config, config_len))) {
-        rc = tq_fail(e, TQ_EDATA, "tokenizer_config.json: not valid JSON");
+        rc = trailing ? tq_fail(e, TQ_EDATA, "bytes after the JSON value at byte %zu", off)
+                      : tq_fail(e, TQ_EDATA, "not valid JSON (near byte %zu)", off);
+    } else if (config && !(cfg = tq_json_parse(config, config_len, &coff, &ctrailing))) {
+        rc = ctrailing ? tq_fail(e, TQ_EDATA, "tokenizer_config.json: bytes after the JSON value at byte %zu", coff)
+                       : tq_fail(e, TQ_EDATA, "tokenizer_config.json: not valid JSON (near byte %zu)", coff);
     } else {
         rc = load_all(t, j, cfg, e);
     }
