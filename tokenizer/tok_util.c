@@ -284,8 +284,78 @@ oom:
     return NULL;
 }
 
+/* The first construct of a tokenizer.json regex that only PCRE2 reads: ECMAScript (the
+ * RegExp transformers.js compiles patterns with, whose behaviour this library follows) refuses
+ * every one of them, and Oniguruma (the Rust tokenizers library's engine) refuses them or gives
+ * them another meaning. PCRE2 would take them as orders: (*LIMIT_MATCH=1) and the other
+ * start-of-pattern options change how matching runs, (*VERB)s steer backtracking, (?C) calls
+ * out, \C splits a UTF-8 character. NULL when there is none; else what it is, at byte *at. */
+static const char *pcre2_only(const char *s, size_t n, size_t *at)
+{
+    int in_class = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i], d = i + 1 < n ? s[i + 1] : 0, f = i + 2 < n ? s[i + 2] : 0;
+        *at = i;
+        if (c == '\\') {
+            if (d == 'Q' || d == 'E')
+                return "\\Q...\\E quoting";
+            if (d == 'C')
+                return "\\C (one code unit)";
+            i++;
+            continue;
+        }
+        if (in_class) {
+            if (c == '[' && d == ':') { /* [:alpha:] inside a class */
+                const char *e = memmem(s + i + 2, n - i - 2, ":]", 2);
+                if (e)
+                    i = (size_t)(e - s) + 1;
+            } else if (c == ']') {
+                in_class = 0;
+            }
+            continue;
+        }
+        if (c == '[') {
+            in_class = 1;
+            if (d == '^')
+                i++, d = f;
+            if (d == ']') /* a leading ']' is literal */
+                i++;
+            continue;
+        }
+        if (c != '(')
+            continue;
+        if (d == '*')
+            return "a (*VERB) or (*OPTION)";
+        if (d != '?')
+            continue;
+        if (f == 'C')
+            return "a (?C) callout";
+        if (f == '|')
+            return "a (?|...) branch reset";
+        if (f == 'R' || f == '&' || (f >= '0' && f <= '9') ||
+            ((f == '+' || f == '-') && i + 3 < n && s[i + 3] >= '0' && s[i + 3] <= '9'))
+            return "a (?R), (?N) or (?&NAME) subroutine call";
+        if (f == 'P')
+            return "a (?P...) Python-style group";
+        if (f == '^')
+            return "a (?^) option reset";
+        if (f == '*')
+            return "a (?*...) non-atomic assertion";
+    }
+    return NULL;
+}
+
 pcre2_code *tok_regex_compile(const char *src, size_t len, const char *field, tq_err *e)
 {
+    size_t at;
+    const char *what = pcre2_only(src, len, &at);
+    if (what) {
+        tq_fail(e, TQ_EDATA,
+                "%s: '%.80s%s' has %s at byte %zu, PCRE2-only syntax that the tokenizers libraries' regex "
+                "engines (ECMAScript, Oniguruma) do not accept",
+                field, src, len > 80 ? "..." : "", what, at);
+        return NULL;
+    }
     char *pat = js_rewrite(src, len);
     if (!pat) {
         tq_fail(e, TQ_ENOMEM, "out of memory");
@@ -293,7 +363,7 @@ pcre2_code *tok_regex_compile(const char *src, size_t len, const char *field, tq
     }
     int ec;
     PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &off, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C, &ec, &off, NULL);
     free(pat);
     if (!re) {
         PCRE2_UCHAR msg[256];
