@@ -47,8 +47,9 @@ static int byte_token(const char *s, size_t n)
     return hexval(s[3]) * 16 + hexval(s[4]);
 }
 
-/* One step of the chain: in -> out. */
-static int step(const tq_tok *t, const tok_dec *d, const tlist *in, tlist *out, pcre2_match_data *md, tq_err *e)
+/* One step of the chain: in -> out, at most limit bytes (-3 past it). */
+static int step(const tq_tok *t, const tok_dec *d, const tlist *in, tlist *out, pcre2_match_data *md, size_t limit,
+                tq_err *e)
 {
     tq_sb tmp = {0};
     int rc = 0;
@@ -68,7 +69,10 @@ static int step(const tq_tok *t, const tok_dec *d, const tlist *in, tlist *out, 
                 }
                 if (r > 0)
                     ms = me = n;
-                if (tq_sb_put(&tmp, s + from, ms - from) || (r == 0 && tq_sb_put(&tmp, d->content, d->content_len)))
+                if (out->buf.len + tmp.len + (ms - from) + (r == 0 ? d->content_len : 0) > limit)
+                    rc = -3;
+                else if (tq_sb_put(&tmp, s + from, ms - from) ||
+                         (r == 0 && tq_sb_put(&tmp, d->content, d->content_len)))
                     rc = -2;
                 if (r > 0 || rc)
                     break;
@@ -153,6 +157,8 @@ static int step(const tq_tok *t, const tok_dec *d, const tlist *in, tlist *out, 
     tq_sb_free(&tmp);
     if (rc == -2)
         return tq_fail(e, TQ_ENOMEM, "out of memory");
+    if (!rc && out->buf.len > limit)
+        rc = -3;
     (void)t;
     return rc;
 }
@@ -170,10 +176,13 @@ int tok_decode_raw(const tq_tok *t, const int32_t *ids, size_t n, tq_sb *out, tq
         else if (tl_add(&a, s, len, t->id_added[ids[i]] >= 0))
             rc = tq_fail(e, TQ_ENOMEM, "out of memory");
     }
+    size_t n0 = a.buf.len, limit = tok_growth_limit(n0);
     for (size_t k = 0; k < t->n_dec && !rc; k++) {
         b.n = 0;
         b.buf.len = 0;
-        rc = step(t, &t->dec[k], &a, &b, md, e);
+        rc = step(t, &t->dec[k], &a, &b, md, limit, e);
+        if (rc == -3)
+            rc = tok_grown(e, t->dec[k].where, tok_dec_names[t->dec[k].kind], n0, limit);
         tlist tmp = a;
         a = b;
         b = tmp;

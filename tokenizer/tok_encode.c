@@ -191,9 +191,10 @@ static int is_ascii(const char *s, size_t n)
     return 1;
 }
 
-/* Replaces every match of pat in text[*off, +*len) with content; result appended to text. */
+/* Replaces every match of pat in text[*off, +*len) with content; result appended to text.
+ * A result longer than limit is refused as it grows (1 returned, nothing else said). */
 static int replace_all(enc *x, const tok_pattern *pat, const char *content, size_t clen, size_t *off, size_t *len,
-                       tq_err *e)
+                       size_t limit, tq_err *e)
 {
     size_t from = 0, ms, me, o = x->text.len;
     int found = 0;
@@ -211,6 +212,10 @@ static int replace_all(enc *x, const tok_pattern *pat, const char *content, size
             return oom(e);
         memcpy(x->text.s + x->text.len, x->text.s + *off + from, ms - from);
         x->text.len += ms - from;
+        if (x->text.len - o + clen > limit) {
+            x->text.len = o;
+            return 1;
+        }
         if (tq_sb_put(&x->text, content, clen))
             return oom(e);
         from = me;
@@ -227,13 +232,17 @@ static int replace_all(enc *x, const tok_pattern *pat, const char *content, size
     return 0;
 }
 
+/* The normalizer chain on text[*off, +*len); each step's string is appended to x->text (the
+ * one before it dropped when it was made here), at most tok_growth_limit of the input. */
 static int normalize(enc *x, size_t *off, size_t *len, tq_err *e)
 {
     const tq_tok *t = x->t;
+    size_t n0 = *len, limit = tok_growth_limit(n0), base = x->text.len;
     for (size_t k = 0; k < t->n_norm && *len; k++) {
         const tok_norm *nm = &t->norm[k];
         const char *s = x->text.s + *off;
-        size_t n = *len, o, cl;
+        size_t n = *len, o, cl, poff = *off;
+        int rc;
         switch (nm->kind) {
         case N_NFC:
         case N_NFD:
@@ -251,7 +260,7 @@ static int normalize(enc *x, size_t *off, size_t *len, tq_err *e)
                 return tq_fail(e, r == UTF8PROC_ERROR_NOMEM ? TQ_ENOMEM : TQ_EDATA, "normalizer: %s",
                                utf8proc_errmsg(r));
             }
-            int rc = add_text(x, (const char *)d, (size_t)r, &o);
+            rc = add_text(x, (const char *)d, (size_t)r, &o);
             free(d);
             if (rc)
                 return oom(e);
@@ -259,8 +268,10 @@ static int normalize(enc *x, size_t *off, size_t *len, tq_err *e)
             break;
         }
         case N_REPLACE:
-            if (replace_all(x, &nm->pat, nm->content, nm->content_len, off, len, e))
+            if ((rc = replace_all(x, &nm->pat, nm->content, nm->content_len, off, len, limit, e)) < 0)
                 return -1;
+            if (rc)
+                return tok_grown(e, nm->where, tok_norm_names[nm->kind], n0, limit);
             break;
         case N_PREPEND:
             o = x->text.len;
@@ -295,13 +306,22 @@ static int normalize(enc *x, size_t *off, size_t *len, tq_err *e)
                 }
                 i += cl;
             }
-            int rc = add_text(x, b.s ? b.s : "", b.len, &o);
+            rc = add_text(x, b.s ? b.s : "", b.len, &o);
             tq_sb_free(&b);
             if (rc)
                 return oom(e);
             *off = o, *len = x->text.len - o;
             break;
         }
+        }
+        if (*len > limit)
+            return tok_grown(e, nm->where, tok_norm_names[nm->kind], n0, limit);
+        /* The step before's string is not needed once it was this chain's own, at the end. */
+        if (*off > poff && poff >= base && poff + n == *off && *off + *len == x->text.len) {
+            memmove(x->text.s + poff, x->text.s + *off, *len);
+            *off = poff;
+            x->text.len = poff + *len;
+            x->text.s[x->text.len] = 0;
         }
     }
     return 0;

@@ -50,11 +50,30 @@ typedef struct tok_pattern {
 enum { N_NFC, N_NFD, N_NFKC, N_NFKD, N_REPLACE, N_PREPEND, N_STRIP, N_LOWER, N_STRIP_ACCENTS };
 typedef struct tok_norm {
     int kind;
+    char where[96]; /* the step's field path, for messages: "normalizer.normalizers[2]" */
     tok_pattern pat;
     char *content; /* Replace content, Prepend prefix */
     size_t content_len;
     int left, right; /* Strip */
 } tok_norm;
+
+/* The step names of the kinds above, in their order. */
+extern const char *const tok_norm_names[];
+extern const char *const tok_dec_names[];
+
+/* How far one normalizer or decoder step may grow the text: every step's output is at most
+ * TOK_GROWTH_FACTOR times what entered the chain plus TOK_GROWTH_SLACK bytes (a step that
+ * makes more is an error naming it). Real steps stay far below: NFKC's largest expansion is
+ * U+FDFA, 3 bytes to 33, Replace of ' ' by U+2581 is 1 byte to 3. Chained Replace steps that
+ * each multiply the text would otherwise grow it exponentially in the number of steps. */
+#define TOK_GROWTH_FACTOR 32
+#define TOK_GROWTH_SLACK 4096
+static inline size_t tok_growth_limit(size_t n)
+{
+    return n > (SIZE_MAX - TOK_GROWTH_SLACK) / TOK_GROWTH_FACTOR ? SIZE_MAX - 1
+                                                                 : n * TOK_GROWTH_FACTOR + TOK_GROWTH_SLACK;
+}
+int tok_grown(tq_err *e, const char *where, const char *type, size_t in, size_t limit);
 
 enum { P_SPLIT, P_BYTELEVEL, P_METASPACE, P_WSPLIT, P_WHITESPACE, P_DIGITS };
 enum { B_REMOVED, B_ISOLATED, B_PREV, B_NEXT, B_CONTIGUOUS };
@@ -73,6 +92,7 @@ typedef struct tok_pre {
 enum { D_BYTELEVEL, D_METASPACE, D_REPLACE, D_BYTEFALLBACK, D_FUSE, D_STRIP };
 typedef struct tok_dec {
     int kind;
+    char where[96]; /* the step's field path, for messages */
     tok_pattern pat;
     char *content; /* Replace content; Strip: the one character stripped */
     size_t content_len;

@@ -528,6 +528,7 @@ static int norm_step(tq_tok *t, const cJSON *o, const char *type, const path *p,
         return bad(e, p, "more than %d normalizers", MAX_STEPS);
     tok_norm *n = &t->norm[t->n_norm];
     memset(n, 0, sizeof *n);
+    snprintf(n->where, sizeof n->where, "%s", p->s);
     const char *s;
     for (int k = 0; k < 4; k++)
         if (!strcmp(type, simple[k])) {
@@ -621,6 +622,7 @@ static int dec_step(tq_tok *t, const cJSON *o, const char *type, const path *p, 
         return bad(e, p, "more than %d decoders", MAX_STEPS);
     tok_dec *d = &t->dec[t->n_dec];
     memset(d, 0, sizeof *d);
+    snprintf(d->where, sizeof d->where, "%s", p->s);
     path q;
     const char *s;
     if (!strcmp(type, "ByteLevel")) {

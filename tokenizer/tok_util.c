@@ -4,6 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const tok_norm_names[] = {"NFC",      "NFD",   "NFKC",      "NFKD",        "Replace",
+                                     "Prepend",  "Strip", "Lowercase", "StripAccents"};
+const char *const tok_dec_names[] = {"ByteLevel", "Metaspace", "Replace", "ByteFallback", "Fuse", "Strip"};
+
+int tok_grown(tq_err *e, const char *where, const char *type, size_t in, size_t limit)
+{
+    return tq_fail(e, TQ_EDATA,
+                   "%s (%s): grows %zu bytes of text past %zu bytes; a step may make at most %d times its "
+                   "chain's input plus %d bytes",
+                   where, type, in, limit, TOK_GROWTH_FACTOR, TOK_GROWTH_SLACK);
+}
+
 /* ------------------------------------------------------------------ maps */
 uint32_t tok_hash(const void *d, size_t n)
 {
