@@ -46,6 +46,8 @@ typedef struct enc {
     int32_t *cache_ids;
     size_t n_cache_ids, cache_ids_cap;
     long unk_section; /* section of the last unk emitted, for fuse_unk */
+    int32_t *best;    /* split_added: the added token to take at each position, or -1 */
+    size_t best_cap;
 } enc;
 
 static int oom(tq_err *e)
@@ -129,39 +131,57 @@ static int word_char(uint32_t c)
 }
 
 /* ------------------------------------------------------------------ added tokens */
-/* Splits text[off, off+len) at the added tokens of trie, leftmost-longest, into out. */
+/* The longest added token of tr beginning at s[i] (within [lo, end)) that may stand there: a
+ * single_word token only between non-word characters (or the ends). v is the automaton's
+ * state after reading s[end-1] down to s[i]; its output links list the tokens beginning at i,
+ * longest first. Returns the token index, or -1. */
+static int32_t longest_at(const tq_tok *t, const tok_trie *tr, int32_t v, const char *s, size_t lo, size_t i,
+                          size_t end)
+{
+    int32_t u = tr->node[v].out;
+    if (u < 0 || !t->added[tr->node[u].token].single_word)
+        return u < 0 ? -1 : tr->node[u].token;
+    size_t cl;
+    if (i > lo && word_char(cp_before(s, i, &cl))) { /* no single_word token can begin here */
+        u = tr->node[v].plain;
+        return u < 0 ? -1 : tr->node[u].token;
+    }
+    /* Only single_word tokens longer than the longest other one are looked at, each once: a
+     * tokenizer whose single_word tokens begin one another in long chains ("a", "ab", "abc",
+     * ...) makes this walk long (real ones have a handful of single_word tokens at most). */
+    for (; u >= 0; u = tr->node[tr->node[u].fail].out) {
+        const tok_added *a = &t->added[tr->node[u].token];
+        size_t j = i + a->len;
+        if (!a->single_word || j == end || !word_char(cp_at(s + j, end - j, &cl)))
+            return tr->node[u].token;
+    }
+    return -1;
+}
+
+/* Splits text[off, off+len) at the added tokens of tr into out: from the left, the longest
+ * token that may stand at a position is taken (with lstrip and rstrip's white space), else
+ * the position is passed over. One backward pass of the automaton finds that token for every
+ * position first, so the work is linear in len. */
 static int split_added(enc *x, const tok_trie *tr, size_t off, size_t len, plist *out)
 {
     const tq_tok *t = x->t;
-    size_t start = off, i = off, end = off + len;
-    while (i < end) {
-        const char *s = x->text.s;
-        int32_t k = tr->root[(unsigned char)s[i]];
-        int32_t best = -1;
-        size_t best_end = 0;
-        for (size_t j = i; k >= 0;) {
-            int32_t tok = tr->node[k].token;
-            if (tok >= 0) {
-                const tok_added *a = &t->added[tok];
-                size_t cl;
-                int ok = !a->single_word ||
-                         ((i == 0 || !word_char(cp_before(s, i, &cl))) && (j + 1 == end || !word_char(cp_at(s + j + 1, end - j - 1, &cl))));
-                if (ok) {
-                    best = tok;
-                    best_end = j + 1;
-                }
-            }
-            if (++j >= end)
-                break;
-            for (k = tr->node[k].child; k >= 0 && tr->node[k].byte != (unsigned char)s[j]; k = tr->node[k].sibling)
-                ;
-        }
+    size_t start = off, end = off + len, cl;
+    if (grow((void **)&x->best, &x->best_cap, len, sizeof *x->best))
+        return -1;
+    const char *s = x->text.s;
+    int32_t v = 0;
+    for (size_t i = end; i-- > off;) {
+        v = tok_trie_step(tr, v, (unsigned char)s[i]);
+        x->best[i - off] = longest_at(t, tr, v, s, off, i, end);
+    }
+    for (size_t i = off; i < end;) {
+        int32_t best = x->best[i - off];
         if (best < 0) {
             i++;
             continue;
         }
         const tok_added *a = &t->added[best];
-        size_t tstart = i, tend = best_end, cl;
+        size_t tstart = i, tend = i + a->len;
         if (a->lstrip) /* whitespace before the token belongs to it */
             while (tstart > start && js_space(cp_before(s, tstart, &cl)))
                 tstart -= cl;
@@ -753,6 +773,7 @@ static void enc_free(enc *x)
     tok_map_free(&x->cache);
     free(x->spans);
     free(x->cache_ids);
+    free(x->best);
 }
 
 struct tq_tok_enc {

@@ -33,12 +33,36 @@ typedef struct tok_merges {
 } tok_merges;
 int tok_merges_find(const tok_merges *m, int32_t a, int32_t b, int32_t *rank, int32_t *out);
 
-/* ---- a byte trie of added-token contents, leftmost-longest matching ---- */
+/* ---- added-token contents, leftmost-longest matching ----
+ * An Aho-Corasick automaton over the contents written backwards, built once at load
+ * (tok_trie_build): scanning a text from its end, the state after reading text[i] names,
+ * through its output links, every added token that begins at i, longest first. So the
+ * longest token at every position comes out of one pass, in time linear in the text,
+ * however many added tokens there are and however long they are (tok_encode.c, split_added). */
 typedef struct tok_trie {
-    struct tok_tnode { int32_t child, sibling, token; uint8_t byte; } *node;
+    struct tok_tnode {
+        int32_t child, sibling; /* first child, next sibling (-1 none) */
+        int32_t token;          /* the added token whose reversed content ends here, or -1 */
+        int32_t fail;           /* the longest proper suffix of this node's string that is a node */
+        int32_t out;            /* the nearest node with a token on the fail chain from here (itself included), -1 none */
+        int32_t plain;          /* the same, skipping single_word tokens */
+        uint8_t byte;
+    } *node;                    /* node 0 is the root */
     size_t n, cap;
-    int32_t root[256]; /* first-level nodes, -1 none */
+    int32_t root[256]; /* the root's transitions: a child, or 0 (the root itself) */
 } tok_trie;
+/* Next state from v on byte b. */
+static inline int32_t tok_trie_step(const tok_trie *t, int32_t v, unsigned b)
+{
+    for (;;) {
+        if (v == 0)
+            return t->root[b];
+        for (int32_t k = t->node[v].child; k >= 0; k = t->node[k].sibling)
+            if (t->node[k].byte == b)
+                return k;
+        v = t->node[v].fail;
+    }
+}
 
 /* ---- patterns (a literal string or a PCRE2 regex) ---- */
 typedef struct tok_pattern {

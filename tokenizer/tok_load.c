@@ -105,45 +105,79 @@ static const char *type_of(const cJSON *o, const path *p, tq_err *e)
 }
 
 /* ------------------------------------------------------------------ trie */
-/* The link a new node hangs from: a root slot (node -1) or a node's child or sibling field.
- * Kept as an index, since adding a node may move the node array. */
-static int32_t *trie_link(tok_trie *t, int32_t node, int sibling, unsigned byte)
+static int trie_node(tok_trie *t, uint8_t byte)
 {
-    return node < 0 ? &t->root[byte] : sibling ? &t->node[node].sibling : &t->node[node].child;
+    if (t->n == t->cap) {
+        size_t c = t->cap ? t->cap * 2 : 256;
+        struct tok_tnode *x = c > (size_t)INT32_MAX ? NULL : realloc(t->node, c * sizeof *x);
+        if (!x)
+            return -1;
+        t->node = x;
+        t->cap = c;
+    }
+    t->node[t->n] = (struct tok_tnode){.child = -1, .sibling = -1, .token = -1, .fail = 0, .out = -1, .plain = -1,
+                                       .byte = byte};
+    return (int32_t)t->n++;
 }
 
+/* Adds s[0..n), written backwards, as token. */
 static int trie_add(tok_trie *t, const char *s, size_t n, int32_t token)
 {
-    int32_t at = -1, k;
-    int sib = 0;
-    for (size_t i = 0;; i++) {
-        k = *trie_link(t, at, sib, (unsigned char)s[0]);
-        if (i > 0) { /* find the child with byte s[i] among the siblings */
-            while (k >= 0 && t->node[k].byte != (unsigned char)s[i]) {
-                at = k, sib = 1;
-                k = t->node[k].sibling;
-            }
-        }
-        if (k < 0) {
-            if (t->n == t->cap) {
-                size_t c = t->cap ? t->cap * 2 : 256;
-                struct tok_tnode *x = realloc(t->node, c * sizeof *x);
-                if (!x)
-                    return -1;
-                t->node = x;
-                t->cap = c;
-            }
-            k = (int32_t)t->n++;
-            t->node[k] = (struct tok_tnode){.child = -1, .sibling = -1, .token = -1, .byte = (uint8_t)s[i]};
-            *trie_link(t, at, sib, (unsigned char)s[0]) = k;
-        }
-        if (i + 1 == n) {
-            if (t->node[k].token < 0)
-                t->node[k].token = token;
-            return 0;
-        }
-        at = k, sib = 0;
+    if (!t->n) {
+        if (trie_node(t, 0) < 0)
+            return -1;
+        memset(t->root, 0, sizeof t->root);
     }
+    int32_t at = 0;
+    for (size_t i = n; i-- > 0;) {
+        uint8_t b = (uint8_t)s[i];
+        int32_t k = at ? t->node[at].child : t->root[b] ? t->root[b] : -1;
+        if (at)
+            while (k >= 0 && t->node[k].byte != b)
+                k = t->node[k].sibling;
+        if (k < 0) {
+            if ((k = trie_node(t, b)) < 0)
+                return -1;
+            if (at) {
+                t->node[k].sibling = t->node[at].child;
+                t->node[at].child = k;
+            } else {
+                t->root[b] = k;
+            }
+        }
+        at = k;
+    }
+    if (t->node[at].token < 0)
+        t->node[at].token = token;
+    return 0;
+}
+
+/* The Aho-Corasick links, breadth first (a node's fail link is shallower than the node, so
+ * it is complete when the node is reached). */
+static int trie_build(tok_trie *t, const tok_added *added)
+{
+    if (!t->n)
+        return 0;
+    int32_t *queue = malloc(t->n * sizeof *queue);
+    if (!queue)
+        return -1;
+    size_t head = 0, tail = 0;
+    for (unsigned b = 0; b < 256; b++)
+        if (t->root[b])
+            queue[tail++] = t->root[b];
+    while (head < tail) {
+        int32_t v = queue[head++];
+        struct tok_tnode *nv = &t->node[v];
+        int32_t f = nv->fail;
+        nv->out = nv->token >= 0 ? v : t->node[f].out;
+        nv->plain = nv->token >= 0 && !added[nv->token].single_word ? v : t->node[f].plain;
+        for (int32_t c = nv->child; c >= 0; c = t->node[c].sibling) {
+            t->node[c].fail = tok_trie_step(t, f, t->node[c].byte);
+            queue[tail++] = c;
+        }
+    }
+    free(queue);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ model */
@@ -349,7 +383,7 @@ static int load_added(tq_tok *t, const cJSON *arr, tq_err *e)
         return bad(e, &p, "too many added tokens");
     if (n && !(t->added = calloc(n, sizeof *t->added)))
         return tq_fail(e, TQ_ENOMEM, "out of memory");
-    tok_map seen = {0};
+    tok_map seen = {0}, ids = {0}; /* content -> index, id (4 bytes) -> index */
     const cJSON *it;
     int rc = 0;
     cJSON_ArrayForEach(it, arr)
@@ -394,23 +428,26 @@ static int load_added(tq_tok *t, const cJSON *arr, tq_err *e)
             rc = bad(e, &q, "content '%.80s' is already added_tokens[%d]", c, (int)seen.ent[k].id);
             break;
         }
-        for (size_t j = 0; j < i; j++)
-            if (t->added[j].id == a->id) {
-                rc = bad(e, &q, "id %ld is already added_tokens[%zu] ('%.80s')", id, j, t->added[j].content);
-                break;
-            }
-        if (rc)
+        unsigned char key[4] = {(unsigned char)(id >> 24), (unsigned char)(id >> 16), (unsigned char)(id >> 8),
+                                (unsigned char)id};
+        if ((k = tok_map_add(&ids, (const char *)key, sizeof key, (int32_t)i, &existed)) < 0) {
+            rc = tq_fail(e, TQ_ENOMEM, "out of memory");
             break;
+        }
+        if (existed) {
+            size_t j = (size_t)ids.ent[k].id;
+            rc = bad(e, &q, "id %ld is already added_tokens[%zu] ('%.80s')", id, j, t->added[j].content);
+            break;
+        }
     }
     tok_map_free(&seen);
+    tok_map_free(&ids);
     return rc;
 }
 
 /* After the vocabulary: added tokens take their ids in the string map, and the tries. */
 static int index_added(tq_tok *t, tq_err *e)
 {
-    for (int r = 0; r < 256; r++)
-        t->raw_trie.root[r] = t->norm_trie.root[r] = -1;
     for (size_t i = 0; i < t->n_added; i++) {
         tok_added *a = &t->added[i];
         t->id_added[a->id] = (int32_t)i;
@@ -420,6 +457,8 @@ static int index_added(tq_tok *t, tq_err *e)
             return tq_fail(e, TQ_ENOMEM, "out of memory");
         t->vocab.ent[k].id = a->id; /* an added token's id wins, as in transformers.js */
     }
+    if (trie_build(&t->raw_trie, t->added) || trie_build(&t->norm_trie, t->added))
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
     return 0;
 }
 

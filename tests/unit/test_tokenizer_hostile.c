@@ -1,9 +1,11 @@
 /* tokenizer/ on hostile tokenizer.json files (issue 31): bytes after the JSON value,
- * PCRE2-only regex syntax, and normalizer and decoder chains that grow the text without
- * bound. */
+ * PCRE2-only regex syntax, normalizer and decoder chains that grow the text without bound,
+ * many or long added tokens (matching stays linear); and the added-token split checked
+ * against a naive restatement of its rule on random tokens and texts. */
 #include "check.h"
 #include "tokenizer/tokenizer.h"
 #include <cjson/cJSON.h>
+#include <time.h>
 
 /* A tokenizer.json is one JSON value: bytes after it were ignored (JSON.parse and serde_json
  * both refuse them). White space after it is fine. */
@@ -234,10 +236,228 @@ static void test_growth_bounded(void)
     tq_tok_free(t);
 }
 
+static void add_tok(cJSON *added, int id, const char *content, int lstrip, int rstrip, int single)
+{
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddNumberToObject(a, "id", id);
+    cJSON_AddStringToObject(a, "content", content);
+    cJSON_AddBoolToObject(a, "single_word", single);
+    cJSON_AddBoolToObject(a, "lstrip", lstrip);
+    cJSON_AddBoolToObject(a, "rstrip", rstrip);
+    cJSON_AddBoolToObject(a, "normalized", 0);
+    cJSON_AddBoolToObject(a, "special", 1);
+    cJSON_AddItemToArray(added, a);
+}
+
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* 100,000 added tokens made a 3-byte encode take 14-17 s: loading checked each token's id
+ * against every one before it. And matching walked the token trie from every position, so a
+ * long token that the text keeps almost matching cost its length at every byte. Both are
+ * linear now; the CPU-time bound below is some 20 times what they take here (about 0.4 s),
+ * and a hundredth of what the quadratic code took (over a minute). */
+static void test_added_linear(void)
+{
+    enum { N_ADDED = 200000, LONG = 100000, TEXT = 200000 };
+    double t0 = cpu_seconds();
+    tq_err err = {0};
+    cJSON *j = base_json(), *added = cJSON_AddArrayToObject(j, "added_tokens");
+    for (int i = 0; i < N_ADDED; i++) {
+        char c[32];
+        snprintf(c, sizeof c, "<t%d>", i);
+        add_tok(added, 1000 + i, c, 0, 0, 0);
+    }
+    tq_tok *t = load_json(j, &err);
+    CHECKF(t, "load: %s", err.msg);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (t) {
+        CHECK(tq_tok_encode(t, "abc", 3, 0, &ids, &n, &err) == 0 && n == 3 && ids[0] == 'a' && ids[2] == 'c');
+        free(ids);
+        const char *s = "x<t199999><t0><t12345y";
+        CHECK(tq_tok_encode(t, s, strlen(s), 0, &ids, &n, &err) == 0 && n == 11 && ids[0] == 'x' &&
+              ids[1] == 1000 + 199999 && ids[2] == 1000 && ids[3] == '<' && ids[10] == 'y');
+        free(ids);
+    }
+    tq_tok_free(t);
+
+    /* one token of LONG 'a's and a 'b'; the text is TEXT 'a's then 'b' */
+    j = base_json();
+    added = cJSON_AddArrayToObject(j, "added_tokens");
+    char *lng = malloc(TEXT + 2);
+    memset(lng, 'a', LONG), lng[LONG] = 'b', lng[LONG + 1] = 0;
+    add_tok(added, 300, lng, 0, 0, 0);
+    add_tok(added, 301, "aa", 0, 0, 1); /* a single_word token, never standing alone here */
+    t = load_json(j, &err);
+    CHECKF(t, "load: %s", err.msg);
+    if (t) {
+        memset(lng, 'a', TEXT), lng[TEXT] = 'b', lng[TEXT + 1] = 0;
+        CHECK(tq_tok_encode(t, lng, TEXT + 1, 0, &ids, &n, &err) == 0);
+        /* TEXT - LONG bytes 'a' (each its own id: no merges), then the long token */
+        CHECKF(n == TEXT - LONG + 1 && ids[0] == 'a' && ids[n - 2] == 'a' && ids[n - 1] == 300, "%zu ids: %d %d %d", n,
+               ids[0], ids[n - 2], ids[n - 1]);
+        free(ids);
+    }
+    free(lng);
+    tq_tok_free(t);
+    double took = cpu_seconds() - t0;
+    printf("  200000 added tokens loaded and a 100000-byte token matched in %.2f s of CPU\n", took);
+    CHECKF(took < 10, "took %.1f s of CPU: matching or loading is not linear", took);
+}
+
+/* ---- the added-token split against a naive restatement of its rule ----
+ * From the left: at each position the longest added token that begins there and may stand
+ * there (a single_word token only with no word character, [A-Za-z0-9_] here, right before
+ * or after it) is taken, with the white space before it when lstrip (back to the end of the
+ * previous token) and after it when rstrip; else the position's byte is plain text. The
+ * texts use the alphabet "ab _"; a plain byte is its own id, or the id of the added token
+ * that is that one character (an added token's id wins in the vocabulary too). */
+typedef struct { const char *s; int lstrip, rstrip, single; } ntok;
+
+static int nword(char c)
+{
+    return c == 'a' || c == 'b' || c == '_';
+}
+
+static int32_t plain_id(const ntok *tk, int nt, char c)
+{
+    for (int q = 0; q < nt; q++)
+        if (tk[q].s[0] == c && !tk[q].s[1])
+            return 1000 + q;
+    return (unsigned char)c;
+}
+
+static size_t naive(const ntok *tk, int nt, const char *s, int32_t *out)
+{
+    size_t n = strlen(s), k = 0, start = 0;
+    for (size_t i = 0; i < n;) {
+        int best = -1;
+        size_t bl = 0;
+        for (int q = 0; q < nt; q++) {
+            size_t l = strlen(tk[q].s);
+            if (l <= bl || l > n - i || memcmp(s + i, tk[q].s, l))
+                continue;
+            if (tk[q].single && ((i > 0 && nword(s[i - 1])) || (i + l < n && nword(s[i + l]))))
+                continue;
+            best = q, bl = l;
+        }
+        if (best < 0) {
+            i++;
+            continue;
+        }
+        size_t a = i, b = i + bl;
+        if (tk[best].lstrip)
+            while (a > start && s[a - 1] == ' ')
+                a--;
+        if (tk[best].rstrip)
+            while (b < n && s[b] == ' ')
+                b++;
+        for (size_t x = start; x < a; x++)
+            out[k++] = plain_id(tk, nt, s[x]);
+        out[k++] = 1000 + best;
+        i = start = b;
+    }
+    for (size_t x = start; x < n; x++)
+        out[k++] = plain_id(tk, nt, s[x]);
+    return k;
+}
+
+static unsigned rnd(unsigned *st)
+{
+    *st = *st * 1103515245u + 12345u;
+    return (*st >> 16) & 0x7fff;
+}
+
+static void test_added_split_rule(void)
+{
+    static const char alpha[] = "ab _";
+    unsigned st = 31;
+    int bad = 0;
+    for (int round = 0; round < 300 && bad < 3; round++) {
+        ntok tk[8];
+        char store[8][8];
+        int nt = 1 + (int)(rnd(&st) % 8);
+        cJSON *j = base_json(), *added = cJSON_AddArrayToObject(j, "added_tokens");
+        for (int q = 0; q < nt; q++) {
+            int l;
+        again:
+            l = 1 + (int)(rnd(&st) % 5);
+            for (int c = 0; c < l; c++)
+                store[q][c] = alpha[rnd(&st) % 4];
+            store[q][l] = 0;
+            if (store[q][0] == ' ' || store[q][l - 1] == ' ')
+                goto again; /* white space at a token's edge would make lstrip/rstrip ambiguous */
+            for (int p = 0; p < q; p++)
+                if (!strcmp(store[p], store[q]))
+                    goto again;
+            tk[q] = (ntok){store[q], rnd(&st) % 3 == 0, rnd(&st) % 3 == 0, rnd(&st) % 2 == 0};
+            add_tok(added, 1000 + q, tk[q].s, tk[q].lstrip, tk[q].rstrip, tk[q].single);
+        }
+        tq_err err = {0};
+        tq_tok *t = load_json(j, &err);
+        CHECKF(t, "load: %s", err.msg);
+        for (int k = 0; t && k < 20; k++) {
+            char text[40];
+            int tl = (int)(rnd(&st) % 39);
+            for (int c = 0; c < tl; c++)
+                text[c] = alpha[rnd(&st) % 4];
+            text[tl] = 0;
+            int32_t want[64], *ids = NULL;
+            size_t nw = naive(tk, nt, text, want), n = 0;
+            int ok = tq_tok_encode(t, text, strlen(text), 0, &ids, &n, &err) == 0 && n == nw &&
+                     !memcmp(ids, want, n * sizeof *ids);
+            CHECKF(ok, "round %d: '%s' gave %zu ids, the rule %zu", round, text, n, nw);
+            if (!ok) {
+                for (int q = 0; q < nt; q++)
+                    printf("  token %d '%s' l%d r%d w%d\n", 1000 + q, tk[q].s, tk[q].lstrip, tk[q].rstrip, tk[q].single);
+                for (size_t q = 0; q < n || q < nw; q++)
+                    printf("  %zu: %d %d\n", q, q < n ? ids[q] : -1, q < nw ? want[q] : -1);
+            }
+            bad += !ok;
+            free(ids);
+        }
+        tq_tok_free(t);
+    }
+}
+
+/* A normalized single_word token at the start of a section that follows a non-normalized
+ * added token: the Rust tokenizers library matches normalized tokens on each section alone
+ * (tokenizers/src/tokenizer/added_vocabulary.rs, find_matches: "start == 0 ||
+ * !ends_with_word(&sentence[..start])" on the section), so the section's start counts as a
+ * word boundary. Before, the byte before the section ('Y', a word character) was looked at. */
+static void test_single_word_section_start(void)
+{
+    cJSON *j = base_json(), *added = cJSON_AddArrayToObject(j, "added_tokens");
+    add_tok(added, 1000, "XY", 0, 0, 0);
+    add_tok(added, 1001, "ab", 0, 0, 1);
+    cJSON_ReplaceItemInObject(cJSON_GetArrayItem(added, 1), "normalized", cJSON_CreateTrue());
+    tq_err err = {0};
+    tq_tok *t = load_json(j, &err);
+    CHECKF(t, "load: %s", err.msg);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (t) {
+        CHECK(tq_tok_encode(t, "XYab", 4, 0, &ids, &n, &err) == 0);
+        CHECKF(n == 2 && ids[0] == 1000 && ids[1] == 1001, "%zu ids: %d %d", n, n ? ids[0] : -1, n > 1 ? ids[1] : -1);
+        free(ids);
+        CHECK(tq_tok_encode(t, "XYabc", 5, 0, &ids, &n, &err) == 0 && n == 4 && ids[1] == 'a'); /* 'c' follows */
+        free(ids);
+    }
+    tq_tok_free(t);
+}
+
 int main(void)
 {
     RUN(test_trailing_bytes);
     RUN(test_pcre2_only);
     RUN(test_growth_bounded);
+    RUN(test_added_linear);
+    RUN(test_added_split_rule);
+    RUN(test_single_word_section_start);
     TEST_MAIN_END();
 }
