@@ -61,6 +61,7 @@ typedef struct ctx {
     size_t *map;      /* preprocessed offset -> original offset */
     size_t src_n;
     tq_sb *out;       /* where statements write */
+    struct sbnode *sbs; /* every string builder of the render, freed at its end (also after a failure) */
     int64_t now;
 } ctx;
 
@@ -133,6 +134,20 @@ static void *alloc(ctx *c, size_t n)
     c->total += n;
     memset(p, 0, n);
     return p;
+}
+
+typedef struct sbnode {
+    tq_sb b;
+    struct sbnode *next;
+} sbnode;
+
+/* A string builder the render's end frees, whether it ends well or by fail(). */
+static tq_sb *sb_new(ctx *c)
+{
+    sbnode *n = alloc(c, sizeof *n);
+    n->next = c->sbs;
+    c->sbs = n;
+    return &n->b;
 }
 
 static void step(ctx *c, size_t off, uint64_t n)
@@ -587,32 +602,34 @@ static str sb_take(ctx *c, tq_sb *b, size_t off)
 
 static str json_of(ctx *c, size_t off, const val *v, const jopts *o, int undef_null)
 {
-    tq_sb b = {0};
+    tq_sb *b = sb_new(c);
     jopts def = {0, 0, {", ", 2}, {": ", 2}};
-    to_json(c, off, &b, v, o ? o : &def, 0, undef_null);
-    return sb_take(c, &b, off);
+    to_json(c, off, b, v, o ? o : &def, 0, undef_null);
+    return sb_take(c, b, off);
 }
 
 /* RuntimeValue.toString, as a statement's output or "~" and "+" see it. */
 static str to_str(ctx *c, size_t off, const val *v, int for_print)
 {
-    tq_sb b = {0};
+    tq_sb *b;
     switch (v->k) {
     case V_STR:
         return v->s;
     case V_BOOL:
         return (str){v->b ? "true" : "false", v->b ? 4 : 5};
     case V_INT:
-        js_num(&b, v->d);
-        return sb_take(c, &b, off);
+        b = sb_new(c);
+        js_num(b, v->d);
+        return sb_take(c, b, off);
     case V_FLOAT:
         /* FloatValue.toString when printed; "+" and "~" use the plain number's */
         if (for_print && signbit(v->d) && v->d == 0)
             return (str){"-0.0", 4};
-        js_num(&b, v->d);
+        b = sb_new(c);
+        js_num(b, v->d);
         if (for_print && isfinite(v->d) && v->d == floor(v->d) && fabs(v->d) < 1e21)
-            tq_sb_str(&b, ".0");
-        return sb_take(c, &b, off);
+            tq_sb_str(b, ".0");
+        return sb_take(c, b, off);
     case V_ARR:
     case V_OBJ:
     case V_NS:
@@ -779,12 +796,12 @@ static void put_cp(tq_sb *b, uint32_t cp)
 static str lex_string(lexer *L, char q, size_t start)
 {
     ctx *c = L->c;
-    tq_sb b = {0};
+    tq_sb *b = sb_new(c);
     uint32_t hi = 0; /* a pending high surrogate from \uD8xx */
     while (L->pos < L->n && L->s[L->pos] != q) {
         if (L->s[L->pos] == '\\') {
             if (++L->pos >= L->n) {
-                tq_sb_free(&b);
+                tq_sb_free(b);
                 fail(c, start, "unexpected end of input in a string literal");
             }
             char e = L->s[L->pos++];
@@ -794,7 +811,7 @@ static str lex_string(lexer *L, char q, size_t start)
                 for (int i = 0; i < len; i++) {
                     int h = L->pos + (size_t)i < L->n ? hexval((unsigned char)L->s[L->pos + (size_t)i]) : -1;
                     if (h < 0) {
-                        tq_sb_free(&b);
+                        tq_sb_free(b);
                         fail(c, L->pos, "invalid hexadecimal escape sequence in a string literal");
                     }
                     v = v * 16 + (uint32_t)h;
@@ -805,50 +822,50 @@ static str lex_string(lexer *L, char q, size_t start)
                     continue;
                 }
                 if (v >= 0xDC00 && v <= 0xDFFF && hi) {
-                    put_cp(&b, 0x10000 + ((hi - 0xD800) << 10) + (v - 0xDC00));
+                    put_cp(b, 0x10000 + ((hi - 0xD800) << 10) + (v - 0xDC00));
                     hi = 0;
                     continue;
                 }
                 if (hi || (v >= 0xD800 && v <= 0xDFFF)) {
-                    tq_sb_free(&b);
+                    tq_sb_free(b);
                     unsup(c, L->pos, "a lone surrogate escape in a string literal");
                 }
-                put_cp(&b, v);
+                put_cp(b, v);
                 continue;
             }
             if (hi) {
-                tq_sb_free(&b);
+                tq_sb_free(b);
                 unsup(c, L->pos, "a lone surrogate escape in a string literal");
             }
             const char *from = "ntrbfv'\"\\", *to = "\n\t\r\b\f\v'\"\\";
             const char *p = strchr(from, e);
             if (!e || !p) {
-                tq_sb_free(&b);
+                tq_sb_free(b);
                 fail(c, L->pos - 1, "unexpected escaped character '%c' in a string literal", e);
             }
-            tq_sb_put(&b, to + (p - from), 1);
+            tq_sb_put(b, to + (p - from), 1);
             continue;
         }
         if (hi) {
-            tq_sb_free(&b);
+            tq_sb_free(b);
             unsup(c, L->pos, "a lone surrogate escape in a string literal");
         }
-        tq_sb_put(&b, L->s + L->pos, 1);
+        tq_sb_put(b, L->s + L->pos, 1);
         if (++L->pos >= L->n) {
-            tq_sb_free(&b);
+            tq_sb_free(b);
             fail(c, start, "unexpected end of input in a string literal");
         }
     }
     if (hi) {
-        tq_sb_free(&b);
+        tq_sb_free(b);
         unsup(c, L->pos, "a lone surrogate escape in a string literal");
     }
     if (L->pos >= L->n) {
-        tq_sb_free(&b);
+        tq_sb_free(b);
         fail(c, start, "unexpected end of input in a string literal");
     }
     L->pos++; /* the closing quote */
-    return sb_take(c, &b, start);
+    return sb_take(c, b, start);
 }
 
 /* consumeWhile for digits and word characters: reaching the end of input is an error there. */
@@ -1372,9 +1389,12 @@ static node *parse_cmp(parser *P)
     return l;
 }
 
+/* parser.ts parseLogicalNegationExpression: a while loop in which each "not" replaces what the
+ * previous one parsed, so "not a not b" is "not b". */
 static node *parse_not(parser *P)
 {
-    if (is_ident(P, 0, "not")) {
+    node *right = NULL;
+    while (is_ident(P, 0, "not")) {
         size_t off = here(P);
         P->i++;
         enter(P);
@@ -1382,9 +1402,9 @@ static node *parse_not(parser *P)
         e->s = (str){"not", 3};
         e->a = parse_not(P);
         P->depth--;
-        return e;
+        right = e;
     }
-    return parse_cmp(P);
+    return right ? right : parse_cmp(P);
 }
 
 static node *parse_and(parser *P)
@@ -1734,15 +1754,15 @@ static val *kwarg(ctx *c, const args *a, const char *k)
 
 static str render_block_to_str(ctx *c, list *body, env *e, size_t off)
 {
-    tq_sb *saved = c->out, b = {0};
-    c->out = &b;
+    tq_sb *saved = c->out, *b = sb_new(c);
+    c->out = b;
     enum flow f = exec_block(c, body, e);
     c->out = saved;
     if (f != FL_NONE) {
-        tq_sb_free(&b);
+        tq_sb_free(b);
         fail(c, off, "'break' or 'continue' outside a loop");
     }
-    return sb_take(c, &b, off);
+    return sb_take(c, b, off);
 }
 
 static val *call_macro(ctx *c, node *m, args *a, env *caller, size_t off)
@@ -1795,23 +1815,23 @@ static val *strftime_now(ctx *c, str fmt)
     struct tm tm;
     if (!gmtime_r(&t, &tm))
         memset(&tm, 0, sizeof tm);
-    tq_sb b = {0};
+    tq_sb *b = sb_new(c);
     for (size_t i = 0; i < fmt.n; i++) {
         if (fmt.s[i] == '%' && i + 1 < fmt.n && strchr("YmdbBHM%", fmt.s[i + 1])) {
             switch (fmt.s[++i]) {
-            case 'Y': tq_sb_printf(&b, "%d", tm.tm_year + 1900); break;
-            case 'm': tq_sb_printf(&b, "%02d", tm.tm_mon + 1); break;
-            case 'd': tq_sb_printf(&b, "%02d", tm.tm_mday); break;
-            case 'b': tq_sb_str(&b, month_abbr[tm.tm_mon]); break;
-            case 'B': tq_sb_str(&b, month_full[tm.tm_mon]); break;
-            case 'H': tq_sb_printf(&b, "%02d", tm.tm_hour); break;
-            case 'M': tq_sb_printf(&b, "%02d", tm.tm_min); break;
-            default: tq_sb_put(&b, "%", 1); break;
+            case 'Y': tq_sb_printf(b, "%d", tm.tm_year + 1900); break;
+            case 'm': tq_sb_printf(b, "%02d", tm.tm_mon + 1); break;
+            case 'd': tq_sb_printf(b, "%02d", tm.tm_mday); break;
+            case 'b': tq_sb_str(b, month_abbr[tm.tm_mon]); break;
+            case 'B': tq_sb_str(b, month_full[tm.tm_mon]); break;
+            case 'H': tq_sb_printf(b, "%02d", tm.tm_hour); break;
+            case 'M': tq_sb_printf(b, "%02d", tm.tm_min); break;
+            default: tq_sb_put(b, "%", 1); break;
             }
         } else
-            tq_sb_put(&b, fmt.s + i, 1);
+            tq_sb_put(b, fmt.s + i, 1);
     }
-    return mk_str(c, sb_take(c, &b, NOPOS));
+    return mk_str(c, sb_take(c, b, NOPOS));
 }
 
 static str arg_str(ctx *c, val *v, const char *what, size_t off)
@@ -1827,34 +1847,34 @@ static str str_replace(ctx *c, str s, str old, str new, double count, size_t off
     double left = count < 0 || isnan(count) ? INFINITY : count;
     if (count == 0)
         return s;
-    tq_sb b = {0};
+    tq_sb *b = sb_new(c);
     size_t i = 0, l;
     if (!old.n) {
         for (;;) {
             if (left > 0)
-                tq_sb_put(&b, new.s, new.n), left--;
+                tq_sb_put(b, new.s, new.n), left--;
             if (i >= s.n)
                 break;
             cp_at(s.s + i, s.n - i, &l);
-            tq_sb_put(&b, s.s + i, l);
+            tq_sb_put(b, s.s + i, l);
             i += l;
             step(c, off, 1);
         }
-        return sb_take(c, &b, off);
+        return sb_take(c, b, off);
     }
     while (i < s.n) {
         step(c, off, 1);
         if (left > 0 && s.n - i >= old.n && !memcmp(s.s + i, old.s, old.n)) {
-            tq_sb_put(&b, new.s, new.n);
+            tq_sb_put(b, new.s, new.n);
             left--;
             i += old.n;
         } else if (s.n - i >= old.n && !memcmp(s.s + i, old.s, old.n)) {
-            tq_sb_put(&b, old.s, old.n);
+            tq_sb_put(b, old.s, old.n);
             i += old.n;
         } else
-            tq_sb_put(&b, s.s + i++, 1);
+            tq_sb_put(b, s.s + i++, 1);
     }
-    return sb_take(c, &b, off);
+    return sb_take(c, b, off);
 }
 
 static str ascii_case(ctx *c, str s, int upper, const char *what, size_t off)
@@ -2118,13 +2138,13 @@ static val *eval_slice(ctx *c, val *o, node *sl, env *e)
     }
     at[n] = o->s.s + o->s.n;
     slice_bounds((double)n, vs, ve, vst, &s, &t, &st);
-    tq_sb b = {0};
+    tq_sb *b = sb_new(c);
     int dir = st > 0 ? 1 : st < 0 ? -1 : 0;
     for (double i = s; dir * i < dir * t; i += st) {
         step(c, sl->off, 1);
-        tq_sb_put(&b, at[(size_t)i], (size_t)(at[(size_t)i + 1] - at[(size_t)i]));
+        tq_sb_put(b, at[(size_t)i], (size_t)(at[(size_t)i + 1] - at[(size_t)i]));
     }
-    return mk_str(c, sb_take(c, &b, sl->off));
+    return mk_str(c, sb_take(c, b, sl->off));
 }
 
 static const char *const str_methods[] = {"upper",  "lower",      "strip",    "title", "capitalize", "rstrip",
@@ -2422,22 +2442,22 @@ static int js_parse_int(str s, double *out)
 /* The indent filter: every line but the first (unless first) and blank ones (unless blank). */
 static str indent(ctx *c, str s, int width, int first, int blank, size_t off)
 {
-    tq_sb b = {0};
+    tq_sb *b = sb_new(c);
     size_t ls = 0;
     for (size_t i = 0; i <= s.n; i++) {
         if (i < s.n && s.s[i] != '\n')
             continue;
         int is_first = ls == 0;
         if (!is_first)
-            tq_sb_put(&b, "\n", 1);
+            tq_sb_put(b, "\n", 1);
         if (!((!first && is_first) || (!blank && i == ls)))
             for (int k = 0; k < width; k++)
-                tq_sb_put(&b, " ", 1);
-        tq_sb_put(&b, s.s + ls, i - ls);
+                tq_sb_put(b, " ", 1);
+        tq_sb_put(b, s.s + ls, i - ls);
         ls = i + 1;
         step(c, off, 1);
     }
-    return sb_take(c, &b, off);
+    return sb_take(c, b, off);
 }
 
 static val *apply_filter(ctx *c, val *v, node *f, env *e)
@@ -2468,19 +2488,19 @@ static val *apply_filter(ctx *c, val *v, node *f, env *e)
                 return r;
             }
             if (F("join")) {
-                tq_sb b = {0};
+                tq_sb *b = sb_new(c);
                 for (size_t i = 0; i < a->n; i++) {
                     val *x = a->v[i];
                     if (x->k == V_NULL || x->k == V_UNDEF)
                         continue;
                     if (x->k != V_STR && !is_num(x) && x->k != V_BOOL) {
-                        tq_sb_free(&b);
+                        tq_sb_free(b);
                         unsup(c, off, "join of a list holding a %s", vk_name[x->k]);
                     }
                     str s = to_str(c, off, x, 0);
-                    tq_sb_put(&b, s.s, s.n);
+                    tq_sb_put(b, s.s, s.n);
                 }
-                return mk_str(c, sb_take(c, &b, off));
+                return mk_str(c, sb_take(c, b, off));
             }
             if (F("string"))
                 return mk_str(c, json_of(c, off, v, NULL, 0));
@@ -2567,33 +2587,33 @@ static val *apply_filter(ctx *c, val *v, node *f, env *e)
     if (F("join")) {
         val *sep = a.npos ? a.pos[0] : kwarg(c, &a, "separator");
         str s = sep ? arg_str(c, sep, "join's separator", off) : (str){"", 0};
-        tq_sb b = {0};
+        tq_sb *b = sb_new(c);
         if (v->k == V_STR) {
             size_t l;
             for (size_t i = 0; i < v->s.n; i += l) {
                 cp_at(v->s.s + i, v->s.n - i, &l);
                 if (i)
-                    tq_sb_put(&b, s.s, s.n);
-                tq_sb_put(&b, v->s.s + i, l);
+                    tq_sb_put(b, s.s, s.n);
+                tq_sb_put(b, v->s.s + i, l);
             }
         } else if (is_arr(v)) {
             for (size_t i = 0; i < v->a->n; i++) {
                 val *x = v->a->v[i];
                 if (i)
-                    tq_sb_put(&b, s.s, s.n);
+                    tq_sb_put(b, s.s, s.n);
                 if (x->k == V_NULL || x->k == V_UNDEF)
                     continue;
                 if (x->k != V_STR && !is_num(x) && x->k != V_BOOL) {
-                    tq_sb_free(&b);
+                    tq_sb_free(b);
                     unsup(c, off, "join of a list holding a %s", vk_name[x->k]);
                 }
                 str t = to_str(c, off, x, 0);
-                tq_sb_put(&b, t.s, t.n);
+                tq_sb_put(b, t.s, t.n);
             }
         } else
             fail(c, off, "cannot apply the filter 'join' to a %s", vk_name[v->k]);
-        step(c, off, b.len / 64);
-        return mk_str(c, sb_take(c, &b, off));
+        step(c, off, b->len / 64);
+        return mk_str(c, sb_take(c, b, off));
     }
     if (F("default")) {
         val *d = a.npos ? a.pos[0] : mk_cstr(c, "");
@@ -3050,63 +3070,76 @@ int tq_chat_render(const char *tmpl, size_t tlen, const char *vars_json, size_t 
         return tq_fail(e, TQ_EDATA, "chat variables: a string that is not valid UTF-8 (or nesting deeper than %d)",
                        MAX_JSON_DEPTH);
     }
-    ctx c = {.e = e, .orig = tmpl, .now = now};
-    tq_sb outb = {0};
+    /* on the heap: what fail() leaves in it is read after its longjmp */
+    ctx *c = calloc(1, sizeof *c);
+    tq_sb *volatile outb = calloc(1, sizeof *outb);
+    if (!c || !outb) {
+        free(c);
+        free(outb);
+        cJSON_Delete(vars);
+        return tq_fail(e, TQ_ENOMEM, "chat_template: out of memory");
+    }
+    c->e = e, c->orig = tmpl, c->now = now;
     volatile int rc = -1;
-    if (setjmp(c.jb) == 0) {
+    cJSON *volatile vj = vars;
+    if (setjmp(c->jb) == 0) {
         char *src;
         size_t n;
-        preprocess(&c, tmpl, tlen, &src, &n);
+        preprocess(c, tmpl, tlen, &src, &n);
         lexer L;
-        lex(&c, src, n, &L);
-        parser P = {.c = &c, .t = L.t, .n = L.nt};
+        lex(c, src, n, &L);
+        parser P = {.c = c, .t = L.t, .n = L.nt};
         list prog = {0};
         while (P.i < P.n)
-            lpush(&c, &prog, parse_any(&P));
-        env *g = env_new(&c, NULL);
+            lpush(c, &prog, parse_any(&P));
+        env *g = env_new(c, NULL);
         static const char *const consts[] = {"false", "true", "none", "True", "False", "None"};
         for (int i = 0; i < 6; i++)
-            env_set(&c, g, (str){consts[i], strlen(consts[i])},
-                    i == 2 || i == 5 ? &V_null : mk_bool(&c, i == 1 || i == 3));
-        env_set(&c, g, (str){"namespace", 9}, mk_func(&c, F_NAMESPACE, NULL, NULL, NULL));
-        env_set(&c, g, (str){"raise_exception", 15}, mk_func(&c, F_RAISE, NULL, NULL, NULL));
-        env_set(&c, g, (str){"range", 5}, mk_func(&c, F_RANGE, NULL, NULL, NULL));
-        env_set(&c, g, (str){"strftime_now", 12}, mk_func(&c, F_STRFTIME, NULL, NULL, NULL));
-        val *v = from_json(&c, vars, 0);
+            env_set(c, g, (str){consts[i], strlen(consts[i])},
+                    i == 2 || i == 5 ? &V_null : mk_bool(c, i == 1 || i == 3));
+        env_set(c, g, (str){"namespace", 9}, mk_func(c, F_NAMESPACE, NULL, NULL, NULL));
+        env_set(c, g, (str){"raise_exception", 15}, mk_func(c, F_RAISE, NULL, NULL, NULL));
+        env_set(c, g, (str){"range", 5}, mk_func(c, F_RANGE, NULL, NULL, NULL));
+        env_set(c, g, (str){"strftime_now", 12}, mk_func(c, F_STRFTIME, NULL, NULL, NULL));
+        val *v = from_json(c, vars, 0);
         for (size_t i = 0; i < v->o->n; i++) {
             str k = v->o->k[i];
             for (env *x = g; x; x = NULL)
                 for (size_t j = 0; j < x->n; j++)
                     if (seqs(x->k[j], k))
-                        fail(&c, NOPOS, "the variable '%.*s' is already declared", (int)k.n, k.s);
-            env_set(&c, g, k, v->o->v[i]);
+                        fail(c, NOPOS, "the variable '%.*s' is already declared", (int)k.n, k.s);
+            env_set(c, g, k, v->o->v[i]);
         }
         cJSON_Delete(vars);
-        vars = NULL;
-        c.out = &outb;
-        enum flow f = exec_block(&c, &prog, g);
+        vj = NULL;
+        c->out = outb;
+        enum flow f = exec_block(c, &prog, g);
         if (f != FL_NONE)
-            fail(&c, NOPOS, "'break' or 'continue' outside a loop");
-        if (outb.oom) {
+            fail(c, NOPOS, "'break' or 'continue' outside a loop");
+        if (outb->oom) {
             tq_fail(e, TQ_ENOMEM, "chat_template: out of memory");
         } else {
-            *out = outb.s ? outb.s : calloc(1, 1);
+            *out = outb->s ? outb->s : calloc(1, 1);
             if (!*out)
                 tq_fail(e, TQ_ENOMEM, "chat_template: out of memory");
             else {
                 if (out_len)
-                    *out_len = outb.len;
-                outb = (tq_sb){0};
+                    *out_len = outb->len;
+                *outb = (tq_sb){0};
                 rc = 0;
             }
         }
     }
-    cJSON_Delete(vars);
-    tq_sb_free(&outb);
-    for (ablk *b = c.blk, *nx; b; b = nx) {
+    cJSON_Delete(vj);
+    tq_sb_free(outb);
+    free(outb);
+    for (sbnode *n = c->sbs; n; n = n->next)
+        tq_sb_free(&n->b);
+    for (ablk *b = c->blk, *nx; b; b = nx) {
         nx = b->next;
         free(b);
     }
+    free(c);
     return rc;
 }
 

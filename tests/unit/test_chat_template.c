@@ -4,7 +4,9 @@
  * .ci/run makes): an independent oracle, byte for byte, errors where it errs. Then what the
  * subset refuses (each construct named, with its line and column) and the bounds that stop
  * hostile templates (steps, recursion, memory, nesting): those are tq's own rules, checked for
- * consistency. */
+ * consistency. With TQ_CHAT_DIFF=FILE (tests/chat/oracle.sh), also the random templates of
+ * tests/chat/differential.mjs: tq renders each as @huggingface/jinja did, or both fail, or tq
+ * names the construct it lacks (TQ_EUNSUP). */
 #include "check.h"
 #include "tokenizer/tokenizer.h"
 
@@ -228,11 +230,64 @@ static void test_bounds(void)
     free(chain);
 }
 
+static void test_differential(void)
+{
+    const char *path = getenv("TQ_CHAT_DIFF");
+    FILE *f = fopen(path, "r");
+    CHECKF(f != NULL, "cannot open %s", path);
+    if (!f)
+        return;
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0, same = 0, both = 0, unsup = 0, skipped = 0;
+    while (getline(&line, &cap, f) > 0) {
+        cJSON *j = cJSON_Parse(line);
+        n++;
+        if (!j) { /* the oracle's output held a lone surrogate, which is not JSON cJSON reads */
+            skipped++;
+            continue;
+        }
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "tmpl"), *v = cJSON_GetObjectItemCaseSensitive(j, "vars"),
+                    *o = cJSON_GetObjectItemCaseSensitive(j, "out");
+        CHECK(cJSON_IsString(t) && cJSON_IsString(v));
+        if (!cJSON_IsString(t) || !cJSON_IsString(v)) {
+            cJSON_Delete(j);
+            break;
+        }
+        tq_err err = {0};
+        char *out = NULL;
+        size_t ol = 0;
+        int rc = tq_chat_render(t->valuestring, strlen(t->valuestring), v->valuestring, strlen(v->valuestring),
+                                1700000000, &out, &ol, &err);
+        if (cJSON_IsString(o)) {
+            if (rc == 0 && ol == strlen(o->valuestring) && !memcmp(out, o->valuestring, ol))
+                same++;
+            else if (rc != 0 && err.code == TQ_EUNSUP)
+                unsup++;
+            else
+                CHECKF(0, "case %d: %s\n--- template\n%s\n--- tq\n%s\n--- @huggingface/jinja\n%s", n, err.msg,
+                       t->valuestring, out ? out : "", o->valuestring);
+        } else {
+            CHECKF(rc != 0, "case %d: tq renders where @huggingface/jinja fails\n--- template\n%s", n, t->valuestring);
+            both++;
+        }
+        free(out);
+        cJSON_Delete(j);
+    }
+    free(line);
+    fclose(f);
+    printf("differential: %d templates: %d rendered the same, %d failing in both, %d unsupported by tq, %d skipped\n", n,
+           same, both, unsup, skipped);
+    CHECKF(same > n / 10, "only %d of %d rendered", same, n);
+}
+
 int main(void)
 {
     RUN(test_snippets);
     RUN(test_unsupported);
     RUN(test_errors);
     RUN(test_bounds);
+    if (getenv("TQ_CHAT_DIFF"))
+        RUN(test_differential);
     TEST_MAIN_END();
 }
