@@ -310,8 +310,9 @@ static void js_num(tq_sb *b, double x)
 
 /* ------------------------------------------------------------------ values */
 enum vk { V_UNDEF, V_NULL, V_BOOL, V_INT, V_FLOAT, V_STR, V_ARR, V_TUPLE, V_OBJ, V_KWARGS, V_NS, V_FUNC };
-static const char *const vk_name[] = {"undefined", "none",  "boolean", "integer",   "float",     "string",
-                                      "list",      "tuple", "mapping", "keyword arguments", "namespace", "function"};
+static const char *const vk_name[] = {"an undefined value", "none",    "a boolean",        "an integer",
+                                      "a float",            "a string", "a list",           "a tuple",
+                                      "a mapping",          "keyword arguments", "a namespace", "a function"};
 
 typedef struct val val;
 typedef struct arr {
@@ -583,7 +584,7 @@ static void to_json(ctx *c, size_t off, tq_sb *b, const val *v, const jopts *o, 
         return;
     }
     default:
-        fail(c, off, "cannot convert a %s to JSON", vk_name[v->k]);
+        fail(c, off, "cannot convert %s to JSON", vk_name[v->k]);
     }
 }
 
@@ -635,7 +636,7 @@ static str to_str(ctx *c, size_t off, const val *v, int for_print)
     case V_NS:
         if (for_print)
             return json_of(c, off, v, NULL, 0);
-        unsup(c, off, "a %s turned into text by '+' or '~'", vk_name[v->k]);
+        unsup(c, off, "%s turned into text by '+' or '~'", vk_name[v->k]);
     case V_UNDEF:
     case V_NULL:
         if (for_print)
@@ -643,8 +644,8 @@ static str to_str(ctx *c, size_t off, const val *v, int for_print)
         /* fallthrough */
     default:
         if (for_print)
-            fail(c, off, "cannot print a %s", vk_name[v->k]);
-        unsup(c, off, "a %s turned into text", vk_name[v->k]);
+            fail(c, off, "cannot print %s", vk_name[v->k]);
+        unsup(c, off, "%s turned into text", vk_name[v->k]);
     }
 }
 
@@ -2031,7 +2032,7 @@ static val *call_method(ctx *c, func *f, args *a, size_t off)
 static val *call_func(ctx *c, val *fn, args *a, env *e, size_t off)
 {
     if (fn->k != V_FUNC)
-        fail(c, off, "cannot call a %s", vk_name[fn->k]);
+        fail(c, off, "cannot call %s", vk_name[fn->k]);
     func *f = fn->f;
     switch (f->kind) {
     case F_MACRO:
@@ -2053,7 +2054,7 @@ static val *call_func(ctx *c, val *fn, args *a, env *e, size_t off)
             unsup(c, off, "range() with %zu arguments or keyword arguments", a->npos);
         for (size_t i = 0; i < a->npos; i++) {
             if (a->pos[i]->k != V_INT)
-                unsup(c, off, "range() of a %s", vk_name[a->pos[i]->k]);
+                unsup(c, off, "range() of %s", vk_name[a->pos[i]->k]);
             v[i] = a->pos[i]->d;
         }
         double start = a->npos == 1 ? 0 : v[0], stop = a->npos == 1 ? v[0] : v[1], st = a->npos == 3 ? v[2] : 1;
@@ -2076,7 +2077,7 @@ static val *call_func(ctx *c, val *fn, args *a, env *e, size_t off)
                 for (size_t i = 0; i < src->o->n; i++)
                     obj_set(c, ns->o, src->o->k[i], src->o->v[i]);
             } else
-                unsup(c, off, "namespace() of a %s", vk_name[src->k]);
+                unsup(c, off, "namespace() of %s", vk_name[src->k]);
         }
         if (a->kw)
             for (size_t i = 0; i < a->kw->o->n; i++)
@@ -2110,7 +2111,7 @@ static void slice_bounds(double n, val *vs, val *ve, val *vst, double *start, do
 static val *eval_slice(ctx *c, val *o, node *sl, env *e)
 {
     if (!is_arr(o) && o->k != V_STR)
-        fail(c, sl->off, "only a list or a string can be sliced, not a %s", vk_name[o->k]);
+        fail(c, sl->off, "only a list or a string can be sliced, not %s", vk_name[o->k]);
     val *vs = sl->a ? eval(c, sl->a, e) : &V_undef, *ve = sl->b ? eval(c, sl->b, e) : &V_undef,
         *vst = sl->c ? eval(c, sl->c, e) : &V_undef;
     val *parts[3] = {vs, ve, vst};
@@ -2163,7 +2164,7 @@ static val *member(ctx *c, val *o, val *p, size_t off)
 {
     if (is_obj(o) || o->k == V_NS) {
         if (p->k != V_STR)
-            fail(c, off, "cannot access a property with a %s", vk_name[p->k]);
+            fail(c, off, "cannot access a property with %s", vk_name[p->k]);
         val *v = obj_get(c, o->o, p->s);
         if (v)
             return v;
@@ -2208,10 +2209,10 @@ static val *member(ctx *c, val *o, val *p, size_t off)
             const char *m = o->k == V_STR ? find_name(str_methods, p->s) : NULL;
             return m ? mk_func(c, F_METHOD, m, o, NULL) : &V_undef;
         }
-        fail(c, off, "cannot access a property with a %s", vk_name[p->k]);
+        fail(c, off, "cannot access a property with %s", vk_name[p->k]);
     }
     if (p->k != V_STR)
-        fail(c, off, "cannot access a property with a %s", vk_name[p->k]);
+        fail(c, off, "cannot access a property with %s", vk_name[p->k]);
     return &V_undef;
 }
 
@@ -2227,11 +2228,11 @@ static int loose_eq(ctx *c, val *a, val *b, size_t off)
     if (a->k == V_STR && b->k == V_STR)
         return seqs(a->s, b->s);
     if ((a->k == V_STR && bnum) || (anum && b->k == V_STR))
-        unsup(c, off, "comparing a string with a %s", vk_name[a->k == V_STR ? b->k : a->k]);
+        unsup(c, off, "comparing a string with %s", vk_name[a->k == V_STR ? b->k : a->k]);
     int aref = a->k >= V_ARR && a->k <= V_NS, bref = b->k >= V_ARR && b->k <= V_NS;
     if (aref && bref)
         return is_arr(a) == is_arr(b) && (is_arr(a) ? a->a == b->a : a->o == b->o);
-    unsup(c, off, "comparing a %s with a %s", vk_name[a->k], vk_name[b->k]);
+    unsup(c, off, "comparing %s with %s", vk_name[a->k], vk_name[b->k]);
 }
 
 /* "in" against a list: strict equality of the values. */
@@ -2350,7 +2351,7 @@ static val *eval_bin(ctx *c, node *x, env *e)
     }
     if (l->k == V_STR && is_obj(r) && (is_in || not_in))
         return mk_bool(c, (obj_find(c, r->o, l->s) >= 0) != not_in);
-    fail(c, x->off, "unknown operator '%.*s' between a %s and a %s", (int)op.n, op.s, vk_name[l->k], vk_name[r->k]);
+    fail(c, x->off, "unknown operator '%.*s' between %s and %s", (int)op.n, op.s, vk_name[l->k], vk_name[r->k]);
 }
 
 static int run_test(ctx *c, str name, val *v, val *arg, size_t off)
@@ -2362,7 +2363,7 @@ static int run_test(ctx *c, str name, val *v, val *arg, size_t off)
         return v->k == V_FUNC;
     if (T("odd") || T("even")) {
         if (v->k != V_INT)
-            fail(c, off, "cannot test odd or even on a %s", vk_name[v->k]);
+            fail(c, off, "cannot test odd or even on %s", vk_name[v->k]);
         double r = fmod(v->d, 2);
         return T("odd") ? r != 0 : r == 0;
     }
@@ -2384,6 +2385,16 @@ static int run_test(ctx *c, str name, val *v, val *arg, size_t off)
         return is_obj(v);
     if (T("sequence"))
         return is_arr(v) || is_obj(v) || v->k == V_STR;
+    if (T("lower") || T("upper")) { /* a string equal to its lower (upper) case */
+        if (v->k != V_STR)
+            return 0;
+        if (has_non_ascii(v->s))
+            unsup(c, off, "the test '%.*s' on non-ASCII text (Unicode case mapping)", (int)name.n, name.s);
+        for (size_t i = 0; i < v->s.n; i++)
+            if (T("lower") ? (v->s.s[i] >= 'A' && v->s.s[i] <= 'Z') : (v->s.s[i] >= 'a' && v->s.s[i] <= 'z'))
+                return 0;
+        return 1;
+    }
     if (T("defined"))
         return v->k != V_UNDEF;
     if (T("undefined"))
@@ -2495,7 +2506,7 @@ static val *apply_filter(ctx *c, val *v, node *f, env *e)
                         continue;
                     if (x->k != V_STR && !is_num(x) && x->k != V_BOOL) {
                         tq_sb_free(b);
-                        unsup(c, off, "join of a list holding a %s", vk_name[x->k]);
+                        unsup(c, off, "join of a list holding %s", vk_name[x->k]);
                     }
                     str s = to_str(c, off, x, 0);
                     tq_sb_put(b, s.s, s.n);
@@ -2554,7 +2565,7 @@ static val *apply_filter(ctx *c, val *v, node *f, env *e)
             if (F("string"))
                 return mk_cstr(c, v->b ? "true" : "false");
         }
-        unsup(c, off, "the filter '%.*s' on a %s", (int)(n.n > 40 ? 40 : n.n), n.s, vk_name[v->k]);
+        unsup(c, off, "the filter '%.*s' on %s", (int)(n.n > 40 ? 40 : n.n), n.s, vk_name[v->k]);
     }
     /* a call: name(args) */
     if (f->k != E_CALL || f->a->k != E_IDENT)
@@ -2605,13 +2616,13 @@ static val *apply_filter(ctx *c, val *v, node *f, env *e)
                     continue;
                 if (x->k != V_STR && !is_num(x) && x->k != V_BOOL) {
                     tq_sb_free(b);
-                    unsup(c, off, "join of a list holding a %s", vk_name[x->k]);
+                    unsup(c, off, "join of a list holding %s", vk_name[x->k]);
                 }
                 str t = to_str(c, off, x, 0);
                 tq_sb_put(b, t.s, t.n);
             }
         } else
-            fail(c, off, "cannot apply the filter 'join' to a %s", vk_name[v->k]);
+            fail(c, off, "cannot apply the filter 'join' to %s", vk_name[v->k]);
         step(c, off, b->len / 64);
         return mk_str(c, sb_take(c, b, off));
     }
@@ -2693,7 +2704,7 @@ static val *apply_filter(ctx *c, val *v, node *f, env *e)
         }
     }
 #undef F
-    unsup(c, off, "the filter '%.*s(...)' on a %s", (int)(n.n > 40 ? 40 : n.n), n.s, vk_name[v->k]);
+    unsup(c, off, "the filter '%.*s(...)' on %s", (int)(n.n > 40 ? 40 : n.n), n.s, vk_name[v->k]);
 }
 
 static val *eval(ctx *c, node *x, env *e)
@@ -2722,7 +2733,7 @@ static val *eval(ctx *c, node *x, env *e)
         for (size_t i = 0; i < x->l1.n; i++) {
             val *k = eval(c, x->l1.v[i], e);
             if (k->k != V_STR)
-                fail(c, x->l1.v[i]->off, "object keys must be strings, not a %s", vk_name[k->k]);
+                fail(c, x->l1.v[i]->off, "object keys must be strings, not %s", vk_name[k->k]);
             obj_set(c, r->o, k->s, eval(c, x->l2.v[i], e));
         }
         break;
@@ -2759,7 +2770,7 @@ static val *eval(ctx *c, node *x, env *e)
         }
         double sign = seq(x->s, "-") ? -1 : 1;
         if (!is_num(v) && v->k != V_BOOL)
-            fail(c, x->off, "unknown operator '%.*s' for a %s", (int)x->s.n, x->s.s, vk_name[v->k]);
+            fail(c, x->off, "unknown operator '%.*s' for %s", (int)x->s.n, x->s.s, vk_name[v->k]);
         r = mk_num(c, v->k == V_FLOAT ? V_FLOAT : V_INT, sign * (v->k == V_BOOL ? v->b : v->d));
         break;
     }
@@ -2807,7 +2818,7 @@ static void bind_loopvar(ctx *c, node *lv, val *cur, env *scope, size_t off)
         return;
     }
     if (cur->k != V_ARR)
-        fail(c, off, "cannot unpack a %s", vk_name[cur->k]);
+        fail(c, off, "cannot unpack %s", vk_name[cur->k]);
     if (lv->l1.n != cur->a->n)
         fail(c, off, "too %s items to unpack", lv->l1.n > cur->a->n ? "few" : "many");
     for (size_t j = 0; j < lv->l1.n; j++) {
@@ -2825,7 +2836,7 @@ static void exec_for(ctx *c, node *x, env *e)
         test = it->b, it = it->a;
     val *iter = eval(c, it, scope);
     if (!is_arr(iter) && !is_obj(iter))
-        fail(c, it->off, "a for loop needs a list or a mapping, not a %s", vk_name[iter->k]);
+        fail(c, it->off, "a for loop needs a list or a mapping, not %s", vk_name[iter->k]);
     if (is_obj(iter)) {
         func keys = {F_METHOD, "keys", iter, NULL};
         args none = {0};
@@ -2836,7 +2847,7 @@ static void exec_for(ctx *c, node *x, env *e)
         val *cur = iter->a->v[i];
         step(c, x->off, 1);
         if (x->a->k == E_TUPLE && cur->k != V_ARR)
-            fail(c, x->off, "cannot unpack a %s", vk_name[cur->k]);
+            fail(c, x->off, "cannot unpack %s", vk_name[cur->k]);
         if (test) {
             env *ls = env_new(c, scope);
             bind_loopvar(c, x->a, cur, ls, x->off);
@@ -2887,7 +2898,7 @@ static void exec_set(ctx *c, node *x, env *e)
         env_set(c, e, lhs->s, rhs);
     } else if (lhs->k == E_TUPLE) {
         if (!is_arr(rhs))
-            fail(c, x->off, "cannot unpack a %s in set", vk_name[rhs->k]);
+            fail(c, x->off, "cannot unpack %s in set", vk_name[rhs->k]);
         if (lhs->l1.n != rhs->a->n)
             fail(c, x->off, "too %s items to unpack in set", lhs->l1.n > rhs->a->n ? "few" : "many");
         for (size_t i = 0; i < lhs->l1.n; i++) {
@@ -2898,7 +2909,7 @@ static void exec_set(ctx *c, node *x, env *e)
     } else if (lhs->k == E_MEMBER) {
         val *o = eval(c, lhs->a, e);
         if (o->k != V_NS)
-            fail(c, x->off, "cannot assign an attribute of a %s (only of a namespace)", vk_name[o->k]);
+            fail(c, x->off, "cannot assign an attribute of %s (only of a namespace)", vk_name[o->k]);
         if (lhs->b->k != E_IDENT)
             fail(c, x->off, "cannot assign to a member with a non-identifier property");
         obj_set(c, o->o, lhs->b->s, rhs);

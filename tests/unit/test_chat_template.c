@@ -120,7 +120,7 @@ static void test_unsupported(void)
         {"{{ [1, 1]|unique }}", "unsupported: the filter 'unique'"},
         {"{{ {'a': 1}|dictsort }}", "unsupported: the filter 'dictsort'"},
         {"{{ 'é'|upper }}", "unsupported: upper of non-ASCII text"},
-        {"{{ 'x' == 1 }}", "unsupported: comparing a string with a integer"},
+        {"{{ 'x' == 1 }}", "unsupported: comparing a string with an integer"},
         {"{{ f(*xs) }}", "unsupported: argument unpacking"},
         {"{% macro m() %}{{ kwargs }}{% endmacro %}", "unsupported: 'kwargs' in a macro"},
         {"{{ 1 is divisibleby }}", "unsupported: the test 'divisibleby'"},
@@ -153,7 +153,7 @@ static void test_errors(void)
         {"{% for x in 3 %}{% endfor %}", "a for loop needs a list or a mapping"},
         {"{{ 1 $ 2 }}", "unexpected character '$'"},
         {"{% break %}", "'break' or 'continue' outside a loop"},
-        {"{% set x.y = 1 %}", "cannot assign an attribute of a undefined"},
+        {"{% set x.y = 1 %}", "cannot assign an attribute of an undefined value"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         tq_err err = {0};
