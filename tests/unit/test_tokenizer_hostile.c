@@ -217,7 +217,31 @@ static void test_growth_bounded(void)
     }
     tq_tok_free(t);
 
-    cJSON *j = base_json(), *seq = cJSON_AddObjectToObject(j, "normalizer");
+    /* a step other than Replace is held to the bound too: Prepend of 5000 bytes to 'a' */
+    cJSON *j = base_json(), *pre = cJSON_AddObjectToObject(j, "normalizer");
+    char *big = malloc(5001);
+    memset(big, 'p', 5000), big[5000] = 0;
+    cJSON_AddStringToObject(pre, "type", "Prepend");
+    cJSON_AddStringToObject(pre, "prepend", big);
+    free(big);
+    t = load_json(j, &err);
+    CHECKF(t, "load: %s", err.msg);
+    if (t) {
+        int rc = tq_tok_encode(t, "a", 1, 0, &ids, &n, &err);
+        CHECKF(rc == -1 && strstr(err.msg, "normalizer (Prepend): grows 1 bytes of text past 4128 bytes"), "Prepend: '%s'",
+               rc ? err.msg : "encoded");
+        if (!rc)
+            free(ids);
+        /* 200 bytes may take it: 5200 <= 6400 + 4096 */
+        char b200[201];
+        memset(b200, 'b', 200), b200[200] = 0;
+        CHECK(tq_tok_encode(t, b200, 200, 0, &ids, &n, &err) == 0 && n == 5200);
+        free(ids);
+    }
+    tq_tok_free(t);
+
+    j = base_json();
+    cJSON *seq = cJSON_AddObjectToObject(j, "normalizer");
     cJSON_AddStringToObject(seq, "type", "Sequence");
     cJSON *arr = cJSON_AddArrayToObject(seq, "normalizers");
     cJSON_AddItemToArray(arr, cJSON_Parse("{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xE2\x96\x81\"}"));
