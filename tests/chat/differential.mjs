@@ -1,5 +1,6 @@
 // tests/chat/differential.mjs N SEED OUT.jsonl: random templates (statements, expressions, filters,
-// tests and methods over fixed variables, and splices into the snippets and real templates) with
+// tests and methods over fixed variables, splices into the snippets and real templates, and token
+// soup for the lexer: tags with "-", unicode white space, escapes, numbers) with
 // what @huggingface/jinja renders of each, or its error, one JSON line each ({tmpl, vars, out} or
 // {tmpl, vars, error}). tests/chat/oracle.sh has build/tests/test_chat_template compare tq with
 // them (TQ_CHAT_DIFF): same output, or both failing, or tq refusing a construct as unsupported.
@@ -49,11 +50,21 @@ function stmt(depth) {
 	if (r < 0.94) return `{% macro mm(a, b=2) %}${stmt(depth + 1)}{{ a }}{{ b }}{% endmacro %}{{ mm(${expr(0)}) }}`;
 	return stmt(depth + 1) + stmt(depth + 1);
 }
+// token soup for the lexer: tags with and without "-", unicode white space, escapes, numbers
+const lexemes = ["{{", "}}", "{%", "%}", "{{-", "-}}", "{%-", "-%}", "{#", "#}", "{#-", "-#}", " ", "  ", "\n", "\t", "\u00a0", "\u2028", "\u3000", "\r\n", "x", "xs", "s", "n", "d", "1", "-1", "- 1", "+2", "1.5", "3.", ".5", "1.5.2", "0", "'a'", "'\\n'", "'\\x41'", "'\\u00e9'", "'\\ud83d\\ude00'", "\"q\\\"\"", "'é😀'", "'{{'", "'}}'", "(", ")", "[", "]", "{", "}", ",", ".", ":", "|", "+", "-", "~", "*", "**", "/", "//", "%", "==", "!=", "<", ">", "<=", ">=", "=", "if", "else", "elif", "endif", "for", "in", "endfor", "set", "endset", "not", "and", "or", "is", "defined", "none", "true", "length", "trim", "tojson", "join", "loop", "index", "text", "é", "😀", "#"];
+const frames = ["{{ X }}", "{% set v = X %}[{{ v }}]", "{% if X %}y{% else %}z{% endif %}", "{% for i in X %}{{ i }}{% endfor %}", "T{{ X }}T", "X"];
+function soup() {
+	let x = "";
+	const len = 1 + Math.floor(rnd() * 7);
+	for (let k = 0; k < len; k++) x += pick(lexemes) + (rnd() < 0.5 ? " " : "");
+	return pick(frames).replace("X", x);
+}
 const N = Number(process.argv[2] ?? 2000);
 const out = [];
 for (let i = 0; i < N; i++) {
 	let t;
-	if (rnd() < 0.85) t = Array.from({ length: 1 + Math.floor(rnd() * 4) }, () => stmt(0)).join("");
+	if (rnd() < 0.3) t = soup();
+	else if (rnd() < 0.85) t = Array.from({ length: 1 + Math.floor(rnd() * 4) }, () => stmt(0)).join("");
 	else { const s = pick(snippets); t = s.body; const a = Math.floor(rnd() * t.length); t = t.slice(0, a) + stmt(1) + t.slice(a + Math.floor(rnd() * 30)); }
 	const vars = msgvars;
 	let r;
