@@ -182,7 +182,7 @@ int tok_decode_raw(const tq_tok *t, const int32_t *ids, size_t n, tq_sb *out, tq
         b.buf.len = 0;
         rc = step(t, &t->dec[k], &a, &b, md, limit, e);
         if (rc == -3)
-            rc = tok_grown(e, t->dec[k].where, tok_dec_names[t->dec[k].kind], n0, limit);
+            rc = tok_grown(e, t->name, t->dec[k].where, tok_dec_names[t->dec[k].kind], n0, limit);
         tlist tmp = a;
         a = b;
         b = tmp;

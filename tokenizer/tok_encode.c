@@ -291,7 +291,7 @@ static int normalize(enc *x, size_t *off, size_t *len, tq_err *e)
             if ((rc = replace_all(x, &nm->pat, nm->content, nm->content_len, off, len, limit, e)) < 0)
                 return -1;
             if (rc)
-                return tok_grown(e, nm->where, tok_norm_names[nm->kind], n0, limit);
+                return tok_grown(e, t->name, nm->where, tok_norm_names[nm->kind], n0, limit);
             break;
         case N_PREPEND:
             o = x->text.len;
@@ -335,7 +335,7 @@ static int normalize(enc *x, size_t *off, size_t *len, tq_err *e)
         }
         }
         if (*len > limit)
-            return tok_grown(e, nm->where, tok_norm_names[nm->kind], n0, limit);
+            return tok_grown(e, t->name, nm->where, tok_norm_names[nm->kind], n0, limit);
         /* The step before's string is not needed once it was this chain's own, at the end. */
         if (*off > poff && poff >= base && poff + n == *off && *off + *len == x->text.len) {
             memmove(x->text.s + poff, x->text.s + *off, *len);

@@ -74,7 +74,7 @@ typedef struct tok_pattern {
 enum { N_NFC, N_NFD, N_NFKC, N_NFKD, N_REPLACE, N_PREPEND, N_STRIP, N_LOWER, N_STRIP_ACCENTS };
 typedef struct tok_norm {
     int kind;
-    char where[96]; /* the step's field path, for messages: "normalizer.normalizers[2]" */
+    char where[192]; /* the step's field path, for messages: "normalizer.normalizers[2]" */
     tok_pattern pat;
     char *content; /* Replace content, Prepend prefix */
     size_t content_len;
@@ -97,7 +97,8 @@ static inline size_t tok_growth_limit(size_t n)
     return n > (SIZE_MAX - TOK_GROWTH_SLACK) / TOK_GROWTH_FACTOR ? SIZE_MAX - 1
                                                                  : n * TOK_GROWTH_FACTOR + TOK_GROWTH_SLACK;
 }
-int tok_grown(tq_err *e, const char *where, const char *type, size_t in, size_t limit);
+/* The error of a step (its file, field path and type) that made more than limit bytes. */
+int tok_grown(tq_err *e, const char *file, const char *where, const char *type, size_t in, size_t limit);
 
 enum { P_SPLIT, P_BYTELEVEL, P_METASPACE, P_WSPLIT, P_WHITESPACE, P_DIGITS };
 enum { B_REMOVED, B_ISOLATED, B_PREV, B_NEXT, B_CONTIGUOUS };
@@ -116,7 +117,7 @@ typedef struct tok_pre {
 enum { D_BYTELEVEL, D_METASPACE, D_REPLACE, D_BYTEFALLBACK, D_FUSE, D_STRIP };
 typedef struct tok_dec {
     int kind;
-    char where[96]; /* the step's field path, for messages */
+    char where[192]; /* the step's field path, for messages */
     tok_pattern pat;
     char *content; /* Replace content; Strip: the one character stripped */
     size_t content_len;

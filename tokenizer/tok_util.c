@@ -8,12 +8,12 @@ const char *const tok_norm_names[] = {"NFC",      "NFD",   "NFKC",      "NFKD", 
                                      "Prepend",  "Strip", "Lowercase", "StripAccents"};
 const char *const tok_dec_names[] = {"ByteLevel", "Metaspace", "Replace", "ByteFallback", "Fuse", "Strip"};
 
-int tok_grown(tq_err *e, const char *where, const char *type, size_t in, size_t limit)
+int tok_grown(tq_err *e, const char *file, const char *where, const char *type, size_t in, size_t limit)
 {
     return tq_fail(e, TQ_EDATA,
-                   "%s (%s): grows %zu bytes of text past %zu bytes; a step may make at most %d times its "
+                   "%s: %s (%s): grows %zu bytes of text past %zu bytes; a step may make at most %d times its "
                    "chain's input plus %d bytes",
-                   where, type, in, limit, TOK_GROWTH_FACTOR, TOK_GROWTH_SLACK);
+                   file, where, type, in, limit, TOK_GROWTH_FACTOR, TOK_GROWTH_SLACK);
 }
 
 /* ------------------------------------------------------------------ maps */

@@ -174,7 +174,7 @@ static void test_growth_bounded(void)
     size_t n = 0;
     if (t) {
         int rc = tq_tok_encode(t, "a", 1, 0, &ids, &n, &err);
-        CHECKF(rc == -1 && strstr(err.msg, "normalizer.normalizers[6] (Replace): grows 1 bytes of text past 4128 bytes"),
+        CHECKF(rc == -1 && strstr(err.msg, "t.json: normalizer.normalizers[6] (Replace): grows 1 bytes of text past 4128 bytes"),
                "encode of 'a' through 12 Replace a -> aaaa: rc %d, %zu ids, '%s'", rc, n, rc ? err.msg : "");
         CHECK(rc == 0 || tq_exit_code(&err) == 1);
         if (!rc)
@@ -209,7 +209,7 @@ static void test_growth_bounded(void)
         char *text = NULL;
         size_t len = 0;
         int rc = tq_tok_decode(t, (const int32_t[]){'a'}, 1, &text, &len, &err);
-        CHECKF(rc == -1 && strstr(err.msg, "decoder.decoders[6] (Replace): grows 1 bytes of text past 4128 bytes"),
+        CHECKF(rc == -1 && strstr(err.msg, "t.json: decoder.decoders[6] (Replace): grows 1 bytes of text past 4128 bytes"),
                "decode of 'a' through 12 Replace a -> aaaa: rc %d, %zu bytes, '%s'", rc, len, rc ? err.msg : "");
         free(text);
         CHECK(tq_tok_decode(t, (const int32_t[]){'b', 'c'}, 2, &text, &len, &err) == 0 && len == 2);
@@ -228,7 +228,7 @@ static void test_growth_bounded(void)
     CHECKF(t, "load: %s", err.msg);
     if (t) {
         int rc = tq_tok_encode(t, "a", 1, 0, &ids, &n, &err);
-        CHECKF(rc == -1 && strstr(err.msg, "normalizer (Prepend): grows 1 bytes of text past 4128 bytes"), "Prepend: '%s'",
+        CHECKF(rc == -1 && strstr(err.msg, "t.json: normalizer (Prepend): grows 1 bytes of text past 4128 bytes"), "Prepend: '%s'",
                rc ? err.msg : "encoded");
         if (!rc)
             free(ids);
