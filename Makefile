@@ -70,11 +70,16 @@ else
 SO_REAL  := libtq.so.$(VERSION)
 SO_NAME  := libtq.so.$(SOMAJOR)
 SO_DEV   := libtq.so
-SO_FLAGS  = -shared -Wl,-soname,$(SO_NAME)
+SO_FLAGS  = -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=scripts/libtq.map
 endif
 SHLIB    := $(BUILD)/$(SO_REAL)
-# Public headers: every header of a library folder except the *_internal.h ones.
+# Public headers: every header of a library folder except the *_internal.h ones, and tq.h,
+# which includes them all. Installed as make builds them in $(BUILD)/include: tq.h at the
+# top, the others under tq/ and rewritten to include each other as "tq/FOLDER/NAME.h", so
+# that pkg-config --cflags tq puts PREFIX/include on a user's include path and no generic
+# names (tq.h, header comment).
 LIB_HDR  := $(filter-out %_internal.h,$(sort $(wildcard $(addsuffix /*.h,$(LIBDIRS)))))
+INC_HDR  := $(BUILD)/include/tq.h $(patsubst %,$(BUILD)/include/tq/%,$(LIB_HDR))
 
 # The synthetic-model generator: linked into tq-mkmodel, the tests and the benchmarks only,
 # not into the installed library.
@@ -115,9 +120,10 @@ MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
 .SECONDARY:
-.PHONY: all tools lib tests bench-build check check-asan check-long check-metal demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
-all: metal-note $(LIB) $(SHLIB) $(TOOLS) completions
+.PHONY: all headers tools lib tests bench-build check check-asan check-long check-metal demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
+all: metal-note $(LIB) $(SHLIB) $(TOOLS) completions headers
 lib: $(LIB) $(SHLIB)
+headers: $(INC_HDR)
 tools: $(TOOLS)
 tests: $(TEST_BIN) $(FUZZ_REPLAY)
 bench-build: $(BENCH_BIN)
@@ -131,19 +137,23 @@ $(LIB): $(LIB_OBJ) $(METAL_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(LIB_OBJ) $(METAL_OBJ): CFLAGS += -fPIC
+# Hidden visibility: libtq.so exports only what the public headers declare with TQ_API
+# (common/common.h; tests/cli/exports.sh). The tools and tests link libtq.a, where hidden
+# symbols still link between objects.
+LIB_OBJ_FLAGS := -fPIC -fvisibility=hidden
+$(LIB_OBJ) $(METAL_OBJ): CFLAGS += $(LIB_OBJ_FLAGS)
 # The library's objects are rebuilt when its compile flags change (an older build tree's
 # objects without -fPIC cannot go into libtq.so): $(BUILD)/lib.cflags holds the flags and
 # is rewritten only when they differ.
 LIB_CFLAGS_STAMP := $(BUILD)/lib.cflags
 ifeq ($(filter clean help print-%,$(MAKECMDGOALS)),)
-$(shell mkdir -p $(BUILD) && { echo '$(CC) $(CFLAGS) -fPIC' | cmp -s - $(LIB_CFLAGS_STAMP) || echo '$(CC) $(CFLAGS) -fPIC' >$(LIB_CFLAGS_STAMP); })
+$(shell mkdir -p $(BUILD) && { echo '$(CC) $(CFLAGS) $(LIB_OBJ_FLAGS)' | cmp -s - $(LIB_CFLAGS_STAMP) || echo '$(CC) $(CFLAGS) $(LIB_OBJ_FLAGS)' >$(LIB_CFLAGS_STAMP); })
 endif
 $(LIB_OBJ): $(LIB_CFLAGS_STAMP)
 
-$(SHLIB): $(LIB_OBJ) $(METAL_OBJ)
+$(SHLIB): $(LIB_OBJ) $(METAL_OBJ) scripts/libtq.map
 	@mkdir -p $(dir $@)
-	$(CC) $(SO_FLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(SO_FLAGS) $(LDFLAGS) $(filter %.o,$^) $(LDLIBS) -o $@
 	ln -sf $(SO_REAL) $(BUILD)/$(SO_NAME)
 	ln -sf $(SO_NAME) $(BUILD)/$(SO_DEV)
 
@@ -154,11 +164,20 @@ $(COMPL)/zsh/_tq: $(TOOLS) scripts/completions
 	rm -rf $(COMPL)
 	./scripts/completions $(BIN) $(COMPL)
 
-# tq.pc for pkg-config, for the PREFIX given to make install.
-$(BUILD)/tq.pc: scripts/tq.pc.in common/common.h Makefile
+# The installed headers (LIB_HDR above): quoted includes of the tree become "tq/...".
+$(BUILD)/include/tq.h: tq.h
+	@mkdir -p $(dir $@)
+	sed 's|^#include "\(.*\)"|#include "tq/\1"|' $< >$@
+$(BUILD)/include/tq/%.h: %.h
+	@mkdir -p $(dir $@)
+	sed 's|^#include "\(.*\)"|#include "tq/\1"|' $< >$@
+
+# tq.pc and tq-static.pc (libtq.a, the system libraries shared) for pkg-config, for the
+# PREFIX given to make install.
+$(BUILD)/tq.pc $(BUILD)/tq-static.pc: $(BUILD)/%.pc: scripts/%.pc.in common/common.h Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(PKGS)|' $< >$@
-.PHONY: $(BUILD)/tq.pc
+.PHONY: $(BUILD)/tq.pc $(BUILD)/tq-static.pc
 
 metal-note:
 	@echo "$(METAL_NOTE)"
@@ -276,12 +295,14 @@ fuzz-progs: $(FUZZ_PROGS) $(TOOLS)
 # make install: every file goes through scripts/install-tree, which records what it put
 # under DESTDIR/PREFIX (files, links and the directories it had to make) in
 # share/tq/installed; make uninstall removes exactly those.
-install: all $(BUILD)/tq.pc
+install: all $(BUILD)/tq.pc $(BUILD)/tq-static.pc
 	{ for t in $(TOOLS); do echo "755 $$t bin/$$(basename $$t)"; done; \
 	  echo "644 $(LIB) lib/libtq.a"; echo "755 $(SHLIB) lib/$(SO_REAL)"; \
 	  echo "link $(SO_REAL) lib/$(SO_NAME)"; echo "link $(SO_NAME) lib/$(SO_DEV)"; \
 	  echo "644 $(BUILD)/tq.pc lib/pkgconfig/tq.pc"; \
-	  for h in $(LIB_HDR); do echo "644 $$h include/tq/$$h"; done; \
+	  echo "644 $(BUILD)/tq-static.pc lib/pkgconfig/tq-static.pc"; \
+	  echo "644 $(BUILD)/include/tq.h include/tq.h"; \
+	  for h in $(LIB_HDR); do echo "644 $(BUILD)/include/tq/$$h include/tq/$$h"; done; \
 	  for m in $(MAN1); do echo "644 $$m share/man/man1/$$(basename $$m)"; done; \
 	  for m in $(MAN5); do echo "644 $$m share/man/man5/$$(basename $$m)"; done; \
 	  for c in $(COMPL)/bash/*; do echo "644 $$c share/bash-completion/completions/$$(basename $$c)"; done; \

@@ -13,6 +13,8 @@
 
 #include "common/common.h"
 
+TQ_BEGIN_DECLS
+
 struct cJSON;
 
 typedef enum tq_family_id {
@@ -91,20 +93,20 @@ typedef struct tq_family {
                                          * as mlx-lm's sanitize would (named in the summary) */
 } tq_family;
 
-const tq_family *tq_family_get(tq_family_id id);
+TQ_API const tq_family *tq_family_get(tq_family_id id);
 /* By canonical name or any of its model_type values; NULL when unknown. */
-const tq_family *tq_family_by_name(const char *name);
+TQ_API const tq_family *tq_family_by_name(const char *name);
 /* The family of a config.json: model_type (top level, then text_config), then
  * architectures[0]. NULL when the config names no family tq knows. */
-const tq_family *tq_family_detect(const struct cJSON *config);
+TQ_API const tq_family *tq_family_detect(const struct cJSON *config);
 /* The object holding the language model's keys: text_config when present, else config. */
-const struct cJSON *tq_family_text_config(const struct cJSON *config);
+TQ_API const struct cJSON *tq_family_text_config(const struct cJSON *config);
 /* KEY's value, looked up in text_config first, then at the top level; NULL when absent or
  * null. */
-const struct cJSON *tq_family_cfg_item(const struct cJSON *config, const char *key);
+TQ_API const struct cJSON *tq_family_cfg_item(const struct cJSON *config, const char *key);
 /* An unsigned config key, looked up in text_config first, then at the top level.
  * 0 found, 1 absent (or null), -1 present but not a non-negative integer (e names the key). */
-int tq_family_cfg_u64(const struct cJSON *config, const char *key, uint64_t *out, tq_err *e);
+TQ_API int tq_family_cfg_u64(const struct cJSON *config, const char *key, uint64_t *out, tq_err *e);
 
 /* The one validation pass over a config.json, run by every reader (tq-run, tq-split,
  * tq-convert) before it uses a value: each key tq reads is checked when present for its type,
@@ -114,21 +116,21 @@ int tq_family_cfg_u64(const struct cJSON *config, const char *key, uint64_t *out
  * partial_rotary_factor in (0, 1], the MLA and DeltaNet dims, the quantization block). f may
  * be NULL (generic keys only). An error reads "DIR: config.json: "KEY" is VALUE: why" (DIR
  * NULL: without the prefix). Absent keys are left to the reader (defaults, "missing"). */
-int tq_family_config_check(const tq_family *f, const struct cJSON *config, const char *dir, tq_err *e);
+TQ_API int tq_family_config_check(const tq_family *f, const struct cJSON *config, const char *dir, tq_err *e);
 
 /* Whether layer L of a model with this config has routed experts: 1 MoE, 0 dense, -1 config
  * error (e names the key). Dense families always answer 0. */
-int tq_family_layer_is_moe(const tq_family *f, const struct cJSON *config, uint64_t layer, tq_err *e);
+TQ_API int tq_family_layer_is_moe(const tq_family *f, const struct cJSON *config, uint64_t layer, tq_err *e);
 /* Routed experts per MoE layer as the config says (0 when the family is dense or the key is
  * absent); -1 on a malformed value. */
-int tq_family_num_experts(const tq_family *f, const struct cJSON *config, uint64_t *out, tq_err *e);
+TQ_API int tq_family_num_experts(const tq_family *f, const struct cJSON *config, uint64_t *out, tq_err *e);
 
 /* Attention kind of layer L: layer_types when the config lists them, else the family's
  * pattern (qwen3_next/qwen3_5: full every full_attention_interval (4) layers, else linear;
  * gpt_oss: sliding on even layers; gemma4: full every sliding_window_pattern (5) layers;
  * mixtral: sliding when sliding_window is set). -1 on a malformed config (e names the key). */
 enum tq_attn_kind { TQ_ATTN_FULL, TQ_ATTN_LINEAR, TQ_ATTN_SLIDING };
-int tq_family_attn_kind(const tq_family *f, const struct cJSON *config, uint64_t layer, tq_err *e);
+TQ_API int tq_family_attn_kind(const tq_family *f, const struct cJSON *config, uint64_t layer, tq_err *e);
 
 /* ---- tensor names */
 typedef enum tq_name_role {
@@ -166,33 +168,35 @@ typedef struct tq_name_info {
 /* Analyse a tensor name of a checkpoint of family f (HF or MLX naming; f NULL: the qwen3_moe
  * layout). n_layers = num_hidden_layers (0: unknown), which places DeepSeek-style MTP layers.
  * Never fails: a name the family does not explain is TQ_ROLE_OTHER. */
-void tq_family_name(const tq_family *f, uint64_t n_layers, const char *name, tq_name_info *out);
+TQ_API void tq_family_name(const tq_family *f, uint64_t n_layers, const char *name, tq_name_info *out);
 /* A name that looks like a routed expert tensor of some family ("experts.<n>.", ".experts."
  * + a projection, "switch_mlp.", "switch_glu."): tq-split refuses to leave such a tensor
  * pinned when the family does not explain it. */
-int tq_family_looks_like_expert(const char *name);
+TQ_API int tq_family_looks_like_expert(const char *name);
 
 /* The MLX (post-sanitize) name of a non-expert tensor name: the wrapped root
  * "model.language_model." becomes "language_model.model.", "lm_head." becomes
  * "language_model.lm_head." (wrapped families only); everything else is unchanged.
  * Writes at most cap bytes; returns 0 or -1 when it does not fit. */
-int tq_family_mlx_name(const tq_family *f, const char *name, char *out, size_t cap);
+TQ_API int tq_family_mlx_name(const tq_family *f, const char *name, char *out, size_t cap);
 /* The inverse (HF name of an MLX name), for --dequantize. */
-int tq_family_hf_name(const tq_family *f, const char *name, char *out, size_t cap);
+TQ_API int tq_family_hf_name(const tq_family *f, const char *name, char *out, size_t cap);
 /* Module path P (a tensor name without ".weight") is a linear layer of the family's mlx-lm
  * class: 1 yes (quantizable), 0 no. P is in MLX naming. */
-int tq_family_is_linear(const tq_family *f, const char *P);
+TQ_API int tq_family_is_linear(const tq_family *f, const char *P);
 /* Tensor (MLX naming) must stay float and bit-identical: routers, shared-expert gates, the
  * family's keep_float list, and generic never-quantize modules (norms, conv1d, A_log,
  * dt_bias, sinks, indexers). Returns a short reason or NULL. */
-const char *tq_family_keep_reason(const tq_family *f, const char *name);
+TQ_API const char *tq_family_keep_reason(const tq_family *f, const char *name);
 /* HF norm weights stored as offsets from 1 that the MLX form stores as 1 + w (families with
  * TQ_FT_NORM_SHIFT): 1 when NAME (1-D) is one of them. */
-int tq_family_norm_is_shifted(const tq_family *f, const char *name);
+TQ_API int tq_family_norm_is_shifted(const tq_family *f, const char *name);
 /* Layer-file order of expert tensor kinds: rank of (proj, suffix), or -1. Gate, up, gate_up,
  * down; within one: weight/blocks, scales, biases, bias. */
-int tq_family_slot_rank(int proj, const char *suffix);
+TQ_API int tq_family_slot_rank(int proj, const char *suffix);
 /* "gate_proj" etc. (MLX projection names) */
-const char *tq_family_proj_name(int proj);
+TQ_API const char *tq_family_proj_name(int proj);
+
+TQ_END_DECLS
 
 #endif

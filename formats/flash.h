@@ -7,6 +7,8 @@
 #include "common/common.h"
 #include "formats/formats.h"
 
+TQ_BEGIN_DECLS
+
 struct cJSON;
 
 /* ================================================================ layer files
@@ -50,42 +52,42 @@ typedef struct tq_flash_header {
  * ideally the whole header page; bytes after the JSON up to page_size must be NUL).
  * file_size: the real file size, checked against total_size (UINT64_MAX: don't check).
  * Either format is accepted; h->kind says which. path is used only in messages. */
-int tq_flash_parse(tq_flash_header *h, const void *buf, size_t len, uint64_t file_size,
-                   const char *path, tq_err *e);
+TQ_API int tq_flash_parse(tq_flash_header *h, const void *buf, size_t len, uint64_t file_size,
+                          const char *path, tq_err *e);
 /* Open PATH, read and parse its header page. */
-int tq_flash_read(tq_flash_header *h, const char *path, tq_err *e);
-void tq_flash_header_free(tq_flash_header *h);
+TQ_API int tq_flash_read(tq_flash_header *h, const char *path, tq_err *e);
+TQ_API void tq_flash_header_free(tq_flash_header *h);
 /* Find a tensor; "mlp.switch_mlp.X" and "switch_mlp.X" (and "mlp.X"/"X") name the same one. */
-const tq_flash_tensor *tq_flash_find(const tq_flash_header *h, const char *name);
+TQ_API const tq_flash_tensor *tq_flash_find(const tq_flash_header *h, const char *name);
 /* Byte range of expert e's block in a moe_flash_v1 file (one pread reads it all). */
-int tq_flash_expert_range(const tq_flash_header *h, uint64_t expert, uint64_t *offset,
-                          uint64_t *length, tq_err *e);
+TQ_API int tq_flash_expert_range(const tq_flash_header *h, uint64_t expert, uint64_t *offset,
+                                 uint64_t *length, tq_err *e);
 /* The header JSON text (sorted keys, compact) for h; fails with TQ_EDATA naming path when it
  * does not fit in h->page_size - 1 bytes (the page keeps at least one NUL). Caller frees. */
-char *tq_flash_header_json(const tq_flash_header *h, const char *path, tq_err *e);
+TQ_API char *tq_flash_header_json(const tq_flash_header *h, const char *path, tq_err *e);
 /* Fill offsets, nbytes, expert_block_size/data_start/total_size for h->tensors (name, dtype,
  * shape filled) laid out in their order at page_size alignment. */
-int tq_flash_layout(tq_flash_header *h, tq_err *e);
+TQ_API int tq_flash_layout(tq_flash_header *h, tq_err *e);
 /* Block order inside an expert block or dense FFN file: gate_proj, up_proj, gate_up_proj,
  * down_proj, each .weight, .blocks, .scales, .biases, .bias (whichever exist). gate_up_proj
  * and .blocks occur only in layers whose source keeps its experts fused (split.json naming
  * "fused": one expert's slice of HF gate_up_proj [E, 2I, H] is one tensor; gpt-oss MXFP4
  * blocks, scales and biases likewise). Rank of "PROJ.SUFFIX" in that order, or -1 when it is
  * not an FFN tensor tail; projection rank / TQ_FLASH_NSUFFIX, suffix rank % TQ_FLASH_NSUFFIX. */
-int tq_flash_slot_rank(const char *proj, const char *suffix);
+TQ_API int tq_flash_slot_rank(const char *proj, const char *suffix);
 #define TQ_FLASH_NPROJ 4
 #define TQ_FLASH_NSUFFIX 5
 #define TQ_FLASH_NSLOTS (TQ_FLASH_NPROJ * TQ_FLASH_NSUFFIX)
 #define TQ_FLASH_PROJ(rank) tq_flash_projs[(rank) / TQ_FLASH_NSUFFIX]
 #define TQ_FLASH_SUFFIX(rank) tq_flash_suffixes[(rank) % TQ_FLASH_NSUFFIX]
 enum { TQ_FLASH_GATE, TQ_FLASH_UP, TQ_FLASH_GATE_UP, TQ_FLASH_DOWN };
-extern const char *const tq_flash_projs[TQ_FLASH_NPROJ];
-extern const char *const tq_flash_suffixes[TQ_FLASH_NSUFFIX];
+TQ_API extern const char *const tq_flash_projs[TQ_FLASH_NPROJ];
+TQ_API extern const char *const tq_flash_suffixes[TQ_FLASH_NSUFFIX];
 
 /* dtype spellings in layer headers: written as MLX names ("uint32", "bfloat16"), read as
  * MLX names, "mlx.core."-prefixed MLX names, or safetensors names ("U32"). */
-const char *tq_flash_dtype_name(tq_dtype d);
-int tq_flash_dtype_parse(const char *s, tq_dtype *out);
+TQ_API const char *tq_flash_dtype_name(tq_dtype d);
+TQ_API int tq_flash_dtype_parse(const char *s, tq_dtype *out);
 
 /* ---------------------------------------------------------------- split.json */
 typedef struct tq_flash_block {
@@ -129,49 +131,51 @@ typedef struct tq_flash_manifest {
 } tq_flash_manifest;
 
 /* Load and validate DIR/split.json. */
-int tq_flash_manifest_load(tq_flash_manifest **out, const char *split_dir, tq_err *e);
-void tq_flash_manifest_free(tq_flash_manifest *m);
+TQ_API int tq_flash_manifest_load(tq_flash_manifest **out, const char *split_dir, tq_err *e);
+TQ_API void tq_flash_manifest_free(tq_flash_manifest *m);
 /* Block of (layer, expert), or NULL. */
-const tq_flash_block *tq_flash_manifest_block(const tq_flash_manifest *m, uint32_t layer,
-                                              uint64_t expert);
-const tq_flash_file *tq_flash_manifest_file(const tq_flash_manifest *m, const char *name);
+TQ_API const tq_flash_block *tq_flash_manifest_block(const tq_flash_manifest *m, uint32_t layer,
+                                                     uint64_t expert);
+TQ_API const tq_flash_file *tq_flash_manifest_file(const tq_flash_manifest *m, const char *name);
 /* SHA-256 of the first n bytes of path (read in bounded pieces); fails when it is shorter. */
-int tq_flash_hash_head(const char *path, uint64_t n, unsigned char out[32], tq_err *e);
+TQ_API int tq_flash_hash_head(const char *path, uint64_t n, unsigned char out[32], tq_err *e);
 /* The headers split.json records (pinned.safetensors, every layer file) still hash to their
  * header_sha256: a header edited after the split was made is refused, naming the file. Reads
  * only the headers. Files without a recorded header (older split.json) are not checked. */
-int tq_flash_manifest_check_headers(const tq_flash_manifest *m, const char *split_dir, tq_err *e);
+TQ_API int tq_flash_manifest_check_headers(const tq_flash_manifest *m, const char *split_dir, tq_err *e);
 /* Every file split.json lists has its recorded size and SHA-256, read in full with `threads`
  * workers (progress "verify" unless quiet); a layer file whose header and expert blocks tile
  * it is checked block by block, so a mismatch names the layer and expert. The first mismatch
  * fails it (TQ_EDATA), naming the file. */
-int tq_flash_manifest_check_data(const tq_flash_manifest *m, const char *split_dir, int threads, int quiet,
-                                 tq_err *e);
+TQ_API int tq_flash_manifest_check_data(const tq_flash_manifest *m, const char *split_dir, int threads, int quiet,
+                                        tq_err *e);
 /* Every file split.json lists other than pinned.safetensors and the layer files (config.json,
  * tokenizer files, tq-provenance.json: small, read whole by readers) has its recorded size and
  * SHA-256; the first that does not fails (TQ_EDATA), naming the file and the split.json key. */
-int tq_flash_manifest_check_small(const tq_flash_manifest *m, const char *split_dir, tq_err *e);
+TQ_API int tq_flash_manifest_check_small(const tq_flash_manifest *m, const char *split_dir, tq_err *e);
 /* Layer i's parsed header h (of the file path, named in messages) agrees with split.json: its
  * format is the kind, layer_idx, page_size = align (= the recorded header_bytes), total_size =
  * the recorded size, and (MoE) num_experts and every expert block where expert_blocks puts it. */
-int tq_flash_manifest_check_layer(const tq_flash_manifest *m, size_t i, const tq_flash_header *h, const char *path,
-                                  tq_err *e);
+TQ_API int tq_flash_manifest_check_layer(const tq_flash_manifest *m, size_t i, const tq_flash_header *h, const char *path,
+                                         tq_err *e);
 /* config's streaming block (config.json of split_dir; cfg_path in messages) agrees with
  * split.json: format, manifest "split.json", pinned_file "pinned.safetensors", page_size =
  * align, num_layers, num_experts and experts_per_tok (MoE), and expert_dir / ffn_dir naming
  * the layer files split.json lists (the same files, links followed). Refusals name the key. */
-int tq_flash_streaming_check(const struct cJSON *config, const tq_flash_manifest *m, const char *split_dir,
-                             const char *cfg_path, tq_err *e);
+TQ_API int tq_flash_streaming_check(const struct cJSON *config, const tq_flash_manifest *m, const char *split_dir,
+                                    const char *cfg_path, tq_err *e);
 /* What every reader checks when it opens split_dir (0 when it has no split.json: a peer's
  * split records nothing to check against): split.json loads, the recorded headers hash as
  * recorded, tq_flash_manifest_check_small, each layer file's header parses and passes
  * tq_flash_manifest_check_layer, and config.json (when present) passes tq_flash_streaming_check. */
-int tq_flash_split_open_check(const char *split_dir, tq_err *e);
+TQ_API int tq_flash_split_open_check(const char *split_dir, tq_err *e);
 
 /* The split directory seen as the model it came from: pinned tensors plus every expert / FFN
  * tensor under its source name (naming: TQ_NAMING_SOURCE = as split.json records, or forced
  * per-expert HF / stacked MLX names), each readable with tq_model_read. tq_split_join writes this
  * model out; tq-verify compares it against the source. Close with tq_model_close. */
-int tq_model_open_split(tq_model **out, const char *split_dir, int naming, tq_err *e);
+TQ_API int tq_model_open_split(tq_model **out, const char *split_dir, int naming, tq_err *e);
+
+TQ_END_DECLS
 
 #endif

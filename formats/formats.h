@@ -8,6 +8,8 @@
 
 #include "common/common.h"
 
+TQ_BEGIN_DECLS
+
 struct cJSON;
 
 /* ---------------------------------------------------------------- dtypes */
@@ -17,23 +19,23 @@ typedef enum tq_dtype {
     TQ_DT_COUNT
 } tq_dtype;
 
-const char *tq_dtype_name(tq_dtype d);        /* "BF16" */
-int tq_dtype_from_name(const char *s, tq_dtype *out); /* exact safetensors spelling; -1 if unknown */
-size_t tq_dtype_size(tq_dtype d);              /* bytes per element */
-int tq_dtype_is_float(tq_dtype d);             /* F16, BF16, F32, F64 */
+TQ_API const char *tq_dtype_name(tq_dtype d);        /* "BF16" */
+TQ_API int tq_dtype_from_name(const char *s, tq_dtype *out); /* exact safetensors spelling; -1 if unknown */
+TQ_API size_t tq_dtype_size(tq_dtype d);              /* bytes per element */
+TQ_API int tq_dtype_is_float(tq_dtype d);             /* F16, BF16, F32, F64 */
 
 /* Round-to-nearest-even conversions, NaN/Inf/subnormals handled (NaN stays NaN, quiet). */
-uint16_t tq_f32_to_f16(float f);
-uint16_t tq_f32_to_bf16(float f);
-float tq_f16_to_f32(uint16_t h);
-float tq_bf16_to_f32(uint16_t h);
+TQ_API uint16_t tq_f32_to_f16(float f);
+TQ_API uint16_t tq_f32_to_bf16(float f);
+TQ_API float tq_f16_to_f32(uint16_t h);
+TQ_API float tq_bf16_to_f32(uint16_t h);
 /* Bulk: n elements of src (F16/BF16/F32/F64) -> f32, and f32 -> dst (F16/BF16/F32). */
-int tq_to_f32(tq_dtype src_dt, const void *src, float *dst, size_t n, tq_err *e);
+TQ_API int tq_to_f32(tq_dtype src_dt, const void *src, float *dst, size_t n, tq_err *e);
 /* 1 when one of the n values at p (F16, BF16, F32, F64, F8_E5M2, F8_E4M3) is NaN or
  * infinite, with its index in *at and "NaN" or "infinite" in *what; 0 otherwise (and for
  * integer dtypes). Reads bit patterns only. */
-int tq_find_nonfinite(tq_dtype d, const void *p, size_t n, size_t *at, const char **what);
-int tq_from_f32(tq_dtype dst_dt, const float *src, void *dst, size_t n, tq_err *e);
+TQ_API int tq_find_nonfinite(tq_dtype d, const void *p, size_t n, size_t *at, const char **what);
+TQ_API int tq_from_f32(tq_dtype dst_dt, const float *src, void *dst, size_t n, tq_err *e);
 
 /* MXFP4 (formats/mxfp4.c), the one decoder for GGUF type 39 and gpt-oss's safetensors
  * <name>_blocks and <name>_scales: 32 FP4 E2M1 values per 16-byte block under one E8M0 exponent e. Every
@@ -45,11 +47,11 @@ int tq_from_f32(tq_dtype dst_dt, const float *src, void *dst, size_t n, tq_err *
  * nibble (GGUF block_mxfp4). tq_mxfp4_block / tq_mxfp4_decode always write every value and
  * return -1 (decode: *bad_block = the first such block) when a block's e is 255 (NaN in the
  * MX format; ggml_validate_row_data refuses it) or one of its values is infinite, else 0. */
-float tq_e8m0_half(uint8_t e);                      /* 2^(e-128) */
-float tq_mxfp4_value(unsigned nibble, uint8_t e);   /* one element */
-int tq_mxfp4_block(const uint8_t qs[16], uint8_t e, int ggml_order, float out[32]);
-int tq_mxfp4_decode(const uint8_t *blocks, const uint8_t *scales, uint64_t n_blocks, int ggml_order, float *out,
-                    uint64_t *bad_block);
+TQ_API float tq_e8m0_half(uint8_t e);                      /* 2^(e-128) */
+TQ_API float tq_mxfp4_value(unsigned nibble, uint8_t e);   /* one element */
+TQ_API int tq_mxfp4_block(const uint8_t qs[16], uint8_t e, int ggml_order, float out[32]);
+TQ_API int tq_mxfp4_decode(const uint8_t *blocks, const uint8_t *scales, uint64_t n_blocks, int ggml_order, float *out,
+                           uint64_t *bad_block);
 
 /* ------------------------------------------------------- safetensors read */
 #define TQ_MAX_DIMS 8
@@ -84,36 +86,36 @@ typedef struct tq_st_file {
 typedef enum tq_content_kind {
     TQ_CONTENT_UNKNOWN, TQ_CONTENT_SAFETENSORS, TQ_CONTENT_GGUF, TQ_CONTENT_JSON, TQ_CONTENT_LAYER, TQ_CONTENT_ZSTD,
 } tq_content_kind;
-tq_content_kind tq_sniff(const void *head, size_t n, uint64_t file_size);
-tq_content_kind tq_sniff_fd(int fd, uint64_t file_size); /* reads the first 64 bytes */
-const char *tq_content_name(tq_content_kind k); /* "a GGUF file" */
-const char *tq_content_hint(tq_content_kind k); /* what to give instead, for a tool that wanted another kind */
+TQ_API tq_content_kind tq_sniff(const void *head, size_t n, uint64_t file_size);
+TQ_API tq_content_kind tq_sniff_fd(int fd, uint64_t file_size); /* reads the first 64 bytes */
+TQ_API const char *tq_content_name(tq_content_kind k); /* "a GGUF file" */
+TQ_API const char *tq_content_hint(tq_content_kind k); /* what to give instead, for a tool that wanted another kind */
 
 /* An input as given on a command line, with HuggingFace cache entries resolved offline
  * (hf_cache.c): a cache directory models--ORG--NAME becomes its snapshots/REV (REV from
  * refs/main); a repo id ORG/NAME that is not a path is looked up in $HF_HUB_CACHE, else
  * $HF_HOME/hub, else ~/.cache/huggingface/hub. Anything else comes back as given. A new
  * string (free it), or NULL with e naming what is missing. */
-char *tq_hf_resolve(const char *arg, tq_err *e);
+TQ_API char *tq_hf_resolve(const char *arg, tq_err *e);
 
 /* Open and validate every reading rule of man tq-formats(5), SAFETENSORS. */
-int tq_st_open(tq_st_file **out, const char *path, tq_err *e);
-void tq_st_close(tq_st_file *f);
+TQ_API int tq_st_open(tq_st_file **out, const char *path, tq_err *e);
+TQ_API void tq_st_close(tq_st_file *f);
 /* The framing of a safetensors file: the little-endian u64 header length N at byte 0 (at
  * most TQ_ST_MAX_HEADER, and 8 + N within file_size) and the N header bytes after it, read
  * from fd into a new NUL-terminated buffer *json (caller frees). Checks the frame only, not
  * the header; errors name path. tq_st_open and the row-file code both read headers so. */
-int tq_st_read_header(int fd, uint64_t file_size, const char *path, char **json, uint64_t *len, tq_err *e);
+TQ_API int tq_st_read_header(int fd, uint64_t file_size, const char *path, char **json, uint64_t *len, tq_err *e);
 /* Validate a header given as bytes (used by tq_st_open and the fuzzers). file_size is the
  * size the data buffer must fill exactly. Fills f (path used only in messages). */
-int tq_st_parse_header(tq_st_file *f, const char *json, size_t len, uint64_t file_size, tq_err *e);
-const tq_tensor_info *tq_st_find(const tq_st_file *f, const char *name);
-const char *tq_st_meta(const tq_st_file *f, const char *key);
+TQ_API int tq_st_parse_header(tq_st_file *f, const char *json, size_t len, uint64_t file_size, tq_err *e);
+TQ_API const tq_tensor_info *tq_st_find(const tq_st_file *f, const char *name);
+TQ_API const char *tq_st_meta(const tq_st_file *f, const char *key);
 /* Read [off, off+len) of a tensor's bytes into buf (bounds-checked). */
-int tq_st_read(const tq_st_file *f, const tq_tensor_info *t, uint64_t off, void *buf, size_t len, tq_err *e);
+TQ_API int tq_st_read(const tq_st_file *f, const tq_tensor_info *t, uint64_t off, void *buf, size_t len, tq_err *e);
 /* Free what tq_st_parse_header filled (tensors, metadata, header copy); leaves path and fd.
  * For callers of tq_st_parse_header on a caller-owned struct (fuzzers). */
-void tq_st_free_header(tq_st_file *f);
+TQ_API void tq_st_free_header(tq_st_file *f);
 
 /* ------------------------------------------------------ safetensors write */
 typedef struct tq_st_decl {
@@ -128,27 +130,27 @@ typedef struct tq_st_writer tq_st_writer;
 /* Declare every tensor up front; the header (keys sorted, data laid out in name order,
  * JSON padded with spaces to a multiple of 8 or so that data starts at `align` if non-zero)
  * is written immediately to PATH.partial-XXXXXX. meta: n_meta key/value pairs (may be 0). */
-int tq_st_writer_open(tq_st_writer **w, const char *path, const tq_st_decl *decls, size_t n,
-                      const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
-                      uint64_t align, tq_err *e);
+TQ_API int tq_st_writer_open(tq_st_writer **w, const char *path, const tq_st_decl *decls, size_t n,
+                             const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
+                             uint64_t align, tq_err *e);
 /* The size of the file tq_st_writer_open would write for the same arguments (the same
  * checks; path only names it in messages), writing nothing: dry runs. */
-int tq_st_file_size(const char *path, const tq_st_decl *decls, size_t n, const char *const *meta_keys,
-                    const char *const *meta_vals, size_t n_meta, uint64_t align, uint64_t *size, tq_err *e);
+TQ_API int tq_st_file_size(const char *path, const tq_st_decl *decls, size_t n, const char *const *meta_keys,
+                           const char *const *meta_vals, size_t n_meta, uint64_t align, uint64_t *size, tq_err *e);
 /* Index of a declared tensor by name (-1 if absent) and its absolute offset/size. */
-long tq_st_writer_index(const tq_st_writer *w, const char *name);
-const tq_tensor_info *tq_st_writer_tensor(const tq_st_writer *w, size_t index);
+TQ_API long tq_st_writer_index(const tq_st_writer *w, const char *name);
+TQ_API const tq_tensor_info *tq_st_writer_tensor(const tq_st_writer *w, size_t index);
 /* Write bytes of tensor `index` at byte offset `off` within it (pwrite; any order, thread-safe
  * for disjoint ranges). */
-int tq_st_writer_write(tq_st_writer *w, size_t index, uint64_t off, const void *data, size_t len, tq_err *e);
-size_t tq_st_writer_count(const tq_st_writer *w);
+TQ_API int tq_st_writer_write(tq_st_writer *w, size_t index, uint64_t off, const void *data, size_t len, tq_err *e);
+TQ_API size_t tq_st_writer_count(const tq_st_writer *w);
 /* 0 if every declared byte has been written (and no write failed), else -1 naming the
  * first incomplete tensor. finish does this check itself. */
-int tq_st_writer_complete(const tq_st_writer *w, tq_err *e);
+TQ_API int tq_st_writer_complete(const tq_st_writer *w, tq_err *e);
 /* Check every declared byte was written, fsync, rename to the final name. Frees w. */
-int tq_st_writer_finish(tq_st_writer *w, tq_err *e);
+TQ_API int tq_st_writer_finish(tq_st_writer *w, tq_err *e);
 /* Remove the partial file. Frees w. */
-void tq_st_writer_abort(tq_st_writer *w);
+TQ_API void tq_st_writer_abort(tq_st_writer *w);
 
 /* -------------------------------------------------------- model directory */
 /* A source of tensors that is not a safetensors shard (GGUF: float tensors as stored, block
@@ -189,38 +191,38 @@ typedef struct tq_model {
  * file when there is no index) or a single .safetensors file. Checks that the index names
  * only present shards, that every tensor is in the shard the index says, no duplicates
  * across shards. */
-int tq_model_open(tq_model **out, const char *path, tq_err *e);
+TQ_API int tq_model_open(tq_model **out, const char *path, tq_err *e);
 /* tq_model_open with flags: TQ_MODEL_KEEP_NAMES keeps GGUF tensor names (tq-convert
  * --keep-names) instead of mapping them to HF/MLX names. */
 #define TQ_MODEL_KEEP_NAMES 1u
 /* TQ_MODEL_NO_SPLIT refuses a tq-split output directory (one with split.json), naming it,
  * for the tools that want the model it was made from (tq-convert, tq-split). */
 #define TQ_MODEL_NO_SPLIT 2u
-int tq_model_open_ex(tq_model **out, const char *path, unsigned flags, tq_err *e);
-void tq_model_close(tq_model *m);
-const tq_model_tensor *tq_model_find(const tq_model *m, const char *name);
+TQ_API int tq_model_open_ex(tq_model **out, const char *path, unsigned flags, tq_err *e);
+TQ_API void tq_model_close(tq_model *m);
+TQ_API const tq_model_tensor *tq_model_find(const tq_model *m, const char *name);
 /* Bits and group size config.json gives quantized module P (MLX affine, man tq-formats(5)):
  * P's own entry in the "quantization" (else "quantization_config") block, else the block's.
  * 1 found, 0 no block or no bits/group_size there (outputs untouched). */
-int tq_model_quant_params(const struct cJSON *config, const char *P, uint64_t *bits, uint64_t *group);
-int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len, tq_err *e);
+TQ_API int tq_model_quant_params(const struct cJSON *config, const char *P, uint64_t *bits, uint64_t *group);
+TQ_API int tq_model_read(const tq_model_tensor *t, uint64_t off, void *buf, size_t len, tq_err *e);
 /* Copy config-free extra files (tokenizer etc.) byte-identically into dir, and write the
  * generated ones (sorted JSON) that no extra file of the same name replaces. */
-int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e);
+TQ_API int tq_model_copy_extras(const tq_model *m, const char *dir, tq_err *e);
 /* What tq_model_copy_extras would write into a directory: names and sizes added to files. */
-int tq_model_extras_plan(const tq_model *m, tq_out_plan *files, tq_err *e);
+TQ_API int tq_model_extras_plan(const tq_model *m, tq_out_plan *files, tq_err *e);
 /* Generated file i (its JSON, and its name in *name) when it is to be written: present and not
  * replaced by an extra file of the same name; else NULL. The one rule tq-convert and tq-split
  * share. */
-struct cJSON *tq_model_generated_file(const tq_model *m, size_t i, const char **name);
+TQ_API struct cJSON *tq_model_generated_file(const tq_model *m, size_t i, const char **name);
 /* GGUF input (formats/gguf_model.c). Called by tq_model_open for a path ending in .gguf, or
  * a directory whose only model files are .gguf: m is zeroed except m->path (and m->flags);
  * it fills source, tensors (src set, names owned by the source), n_tensors and optionally
  * config. tq_model_close frees the tensors array and calls source->close. */
-int tq_model_open_gguf(tq_model *m, const char *path, tq_err *e);
+TQ_API int tq_model_open_gguf(tq_model *m, const char *path, tq_err *e);
 /* Base name of the file holding t ("model-00001-of-00002.safetensors"), or of m->path
  * for a non-safetensors source. */
-const char *tq_model_tensor_file(const tq_model *m, const tq_model_tensor *t);
+TQ_API const char *tq_model_tensor_file(const tq_model *m, const tq_model_tensor *t);
 
 /* ------------------------------------------------------------ provenance (provenance.c)
  * tq-provenance.json in every output directory a tool makes (man tq-formats(5), PROVENANCE):
@@ -238,57 +240,57 @@ typedef struct tq_provenance {
     size_t n_command;
 } tq_provenance;
 /* The document; m is the source (NULL for a generated output: no "source"). */
-struct cJSON *tq_provenance_json(const tq_provenance *pv, const tq_model *m, tq_err *e);
+TQ_API struct cJSON *tq_provenance_json(const tq_provenance *pv, const tq_model *m, tq_err *e);
 /* Write it into dir (nothing when pv is NULL). */
-int tq_provenance_write(const char *dir, const tq_provenance *pv, const tq_model *m, tq_err *e);
+TQ_API int tq_provenance_write(const char *dir, const tq_provenance *pv, const tq_model *m, tq_err *e);
 /* Its name and size added to files (dry runs; nothing when pv is NULL). */
-int tq_provenance_plan(const tq_provenance *pv, const tq_model *m, tq_out_plan *files, tq_err *e);
+TQ_API int tq_provenance_plan(const tq_provenance *pv, const tq_model *m, tq_out_plan *files, tq_err *e);
 /* Read and check DIR/tq-provenance.json (or the file DIR: a tq-provenance.json, or a
  * safetensors file's __metadata__ tq_provenance): the keys above with their types (errors
  * name the file and the key). */
-int tq_provenance_read(const char *dir, struct cJSON **out, tq_err *e);
+TQ_API int tq_provenance_read(const char *dir, struct cJSON **out, tq_err *e);
 /* A source's identity into the object `into`: "files" (name, size, data_bytes and
  * header_sha256 of each safetensors file; a GGUF file's name, size and first_mib_sha256)
  * and "total_bytes". split.json's "source" holds the same. */
-int tq_model_identity_json(struct cJSON *into, const tq_model *m, tq_err *e);
+TQ_API int tq_model_identity_json(struct cJSON *into, const tq_model *m, tq_err *e);
 
 /* tq-verify ls: one line per tensor "NAME<TAB>DTYPE<TAB>[SHAPE]<TAB>FILE<TAB>OFFSET<TAB>NBYTES",
  * or with json a document {path, files, n_tensors, total_bytes, tensors: [...]}. */
-int tq_model_list(const tq_model *m, FILE *out, int json, tq_err *e);
+TQ_API int tq_model_list(const tq_model *m, FILE *out, int json, tq_err *e);
 /* Read every tensor's bytes end to end (each shard's data region in file order, in
  * chunk-byte reads; non-safetensors sources tensor by tensor). *bytes = bytes read. */
-int tq_model_read_all(const tq_model *m, size_t chunk, uint64_t *bytes, tq_err *e);
+TQ_API int tq_model_read_all(const tq_model *m, size_t chunk, uint64_t *bytes, tq_err *e);
 
 /* Sharded model writer: declares all tensors, assigns them in name order to shards of at
  * most shard_size bytes of data (a tensor larger than that gets a shard of its own), writes
  * model.safetensors (one shard) or model-XXXXX-of-NNNNN.safetensors + index.json. */
 typedef struct tq_model_writer tq_model_writer;
-int tq_model_writer_open(tq_model_writer **w, const char *dir, const tq_st_decl *decls, size_t n,
-                         uint64_t shard_size, const char *const *meta_keys,
-                         const char *const *meta_vals, size_t n_meta, tq_err *e);
+TQ_API int tq_model_writer_open(tq_model_writer **w, const char *dir, const tq_st_decl *decls, size_t n,
+                                uint64_t shard_size, const char *const *meta_keys,
+                                const char *const *meta_vals, size_t n_meta, tq_err *e);
 /* The files tq_model_writer_open + finish would write for the same declarations (shards,
  * the index when there is more than one), appended to files with their exact sizes; writes
  * nothing (dir only names them in messages). */
-int tq_model_writer_plan(const char *dir, const tq_st_decl *decls, size_t n, uint64_t shard_size,
-                         const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
-                         tq_out_plan *files, tq_err *e);
+TQ_API int tq_model_writer_plan(const char *dir, const tq_st_decl *decls, size_t n, uint64_t shard_size,
+                                const char *const *meta_keys, const char *const *meta_vals, size_t n_meta,
+                                tq_out_plan *files, tq_err *e);
 /* The same, for --resume: a shard for which keep(keep_ctx, its file name) says 1 is complete
  * in dir from an earlier run; it is never opened, and writes to it are dropped. */
-int tq_model_writer_open_keep(tq_model_writer **w, const char *dir, const tq_st_decl *decls, size_t n,
-                              uint64_t shard_size, const char *const *meta_keys, const char *const *meta_vals,
-                              size_t n_meta, int (*keep)(void *ctx, const char *shard), void *keep_ctx, tq_err *e);
-long tq_model_writer_index(const tq_model_writer *w, const char *name);
+TQ_API int tq_model_writer_open_keep(tq_model_writer **w, const char *dir, const tq_st_decl *decls, size_t n,
+                                     uint64_t shard_size, const char *const *meta_keys, const char *const *meta_vals,
+                                     size_t n_meta, int (*keep)(void *ctx, const char *shard), void *keep_ctx, tq_err *e);
+TQ_API long tq_model_writer_index(const tq_model_writer *w, const char *name);
 /* Shards: their count, file names, the shard of tensor `index`, whether it was kept. */
-size_t tq_model_writer_shards(const tq_model_writer *w);
-const char *tq_model_writer_shard_name(const tq_model_writer *w, size_t s);
-size_t tq_model_writer_shard_of(const tq_model_writer *w, size_t index);
-int tq_model_writer_shard_kept(const tq_model_writer *w, size_t s);
+TQ_API size_t tq_model_writer_shards(const tq_model_writer *w);
+TQ_API const char *tq_model_writer_shard_name(const tq_model_writer *w, size_t s);
+TQ_API size_t tq_model_writer_shard_of(const tq_model_writer *w, size_t index);
+TQ_API int tq_model_writer_shard_kept(const tq_model_writer *w, size_t s);
 /* Shard s complete: fsync it and rename it to its name in dir now (a write to it afterwards
  * is an error); tq_model_writer_finish then leaves it as it is. */
-int tq_model_writer_finish_shard(tq_model_writer *w, size_t s, tq_err *e);
-int tq_model_writer_write(tq_model_writer *w, size_t index, uint64_t off, const void *data, size_t len, tq_err *e);
-int tq_model_writer_finish(tq_model_writer *w, tq_err *e);
-void tq_model_writer_abort(tq_model_writer *w);
+TQ_API int tq_model_writer_finish_shard(tq_model_writer *w, size_t s, tq_err *e);
+TQ_API int tq_model_writer_write(tq_model_writer *w, size_t index, uint64_t off, const void *data, size_t len, tq_err *e);
+TQ_API int tq_model_writer_finish(tq_model_writer *w, tq_err *e);
+TQ_API void tq_model_writer_abort(tq_model_writer *w);
 
 /* ------------------------------------------------------------ GGUF input */
 /* llama.cpp / ggml GGUF files (versions 2 and 3), read as hostile input (man tq-formats(5),
@@ -342,45 +344,45 @@ typedef struct tq_gguf_file {
     tq_gguf_tensor *tensors;       /* file order */
 } tq_gguf_file;
 
-int tq_gguf_open(tq_gguf_file **out, const char *path, tq_err *e);
-void tq_gguf_close(tq_gguf_file *f);
+TQ_API int tq_gguf_open(tq_gguf_file **out, const char *path, tq_err *e);
+TQ_API void tq_gguf_close(tq_gguf_file *f);
 /* Parse a header given as the first len bytes of a file of file_size bytes (the fuzzers'
  * entry point). A header running past len (< file_size) is an error too. *out owns a copy. */
-int tq_gguf_parse(tq_gguf_file **out, const char *name, const void *buf, size_t len,
-                  uint64_t file_size, tq_err *e);
-const tq_gguf_kv *tq_gguf_find_kv(const tq_gguf_file *f, const char *key);
-const tq_gguf_tensor *tq_gguf_find_tensor(const tq_gguf_file *f, const char *name);
+TQ_API int tq_gguf_parse(tq_gguf_file **out, const char *name, const void *buf, size_t len,
+                         uint64_t file_size, tq_err *e);
+TQ_API const tq_gguf_kv *tq_gguf_find_kv(const tq_gguf_file *f, const char *key);
+TQ_API const tq_gguf_tensor *tq_gguf_find_tensor(const tq_gguf_file *f, const char *name);
 /* Typed metadata access: 0 on success, -1 (no error filled) when absent or of another kind.
  * get_u64 accepts any non-negative integer type, get_f64 any number. */
-int tq_gguf_get_u64(const tq_gguf_file *f, const char *key, uint64_t *out);
-int tq_gguf_get_f64(const tq_gguf_file *f, const char *key, double *out);
+TQ_API int tq_gguf_get_u64(const tq_gguf_file *f, const char *key, uint64_t *out);
+TQ_API int tq_gguf_get_f64(const tq_gguf_file *f, const char *key, double *out);
 /* A string value as a NUL-terminated copy (caller frees); NULL when absent/not a string. */
-char *tq_gguf_get_str(const tq_gguf_file *f, const char *key);
-const char *tq_gguf_vtype_name(uint32_t t);
+TQ_API char *tq_gguf_get_str(const tq_gguf_file *f, const char *key);
+TQ_API const char *tq_gguf_vtype_name(uint32_t t);
 
 /* ggml tensor types. */
-const char *tq_ggml_type_name(uint32_t type);  /* "Q4_K", or NULL for an unknown id */
+TQ_API const char *tq_ggml_type_name(uint32_t type);  /* "Q4_K", or NULL for an unknown id */
 /* Block geometry of a known type; -1 for an unknown id. */
-int tq_ggml_type_block(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes);
+TQ_API int tq_ggml_type_block(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes);
 /* F32 F16 BF16, Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, Q2_K..Q6_K Q8_K, IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S
  * IQ3_XXS IQ3_S IQ4_NL IQ4_XS, TQ1_0 TQ2_0, MXFP4: every type ggml can dequantize. */
-int tq_ggml_type_can_dequant(uint32_t type);
-int tq_ggml_type_is_quantized(uint32_t type);  /* lossy block types (not F32/F16/BF16) */
+TQ_API int tq_ggml_type_can_dequant(uint32_t type);
+TQ_API int tq_ggml_type_is_quantized(uint32_t type);  /* lossy block types (not F32/F16/BF16) */
 /* Dequantize nblocks whole blocks of `type` from src to dst (bit-exact with ggml). */
-void tq_ggml_dequant(uint32_t type, const void *src, float *dst, uint64_t nblocks);
+TQ_API void tq_ggml_dequant(uint32_t type, const void *src, float *dst, uint64_t nblocks);
 /* The blocks ggml's own ggml_validate_row_data refuses: a NaN or infinite f16 (f32 for Q8_K)
  * scale or min, an MXFP4 E8M0 exponent 0xff (NaN in the MX format). -1 with *bad = the block
  * index and why = "scale is NaN (f16 0x7e01)" for the first such block, else 0. */
-int tq_ggml_check_blocks(uint32_t type, const void *src, uint64_t nblocks, uint64_t *bad, char *why, size_t cap);
+TQ_API int tq_ggml_check_blocks(uint32_t type, const void *src, uint64_t nblocks, uint64_t *bad, char *why, size_t cap);
 /* Elements [first, first+n) of tensor t as f32 (any alignment: covering blocks are read in
  * bounded chunks and dequantized). Unsupported types fail naming tensor and type. */
-int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first,
-                     uint64_t n, float *dst, tq_err *e);
+TQ_API int tq_gguf_read_f32(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first,
+                            uint64_t n, float *dst, tq_err *e);
 
 /* Elements [first, first+n) of a tensor of a one-element type (F32 F16 BF16 F64 I8..I64) as
  * the stored bytes (little-endian). */
-int tq_gguf_read_raw(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first, uint64_t n, void *dst,
-                     tq_err *e);
+TQ_API int tq_gguf_read_raw(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t first, uint64_t n, void *dst,
+                            tq_err *e);
 
 /* GGUF as a tq_model is tq_model_open_gguf (above): every tensor with the row-major shape (ne
  * reversed), F32/F16/BF16/F64/I8..I64 in their stored dtype and block types (was_quantized) as
@@ -389,11 +391,13 @@ int tq_gguf_read_raw(const tq_gguf_file *f, const tq_gguf_tensor *t, uint64_t fi
  * llama's Q/K rows un-permuted, config.json synthesized from the metadata unless the
  * directory has one. Warnings collected while opening (unknown architecture or tensor
  * names, quantized source tensors) live as long as the model; 0 for a non-GGUF model. */
-size_t tq_gguf_model_warnings(const tq_model *m, const char *const **out);
+TQ_API size_t tq_gguf_model_warnings(const tq_model *m, const char *const **out);
 /* A GGUF vocabulary as out[0] tokenizer.json, out[1] tokenizer_config.json, out[2]
  * generation_config.json (NULL where the file has nothing for it). A vocabulary tq cannot
  * describe (not gpt2/llama, or malformed metadata) gives NULLs and a warning in warn. -1 only
  * when out of memory. */
-int tq_gguf_tokenizer_files(const tq_gguf_file *f, struct cJSON *out[3], char *warn, size_t cap, tq_err *e);
+TQ_API int tq_gguf_tokenizer_files(const tq_gguf_file *f, struct cJSON *out[3], char *warn, size_t cap, tq_err *e);
+
+TQ_END_DECLS
 
 #endif

@@ -127,13 +127,16 @@ TQ_INLINE tq_v8f tq_v_f32(tq_v8u h)
 #else
 #define TQ_CLONES
 #endif
+/* gcc gives the ifunc symbol of a target_clones function default visibility whatever
+ * -fvisibility says, so an internal one says hidden itself (tests/cli/exports.sh). */
+#define TQ_HIDDEN __attribute__((visibility("hidden")))
 
 /* tq_quantize_groups for TQ_SCALE_LSQ (quantize_lsq.c); n is a multiple of group > 0. */
-int tq_quantize_lsq(const struct tq_codebook *cb, size_t group, const float *w, size_t n, uint8_t *idx,
+TQ_HIDDEN int tq_quantize_lsq(const struct tq_codebook *cb, size_t group, const float *w, size_t n, uint8_t *idx,
                     uint16_t *scales, double *err2, double *sum2, struct tq_err *e);
 
 /* dst[i] = f32(src[i]) * signs[i] for src of tq_dtype BF16, F16, F32 or F64 (the first
  * step of rotating a weight row, fused with the dtype conversion). */
-void tq_q_load_signed(int dtype, const void *src, const float *signs, size_t n, float *dst);
+TQ_HIDDEN void tq_q_load_signed(int dtype, const void *src, const float *signs, size_t n, float *dst);
 
 #endif

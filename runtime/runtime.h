@@ -13,6 +13,8 @@
 
 #include "common/common.h"
 
+TQ_BEGIN_DECLS
+
 /* How expert blocks are read when streaming: asked for in tq_run_opts.io_mode, and the mode
  * each layer file ended up with (tq_run_stats.io names it: "direct", "fadvise", "buffered"). */
 enum tq_run_io {
@@ -54,13 +56,13 @@ typedef struct tq_run_sampling {
 /* The sampler on its own (what tq_runner_generate runs with tq_run_opts.sampling): scratch
  * for a vocabulary of `vocab` and the random stream. */
 typedef struct tq_run_sampler tq_run_sampler;
-int tq_run_sampler_new(const tq_run_sampling *s, uint64_t vocab, tq_run_sampler **out, tq_err *e);
+TQ_API int tq_run_sampler_new(const tq_run_sampling *s, uint64_t vocab, tq_run_sampler **out, tq_err *e);
 /* The distribution the next token is drawn from, p[vocab] (0 for a filtered id; one-hot on
  * the argmax when greedy or when a logit is not finite). Draws nothing. */
-void tq_run_sampler_dist(tq_run_sampler *s, const float *logits, double *p);
+TQ_API void tq_run_sampler_dist(tq_run_sampler *s, const float *logits, double *p);
 /* The next token: one draw from the stream (none when greedy). */
-int32_t tq_run_sampler_next(tq_run_sampler *s, const float *logits);
-void tq_run_sampler_free(tq_run_sampler *s);
+TQ_API int32_t tq_run_sampler_next(tq_run_sampler *s, const float *logits);
+TQ_API void tq_run_sampler_free(tq_run_sampler *s);
 
 typedef struct tq_run_opts {
     int threads;            /* compute threads; 0 = tq_default_threads() */
@@ -93,7 +95,7 @@ typedef struct tq_run_opts {
     void *user;
 } tq_run_opts;
 
-void tq_run_opts_default(tq_run_opts *o);
+TQ_API void tq_run_opts_default(tq_run_opts *o);
 
 typedef struct tq_run_stats {
     char arch[32];              /* config.json's model_type (text_config's for multimodal ones) */
@@ -120,15 +122,15 @@ typedef struct tq_run_stats {
 typedef struct tq_runner tq_runner;
 
 /* Open MODEL_DIR (plain, TurboQuant, MLX affine or split) and load the resident part. */
-int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o, tq_err *e);
-uint64_t tq_runner_vocab(const tq_runner *r);
+TQ_API int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o, tq_err *e);
+TQ_API uint64_t tq_runner_vocab(const tq_runner *r);
 /* Decode: feeds the prompt, then generates up to max_tokens tokens into out_tokens (greedy, or
  * as o.sampling says; fewer when a stop token comes: st->generated_tokens says how many).
  * Step s's logits (s = 0 .. max_tokens-1) are the ones token s was chosen from.
  * One call per runner. */
-int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
-                       int32_t *out_tokens, tq_run_stats *st, tq_err *e);
-void tq_runner_close(tq_runner *r);
+TQ_API int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
+                              int32_t *out_tokens, tq_run_stats *st, tq_err *e);
+TQ_API void tq_runner_close(tq_runner *r);
 
 /* Text generation: a prompt string in, text out through a callback as it is generated.
  * The prompt is encoded with tok (tokenizer/tokenizer.h; special tokens written in it, such as
@@ -160,16 +162,16 @@ typedef struct tq_run_text_result {
     size_t text_len;
     int stopped;          /* ended on the eos token */
 } tq_run_text_result;
-void tq_run_text_result_free(tq_run_text_result *res);
+TQ_API void tq_run_text_result_free(tq_run_text_result *res);
 
 /* prompt[len] is UTF-8 text (not valid UTF-8: an error naming the byte offset). One call per
  * runner, as tq_runner_generate. On failure res holds nothing (freed). */
-int tq_runner_generate_text(tq_runner *r, const struct tq_tok *tok, const char *prompt, size_t len,
-                            const tq_run_text_opts *o, tq_run_text_result *res, tq_run_stats *st, tq_err *e);
+TQ_API int tq_runner_generate_text(tq_runner *r, const struct tq_tok *tok, const char *prompt, size_t len,
+                                   const tq_run_text_opts *o, tq_run_text_result *res, tq_run_stats *st, tq_err *e);
 /* The same from prompt token ids (copied into res->prompt_ids). */
-int tq_runner_generate_text_ids(tq_runner *r, const struct tq_tok *tok, const int32_t *prompt, size_t n_prompt,
-                                const tq_run_text_opts *o, tq_run_text_result *res, tq_run_stats *st,
-                                tq_err *e);
+TQ_API int tq_runner_generate_text_ids(tq_runner *r, const struct tq_tok *tok, const int32_t *prompt, size_t n_prompt,
+                                       const tq_run_text_opts *o, tq_run_text_result *res, tq_run_stats *st,
+                                       tq_err *e);
 
 /* Perplexity of a token sequence, teacher-forced with a sliding window: windows of `window`
  * tokens start every `stride` tokens (1 <= stride < window), each from an empty state, and
@@ -186,17 +188,17 @@ typedef struct tq_run_eval {
     double mean_nll;       /* mean negative log-likelihood, nats per scored token */
     double perplexity;     /* exp(mean_nll) */
 } tq_run_eval;
-int tq_runner_eval(tq_runner *r, const int32_t *ids, size_t n, uint64_t window, uint64_t stride,
-                   tq_run_eval *ev, tq_run_stats *st, tq_err *e);
+TQ_API int tq_runner_eval(tq_runner *r, const int32_t *ids, size_t n, uint64_t window, uint64_t stride,
+                          tq_run_eval *ev, tq_run_stats *st, tq_err *e);
 
 /* Open + generate + close: the golden decode tq-verify compares. out_tokens holds
  * max_tokens ids; sha256 is the SHA-256 of the raw f32 logits stream (what --logits writes). */
-int tq_run_validate(const char *model_dir, const int32_t *prompt, size_t n_prompt,
-                    size_t max_tokens, const tq_run_opts *o, int32_t *out_tokens,
-                    unsigned char logits_sha256[32], tq_err *e);
+TQ_API int tq_run_validate(const char *model_dir, const int32_t *prompt, size_t n_prompt,
+                           size_t max_tokens, const tq_run_opts *o, int32_t *out_tokens,
+                           unsigned char logits_sha256[32], tq_err *e);
 
 /* Stats as a JSON object (keys sorted when printed with tq_json_print). */
-struct cJSON *tq_run_stats_json(const tq_run_stats *st, const int32_t *tokens, size_t n);
+TQ_API struct cJSON *tq_run_stats_json(const tq_run_stats *st, const int32_t *tokens, size_t n);
 
 /* Quality of a test logits file against a reference one (both steps x vocab raw f32):
  * share of steps whose argmax agrees, mean KL(ref || test) in nats per step, and the largest
@@ -206,7 +208,9 @@ typedef struct tq_run_logits_cmp {
     double top1_rate, mean_kl, max_kl;
     double max_rel_diff; /* max over steps of max_i |ref_i - test_i| / max_i |ref_i| */
 } tq_run_logits_cmp;
-int tq_run_logits_compare(const char *ref_path, const char *test_path, uint64_t vocab,
-                      tq_run_logits_cmp *out, tq_err *e);
+TQ_API int tq_run_logits_compare(const char *ref_path, const char *test_path, uint64_t vocab,
+                             tq_run_logits_cmp *out, tq_err *e);
+
+TQ_END_DECLS
 
 #endif

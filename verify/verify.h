@@ -4,6 +4,8 @@
 
 #include "common/common.h"
 
+TQ_BEGIN_DECLS
+
 struct cJSON;
 
 #define TQ_SUMS_NAME "SHA256SUMS"
@@ -15,7 +17,7 @@ struct cJSON;
 
 /* Progress of hashing on stderr when it is a TTY (off by default; tools turn it on unless
  * --quiet). */
-void tq_verify_progress(int enabled);
+TQ_API void tq_verify_progress(int enabled);
 
 /* ------------------------------------------------------------ SHA256SUMS */
 /* One line of a SHA256SUMS file: "<64 hex>  <path>\n" (what sha256sum -c accepts). */
@@ -27,18 +29,18 @@ typedef struct tq_sum_entry {
 /* Parse SHA256SUMS text (hostile): every line "<64 hex><2 sep><relative path>", lowercase or
  * uppercase hex, "  " or " *" separator, safe relative paths only, no duplicates. `what`
  * names the file in messages. Entries come back sorted by path. */
-int tq_sums_parse(const char *text, size_t len, const char *what, tq_sum_entry **out, size_t *n,
-                  tq_err *e);
-void tq_sums_free(tq_sum_entry *v, size_t n);
+TQ_API int tq_sums_parse(const char *text, size_t len, const char *what, tq_sum_entry **out, size_t *n,
+                         tq_err *e);
+TQ_API void tq_sums_free(tq_sum_entry *v, size_t n);
 
 /* A path a manifest may name: relative, '/'-separated, no empty, "." or ".." component, no
  * backslash, newline or control character. 1 if safe. */
-int tq_verify_path_ok(const char *path);
+TQ_API int tq_verify_path_ok(const char *path);
 
 /* Regular files under dir, recursively, as sorted relative paths (strcmp order), without
  * SHA256SUMS, tq-manifest.json and model.sig at the top. Symbolic links to regular files
  * count as files; anything else that is not a regular file or directory is an error. */
-int tq_verify_walk(const char *dir, char ***paths, size_t *n, tq_err *e);
+TQ_API int tq_verify_walk(const char *dir, char ***paths, size_t *n, tq_err *e);
 
 /* -------------------------------------------------------------- manifest */
 /* A named byte range of a file with its own hash: a safetensors tensor or an expert block. */
@@ -72,21 +74,21 @@ typedef struct tq_manifest {
  * big files alongside their whole-file hash). Every *.safetensors file must parse; its
  * tensors get dtype, shape, offsets and SHA-256. Expert blocks of moe_flash_v1 layer files
  * described by a split.json get (layer, expert, offsets, SHA-256). */
-int tq_manifest_build(const char *dir, int threads, tq_manifest **out, tq_err *e);
-void tq_manifest_free(tq_manifest *m);
-const tq_mf_file *tq_manifest_find(const tq_manifest *m, const char *path);
+TQ_API int tq_manifest_build(const char *dir, int threads, tq_manifest **out, tq_err *e);
+TQ_API void tq_manifest_free(tq_manifest *m);
+TQ_API const tq_mf_file *tq_manifest_find(const tq_manifest *m, const char *path);
 /* tq-manifest.json document (caller frees with cJSON_Delete; print with tq_json_print). */
-struct cJSON *tq_manifest_to_json(const tq_manifest *m, tq_err *e);
+TQ_API struct cJSON *tq_manifest_to_json(const tq_manifest *m, tq_err *e);
 /* Parse a tq-manifest.json document (hostile). */
-int tq_manifest_from_json(const char *text, size_t len, const char *what, tq_manifest **out, tq_err *e);
+TQ_API int tq_manifest_from_json(const char *text, size_t len, const char *what, tq_manifest **out, tq_err *e);
 /* SHA256SUMS text for m (sorted by path). Caller frees. */
-char *tq_manifest_sums(const tq_manifest *m, size_t *len, tq_err *e);
+TQ_API char *tq_manifest_sums(const tq_manifest *m, size_t *len, tq_err *e);
 /* Write dir/SHA256SUMS and dir/tq-manifest.json, each atomically. */
-int tq_manifest_write(const char *dir, const tq_manifest *m, tq_err *e);
+TQ_API int tq_manifest_write(const char *dir, const tq_manifest *m, tq_err *e);
 /* tq-verify manifest: build and write, with every file and directory under dir recorded
  * (tq_sources) before it is read and checked before anything is written; one that changed
  * meanwhile fails (TQ_EDATA, naming it) and nothing is written. */
-int tq_manifest_update(const char *dir, int threads, tq_manifest **out, tq_err *e);
+TQ_API int tq_manifest_update(const char *dir, int threads, tq_manifest **out, tq_err *e);
 
 /* ------------------------------------------------------------------ check */
 enum tq_problem_kind {
@@ -115,14 +117,14 @@ typedef struct tq_check_report {
 /* Verify a directory against its tq-manifest.json (or SHA256SUMS when there is none, or
  * split.json for a split directory without either). Returns 0 when the check ran (the
  * report may hold problems), -1 when it could not run (no manifest at all, unreadable). */
-int tq_check_dir(const char *dir, int threads, tq_check_report *r, tq_err *e);
+TQ_API int tq_check_dir(const char *dir, int threads, tq_check_report *r, tq_err *e);
 /* Verify a bundle written by tq_bundle_pack in one streaming pass, writing nothing. A corrupt or
  * truncated archive is an error (-1). */
-int tq_check_bundle(const char *path, tq_check_report *r, tq_err *e);
-void tq_check_report_free(tq_check_report *r);
-struct cJSON *tq_check_report_json(const tq_check_report *r);
+TQ_API int tq_check_bundle(const char *path, tq_check_report *r, tq_err *e);
+TQ_API void tq_check_report_free(tq_check_report *r);
+TQ_API struct cJSON *tq_check_report_json(const tq_check_report *r);
 /* "FILE: what: detail" lines, one per problem. */
-void tq_check_report_print(const tq_check_report *r, FILE *f);
+TQ_API void tq_check_report_print(const tq_check_report *r, FILE *f);
 
 /* ---------------------------------------------------------------- bundles */
 /* Deterministic .tar.zst of dir: entries tq-manifest.json, SHA256SUMS, then every file in
@@ -130,12 +132,12 @@ void tq_check_report_print(const tq_check_report *r, FILE *f);
  * sums are generated fresh; when dir already has them they must agree with its content.
  * Files are hashed again while packed, so a file that changes during pack fails it.
  * Output is atomic. */
-int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_err *e);
+TQ_API int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_err *e);
 /* Verify and extract a bundle into OUT through OUT.partial-XXXXXX; any problem leaves nothing
  * under OUT. An existing non-empty OUT is refused (TQ_EEXIST) unless force, which replaces it
  * whole at the end (tq_out_dir_check's rule). Progress: phase "unpack" (tq_check_bundle's is
  * "check"), the bytes of the files the manifest lists. */
-int tq_bundle_unpack(const char *bundle, const char *out, int force, tq_check_report *r, tq_err *e);
+TQ_API int tq_bundle_unpack(const char *bundle, const char *out, int force, tq_check_report *r, tq_err *e);
 
 /* ------------------------------------------------------ model signatures */
 /* OpenSSF Model Signing (the model_signing tool's "key" method): an in-toto Statement v1
@@ -163,23 +165,23 @@ typedef struct tq_oms_info {
     size_t files;
     uint64_t bytes;
 } tq_oms_info;
-void tq_oms_info_free(tq_oms_info *info);
+TQ_API void tq_oms_info_free(tq_oms_info *info);
 
 /* Hash MODEL and write its signature (atomically) with the PEM private key key_pem (ECDSA
  * P-256/P-384/P-521 or Ed25519, unencrypted). */
-int tq_oms_sign(const char *model, const char *key_pem, const tq_oms_opts *o, tq_oms_info *info, tq_err *e);
+TQ_API int tq_oms_sign(const char *model, const char *key_pem, const tq_oms_opts *o, tq_oms_info *info, tq_err *e);
 /* Check the signature with the PEM public key pub_pem, then every file of MODEL against it:
  * differing, missing and extra files go into r (0 returned); -1 when the signature is
  * malformed, of another key or not valid, or MODEL cannot be read. */
-int tq_oms_verify(const char *model, const char *pub_pem, const tq_oms_opts *o, tq_check_report *r,
-                  tq_oms_info *info, tq_err *e);
+TQ_API int tq_oms_verify(const char *model, const char *pub_pem, const tq_oms_opts *o, tq_check_report *r,
+                         tq_oms_info *info, tq_err *e);
 /* Directories: as tq_check_dir, and with pub_pem also tq_oms_verify (its problems added to r). */
-int tq_check_dir_signed(const char *dir, int threads, const char *pub_pem, tq_check_report *r, tq_oms_info *info,
-                        tq_err *e);
+TQ_API int tq_check_dir_signed(const char *dir, int threads, const char *pub_pem, tq_check_report *r, tq_oms_info *info,
+                               tq_err *e);
 /* Bundles: as tq_check_bundle, and with pub_pem also check the bundle's model.sig and every
  * signed file against the bundle's entries (problems into r). */
-int tq_check_bundle_signed(const char *path, const char *pub_pem, tq_check_report *r, tq_oms_info *info,
-                           tq_err *e);
+TQ_API int tq_check_bundle_signed(const char *path, const char *pub_pem, tq_check_report *r, tq_oms_info *info,
+                                  tq_err *e);
 
 /* ------------------------------------------------------------- compare */
 typedef struct tq_cmp_diff {
@@ -195,9 +197,9 @@ typedef struct tq_cmp_report {
 } tq_cmp_report;
 
 /* Tensor by tensor, bit-exact, whatever the sharding of a and b (model dirs or files). */
-int tq_compare_models(const char *a, const char *b, tq_cmp_report *r, tq_err *e);
-void tq_cmp_report_free(tq_cmp_report *r);
-struct cJSON *tq_cmp_report_json(const tq_cmp_report *r);
+TQ_API int tq_compare_models(const char *a, const char *b, tq_cmp_report *r, tq_err *e);
+TQ_API void tq_cmp_report_free(tq_cmp_report *r);
+TQ_API struct cJSON *tq_cmp_report_json(const tq_cmp_report *r);
 
 /* ---------------------------------------------------------------- golden */
 /* Golden file (tq_golden_v1): {"format": "tq_golden_v1", "prompt": [ids], "max_tokens": N,
@@ -234,9 +236,9 @@ typedef struct tq_golden_result {
 
 /* Run the runtime's validation decode (greedy) on model with the golden file's prompt and
  * compare generated tokens and the logits hash. */
-int tq_golden_run(const char *model, const char *golden, const tq_golden_opts *o,
-                  tq_golden_result *res, tq_err *e);
-void tq_golden_result_free(tq_golden_result *res);
+TQ_API int tq_golden_run(const char *model, const char *golden, const tq_golden_opts *o,
+                         tq_golden_result *res, tq_err *e);
+TQ_API void tq_golden_result_free(tq_golden_result *res);
 
 /* --------------------------------------------------------------- quality */
 /* tq-verify quality: a model (TEST, usually quantized) against its reference (REF, usually the
@@ -287,11 +289,13 @@ typedef struct tq_quality_report {
     char *ref, *test;
 } tq_quality_report;
 
-int tq_quality_run(const char *ref, const char *test, const tq_quality_opts *o, tq_quality_report *r, tq_err *e);
-void tq_quality_report_free(tq_quality_report *r);
-struct cJSON *tq_quality_report_json(const tq_quality_report *r);
+TQ_API int tq_quality_run(const char *ref, const char *test, const tq_quality_opts *o, tq_quality_report *r, tq_err *e);
+TQ_API void tq_quality_report_free(tq_quality_report *r);
+TQ_API struct cJSON *tq_quality_report_json(const tq_quality_report *r);
 /* The per-layer plot: an SVG document of the per-layer relative MSE (all differing tensors,
  * and one series per class), the same bytes for the same report. Caller frees. */
-char *tq_quality_svg(const tq_quality_report *r, size_t *len, tq_err *e);
+TQ_API char *tq_quality_svg(const tq_quality_report *r, size_t *len, tq_err *e);
+
+TQ_END_DECLS
 
 #endif

@@ -6,6 +6,8 @@
 #include "common/common.h"
 #include "formats/formats.h"
 
+TQ_BEGIN_DECLS
+
 struct cJSON;
 
 /* ================================================================ row files (tq-rowlayout)
@@ -30,16 +32,16 @@ typedef struct tq_rows_identity {
 } tq_rows_identity;
 
 /* hex SHA-256 of the canonical form of the JSON header text. */
-int tq_rows_header_sha256(const char *json, size_t len, const char *path, char hex[65], tq_err *e);
+TQ_API int tq_rows_header_sha256(const char *json, size_t len, const char *path, char hex[65], tq_err *e);
 
 /* stat + header hash of PATH (follows symlinks, as os.stat does). */
-int tq_rows_identity_read(const char *path, tq_rows_identity *id, tq_err *e);
+TQ_API int tq_rows_identity_read(const char *path, tq_rows_identity *id, tq_err *e);
 /* Canonical JSON text of the identity (exact 64-bit integers). Caller frees. */
-char *tq_rows_identity_json(const tq_rows_identity *id, tq_err *e);
+TQ_API char *tq_rows_identity_json(const tq_rows_identity *id, tq_err *e);
 /* Parse the metadata string `source` (any key order/spacing; exact integers). */
-int tq_rows_identity_parse(const char *text, tq_rows_identity *id, tq_err *e);
+TQ_API int tq_rows_identity_parse(const char *text, tq_rows_identity *id, tq_err *e);
 /* Empty string when equal, else "size 10 -> 12, mtime_ns ..., header_sha256 differs". */
-void tq_rows_identity_diff(const tq_rows_identity *was, const tq_rows_identity *now, char *buf, size_t cap);
+TQ_API void tq_rows_identity_diff(const tq_rows_identity *was, const tq_rows_identity *now, char *buf, size_t cap);
 
 #define TQ_ROWS_MAX_PARTS 3
 typedef struct tq_rows_part {
@@ -65,11 +67,11 @@ typedef struct tq_rows_geom {
 } tq_rows_geom;
 
 /* Fill the layout fields from rows/stride/page/pad_stride (page 0 = v1). */
-int tq_rows_geom_layout(tq_rows_geom *g, tq_err *e);
-uint64_t tq_rows_record_offset(const tq_rows_geom *g, uint64_t r);
+TQ_API int tq_rows_geom_layout(tq_rows_geom *g, tq_err *e);
+TQ_API uint64_t tq_rows_record_offset(const tq_rows_geom *g, uint64_t r);
 /* Records that touch more pages of `page` bytes than ceil(stride / page) when the records
  * tensor starts at file offset data_start. */
-uint64_t tq_rows_count_straddles(const tq_rows_geom *g, uint64_t data_start, uint64_t page);
+TQ_API uint64_t tq_rows_count_straddles(const tq_rows_geom *g, uint64_t data_start, uint64_t page);
 
 typedef struct tq_rows_opts {
     const char *prefix;   /* NULL: "ngram" (convert) / taken from the rows file */
@@ -98,13 +100,15 @@ typedef struct tq_rows_report {
 
 /* SOURCE -> OUT (refuses an existing OUT or OUT == SOURCE). On a source that changed during
  * the copy the partial file is kept and r->kept_partial names it. */
-int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, tq_rows_report *r, tq_err *e);
+TQ_API int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, tq_rows_report *r, tq_err *e);
 /* Re-verify ROWS against SOURCE (NULL: the source_path recorded in ROWS); writes nothing. */
-int tq_rows_check(const char *rows, const char *source, const tq_rows_opts *o, tq_rows_report *r, tq_err *e);
+TQ_API int tq_rows_check(const char *rows, const char *source, const tq_rows_opts *o, tq_rows_report *r, tq_err *e);
 /* Rebuild the source tensors from ROWS into DIR/<source file name>. */
-int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq_rows_report *r, tq_err *e);
+TQ_API int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq_rows_report *r, tq_err *e);
 /* JSON object for a report (mode: "convert", "check", "extract"). */
-struct cJSON *tq_rows_report_json(const tq_rows_report *r, const char *mode);
-void tq_rows_report_free(tq_rows_report *r);
+TQ_API struct cJSON *tq_rows_report_json(const tq_rows_report *r, const char *mode);
+TQ_API void tq_rows_report_free(tq_rows_report *r);
+
+TQ_END_DECLS
 
 #endif

@@ -7,6 +7,8 @@
 #include "common/common.h"
 #include "formats/flash.h"
 
+TQ_BEGIN_DECLS
+
 struct cJSON;
 
 /* ---------------------------------------------------------------- targets
@@ -15,7 +17,7 @@ struct cJSON;
  * names, directories and files, the smallest header page, the config.json form, and what
  * the split must contain for that reader to compute with it. */
 enum tq_split_target { TQ_TARGET_TQ = 0, TQ_TARGET_MAC_CODE = 1, TQ_TARGET_MLX_SNIPER = 2, TQ_TARGET_COUNT = 3 };
-const char *tq_split_target_name(int target);
+TQ_API const char *tq_split_target_name(int target);
 
 /* ---------------------------------------------------------------- split / join / plan */
 typedef struct tq_split_opts {
@@ -46,14 +48,14 @@ typedef struct tq_split_result {
 /* Split MODEL (directory or .safetensors) into OUT_DIR, which must not exist or be empty.
  * Everything is built in OUT_DIR.partial-XXXXXX and renamed at the end: on failure nothing
  * is left behind. */
-int tq_split(const char *model, const char *out_dir, const tq_split_opts *o,
-             tq_split_result *res, tq_err *e);
+TQ_API int tq_split(const char *model, const char *out_dir, const tq_split_opts *o,
+                    tq_split_result *res, tq_err *e);
 
 /* The dry run (tq-split --dry-run): every check and the whole layout of tq_split, then res
  * (bytes_written: the files below but split.json) and files (every file it would write,
  * sorted, with its exact size; mlx-sniper's links are not files); nothing is written. */
-int tq_split_dry_run(const char *model, const char *out_dir, const tq_split_opts *o, tq_split_result *res,
-                     tq_out_plan *files, tq_err *e);
+TQ_API int tq_split_dry_run(const char *model, const char *out_dir, const tq_split_opts *o, tq_split_result *res,
+                            tq_out_plan *files, tq_err *e);
 
 typedef struct tq_split_ram_plan {
     int kind;
@@ -77,11 +79,11 @@ typedef struct tq_split_ram_plan {
 } tq_split_ram_plan;
 
 /* What tq_split would write and what it needs with RAM bytes of memory; writes nothing. */
-int tq_split_plan(const char *model, const tq_split_opts *o, uint64_t ram, tq_split_ram_plan *p, tq_err *e);
+TQ_API int tq_split_plan(const char *model, const tq_split_opts *o, uint64_t ram, tq_split_ram_plan *p, tq_err *e);
 /* The arithmetic alone (fills the derived fields of p from kind, ram, pinned_bytes, n_layers,
  * num_experts, experts_per_tok, block_size, ffn_bytes). */
-void tq_split_plan_compute(tq_split_ram_plan *p);
-struct cJSON *tq_split_plan_json(const tq_split_ram_plan *p);
+TQ_API void tq_split_plan_compute(tq_split_ram_plan *p);
+TQ_API struct cJSON *tq_split_plan_json(const tq_split_ram_plan *p);
 
 typedef struct tq_split_join_opts {
     int naming;                     /* TQ_NAMING_SOURCE (as split.json says), HF or MLX */
@@ -97,6 +99,8 @@ typedef struct tq_split_join_opts {
 
 /* Rebuild a model directory (stacked switch_mlp names by default for MoE sources written
  * that way, per-expert names for HF-named sources; see naming) from a split directory. */
-int tq_split_join(const char *split_dir, const char *out_dir, const tq_split_join_opts *o, tq_err *e);
+TQ_API int tq_split_join(const char *split_dir, const char *out_dir, const tq_split_join_opts *o, tq_err *e);
+
+TQ_END_DECLS
 
 #endif

@@ -7,6 +7,8 @@
 #include "common/common.h"
 #include "quant/quant.h"
 
+TQ_BEGIN_DECLS
+
 /* A model directory (or .safetensors / GGUF file, whatever tq_model_open reads) to a
  * TurboQuant model directory (man tq-formats(5), TURBOQUANT WEIGHTS), or back (dequantize),
  * or a plain dtype copy.
@@ -56,7 +58,7 @@ typedef struct tq_convert_opts {
     const struct tq_provenance *provenance; /* tq-provenance.json to write, or NULL: none */
 } tq_convert_opts;
 
-void tq_convert_opts_default(tq_convert_opts *o);
+TQ_API void tq_convert_opts_default(tq_convert_opts *o);
 
 typedef struct tq_convert_tensor {
     char *name;             /* output tensor (quantized: the module's P.weight) */
@@ -105,14 +107,16 @@ typedef struct tq_convert_report {
                                         quantized, whose error compounds when requantized) */
 } tq_convert_report;
 
-int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e);
+TQ_API int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e);
 /* The dry run (tq-convert --dry-run): every check and the whole plan of tq_convert, then r
  * (as tq_convert's, with rel_mse 0: nothing is quantized) and files (every file the run
  * would write, sorted, with its exact size); nothing is written. */
-int tq_convert_dry_run(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r,
-                       tq_out_plan *files, tq_err *e);
-void tq_convert_report_free(tq_convert_report *r);
+TQ_API int tq_convert_dry_run(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r,
+                              tq_out_plan *files, tq_err *e);
+TQ_API void tq_convert_report_free(tq_convert_report *r);
 /* {"input", "output", "mode", "bits", ..., "tensors": [...]} for --json. */
-struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_convert_opts *o);
+TQ_API struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_convert_opts *o);
+
+TQ_END_DECLS
 
 #endif
