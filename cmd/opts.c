@@ -546,8 +546,8 @@ static size_t n_given, cap_given;
 /* Options that never change an output's bytes, left out of the recorded command line so
  * that outputs stay identical for any of their values ("out": tq-rowlayout's output FILE,
  * like every tool's output operand; "chunk-size": its buffer size). */
-static const char *const not_recorded[] = {"threads", "progress", "quiet",      "json", "force",
-                                           "dry-run", "resume",   "out", "chunk-size", NULL};
+static const char *const not_recorded[] = {"threads", "progress", "quiet",      "json",        "force",
+                                           "dry-run", "resume",   "out",   "chunk-size", "force-space", NULL};
 
 int tq_cli_command_line(const tq_cli_spec *s, int skip_operand, tq_cli_strs *out)
 {

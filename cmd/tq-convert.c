@@ -190,6 +190,9 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("allow-nonfinite", 0, &o.allow_nonfinite,
                     "copy (--no-quantize) or dequantize NaN and infinite values instead of refusing them"),
         TQ_OPT_FLAG("force", 0, &o.force, "replace an existing non-empty OUTPUT_DIR"),
+        TQ_OPT_FLAG("force-space", 0, &o.force_space,
+                    "start even when the output (its exact size, as --dry-run lists it) does not fit the free "
+                    "space of OUTPUT_DIR's filesystem (refused by default, exit 1, with both numbers)"),
         TQ_OPT_FLAG("dry-run", 0, &dry,
                     "write nothing: check everything a run checks, then list the tensors (bits, bytes) and "
                     "every file the run would write with its exact size"),

@@ -151,7 +151,7 @@ int main(int argc, char **argv)
     tq_cli_init("tq-split");
     tq_split_opts so = {0};
     tq_split_join_opts jo = {0};
-    int join = 0, plan = 0, dry = 0, json = 0, threads = 0, quiet = 0, rc;
+    int join = 0, plan = 0, dry = 0, json = 0, threads = 0, quiet = 0, force_space = 0, rc;
     uint64_t ram = 0;
     tq_opt opts[] = {
         TQ_OPT_CHOICE("target", 0, &so.target, targets, "T",
@@ -184,6 +184,9 @@ int main(int argc, char **argv)
         TQ_OPT_SIZE("ram", 0, &ram, 0, UINT64_MAX, 0, "SIZE",
                     "with --plan or --dry-run: the target machine's memory (e.g. 16G)"),
         TQ_OPT_FLAG("force", 0, &so.force, "replace an existing non-empty OUTPUT_DIR (also with --join)"),
+        TQ_OPT_FLAG("force-space", 0, &force_space,
+                    "split even when the output (its exact size, as --dry-run lists it) does not fit the free "
+                    "space of OUTPUT_DIR's filesystem (refused by default, exit 1, with both numbers)"),
         TQ_OPT_FLAG("json", 0, &json, "machine-readable report on stdout"),
         TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &quiet, "no report, plan or progress (--json still prints)"),
@@ -232,6 +235,8 @@ int main(int argc, char **argv)
         return tq_cli_usage_error("--dry-run goes with a split, not with %s", join ? "--join" : "--plan");
     if (so.resume && plan)
         return tq_cli_usage_error("--resume goes with a split, not --plan");
+    if (force_space && (join || plan || dry))
+        return tq_cli_usage_error("--force-space goes with a split, not with %s", join ? "--join" : plan ? "--plan" : "--dry-run");
     if (!join && (rc = tq_cli_hf_models(&cli, 0, 1)) != 0) /* a HF cache entry, offline */
         return rc;
     if (plan) {
@@ -298,6 +303,16 @@ int main(int argc, char **argv)
     }
     double t0 = tq_now();
     tq_cli_resume_note(args[1], so.resume);
+    if (!force_space) { /* the exact size the dry run lists, against the free space */
+        tq_out_plan files = {0};
+        char *rp = so.resume ? tq_sibling_path(args[1], TQ_RESUME_SUFFIX, &err) : NULL;
+        int sc = (so.resume && !rp) || tq_split_dry_run(args[0], args[1], &so, &r, &files, &err) ||
+                 tq_space_check(args[1], tq_out_plan_total(&files), rp ? tq_tree_bytes(rp) : 0, &err);
+        free(rp);
+        tq_out_plan_free(&files);
+        if (sc)
+            return tq_cli_fail(&err);
+    }
     if (tq_split(args[0], args[1], &so, &r, &err) != 0) {
         int st = tq_cli_fail(&err);
         tq_cli_resume_kept(args[1], so.resume);

@@ -453,6 +453,17 @@ static int convert(const char *input, const char *out_dir, const tq_convert_opts
         rc = 0;
         goto done;
     }
+    if (!o->force_space) { /* the exact size, as --dry-run lists it, against the free space */
+        tq_out_plan need = {0};
+        char *rp = o->resume ? tq_sibling_path(out, TQ_RESUME_SUFFIX, e) : NULL;
+        int sc = (o->resume && !rp) || plan_files(&plan, m, o, out, decls, kq, o->mode == TQ_CONVERT_QUANTIZE ? vq : vp,
+                                                  &need, e) ||
+                 tq_space_check(out, tq_out_plan_total(&need), rp ? tq_tree_bytes(rp) : 0, e);
+        free(rp);
+        tq_out_plan_free(&need);
+        if (sc)
+            goto done;
+    }
     if (tq_adir_open(&od, out, (o->force ? TQ_ADIR_REPLACE : 0) | (o->resume ? TQ_ADIR_RESUME : 0), e))
         goto done;
     tmp = od.tmp_path;

@@ -56,6 +56,8 @@ typedef struct tq_convert_opts {
     int resume;             /* build in OUTPUT_DIR.partial-resume with a journal; keep the
                                shards a run of the same command finished there */
     const struct tq_provenance *provenance; /* tq-provenance.json to write, or NULL: none */
+    int force_space;        /* start without checking that the output fits the free space
+                               (checked by default, before anything is written: TQ_EIO) */
 } tq_convert_opts;
 
 TQ_API void tq_convert_opts_default(tq_convert_opts *o);
