@@ -712,7 +712,7 @@ static void preprocess(ctx *c, const char *t, size_t n, char **out, size_t *on)
         if (i + 2 < an && (a[i] == '#' || a[i] == '%' || a[i] == '-') && a[i + 1] == '}' && a[i + 2] == '\n') {
             bm[bn] = am[i + 1];
             b[bn++] = '}';
-            i += 2; /* "}" written, "\n" dropped */
+            i += 2; /* "}" written, the newline dropped */
         }
     }
     c->map = bm;
