@@ -392,15 +392,15 @@ TQ_API void tq_out_plan_free(tq_out_plan *p);
 /* ---- free space (space.c) ---- */
 /* Bytes path holds on disk (st_blocks), a directory with everything under it (symbolic links
  * not followed); 0 when it is not there. */
-uint64_t tq_tree_bytes(const char *path);
+TQ_API uint64_t tq_tree_bytes(const char *path);
 /* Bytes available to this user on the filesystem the output `out` will be created on (its
  * parent directory's): 0, or -1 when statvfs cannot say. TQ_FAKE_FREE_BYTES=SIZE in the
  * environment stands in for the answer (the tests' full disk). */
-int tq_space_available(const char *out, uint64_t *avail);
+TQ_API int tq_space_available(const char *out, uint64_t *avail);
 /* Before a long write of need bytes to out: TQ_EIO with both numbers and the filesystem when
  * need > available + credit (credit: bytes already written that the run keeps, a --resume
  * directory's). 0 when there is room or statvfs cannot say. */
-int tq_space_check(const char *out, uint64_t need, uint64_t credit, tq_err *e);
+TQ_API int tq_space_check(const char *out, uint64_t need, uint64_t credit, tq_err *e);
 
 /* ---- misc ---- */
 /* "4096", "512M", "1.5G", "2GiB", "16k": binary units. Returns -1 on bad syntax/overflow. */
