@@ -121,7 +121,8 @@ static const tq_family families[TQ_FAM_COUNT] = {
     [TQ_FAM_GPT_OSS] = {.id = TQ_FAM_GPT_OSS, .name = "gpt_oss", .model_types = L("gpt_oss"),
                         .architectures = L("GptOssForCausalLM"), .source = "mlx_lm/models/gpt_oss.py",
                         .store = TQ_EXP_MXFP4, .moe_block = "mlp", .hf_proj = {NULL, NULL, "gate_up_proj", "down_proj"},
-                        .mlx_container = "mlp.experts", .expert_bias = 1, .experts_key = "num_local_experts",
+                        .mlx_container = "mlp.experts", .expert_bias = 1, .xw_fused = 1,
+                        .experts_key = "num_local_experts",
                         .topk_key = "num_experts_per_tok", .moe_inter_key = "intermediate_size",
                         .dense = TQ_DENSE_ALL, .routers = L("mlp.router"),
                         .linears = L(ATTN, SWITCH("mlp.experts"), "mlp.router")},
@@ -357,9 +358,9 @@ void tq_family_name(const tq_family *f, uint64_t n_layers, const char *name, tq_
                 o->expert = ex;
                 return;
             }
-            if (f->store == TQ_EXP_FUSED && (!strcmp(x, "gate_up_proj") || !strcmp(x, "down_proj"))) {
+            if ((f->store == TQ_EXP_FUSED || f->xw_fused) && (!strcmp(x, "gate_up_proj") || !strcmp(x, "down_proj"))) {
                 o->role = TQ_ROLE_EXPERT;
-                o->form = TQ_FORM_FUSED;
+                o->form = f->xw_fused ? TQ_FORM_FUSED_XW : TQ_FORM_FUSED;
                 o->proj = x[0] == 'g' ? TQ_PROJ_GATE_UP : TQ_PROJ_DOWN;
                 o->suffix = x + strlen(x);
                 return;

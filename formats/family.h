@@ -32,7 +32,9 @@ typedef enum tq_expert_store {
                       * B.experts.down_proj [E, H, I]; no ".weight" suffix */
     TQ_EXP_MXFP4     /* gpt-oss release: B.experts.{gate_up,down}_proj_{blocks,scales,bias};
                       * blocks U8 [E, out, in/32, 16], scales U8 (E8M0) [E, out, in/32],
-                      * bias [E, out]; gate_up rows interleaved: even rows gate, odd rows up */
+                      * bias [E, out]; gate_up rows interleaved: even rows gate, odd rows up.
+                      * The same family saved by transformers in float (bf16 checkpoints on
+                      * the hub): tq_family.xw_fused below */
 } tq_expert_store;
 
 /* Which layers of a MoE family have routed experts (the rest have a dense MLP). */
@@ -71,6 +73,13 @@ typedef struct tq_family {
     const char *hf_proj[TQ_PROJ_COUNT]; /* HF per-expert projection names (SEPARATE) */
     const char *mlx_container;          /* stacked experts in mlx-lm: "mlp.switch_mlp", ... */
     int expert_bias;                    /* experts carry a bias per projection (gpt-oss) */
+    int xw_fused;                       /* float experts as transformers' GptOssExperts holds
+                                         * them (models/gpt_oss/modeling_gpt_oss.py): B.experts.
+                                         * gate_up_proj [E, H, 2I] and down_proj [E, I, H],
+                                         * applied as x @ W (not as Linear weights), gate and
+                                         * up interleaved along the last axis (gate = columns
+                                         * 0, 2, 4..., up = 1, 3, 5...); their biases are the
+                                         * MXFP4 form's *_bias tensors */
     const char *experts_key;            /* config key: routed experts per MoE layer */
     const char *topk_key;               /* config key: experts per token */
     const char *moe_inter_key;          /* config key: expert width I */
@@ -148,7 +157,9 @@ enum tq_expert_form {
     TQ_FORM_SEPARATE = 1, /* HF: <layer>B.experts.<e>.<proj>.<suffix> */
     TQ_FORM_FUSED,        /* HF: <layer>B.experts.{gate_up_proj,down_proj} */
     TQ_FORM_MXFP4,        /* HF: <layer>B.experts.<proj>_{blocks,scales,bias} */
-    TQ_FORM_STACKED       /* MLX: <layer><mlx_container>.<proj>.<suffix> (expert axis first) */
+    TQ_FORM_STACKED,      /* MLX: <layer><mlx_container>.<proj>.<suffix> (expert axis first) */
+    TQ_FORM_FUSED_XW      /* HF float, x @ W: <layer>B.experts.{gate_up_proj,down_proj} of a
+                           * family with xw_fused (transformers' gpt-oss layout) */
 };
 
 typedef struct tq_name_info {

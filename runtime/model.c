@@ -351,7 +351,14 @@ static int load_experts_resident(tq_runner *r, uint64_t l, rt_emat *em[3], tq_er
     }
     snprintf(wname, sizeof wname, "model.layers.%llu.%s.gate_up_proj", (unsigned long long)l, nm->experts);
     snprintf(down, sizeof down, "model.layers.%llu.%s.down_proj", (unsigned long long)l, nm->experts);
-    if ((rc = has_tensor(r, wname, NULL, e)) != 0)
+    if ((rc = has_tensor(r, wname, NULL, e)) != 0 && c->fam->xw_fused) { /* formats/family.h: x @ W */
+        char full[512];
+        return rc < 0 ? -1 : tq_fail(e, TQ_EUNSUP, "tensor '%s': the %s experts as transformers saves them in float "
+                                     "([experts, in, out], used as x @ W, gate and up interleaved) are not read by "
+                                     "tq-run: convert the model first (tq-convert; --keep . keeps every tensor float)",
+                                     rt_store_name(r->store, wname, full, sizeof full), c->fam->name);
+    }
+    if (rc != 0)
         return rc < 0 || bind_fused(r, wname, down, em, e) < 0 ? -1 : 0;
     if (c->fam->store == TQ_EXP_MXFP4) {
         snprintf(wname, sizeof wname, "model.layers.%llu.%s.gate_up_proj_blocks", (unsigned long long)l, nm->experts);

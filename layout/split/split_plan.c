@@ -447,7 +447,17 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
     }
     p->kind = n_routed ? TQ_FLASH_MOE : TQ_FLASH_DENSE;
     /* nothing named like a routed expert may stay in pinned.safetensors */
-    for (size_t i = 0; i < p->n_pinned; i++)
+    for (size_t i = 0; i < p->n_pinned; i++) {
+        tq_name_info ni;
+        tq_family_name(p->fam, n_hidden, p->pinned[i]->info.name, &ni);
+        if (ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_FUSED_XW) {
+            tq_fail(e, TQ_EUNSUP, "%s: tensor '%s' holds the %s experts as transformers saves them in float ([experts, "
+                    "in, out], used as x @ W, gate and up interleaved); tq-split places the released MXFP4 form or "
+                    "mlx-lm's: convert it first (tq-convert, which writes mlx-lm's experts.{gate,up,down}_proj)",
+                    m->path, p->pinned[i]->info.name, p->fam->name);
+            free(en);
+            return -1;
+        }
         if (expert_left_pinned(p->fam, n_hidden, p->pinned[i]->info.name)) {
             tq_fail(e, TQ_EUNSUP, "%s: tensor '%s' is named like a routed expert but is not one tq-split can place in "
                     "a layer file (%s); it would stay in pinned.safetensors", m->path, p->pinned[i]->info.name,
@@ -455,6 +465,7 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
             free(en);
             return -1;
         }
+    }
     /* In a MoE model, dense FFN layers (if any) stay pinned. */
     size_t k = 0;
     for (size_t i = 0; i < n_en; i++) {

@@ -21,6 +21,9 @@ typedef struct cv_part {
     uint64_t src_off;            /* element offset of the part in src (MXFP4: decoded elements) */
     uint64_t stride;             /* elements from one row (rowwise COPY: one element) to the
                                   * next in src; 0 = contiguous (gpt-oss's interleaved rows) */
+    uint64_t cstride;            /* elements from one column to the next in src; 0 = 1. Set
+                                  * (with stride) for a transposed read: transformers' gpt-oss
+                                  * experts [H, 2I] / [I, H] read as [I, H] / [H, I] rows */
     const tq_model_tensor *scales; /* DEQUANT, AFFINE_DEQUANT: the module's scales; MXFP4
                                   * sources: the E8M0 scales (one per 32 decoded elements) */
     uint64_t scales_off;
@@ -88,7 +91,7 @@ typedef struct cv_decl {
 typedef struct cv_src {
     const tq_model_tensor *t;    /* values (MXFP4: blocks) */
     const tq_model_tensor *scales; /* MXFP4 scales, else NULL */
-    uint64_t off, stride;        /* as cv_part's src_off and stride */
+    uint64_t off, stride, cstride; /* as cv_part's src_off, stride and cstride */
 } cv_src;
 
 typedef struct cv_group {

@@ -1,7 +1,8 @@
 /* Which output tensor each input tensor becomes in quantize and plain modes, through the
  * family table: HF per-expert tensors stacked into the family's MLX container (Mixtral's
  * w1/w3/w2 renamed), fused gate_up experts split at their middle row, gpt-oss's MXFP4 experts
- * decoded with their interleaved gate/up rows separated, wrapped roots renamed, the transforms
+ * decoded with their interleaved gate/up rows separated, gpt-oss's float experts as
+ * transformers saves them transposed and de-interleaved, wrapped roots renamed, the transforms
  * mlx-lm's sanitize would have applied (Qwen3-Next's zero-centred norms, conv1d layout), MTP
  * heads kept or left out as mlx-lm does. The experts are checked against config.json. */
 #include "quant/convert/convert_internal.h"
@@ -71,7 +72,7 @@ static cv_group *stacked(gbuf *b, const char *name, const tq_model_tensor *t, co
     if (!g)
         return NULL;
     for (uint64_t x = 0; x < E; x++)
-        g->src[x] = (cv_src){t, scales, x * expert_elems + first, stride};
+        g->src[x] = (cv_src){t, scales, x * expert_elems + first, stride, 0};
     g->experts = 1;
     g->rows = rows;
     g->cols = cols;
@@ -136,6 +137,46 @@ static int fused(const tq_model *m, const facts *fc, gbuf *b, const tq_model_ten
         snprintf(name, sizeof name, "%s%s.%s.weight", lout, fc->f->mlx_container, half ? "up_proj" : "gate_proj");
         if (!stacked(b, name, t, NULL, E, R / 2, C, R * C, half ? R / 2 * C : 0, 0, e))
             return -1;
+    }
+    return 0;
+}
+
+/* gpt-oss in float as transformers saves it (formats/family.h, xw_fused; transformers
+ * models/gpt_oss/modeling_gpt_oss.py, GptOssExperts: gate_up_proj [E, H, 2I] and down_proj
+ * [E, I, H], forward computes x @ gate_up_proj, gate = [..., ::2], up = [..., 1::2], then
+ * @ down_proj). mlx-lm's SwitchLinear weights are [E, out, in], so each is read transposed:
+ * gate_proj.weight[e][i][h] = gate_up_proj[e][h][2i], up_proj.weight[e][i][h] =
+ * gate_up_proj[e][h][2i+1], down_proj.weight[e][h][i] = down_proj[e][i][h]. The biases are
+ * the *_bias tensors of the MXFP4 form, split there. */
+static int fused_xw(const tq_model *m, const facts *fc, gbuf *b, const tq_model_tensor *t, const tq_name_info *ni,
+                    const char *lout, tq_err *e)
+{
+    const tq_tensor_info *ti = &t->info;
+    char sh[96], name[512];
+    shape_str(ti, sh, sizeof sh);
+    int gu = ni->proj == TQ_PROJ_GATE_UP;
+    if (ti->ndim != 3 || !ti->shape[0] || !ti->shape[1] || !ti->shape[2])
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is %s: transformers' gpt-oss experts are [experts, in, out]",
+                       m->path, ti->name, sh);
+    uint64_t E = ti->shape[0], R = ti->shape[1], C = ti->shape[2];
+    if (check_experts(m, fc, ti, E, e))
+        return -1;
+    uint64_t want_r = gu ? fc->hidden : fc->inter, want_c = gu ? 2 * fc->inter : fc->hidden;
+    if ((gu && C % 2) || (fc->inter && fc->hidden && (R != want_r || C != want_c)))
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is %s but config.json makes it [%llu, %llu, %llu] (%s = %llu, "
+                       "hidden_size = %llu; transformers' GptOssExperts layout, used as x @ W)", m->path, ti->name, sh,
+                       (unsigned long long)E, (unsigned long long)want_r, (unsigned long long)want_c,
+                       fc->f->moe_inter_key, (unsigned long long)fc->inter, (unsigned long long)fc->hidden);
+    for (int k = 0; k < (gu ? 2 : 1); k++) {
+        snprintf(name, sizeof name, "%s%s.%s.weight", lout, fc->f->mlx_container,
+                 !gu ? "down_proj" : k ? "up_proj" : "gate_proj");
+        /* output [E, C', R]: rows walk the source's columns (gate_up: every second one) */
+        cv_group *g = gu ? stacked(b, name, t, NULL, E, C / 2, R, R * C, (uint64_t)k, 2, e)
+                         : stacked(b, name, t, NULL, E, C, R, R * C, 0, 1, e);
+        if (!g)
+            return -1;
+        for (uint64_t x = 0; x < E; x++)
+            g->src[x].cstride = C;
     }
     return 0;
 }
@@ -348,6 +389,11 @@ int cv_groups_build(const tq_model *m, int keep_names, cv_group **out, size_t *n
         }
         if (ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_FUSED) {
             if (fused(m, &fc, &b, t, &ni, lout, e))
+                goto out;
+            continue;
+        }
+        if (ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_FUSED_XW) {
+            if (fused_xw(m, &fc, &b, t, &ni, lout, e))
                 goto out;
             continue;
         }

@@ -93,7 +93,7 @@ static cv_item *plan_copy(cv_plan *p, const cv_group *g, const char *name, tq_dt
         return NULL;
     int rowwise = g->mxfp4;
     for (size_t k = 0; k < g->n; k++)
-        rowwise |= g->src[k].stride != 0;
+        rowwise |= g->src[k].stride != 0 || g->src[k].cstride != 0;
     uint64_t per = total / g->n; /* elements of one piece */
     it->E = g->n;
     it->rowwise = rowwise;
@@ -108,6 +108,7 @@ static cv_item *plan_copy(cv_plan *p, const cv_group *g, const char *name, tq_dt
         it->parts[k].scales = g->src[k].scales;
         it->parts[k].src_off = g->src[k].off;
         it->parts[k].stride = g->src[k].stride;
+        it->parts[k].cstride = g->src[k].cstride;
         it->parts[k].out = d;
         it->parts[k].out_off = k * per;
     }
@@ -166,6 +167,7 @@ static void packed_parts(cv_item *it, const cv_group *g, uint64_t E, uint64_t ou
         it->parts[k].scales = s->scales;
         it->parts[k].src_off = g->experts ? s->off : k * out * in;
         it->parts[k].stride = s->stride;
+        it->parts[k].cstride = s->cstride;
         it->parts[k].out = dw;
         it->parts[k].out_off = k * out * words;
     }

@@ -87,6 +87,21 @@ int cv_read_rows_f32(cv_buf *inb, cv_buf *scratch, const cv_item *it, const cv_p
         return 0;
     }
     size_t isz = tq_dtype_size(it->src_dtype);
+    if (pt->cstride > 1) {
+        /* transposed (transformers' gpt-oss experts): column c of the n rows is the run of
+         * (n-1)*stride+1 source elements at src_off + r0*stride + c*cstride, read whole */
+        uint64_t run = (n - 1) * stride + 1;
+        char *in = cv_grow(inb, (size_t)(run * isz), e);
+        float *col = in ? cv_grow(scratch, (size_t)(run * sizeof(float)), e) : NULL;
+        for (uint64_t c = 0; col && c < C; c++) {
+            if (tq_model_read(pt->src, (pt->src_off + r0 * stride + c * pt->cstride) * isz, in, (size_t)(run * isz), e) ||
+                tq_to_f32(it->src_dtype, in, col, (size_t)run, e))
+                return -1;
+            for (uint64_t r = 0; r < n; r++)
+                out[r * C + c] = col[r * stride];
+        }
+        return col ? 0 : -1;
+    }
     uint64_t first = pt->src_off + r0 * stride, span = (n - 1) * stride + C;
     if (stride == C || span <= (1u << 20)) {
         char *in = cv_grow(inb, (size_t)(span * isz), e);
@@ -117,10 +132,18 @@ static int job_copy(cv_worker *wk, cv_job *j, tq_err *e)
         void *o = f ? cv_grow(&wk->out, nv * osz, e) : NULL;
         if (!o || cv_read_rows_f32(&wk->in, &wk->scratch, it, pt, j->first, n, f, e))
             return -1;
-        for (size_t r = 0; r < n; r++) /* element numbers as decoded (MXFP4) or stored */
-            if (check_finite(wk->sh, pt->src->info.name, TQ_DT_F32, f + r * it->cols, (size_t)it->cols,
-                             pt->src_off + (j->first + r) * (pt->stride ? pt->stride : it->cols), "", e))
+        for (size_t r = 0; r < n; r++) { /* element numbers as decoded (MXFP4) or stored */
+            uint64_t row0 = pt->src_off + (j->first + r) * (pt->stride ? pt->stride : it->cols);
+            size_t at = 0, len = (size_t)it->cols;
+            const char *what;
+            if (pt->cstride > 1 && !wk->sh->allow_nonfinite && /* transposed: name the stored element */
+                tq_find_nonfinite(TQ_DT_F32, f + r * it->cols, len, &at, &what))
+                row0 += at * pt->cstride, len = 1;
+            else
+                at = 0;
+            if (check_finite(wk->sh, pt->src->info.name, TQ_DT_F32, f + r * it->cols + at, len, row0, "", e))
                 return -1;
+        }
         for (size_t i = 0; it->add != 0.0f && i < nv; i++)
             f[i] += it->add;
         if (tq_from_f32(it->out_dtype, f, o, nv, e))

@@ -1,0 +1,56 @@
+# gpt-oss in float as HuggingFace transformers saves it (models/gpt_oss/modeling_gpt_oss.py,
+# GptOssExperts: gate_up_proj [E, H, 2I] and down_proj [E, I, H] used as x @ W, gate and up
+# interleaved along the last axis): tq-convert writes mlx-lm's experts.{gate,up,down}_proj,
+# checked value for value by tests/consumers/gptoss_transformers.py (restated from transformers'
+# source: an independent oracle), and the model then decodes bit for bit like the MXFP4 release
+# it was dequantized from (transformers' convert_moe_packed_tensors, restated there too). Square
+# experts (hidden = I) so that a transposed read cannot pass a shape check; a non-square case
+# too. tq-split and tq-run refuse the unconverted layout by name rather than misread it.
+set -u
+. "$ROOT/tests/lib/common.sh"
+O="python3 $ROOT/tests/consumers/gptoss_transformers.py"
+run tq-mkmodel --arch gpt_oss --size tiny --seed 11 --quiet mx
+[ "$(jget mx/config.json hidden_size)" = "$(jget mx/config.json intermediate_size)" ] || fail "not square"
+run $O dequantize mx hf
+tq-verify ls hf | grep -q $'^model.layers.0.mlp.experts.gate_up_proj\tBF16\t\\[8,128,256\\]' || fail "$(tq-verify ls hf)"
+# every tensor kept float: the experts are only renamed, transposed and de-interleaved
+run tq-convert --quiet --keep . hf k
+$O check hf k > chk.txt || fail "$(cat chk.txt)"
+grep -qx '12 expert tensors equal transformers. GptOssExperts layout' chk.txt || fail "$(cat chk.txt)"
+# ... and decode bit for bit like the MXFP4 release they were dequantized from
+run tq-run mx --resident --tokens 1,2,3,4 --max-tokens 6 --quiet --logits mx.f32
+run tq-run k --resident --tokens 1,2,3,4 --max-tokens 6 --quiet --logits k.f32
+cmp -s mx.f32 k.f32 || fail "the converted transformers layout decodes differently from the MXFP4 release"
+# TurboQuant: the same tensors as converting the release (the values are the same)
+run tq-convert --quiet --threads 1 hf q
+run tq-convert --quiet --threads 1 mx qm
+for f in qm/*.safetensors; do cmp -s "$f" "q/${f#qm/}" || fail "${f#qm/} differs between the bf16 and MXFP4 forms"; done
+# split and streamed decode equal to resident
+run tq-split --quiet q qs
+run tq-run qs --tokens 1,2,3,4 --max-tokens 6 --quiet --logits s.f32
+run tq-run q --resident --tokens 1,2,3,4 --max-tokens 6 --quiet --logits r.f32
+cmp -s s.f32 r.f32 || fail "streamed and resident logits differ"
+# the unconverted layout is refused by name, not read transposed
+expect_msg 1 "as transformers saves them in float" tq-split hf o1
+[ ! -e o1 ] || fail "tq-split left o1"
+expect_msg 1 "as transformers saves them in float" tq-run hf --resident --tokens 1 --max-tokens 1
+# a non-square model (hidden 128, I 32)
+run tq-mkmodel --arch gpt_oss --layers 1 --hidden 128 --intermediate 32 --experts 4 --top-k 2 --vocab 256 \
+  --heads 2 --kv-heads 1 --head-dim 64 --seed 12 --quiet mx2
+run $O dequantize mx2 hf2
+run tq-convert --quiet --keep . hf2 k2
+$O check hf2 k2 > chk2.txt || fail "$(cat chk2.txt)"
+# a gate_up tensor in the invented [E, 2I, H] layout contradicts config.json and is refused
+python3 - hf2 <<'PY'
+import json, struct, sys
+p = sys.argv[1] + "/model.safetensors"
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["model.layers.0.mlp.experts.gate_up_proj"]["shape"] = [4, 64, 128]
+h["model.layers.0.mlp.experts.down_proj"]["shape"] = [4, 128, 32]
+s = json.dumps(h, separators=(",", ":")).encode()
+s += b" " * (n - len(s))
+open(p, "wb").write(b[:8] + s + b[8 + n:])
+PY
+expect_msg 1 "transformers' GptOssExperts layout" tq-convert --quiet hf2 bad
