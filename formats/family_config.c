@@ -164,6 +164,15 @@ static int check(const tq_family *f, const cJSON *config, tq_err *e)
         return tq_fail(e, TQ_EDATA, "config.json: not a JSON object");
     ck c = {config, "config.json", e};
     ck *C = &c;
+    /* what selects the family and where the keys are: a text_config that is not an object,
+     * or a model_type that is not a string, was read as absent */
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(config, "text_config"), *mt;
+    if (tc && !cJSON_IsNull(tc) && !cJSON_IsObject(tc))
+        return bad(C, "text_config", tc, "must be an object or null");
+    if ((mt = cJSON_GetObjectItemCaseSensitive(config, "model_type")) && (!cJSON_IsString(mt) || !*mt->valuestring))
+        return bad(C, "model_type", mt, "must be a non-empty string");
+    if ((mt = in(tc, "model_type")) && (!cJSON_IsString(mt) || !*mt->valuestring))
+        return bad(C, "text_config.model_type", mt, "must be a non-empty string");
     int mla = f && f->id == TQ_FAM_DEEPSEEK_V3;
     uint64_t hidden = 0, layers = 0, heads = 0, kv = 0, hd = 0, u = 0;
     double x;

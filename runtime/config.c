@@ -349,6 +349,10 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         tq_fail(e, TQ_EDATA, "%s: not a JSON object", path);
         goto out;
     }
+    /* the keys common to every family (model_type and text_config among them) first, with
+     * the messages tq-split and tq-convert give; the family's own once it is known */
+    if (tq_family_config_check(NULL, j, dir, e) != 0)
+        goto out;
     /* Multimodal checkpoints keep the language model's fields in text_config. */
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "text_config");
     cfgsrc s = {cJSON_IsObject(tc) ? tc : j, j, path};

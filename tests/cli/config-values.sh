@@ -13,6 +13,10 @@ run tq-mkmodel --quiet --seed 6 --arch mixtral x
 run tq-mkmodel --quiet --seed 7 --arch llama l
 
 table=$(cat <<'EOF'
+q model_type 5 "model_type" is 5: must be a non-empty string
+q model_type "" "model_type" is "": must be a non-empty string
+q text_config "x" "text_config" is "x": must be an object or null
+t model_type ["qwen3_5_moe_text"] "text_config.model_type" is ["qwen3_5_moe_text"]: must be a non-empty string
 q rms_norm_eps 0 "rms_norm_eps" is 0: must be a finite number in (0, 1]
 q rms_norm_eps -1e-06 "rms_norm_eps" is -1e-06:
 q rms_norm_eps 2 "rms_norm_eps" is 2:
