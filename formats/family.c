@@ -136,7 +136,8 @@ static const tq_family families[TQ_FAM_COUNT] = {
                        .hf_proj = HF_GUD, .mlx_container = "experts.switch_glu", .experts_key = "num_experts",
                        .topk_key = "top_k_experts", .moe_inter_key = "moe_intermediate_size",
                        .dense = TQ_DENSE_ALL, .routers = L("router"),
-                       .linears = L(ATTN, MLP, SWITCH("experts.switch_glu"), "router.proj")},
+                       .linears = L(ATTN, MLP, SWITCH("experts.switch_glu"), "router.proj"),
+                       .tied_by_default = 1},
 };
 
 const tq_family *tq_family_get(tq_family_id id)

@@ -100,6 +100,12 @@ typedef struct tq_family {
     int mtp_keep;                       /* 1: convert copies the MTP head unquantized (mlx-lm's
                                          * sanitize drops it on load); 0: convert leaves it out,
                                          * as mlx-lm's sanitize would (named in the summary) */
+    int tied_by_default;                /* tie_word_embeddings when config.json has none: the
+                                         * default of the family's transformers config class
+                                         * (PretrainedConfig says True; LlamaConfig, MistralConfig,
+                                         * the Qwen*Config, MixtralConfig, DeepseekV3Config and
+                                         * GptOssConfig say False; Gemma4TextConfig and
+                                         * Gemma4Config True) */
 } tq_family;
 
 TQ_API const tq_family *tq_family_get(tq_family_id id);

@@ -399,6 +399,8 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     c->head_dim = c->hidden / c->heads;
     if (get_u64(&s, "head_dim", &c->head_dim, 0, 65536, e))
         goto out;
+    c->tied = fam->tied_by_default; /* absent: the family's transformers default */
+    c->tied_explicit = item(&s, "tie_word_embeddings") != NULL;
     if (get_f64(&s, "rope_theta", &c->rope_theta, e) || get_f64(&s, "rms_norm_eps", &c->eps, e) ||
         get_bool(&s, "tie_word_embeddings", &c->tied, e))
         goto out;

@@ -806,8 +806,18 @@ int rt_model_load(tq_runner *r, tq_err *e)
     if (rc && !c->tied) {
         if (load_linear(r, "lm_head", c->vocab, c->hidden, &r->lm_head, e) != 0)
             return -1;
+    } else if (!c->tied) {
+        /* transformers would leave an untied lm_head at its random initialization: never
+         * decode with the embedding in its place */
+        char full[512];
+        rt_store_name(r->store, "lm_head.weight", full, sizeof full);
+        if (c->tied_explicit)
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is missing and config.json says tie_word_embeddings false",
+                           r->dir, full);
+        return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is missing and tie_word_embeddings is false (config.json has "
+                       "none; the %s default)", r->dir, full, c->arch_name);
     } else {
-        r->lm_head = r->embed;
+        r->lm_head = r->embed; /* tied: a stored lm_head is ignored, as transformers ties it */
     }
     if ((rc = norms_are_offsets(r, e)) < 0)
         return -1;

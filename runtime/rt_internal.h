@@ -52,6 +52,7 @@ typedef struct rt_config {
     uint64_t hidden, inter, layers, heads, kv_heads, head_dim, vocab;
     double rope_theta, eps;
     int tied;
+    int tied_explicit; /* config.json has tie_word_embeddings (else the family's default) */
     int qk_norm;
     unsigned char *mixer;  /* [layers] enum rt_mixer */
     unsigned char *moe;    /* [layers] 1 = routed experts, 0 = dense MLP */

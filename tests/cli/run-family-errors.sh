@@ -40,4 +40,9 @@ edit d 's/"qk_rope_head_dim": 32/"qk_rope_head_dim": 31/'; decode "$E"
 edit d 's/"kv_lora_rank": 64/"kv_lora_rank": 48/'; decode "$E"
 edit n 's/"linear_key_head_dim": 32/"linear_key_head_dim": 16/'; decode "$E"
 edit d 's/"n_group": 2/"n_group": 3/'; decode "$E"
+echo "# an untied lm_head that is missing (not decoded with the embedding in its place)"
+rename g lm_head.weight lm_head.weighX; decode "$E"
+edit "$E" 's/"tie_word_embeddings": false,//'; decode "$E"
+edit "$E" 's/{/{"tie_word_embeddings": true,/'
+run tq-run --quiet "$E" --tokens 1,2 --max-tokens 2 >/dev/null # tied: the embedding is the lm_head
 exit 0
