@@ -1228,12 +1228,14 @@ static node *parse_member(parser *P, node *ob);
 
 static node *parse_call(parser *P, node *callee)
 {
+    enter(P);
     node *x = nn(P, E_CALL, callee->off);
     x->a = callee;
     parse_args(P, &x->l1, 0);
     x = parse_member(P, x);
     if (is_t(P, T_LPAREN))
         x = parse_call(P, x);
+    P->depth--;
     return x;
 }
 
@@ -3210,11 +3212,12 @@ int tq_chat_render_dir(const char *dir, const char *messages_json, size_t len, i
     } else {
         if (!(jp = tq_path_join(dir, "chat_template.jinja", e)))
             goto out;
-        tq_err e2 = {0};
-        if (tq_read_small_file(jp, MAX_TEMPLATE, &tmpl, &tl, &e2)) {
-            tq_fail(e, TQ_EDATA, "%s: no chat_template (nor a readable chat_template.jinja beside it)", cpath);
+        if (access(jp, F_OK) != 0) {
+            tq_fail(e, TQ_EDATA, "%s: no chat_template (nor a chat_template.jinja beside it)", cpath);
             goto out;
         }
+        if (tq_read_small_file(jp, MAX_TEMPLATE, &tmpl, &tl, e))
+            goto out;
     }
     msgs = cJSON_ParseWithLength(messages_json, len);
     if (!msgs || (!cJSON_IsArray(msgs) && !cJSON_IsObject(msgs))) {

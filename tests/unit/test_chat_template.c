@@ -226,6 +226,13 @@ static void test_bounds(void)
         p += sprintf(p, " + 1");
     strcpy(p, " }}");
     CHECKF(render(chain, "{}", &out, &err) != 0 && strstr(err.msg, "recurses more than"), "%s", err.msg);
+    /* a chain of calls x()()()...: the parser's recursion is bounded too */
+    p = chain;
+    p += sprintf(p, "{{ x");
+    for (size_t i = 0; i < depth; i++)
+        p += sprintf(p, "()");
+    strcpy(p, " }}");
+    CHECKF(render(chain, "{}", &out, &err) != 0 && strstr(err.msg, "nests more than"), "%s", err.msg);
     free(deep);
     free(chain);
 }
