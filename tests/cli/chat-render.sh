@@ -53,6 +53,26 @@ printf '[{"role": "user", "content": "hello there"}]' > one.json
 printf '{"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": false}' > nogen.json
 [ "$(tq-run --tokenizer m --chat-render nogen.json)" = '<s>[INST] x [/INST]' ] || fail "add_generation_prompt false"
 
+# --prompt-file: the same prompt ids as --prompt
+printf 'hello there' > pf
+tq-run m --chat --prompt-file pf --max-tokens 2 --json > j2 || fail "--chat --prompt-file"
+python3 -c 'import json,sys; print(",".join(map(str, json.load(open("j2"))["prompt_ids"])))' > got2 || fail "no prompt_ids"
+cmp -s got2 want || fail "--chat --prompt-file prompt ids $(cat got2), want $(cat want)"
+
+# tokenizer_config.json forms: chat_template as a list of named templates (the "default" one),
+# special tokens as AddedToken objects ({"content": ...}), a null bos_token left undefined
+mkdir cfg
+cat > cfg/tokenizer_config.json <<'CFG'
+{"bos_token": {"__type": "AddedToken", "content": "<B>"}, "eos_token": "<E>", "unk_token": null,
+ "chat_template": [{"name": "tool_use", "template": "tools!"},
+                   {"name": "default", "template": "{{ bos_token }}|{{ eos_token }}|{{ unk_token is defined }}|{{ messages|length }}"}]}
+CFG
+[ "$(tq-run --tokenizer cfg --chat-render one.json)" = '<B>|<E>|false|1' ] || fail "config forms: $(tq-run --tokenizer cfg --chat-render one.json)"
+printf '{"chat_template": [{"name": "tool_use", "template": "x"}]}' > cfg/tokenizer_config.json
+expect_msg 1 'no template named "default"' tq-run --tokenizer cfg --chat-render one.json
+printf '{"chat_template": 7}' > cfg/tokenizer_config.json
+expect_msg 1 'chat_template is neither a string nor a list' tq-run --tokenizer cfg --chat-render one.json
+
 # bad input: exit 1 naming the file or the template's line; usage: exit 2
 printf '{"messages": 3}' > bad.json
 expect_msg 1 'no "messages" list' tq-run --tokenizer m --chat-render bad.json
