@@ -3,6 +3,7 @@
 #include "formats/formats.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -113,8 +114,76 @@ int tq_cli_stdout_binary_check(const char *opt)
                               "(redirect it to a file or a pipe)", opt);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void tq_cli_partials_note(const char *out)
+{
+    /* OUT's directory and name, trailing slashes aside */
+    size_t n = strlen(out);
+    while (n > 1 && out[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && out[b - 1] != '/')
+        b--;
+    char *dir = b ? strndup(out, b) : strdup("./"), *base = strndup(out + b, n - b);
+    DIR *d = dir && base && *base ? opendir(dir) : NULL;
+    char **found = NULL;
+    size_t nf = 0, cap = 0;
+    struct dirent *de;
+    size_t bl = base ? strlen(base) : 0;
+    while (d && (de = readdir(d))) {
+        /* NAME.partial-XXXXXX as tq_afile_* and tq_adir_* make them (mkstemp, mkdtemp);
+         * NAME.partial-resume has its own note */
+        const char *t = de->d_name + bl;
+        if (strncmp(de->d_name, base, bl) != 0 || strncmp(t, ".partial-", 9) != 0 || strlen(t + 9) != 6 ||
+            !strcmp(t + 9, "resume"))
+            continue;
+        if (nf == cap) {
+            char **g = realloc(found, (cap = cap ? 2 * cap : 4) * sizeof *g);
+            if (!g)
+                break;
+            found = g;
+        }
+        if (!(found[nf] = malloc(b + strlen(de->d_name) + 1)))
+            break;
+        memcpy(found[nf], out, b);
+        strcpy(found[nf] + b, de->d_name);
+        nf++;
+    }
+    if (d)
+        closedir(d);
+    if (nf) {
+        qsort(found, nf, sizeof *found, cmp_str);
+        uint64_t total = 0;
+        fprintf(stderr, "%s: note: %s left by %s killed before %s end (or still running), not removed:", tq_prog,
+                nf == 1 ? "a partial output" : "partial outputs", nf == 1 ? "a run" : "runs", nf == 1 ? "its" : "their");
+        for (size_t i = 0; i < nf; i++) {
+            char h[32];
+            uint64_t sz = tq_tree_bytes(found[i]);
+            total += sz;
+            tq_format_size(sz, h, sizeof h);
+            fprintf(stderr, "%s %s (%s)", i ? "," : "", tq_cli_esc(found[i]), h);
+        }
+        if (nf > 1) {
+            char h[32];
+            tq_format_size(total, h, sizeof h);
+            fprintf(stderr, "; %s in all", h);
+        }
+        fputc('\n', stderr);
+    }
+    for (size_t i = 0; i < nf; i++)
+        free(found[i]);
+    free(found);
+    free(dir);
+    free(base);
+}
+
 void tq_cli_resume_note(const char *out, int resume)
 {
+    tq_cli_partials_note(out);
     char *p = resume ? NULL : tq_sibling_path(out, TQ_RESUME_SUFFIX, NULL);
     if (p && tq_exists(p))
         fprintf(stderr,

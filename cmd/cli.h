@@ -28,6 +28,10 @@ void tq_cli_version(void); /* "PROG (tq) VERSION" on stdout */
  * OUT.partial-resume is there (an interrupted --resume run, left alone); after a failed run
  * with it, where the finished pieces are kept. */
 void tq_cli_resume_note(const char *out, int resume);
+/* Before writing OUT: one line on stderr naming every OUT.partial-XXXXXX beside it (a run
+ * killed before its end, SIGKILL or a crash, leaves it; tens of GB on a real model) with its
+ * size on disk; nothing is removed. tq_cli_resume_note calls it. */
+void tq_cli_partials_note(const char *out);
 void tq_cli_resume_kept(const char *out, int resume);
 /* Print j on stdout with sorted keys and delete it (NULL j = out of memory). Returns 0 or
  * the exit status of the failure. */

@@ -106,6 +106,7 @@ int main(int argc, char **argv)
     if (json && tq_mk_plan_build(&plan, &o, &err))
         return tq_cli_fail(&err);
     double t0 = tq_now();
+    tq_cli_partials_note(outdir);
     if (tq_mkmodel(outdir, &o, &err)) {
         if (json)
             tq_mk_plan_free(&plan);

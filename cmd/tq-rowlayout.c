@@ -73,6 +73,7 @@ int main(int argc, char **argv)
             return 1;
         o.provenance = &pv;
         mode = "convert";
+        tq_cli_partials_note(out);
         rc = tq_rows_convert(source, out, &o, &r, &e);
     } else if (check) {
         mode = "check";

@@ -266,6 +266,7 @@ int main(int argc, char **argv)
     if (nargs != 2)
         return tq_cli_usage_error("expected %s OUTPUT_DIR", join ? "SPLIT_DIR" : "MODEL");
     if (join) {
+        tq_cli_partials_note(args[1]);
         if (tq_split_join(args[0], args[1], &jo, &err) != 0)
             return tq_cli_fail(&err);
         if (json) {

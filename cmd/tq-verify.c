@@ -508,6 +508,8 @@ static int cmd_pack(int argc, char **argv)
     tq_verify_progress(1);
     tq_cli_progress_start(quiet, 0);
     tq_err err = {0};
+    if (strcmp(out, "-"))
+        tq_cli_partials_note(out);
     if ((strcmp(out, "-") && tq_out_file_check(out, force, &err) != 0) ||
         tq_bundle_pack(cli.args[0], out, threads, level, &err) != 0)
         return tq_cli_fail(&err);
@@ -552,6 +554,7 @@ static int cmd_unpack(int argc, char **argv)
     tq_cli_progress_start(quiet, json);
     tq_err err = {0};
     tq_check_report r;
+    tq_cli_partials_note(out);
     rc = tq_bundle_unpack(cli.args[0], out, force, &r, &err);
     if (json) {
         cJSON *j = tq_check_report_json(&r);

@@ -111,6 +111,9 @@ campaign() {
     # (the same bytes as the reference, which its checker accepted)
     [ "$(tree_hash "$out")" = "$ref" ] || fail "$tool: re-run after a kill at ${d} ms gave other bytes"
     [ "$(partials "$out")" = "$part" ] || fail "$tool: the re-run changed the partials: $(partials "$out")"
+    # and named them (issue 32: one note, names and sizes, nothing removed)
+    [ -z "$part" ] || grep -q "^tq-[a-z]*: note: .*partial output.* not removed: " rerun.err ||
+      fail "$tool: the re-run did not name the partials: $(cat rerun.err)"
     rm -rf "$out" "$out".partial-* rerun.err
   done
   [ "$(tree_hash "$input")" = "$in_hash" ] || fail "$tool: the input changed during the campaign"
