@@ -12,8 +12,8 @@
  * variables; string lengths and indexes count UTF-16 units, slices count code points.
  *
  * Whatever the subset lacks (call and filter blocks, argument unpacking, kwargs/varargs in
- * macros, the sort, unique and dictsort filters, Unicode case mapping, comparing a string
- * with a number, ...) is an error naming the construct and its line and column; so are the
+ * macros, Unicode case mapping (upper, lower, sorting without case_sensitive on non-ASCII
+ * text), comparing a string with a number, a mapping or list added to a string, ...) is an error naming the construct and its line and column; so are the
  * errors @huggingface/jinja throws. Work is bounded: template size, nesting depth, evaluation
  * steps and the bytes a render may allocate (TQ_CHAT_MAX_*), so a hostile template fails. */
 #include "tokenizer/tokenizer.h"
@@ -1755,6 +1755,15 @@ static val *kwarg(ctx *c, const args *a, const char *k)
     return a->kw ? obj_get(c, a->kw->o, (str){k, strlen(k)}) : NULL;
 }
 
+/* A boolean argument: positional i, else keyword name, else NULL (false); anything else fails. */
+static val *flag_arg(ctx *c, const args *a, size_t i, const char *name, size_t off)
+{
+    val *v = i < a->npos ? a->pos[i] : kwarg(c, a, name);
+    if (v && v->k != V_BOOL)
+        fail(c, off, "%s must be a boolean", name);
+    return v;
+}
+
 static str render_block_to_str(ctx *c, list *body, env *e, size_t off)
 {
     tq_sb *saved = c->out, *b = sb_new(c);
@@ -1952,6 +1961,108 @@ static int prefix_match(str s, str p, int end)
     return s.n >= p.n && !memcmp(end ? s.s + s.n - p.n : s.s, p.s, p.n);
 }
 
+static val *attr_path(ctx *c, val *item, str path);
+
+/* ECMAScript's string order: UTF-16 code units, compared in sequence. */
+static int cmp_utf16(str a, str b)
+{
+    size_t i = 0, j = 0, la, lb;
+    while (i < a.n && j < b.n) {
+        uint32_t x = cp_at(a.s + i, a.n - i, &la), y = cp_at(b.s + j, b.n - j, &lb);
+        if (x != y) {
+            uint32_t ux = x < 0x10000 ? x : 0xD800 + ((x - 0x10000) >> 10);
+            uint32_t uy = y < 0x10000 ? y : 0xD800 + ((y - 0x10000) >> 10);
+            if (ux == uy) { /* two characters outside the BMP with one high surrogate */
+                ux = 0xDC00 + ((x - 0x10000) & 0x3FF);
+                uy = 0xDC00 + ((y - 0x10000) & 0x3FF);
+            }
+            return ux < uy ? -1 : 1;
+        }
+        i += la, j += lb;
+    }
+    return i < a.n ? 1 : j < b.n ? -1 : 0;
+}
+
+/* runtime.ts compareRuntimeValues: none with none and undefined with undefined are equal,
+ * numbers and booleans compare as numbers, strings as strings (lower-cased unless
+ * case_sensitive), anything else is an error. */
+static int cmp_values(ctx *c, const val *a, const val *b, int case_sensitive, size_t off)
+{
+    if (a->k == V_NULL || b->k == V_NULL || a->k == V_UNDEF || b->k == V_UNDEF) {
+        if (a->k == b->k)
+            return 0;
+        fail(c, off, "cannot compare %s with %s", vk_name[a->k], vk_name[b->k]);
+    }
+    int an = is_num(a) || a->k == V_BOOL, bn = is_num(b) || b->k == V_BOOL;
+    if (an && bn) {
+        double x = a->k == V_BOOL ? a->b : a->d, y = b->k == V_BOOL ? b->b : b->d;
+        return x < y ? -1 : x > y ? 1 : 0;
+    }
+    if (a->k != b->k)
+        fail(c, off, "cannot compare %s with %s", vk_name[a->k], vk_name[b->k]);
+    if (a->k != V_STR)
+        fail(c, off, "cannot compare %s", vk_name[a->k]);
+    if (case_sensitive)
+        return cmp_utf16(a->s, b->s);
+    if (has_non_ascii(a->s) || has_non_ascii(b->s))
+        unsup(c, off, "sorting non-ASCII text without case_sensitive (Unicode case mapping)");
+    size_t n = a->s.n < b->s.n ? a->s.n : b->s.n;
+    for (size_t i = 0; i < n; i++) {
+        int x = (unsigned char)a->s.s[i], y = (unsigned char)b->s.s[i];
+        x = x >= 'A' && x <= 'Z' ? x + 32 : x;
+        y = y >= 'A' && y <= 'Z' ? y + 32 : y;
+        if (x != y)
+            return x < y ? -1 : 1;
+    }
+    return a->s.n < b->s.n ? -1 : a->s.n > b->s.n ? 1 : 0;
+}
+
+typedef struct sort_by {
+    ctx *c;
+    size_t off;
+    int case_sensitive, reverse;
+    val *attr;  /* sort: an attribute path (string or integer), or NULL */
+    int index;  /* dictsort: 0 key, 1 value; -1 for sort */
+} sort_by;
+
+static const val *sort_key(const sort_by *k, val *x)
+{
+    if (k->index >= 0)
+        return x->a->v[k->index];
+    if (!k->attr)
+        return x;
+    str path = k->attr->k == V_STR ? k->attr->s : to_str(k->c, k->off, k->attr, 0);
+    return attr_path(k->c, x, path);
+}
+
+/* A stable merge sort (V8's sort is stable, and the comparator a total preorder), so the
+ * order is the one Array.prototype.sort gives. */
+static void sort_vals(const sort_by *k, val **v, size_t n)
+{
+    if (n < 2)
+        return;
+    val **tmp = alloc(k->c, n * sizeof *tmp);
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) {
+                step(k->c, k->off, 1);
+                int r = cmp_values(k->c, sort_key(k, v[j]), sort_key(k, v[i]), k->case_sensitive, k->off);
+                if (k->reverse)
+                    r = -r;
+                tmp[o++] = r < 0 ? v[j++] : v[i++];
+            }
+            while (i < mid)
+                tmp[o++] = v[i++];
+            while (j < hi)
+                tmp[o++] = v[j++];
+        }
+        memcpy(v, tmp, n * sizeof *v);
+    }
+}
+
+static val *flag_arg(ctx *c, const args *a, size_t i, const char *name, size_t off);
+
 static val *call_method(ctx *c, func *f, args *a, size_t off)
 {
     val *self = f->self;
@@ -2012,6 +2123,22 @@ static val *call_method(ctx *c, func *f, args *a, size_t off)
                 fail(c, off, "get(): the key must be a string");
             val *v = obj_get(c, o, a0->s);
             return v ? v : a1 ? a1 : &V_null;
+        }
+        if (!strcmp(m, "dictsort")) {
+            val *cs = flag_arg(c, a, 0, "case_sensitive", off), *rev = flag_arg(c, a, 2, "reverse", off);
+            val *by = a->npos > 1 ? a->pos[1] : kwarg(c, a, "by");
+            if (by && (by->k != V_STR || !(seq(by->s, "key") || seq(by->s, "value"))))
+                fail(c, off, "dictsort: by must be 'key' or 'value'");
+            val *r = mk_arr(c, V_ARR);
+            for (size_t i = 0; i < o->n; i++) {
+                val *p = mk_arr(c, V_ARR);
+                arr_push(c, p->a, mk_str(c, o->k[i]));
+                arr_push(c, p->a, o->v[i]);
+                arr_push(c, r->a, p);
+            }
+            sort_by k = {c, off, cs && cs->b, rev && rev->b, NULL, by && seq(by->s, "value") ? 1 : 0};
+            sort_vals(&k, r->a->v, r->a->n);
+            return r;
         }
         if (!strcmp(m, "items") || !strcmp(m, "keys") || !strcmp(m, "values")) {
             val *r = mk_arr(c, V_ARR);
@@ -2152,7 +2279,7 @@ static val *eval_slice(ctx *c, val *o, node *sl, env *e)
 
 static const char *const str_methods[] = {"upper",  "lower",      "strip",    "title", "capitalize", "rstrip",
                                           "lstrip", "startswith", "endswith", "split", "replace",    NULL};
-static const char *const obj_methods[] = {"get", "items", "keys", "values", NULL};
+static const char *const obj_methods[] = {"get", "items", "keys", "values", "dictsort", NULL};
 
 static const char *find_name(const char *const *names, str k)
 {
@@ -2171,8 +2298,6 @@ static val *member(ctx *c, val *o, val *p, size_t off)
         if (v)
             return v;
         if (is_obj(o)) {
-            if (seq(p->s, "dictsort"))
-                unsup(c, off, "the method 'dictsort'");
             const char *m = find_name(obj_methods, p->s);
             if (m)
                 return mk_func(c, F_METHOD, m, o, NULL);
@@ -2517,6 +2642,27 @@ static val *apply_filter(ctx *c, val *v, node *f, env *e)
             }
             if (F("string"))
                 return mk_str(c, json_of(c, off, v, NULL, 0));
+            if (F("sort")) {
+                val *r = mk_arr(c, V_ARR);
+                for (size_t i = 0; i < a->n; i++)
+                    arr_push(c, r->a, a->v[i]);
+                sort_by k = {c, off, 0, 0, NULL, -1};
+                sort_vals(&k, r->a->v, r->a->n);
+                return r;
+            }
+            if (F("unique")) { /* a Set of the values: SameValueZero, objects by identity */
+                val *r = mk_arr(c, V_ARR);
+                for (size_t i = 0; i < a->n; i++) {
+                    int seen = 0;
+                    step(c, off, r->a->n / 8 + 1);
+                    for (size_t j = 0; j < r->a->n && !seen; j++)
+                        seen = strict_eq(r->a->v[j], a->v[i]) ||
+                               (is_num(a->v[i]) && is_num(r->a->v[j]) && isnan(a->v[i]->d) && isnan(r->a->v[j]->d));
+                    if (!seen)
+                        arr_push(c, r->a, a->v[i]);
+                }
+                return r;
+            }
         } else if (v->k == V_STR) {
             if (F("length"))
                 return mk_num(c, V_INT, (double)utf16_len(v->s));
@@ -2550,8 +2696,9 @@ static val *apply_filter(ctx *c, val *v, node *f, env *e)
             if (F("string"))
                 return mk_str(c, to_str(c, off, v, 1));
         } else if (is_obj(v)) {
-            if (F("items") || F("keys") || F("values")) {
-                func fn = {F_METHOD, F("items") ? "items" : F("keys") ? "keys" : "values", v, NULL};
+            const char *m = find_name(obj_methods, n); /* items, keys, values, dictsort (get fails) */
+            if (m) {
+                func fn = {F_METHOD, m, v, NULL};
                 args none = {0};
                 return call_method(c, &fn, &none, off);
             }
@@ -2644,6 +2791,18 @@ static val *apply_filter(ctx *c, val *v, node *f, env *e)
     }
     if ((F("int") || F("float")) && is_num(v))
         return v;
+    if (is_arr(v) && F("sort")) {
+        val *rev = flag_arg(c, &a, 0, "reverse", off), *cs = flag_arg(c, &a, 1, "case_sensitive", off);
+        val *at = a.npos > 2 ? a.pos[2] : kwarg(c, &a, "attribute");
+        if (at && at->k != V_STR && at->k != V_INT && at->k != V_NULL)
+            fail(c, off, "sort: attribute must be a string, an integer or none");
+        val *r = mk_arr(c, V_ARR);
+        for (size_t i = 0; i < v->a->n; i++)
+            arr_push(c, r->a, v->a->v[i]);
+        sort_by k = {c, off, cs && cs->b, rev && rev->b, at && at->k != V_NULL ? at : NULL, -1};
+        sort_vals(&k, r->a->v, r->a->n);
+        return r;
+    }
     if (is_arr(v) && (F("selectattr") || F("rejectattr"))) {
         int sel = F("selectattr");
         for (size_t i = 0; i < v->a->n; i++)

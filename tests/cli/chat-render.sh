@@ -79,10 +79,10 @@ expect_msg 1 'no "messages" list' tq-run --tokenizer m --chat-render bad.json
 printf 'not json' > bad2.json
 expect_msg 1 'bad2.json: messages: not a JSON list' tq-run --tokenizer m --chat-render bad2.json
 expect_msg 1 'no-such.json' tq-run --tokenizer m --chat-render no-such.json
-printf 'a\n{%% for x in messages %%}{{ x|sort }}{%% endfor %%}' > m/chat_template.jinja
-expect_msg 1 "chat_template.jinja: chat_template: line 2, column 29: unsupported: the filter 'sort' on a mapping" \
+printf 'a\n{%% for x in messages %%}{{ x|batch(2) }}{%% endfor %%}' > m/chat_template.jinja
+expect_msg 1 "chat_template.jinja: chat_template: line 2, column 29: unsupported: the filter 'batch(...)' on a mapping" \
   tq-run --tokenizer m --chat-render one.json
-expect_msg 1 "unsupported: the filter 'sort'" tq-run m --chat --prompt hi
+expect_msg 1 "unsupported: the filter 'batch(...)'" tq-run m --chat --prompt hi
 rm m/chat_template.jinja
 expect_msg 1 'no chat_template' tq-run --tokenizer m --chat-render one.json
 expect_msg 2 '--chat-render needs --tokenizer DIR' tq-run --chat-render one.json
