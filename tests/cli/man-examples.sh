@@ -29,7 +29,11 @@ setup() {
     tq-run)
       cp -r "$ROOT/testdata/models/qwen3-tiny" qwen3-tiny
       head -c 4096 "$ROOT/testdata/models/eval/python-doc-eval.txt" >eval.txt
-      tq-convert --quiet qwen3-tiny qwen3-tiny.tq || fail "stand-in: qwen3-tiny.tq" ;;
+      tq-convert --quiet qwen3-tiny qwen3-tiny.tq || fail "stand-in: qwen3-tiny.tq"
+      # Qwen3-8B: qwen3-tiny with Qwen3's chat template beside its tokenizer
+      cp -r qwen3-tiny Qwen3-8B && python3 -c 'import json, sys
+open(sys.argv[2], "w").write(json.load(open(sys.argv[1]))["chat_template"])' \
+        "$ROOT/testdata/tokenizers/qwen3/tokenizer_config.json" Qwen3-8B/chat_template.jinja || fail "stand-in: Qwen3-8B" ;;
     tq-split) mk --arch qwen3_moe --seed 6 model ;;
     tq-verify)
       mk --arch qwen3_moe --seed 7 model && cp model/model.safetensors model.safetensors
