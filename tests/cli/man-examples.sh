@@ -71,6 +71,6 @@ $(tail -3 "err.$n")" >&2; }
 done
 [ "$bad" = 0 ] || fail "examples failed (above)"
 for k in "${!SKIP[@]}" "${!EXPECT[@]}"; do
-  printf '%s\n' "${seen[@]}" | grep -qxF -- "$k" || fail "listed but no longer an example: $k"
+  printf '%s\n' "${seen[@]}" | grep -xF -- "$k" >/dev/null || fail "listed but no longer an example: $k"
 done
 echo "man pages: $total example commands ran as written, ${#SKIP[@]} skipped: ok"
