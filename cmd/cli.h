@@ -148,6 +148,10 @@ typedef struct tq_cli_spec {
     const char *usage;   /* "Usage: ..." line(s), each ending in a newline */
     const char *about;   /* what the tool does, pre-wrapped lines; NULL: nothing */
     const char *epilog;  /* printed after the options (exit status...); NULL: nothing */
+    /* --help's "Examples:", NULL-ended: command lines as a user types them, each with an
+     * optional "  # what it does"; every one runs as written, in order, tool after tool, on
+     * the stand-in models of tests/cli/help-examples.sh */
+    const char *const *examples;
     tq_opt *opts;
     const tq_opt_hint *hints; /* NULL: none */
     /* Filled by tq_cli_parse: the operands, in order. */

@@ -617,6 +617,12 @@ int tq_cli_parse(tq_cli_spec *s, int argc, char **argv, int *rc)
     n_given = 0;
     check_table(s->opts);
     check_hints(s->opts, s->hints);
+    for (const char *const *x = s->examples; x && *x; x++) /* an example runs this tool (command) */
+        if (!strstr(*x, tq_prog) || (s->command && !strstr(*x, s->command))) {
+            fprintf(stderr, "%s: internal error: example '%s' does not run %s%s%s\n", tq_prog, *x, tq_prog,
+                    s->command ? " " : "", s->command ? s->command : "");
+            abort();
+        }
     cur_hints = s->hints;
     if (getenv("TQ_CLI_TABLE")) {
         print_table(s);
@@ -777,6 +783,11 @@ void tq_cli_help(const tq_cli_spec *s, FILE *out)
     for (size_t i = 0; i < 2; i++) {
         left_part(&std[i], left, sizeof left);
         help_row(out, left, std[i].help, col);
+    }
+    if (s->examples && s->examples[0]) {
+        fputs("\nExamples:\n", out);
+        for (const char *const *x = s->examples; *x; x++)
+            fprintf(out, "  %s\n", *x);
     }
     if (s->epilog) {
         fputc('\n', out);

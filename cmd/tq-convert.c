@@ -234,6 +234,12 @@ int main(int argc, char **argv)
         .epilog = "Exit status: 0 ok, 1 bad data or I/O error, 2 bad usage.\n",
         .opts = opts,
         .hints = hints,
+        .examples = (const char *const[]){
+            "tq-convert model model-tq3   # 3-bit TurboQuant, the reference recipe",
+            "tq-convert --method affine --bits 4 model model-mlx4   # MLX's own 4-bit format",
+            "tq-convert --dry-run --target-bpw 3.5 model model-tq35   # what 3.5 bits/weight would write",
+            "tq-convert --dequantize model-tq3 model-bf16   # back to plain bf16 weights",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         goto out;

@@ -80,6 +80,11 @@ int main(int argc, char **argv)
                   "Exit status: 0 success, 1 I/O error or foreign files in OUTPUT_DIR, 2 bad usage.\n"
                   "See tq-mkmodel(1) for the weight recipe.\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-mkmodel --arch qwen3_moe --size tiny model   # a 2 MB MoE model with a tokenizer",
+            "tq-mkmodel --arch llama --seed 2 --shard-size 256K dense   # a dense one, in shards",
+            "tq-mkmodel --arch ngram --rows 1000 table   # an n-gram table for tq-rowlayout",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;

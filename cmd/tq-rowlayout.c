@@ -43,6 +43,11 @@ int main(int argc, char **argv)
                  "Every chunk is read back from the output and compared bit for bit with the source.\n",
         .epilog = "Exit status: 0 success, 1 bad data, I/O error or failed check, 2 bad usage.\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-rowlayout table/model.safetensors --out rows.safetensors   # one record per row",
+            "tq-rowlayout --check rows.safetensors   # every row against its source again",
+            "tq-rowlayout --extract rows.safetensors --to restored   # the source file back",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;

@@ -494,6 +494,11 @@ int main(int argc, char **argv)
                  "--tokenizer) or the generated ids (--tokens), the report goes to standard error.\n",
         .opts = opts,
         .hints = hints,
+        .examples = (const char *const[]){
+            "tq-run model --prompt \"The weights\" --max-tokens 16   # text in, text out",
+            "tq-run model-split --tokens 1,2,3 --max-tokens 8 --cache-budget 64K   # streamed experts",
+            "echo \"Hello world\" | tq-run --tokenizer model --encode   # token ids of a text",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;

@@ -206,6 +206,11 @@ int main(int argc, char **argv)
         .epilog = "Exit status: 0 success, 1 bad input data or I/O error, 2 bad usage; --plan: 3 when the\n"
                   "model does not fit --ram for --target (0 when it fits).\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-split model-tq3 model-split   # pinned weights + one aligned file per MoE layer",
+            "tq-split --plan --ram 16G model-tq3   # does it stream on a 16 GiB machine?",
+            "tq-split --join model-split model-joined   # the model directory back",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;

@@ -26,6 +26,10 @@ static int cmd_ls(int argc, char **argv)
         .about = "List the tensors of a safetensors file or model directory: name, dtype, shape,\n"
                  "file, byte offset and size, one per line (or a JSON document with --json).\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify ls model   # tensors: name, dtype, shape, file, offset, bytes",
+            "tq-verify ls --json model-tq3 > tensors.json",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -83,6 +87,9 @@ static int cmd_manifest(int argc, char **argv)
                  "checks) and DIR/tq-manifest.json (sizes, SHA-256 of every file, and dtype, shape,\n"
                  "offsets and SHA-256 of every safetensors tensor and split expert block).\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify manifest model-tq3   # SHA256SUMS and tq-manifest.json beside the files",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -195,6 +202,10 @@ static int cmd_check(int argc, char **argv)
                  "(the directory's, or the bundle's) is checked too, and every file against it.\n",
         .epilog = "Exit status: 0 all good, 1 any problem or unreadable input, 2 bad usage.\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify check model-tq3   # every file and tensor against the manifest",
+            "tq-verify check model-split   # a split against its split.json",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -245,6 +256,9 @@ static int cmd_sign(int argc, char **argv)
                  "KEY.pem, in a Sigstore bundle. Left out: the signature itself, .git,\n"
                  ".gitattributes, .github, .gitignore, SHA256SUMS and tq-manifest.json.\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify sign model-tq3 --key key.pem   # key.pem: openssl ecparam -genkey, see tq-verify(1)",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -308,6 +322,9 @@ static int cmd_verify(int argc, char **argv)
                  "on stdout as 'FILE: what is wrong'; paths the signature leaves out are skipped.\n",
         .epilog = "Exit status: 0 valid and every file matches, 1 anything else, 2 bad usage.\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify verify model-tq3 --pubkey key.pub   # key.pub: openssl pkey -pubout, see tq-verify(1)",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -342,6 +359,9 @@ static int cmd_compare(int argc, char **argv)
                  "differing tensor, and tensors only in A or only in B.\n",
         .epilog = "Exit status: 0 identical, 1 any difference or unreadable input, 2 bad usage.\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify compare model-tq3 model-joined   # tensor by tensor, bit for bit",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -409,6 +429,10 @@ static int cmd_golden(int argc, char **argv)
                  "the prompt's and the generated tokens' text are recorded too, and the text compared.\n",
         .epilog = "Exit status: 0 match (or updated), 1 mismatch or error, 2 bad usage.\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify golden model-tq3 --golden decode.json --update --tokens 1,2,3   # record a decode",
+            "tq-verify golden model-split --golden decode.json   # the split decodes the same",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -498,6 +522,9 @@ static int cmd_pack(int argc, char **argv)
                  "order, pax tar with fixed mtime 0, uid/gid 0, mode 0644, compressed with zstd.\n"
                  "The same directory always gives the same bytes.\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify pack model-tq3 -o model-tq3.tar.zst   # deterministic bundle with its manifest",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -546,6 +573,9 @@ static int cmd_unpack(int argc, char **argv)
                  "through DIR.partial-XXXXXX renamed at the end: a bundle with any problem (hash mismatch,\n"
                  "missing or extra file, unsafe path, link, device, duplicate) leaves nothing.\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify unpack model-tq3.tar.zst -o downloaded   # checked, then extracted",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -605,6 +635,9 @@ static int cmd_quality(int argc, char **argv)
         .epilog = "Exit status: 0 measured, 1 the models do not match (a tensor missing or of another shape,\n"
                   "another vocabulary) or an error, 2 bad usage.\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify quality model model-tq3   # relative MSE per tensor, class and layer",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -680,6 +713,9 @@ static int cmd_provenance(int argc, char **argv)
                  "HuggingFace repo and revision), from DIR/tq-provenance.json, or from the header of\n"
                  "a tq-rowlayout row FILE (__metadata__ tq_provenance).\n",
         .opts = opts,
+        .examples = (const char *const[]){
+            "tq-verify provenance model-tq3   # which tool, command and source made it",
+            NULL},
     };
     if (tq_cli_parse(&cli, argc, argv, &rc))
         return rc;
@@ -759,6 +795,7 @@ int main(int argc, char **argv)
             .epilog = "'tq-verify COMMAND --help' describes a command's options.\n"
                       "Exit status: 0 ok, 1 bad data or I/O error, 2 bad usage.\n",
             .opts = none,
+            .examples = (const char *const[]){"tq-verify ls model", "tq-verify check model-tq3.tar.zst", NULL},
         };
         char *head[] = {argv[0], argv[1], NULL};
         int rc;

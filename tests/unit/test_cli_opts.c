@@ -179,6 +179,7 @@ static void test_help(void)
                     "of the terminal, twice even, because it is really quite long";
     opts[11].metavar = "A-METAVAR-SO-LONG-IT-PUSHES-THE-HELP-DOWN";
     cli.epilog = "Epilog.\n";
+    cli.examples = (const char *const[]){"tq-test a b   # the first", "tq-test --flag a b", NULL};
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -209,6 +210,10 @@ static void test_help(void)
                        "                         twice even, because it is really quite long\n"
                        "  -h, --help             print this help and exit\n"
                        "  --version              print the version and exit\n"
+                       "\n"
+                       "Examples:\n"
+                       "  tq-test a b   # the first\n"
+                       "  tq-test --flag a b\n"
                        "\n"
                        "Epilog.\n";
     CHECKF(!strcmp(buf, want), "got:\n%s", buf);
@@ -254,9 +259,11 @@ static void bad_table(int which)
     /* hints pointing at an option or a value the table does not have */
     static const tq_opt_hint to_nothing[] = {{"q-bits", "bits", "no --bits here"}, {NULL, NULL, NULL}};
     static const tq_opt_hint to_no_value[] = {{"c=blue", "c=azure", "no such color"}, {NULL, NULL, NULL}};
-    tq_opt *tables[] = {dup, range, neg, help, h, nohelp, choice, choice};
-    const tq_opt_hint *hints[] = {NULL, NULL, NULL, NULL, NULL, NULL, to_nothing, to_no_value};
+    tq_opt *tables[] = {dup, range, neg, help, h, nohelp, choice, choice, choice};
+    const tq_opt_hint *hints[] = {NULL, NULL, NULL, NULL, NULL, NULL, to_nothing, to_no_value, NULL};
     tq_cli_spec cli = {.usage = "Usage: x\n", .opts = tables[which], .hints = hints[which]};
+    if (which == 8) /* an example that does not run this program */
+        cli.examples = (const char *const[]){"other-tool a b", NULL};
     char *argv[] = {(char *)"tq-test", (char *)"--version", NULL};
     int rc;
     if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
@@ -267,7 +274,7 @@ static void bad_table(int which)
 
 static void test_bad_tables(void)
 {
-    for (int which = 0; which < 8; which++) {
+    for (int which = 0; which < 9; which++) {
         fflush(stdout);
         fflush(stderr);
         pid_t pid = fork();
