@@ -3182,7 +3182,7 @@ static val *from_json(ctx *c, const cJSON *j, int depth)
             double idx;
             if (array_index_key(x->string, &idx)) {
                 size_t p = k++;
-                double pi;
+                double pi = 0;
                 step(c, NOPOS, p);
                 while (p > 0 && (array_index_key(ix[p - 1]->string, &pi), pi > idx))
                     ix[p] = ix[p - 1], p--;
@@ -3213,6 +3213,61 @@ static int utf8_json_strings(const cJSON *j, int depth)
         if (!utf8_json_strings(x, depth + 1))
             return 0;
     return 1;
+}
+
+/* The render itself, called between tq_chat_render's setjmp and its cleanup: fail() longjmps
+ * out of here, so none of this frame's locals is read after a failure (and none can be
+ * clobbered, which gcc -Wclobbered checks at -O0). 0 rendered, -1 e set. */
+static int render_run(ctx *c, const char *tmpl, size_t tlen, cJSON *vars, cJSON *volatile *vj, tq_sb *outb,
+                      char **out, size_t *out_len, tq_err *e)
+{
+    char *src;
+    size_t n;
+    preprocess(c, tmpl, tlen, &src, &n);
+    lexer L;
+    lex(c, src, n, &L);
+    parser P = {.c = c, .t = L.t, .n = L.nt};
+    list prog = {0};
+    while (P.i < P.n)
+        lpush(c, &prog, parse_any(&P));
+    env *g = env_new(c, NULL);
+    static const char *const consts[] = {"false", "true", "none", "True", "False", "None"};
+    for (int i = 0; i < 6; i++)
+        env_set(c, g, (str){consts[i], strlen(consts[i])},
+                i == 2 || i == 5 ? &V_null : mk_bool(c, i == 1 || i == 3));
+    env_set(c, g, (str){"namespace", 9}, mk_func(c, F_NAMESPACE, NULL, NULL, NULL));
+    env_set(c, g, (str){"raise_exception", 15}, mk_func(c, F_RAISE, NULL, NULL, NULL));
+    env_set(c, g, (str){"range", 5}, mk_func(c, F_RANGE, NULL, NULL, NULL));
+    env_set(c, g, (str){"strftime_now", 12}, mk_func(c, F_STRFTIME, NULL, NULL, NULL));
+    val *v = from_json(c, vars, 0);
+    for (size_t i = 0; i < v->o->n; i++) {
+        str k = v->o->k[i];
+        for (env *x = g; x; x = NULL)
+            for (size_t j = 0; j < x->n; j++)
+                if (seqs(x->k[j], k))
+                    fail(c, NOPOS, "the variable '%.*s' is already declared", (int)k.n, k.s);
+        env_set(c, g, k, v->o->v[i]);
+    }
+    cJSON_Delete(vars);
+    *vj = NULL;
+    c->out = outb;
+    enum flow f = exec_block(c, &prog, g);
+    if (f != FL_NONE)
+        fail(c, NOPOS, "'break' or 'continue' outside a loop");
+    if (outb->oom) {
+        tq_fail(e, TQ_ENOMEM, "chat_template: out of memory");
+    } else {
+        *out = outb->s ? outb->s : calloc(1, 1);
+        if (!*out)
+            tq_fail(e, TQ_ENOMEM, "chat_template: out of memory");
+        else {
+            if (out_len)
+                *out_len = outb->len;
+            *outb = (tq_sb){0};
+            return 0;
+        }
+    }
+    return -1;
 }
 
 int tq_chat_render(const char *tmpl, size_t tlen, const char *vars_json, size_t vlen, int64_t now, char **out,
@@ -3254,54 +3309,8 @@ int tq_chat_render(const char *tmpl, size_t tlen, const char *vars_json, size_t 
     c->e = e, c->orig = tmpl, c->now = now;
     volatile int rc = -1;
     cJSON *volatile vj = vars;
-    if (setjmp(c->jb) == 0) {
-        char *src;
-        size_t n;
-        preprocess(c, tmpl, tlen, &src, &n);
-        lexer L;
-        lex(c, src, n, &L);
-        parser P = {.c = c, .t = L.t, .n = L.nt};
-        list prog = {0};
-        while (P.i < P.n)
-            lpush(c, &prog, parse_any(&P));
-        env *g = env_new(c, NULL);
-        static const char *const consts[] = {"false", "true", "none", "True", "False", "None"};
-        for (int i = 0; i < 6; i++)
-            env_set(c, g, (str){consts[i], strlen(consts[i])},
-                    i == 2 || i == 5 ? &V_null : mk_bool(c, i == 1 || i == 3));
-        env_set(c, g, (str){"namespace", 9}, mk_func(c, F_NAMESPACE, NULL, NULL, NULL));
-        env_set(c, g, (str){"raise_exception", 15}, mk_func(c, F_RAISE, NULL, NULL, NULL));
-        env_set(c, g, (str){"range", 5}, mk_func(c, F_RANGE, NULL, NULL, NULL));
-        env_set(c, g, (str){"strftime_now", 12}, mk_func(c, F_STRFTIME, NULL, NULL, NULL));
-        val *v = from_json(c, vars, 0);
-        for (size_t i = 0; i < v->o->n; i++) {
-            str k = v->o->k[i];
-            for (env *x = g; x; x = NULL)
-                for (size_t j = 0; j < x->n; j++)
-                    if (seqs(x->k[j], k))
-                        fail(c, NOPOS, "the variable '%.*s' is already declared", (int)k.n, k.s);
-            env_set(c, g, k, v->o->v[i]);
-        }
-        cJSON_Delete(vars);
-        vj = NULL;
-        c->out = outb;
-        enum flow f = exec_block(c, &prog, g);
-        if (f != FL_NONE)
-            fail(c, NOPOS, "'break' or 'continue' outside a loop");
-        if (outb->oom) {
-            tq_fail(e, TQ_ENOMEM, "chat_template: out of memory");
-        } else {
-            *out = outb->s ? outb->s : calloc(1, 1);
-            if (!*out)
-                tq_fail(e, TQ_ENOMEM, "chat_template: out of memory");
-            else {
-                if (out_len)
-                    *out_len = outb->len;
-                *outb = (tq_sb){0};
-                rc = 0;
-            }
-        }
-    }
+    if (setjmp(c->jb) == 0)
+        rc = render_run(c, tmpl, tlen, vars, &vj, outb, out, out_len, e);
     cJSON_Delete(vj);
     tq_sb_free(outb);
     free(outb);
