@@ -19,7 +19,7 @@ const rnd = () => { seed ^= seed << 13; seed >>>= 0; seed ^= seed >>> 17; seed ^
 const pick = (a) => a[Math.floor(rnd() * a.length)];
 const text = fs.readFileSync(ROOT + "/tests/chat/snippets.txt", "utf8");
 const snippets = text.split(/^#### /m).slice(1).map((p) => { const nl = p.indexOf("\n"); const h = p.slice(0, nl); const sp = h.indexOf(" "); return { vars: sp < 0 ? "{}" : h.slice(sp + 1), body: p.slice(nl + 1) }; });
-for (const f of ["qwen3.jinja", "llama3_2.jinja", "gptoss.jinja"]) snippets.push({ vars: null, body: fs.readFileSync(ROOT + "/tests/fuzz/corpus/chat_template/" + f, "utf8") });
+for (const f of ["qwen3.jinja", "gptoss.jinja"]) snippets.push({ vars: null, body: fs.readFileSync(ROOT + "/tests/fuzz/corpus/chat_template/" + f, "utf8") });
 const msgvars = JSON.stringify({ messages: [{ role: "system", content: "S \"q\" \n" }, { role: "user", content: "U {{x}} é😀 " }, { role: "assistant", content: "<think>r</think>\n\nA", reasoning_content: null }, { role: "user", content: "" }], add_generation_prompt: true, bos_token: "<s>", xs: [3, 1, 2], d: { k: null, s: "x", l: [1], n: 2.5 }, s: " Hi, there ", n: 3, x: 1.5 });
 const atoms = ["messages", "xs", "d", "d.k", "d.s", "d.l", "d.n", "s", "n", "x", "loop.index", "loop.first", "1", "0", "-1", "2.5", "'a'", "\"b\"", "none", "true", "false", "[]", "{}", "[1, 'x']", "{'k': 1}", "(1, 2)", "messages[0]", "messages[-1].content", "s[1:]", "s[::-1]", "xs[1]", "d['s']", "namespace(a=1)", "range(3)", "s|trim", "xs|length", "d.s ~ n"];
 const ops = [" + ", " - ", " * ", " / ", " // ", " % ", " ** ", " ~ ", " == ", " != ", " < ", " >= ", " and ", " or ", " in ", " not in "];

@@ -33,7 +33,7 @@ for n in $CHAT_TEMPLATES; do
     compared=$((compared + 1))
   done
 done
-[ "$compared" -ge 54 ] || fail "only $compared renderings compared"
+[ "$compared" -ge 45 ] || fail "only $compared renderings compared"
 
 # gemma3's raise_exception reaches the user with the template's words (when gemma3 is here)
 if d=$(chat_template_dir gemma3); then
