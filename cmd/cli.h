@@ -90,8 +90,14 @@ typedef struct tq_opt {
     const char *metavar;    /* NULL: none (FLAG), or the choices joined with '|' */
     const char *help;       /* one paragraph; --help wraps it */
     int bare_bytes;         /* TQ_OPT_SIZE: a bare number is bytes (TQ_OPT_BYTES) */
+    int out;                /* TQ_OUT_FILE or TQ_OUT_DIR: the value names an output, which the one
+                             * rule of outputs governs (man tq-formats(5), OUTPUTS); 0: not one */
     unsigned seen;          /* set by tq_cli_parse: how often the option was given */
 } tq_opt;
+
+/* What an output option, operand or implied output is (TQ_CLI_TABLE=outputs lists them all,
+ * for tests/cli/outputs-rule.sh, which runs the rule's checks on every one). */
+enum { TQ_OUT_FILE = 1, TQ_OUT_DIR = 2 };
 
 /* The integer type behind a target pointer, checked at compile time: an unsupported type
  * makes a negative array size. */
@@ -125,6 +131,14 @@ typedef struct tq_opt {
 #define TQ_OPT_STRS(name_, sh, p, mv, help_)                                                         \
     {.name = name_, .short_name = sh, .kind = TQ_OPT_STRS,                                           \
      .target = TQ_OPT_TYPED_(p, tq_cli_strs *), .metavar = mv, .help = help_}
+/* A string option whose value names an output file or directory (every such option is made
+ * with these, so that none escapes the enumeration of outputs). */
+#define TQ_OPT_OUT_FILE(name_, sh, p, mv, help_)                                                     \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_STR, .target = TQ_OPT_TYPED_(p, const char **), \
+     .metavar = mv, .help = help_, .out = TQ_OUT_FILE}
+#define TQ_OPT_OUT_DIR(name_, sh, p, mv, help_)                                                      \
+    {.name = name_, .short_name = sh, .kind = TQ_OPT_STR, .target = TQ_OPT_TYPED_(p, const char **), \
+     .metavar = mv, .help = help_, .out = TQ_OUT_DIR}
 #define TQ_OPT_CALL(name_, sh, fn, ctx, mv, help_)                                                   \
     {.name = name_, .short_name = sh, .kind = TQ_OPT_CALL, .target = (ctx), .call = (fn),            \
      .metavar = mv, .help = help_}
@@ -154,6 +168,11 @@ typedef struct tq_cli_spec {
     const char *const *examples;
     tq_opt *opts;
     const tq_opt_hint *hints; /* NULL: none */
+    /* Outputs that are no option: out_operand, the number (1-based) of the operand that names
+     * an output of kind out_operand_kind (TQ_OUT_DIR, TQ_OUT_FILE), 0 if none; implied, the
+     * outputs written without being named ("DIR/SHA256SUMS"), space-separated, NULL if none. */
+    int out_operand, out_operand_kind;
+    const char *implied;
     /* Filled by tq_cli_parse: the operands, in order. */
     char **args;
     int n_args;
@@ -161,7 +180,8 @@ typedef struct tq_cli_spec {
 
 /* With TQ_CLI_TABLE set in the environment, tq_cli_parse prints the table instead (a
  * build-time interface of scripts/completions, which makes the shell completions from it)
- * and returns 1 with *rc 0. */
+ * and returns 1 with *rc 0. TQ_CLI_TABLE=outputs prints the outputs instead, one a line:
+ * "--NAME<TAB>KIND", "operand N<TAB>KIND", "implied PATH<TAB>KIND" (KIND file or dir). */
 /* Parse argv[1..argc-1] against s->opts (options and operands may be mixed; "--" ends the
  * options). Returns 0 to go on with s->args, or 1 when the program should exit with *rc:
  * 0 after --help or --version, 2 after a usage error (already printed). */

@@ -145,6 +145,8 @@ static void check_table(const tq_opt *opts)
         }
         if (o->kind == TQ_OPT_CALL && !o->call)
             table_bug(o, "no function");
+        if (o->out && (o->kind != TQ_OPT_STR || o->out > TQ_OUT_DIR))
+            table_bug(o, "an output is a string option made with TQ_OPT_OUT_FILE or TQ_OPT_OUT_DIR");
         if (o->kind != TQ_OPT_FLAG && o->kind != TQ_OPT_CHOICE && !o->metavar)
             table_bug(o, "no metavar");
     }
@@ -520,8 +522,29 @@ static void unknown_short(int c)
  * NAME TAB SHORT TAB VALUE TAB CHOICES TAB HELP, where VALUE is none, choice, number or
  * path, CHOICES the choice names (aliases too) separated by spaces, and an empty SHORT,
  * CHOICES or HELP is "-" (a shell's read joins adjacent tabs). */
+static void print_outputs(const tq_cli_spec *s)
+{
+    static const char *kind[] = {"?", "file", "dir"};
+    for (const tq_opt *o = s->opts; o->name; o++)
+        if (o->out)
+            printf("--%s\t%s\n", o->name, kind[o->out]);
+    if (s->out_operand)
+        printf("operand %d\t%s\n", s->out_operand, kind[s->out_operand_kind]);
+    for (const char *p = s->implied; p && *p;) {
+        size_t n = strcspn(p, " ");
+        if (n)
+            printf("implied %.*s\tfile\n", (int)n, p);
+        p += n + (p[n] == ' ');
+    }
+}
+
 static void print_table(const tq_cli_spec *s)
 {
+    const char *which = getenv("TQ_CLI_TABLE");
+    if (which && !strcmp(which, "outputs")) {
+        print_outputs(s);
+        return;
+    }
     static const char *value[] = {
         [TQ_OPT_FLAG] = "none",   [TQ_OPT_INT] = "number", [TQ_OPT_SIZE] = "number", [TQ_OPT_CHOICE] = "choice",
         [TQ_OPT_IDS] = "number",  [TQ_OPT_STR] = "path",   [TQ_OPT_STRS] = "path",   [TQ_OPT_CALL] = "path",

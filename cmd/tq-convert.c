@@ -227,6 +227,8 @@ int main(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .usage = "Usage: tq-convert [OPTIONS] INPUT OUTPUT_DIR\n",
+        .out_operand = 2,
+        .out_operand_kind = TQ_OUT_DIR,
         .about = "Quantize a HuggingFace model directory or .safetensors file (or a GGUF file) to a\n"
                  "TurboQuant model directory loadable by TurboQuant-MLX: block Hadamard rotation with\n"
                  "per-module random signs, Lloyd-Max codebooks, per-group f16 scales. Data-free.\n"

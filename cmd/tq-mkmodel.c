@@ -72,6 +72,8 @@ int main(int argc, char **argv)
     };
     tq_cli_spec cli = {
         .usage = "Usage: tq-mkmodel [OPTIONS] OUTPUT_DIR\n",
+        .out_operand = 1,
+        .out_operand_kind = TQ_OUT_DIR,
         .about = "Write a deterministic synthetic model (config.json, tokenizer files, safetensors\n"
                  "shards) whose weights look like trained LLM weights. Same options and seed give\n"
                  "byte-identical files on every machine and for any thread count. Options given\n"

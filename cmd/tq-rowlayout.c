@@ -15,7 +15,7 @@ int main(int argc, char **argv)
     int json = 0, rc;
     tq_rows_opts o = {0};
     tq_opt opts[] = {
-        TQ_OPT_STR("out", 0, &out, "FILE", "write the row file (refuses an existing FILE or the source itself)"),
+        TQ_OPT_OUT_FILE("out", 0, &out, "FILE", "write the row file (refuses an existing FILE or the source itself)"),
         TQ_OPT_STR("prefix", 0, &o.prefix, "P", "table prefix (default: ngram)"),
         TQ_OPT_BYTES("page-align", 0, &o.page_align, 8, TQ_ROWS_MAX_PAGE, 8, "N",
                     "tq_rows_paged_v1: no record straddles an N-byte page (N a multiple of 8)"),
@@ -24,7 +24,7 @@ int main(int argc, char **argv)
         TQ_OPT_STR("check", 0, &check, "FILE",
                    "re-verify FILE against its source (SOURCE, or the recorded source path)"),
         TQ_OPT_STR("extract", 0, &extract, "FILE", "rebuild the source tensors from FILE ..."),
-        TQ_OPT_STR("to", 0, &to, "DIR", "... into DIR (created if missing)"),
+        TQ_OPT_OUT_DIR("to", 0, &to, "DIR", "... into DIR (created if missing)"),
         TQ_OPT_SIZE("chunk-size", 0, &o.chunk_bytes, 1, 1u << 30, 0, "SIZE",
                     "bytes of records per chunk (default 8M; memory is about 3x this)"),
         TQ_OPT_FLAG("force", 0, &o.force, "replace an existing output file (--out, or the file --extract writes)"),

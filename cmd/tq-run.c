@@ -290,6 +290,7 @@ static int logits_vs_inputs(tq_run_opts *o, const char *file, const char *tok_di
 {
     tq_err err = {0};
     const char *logits = o->logits_path;
+    o->logits_force = force_out;
     if (logits && !strcmp(logits, "-")) {
         if (tq_cli_stdout_binary_check("--logits -"))
             return 2;
@@ -447,7 +448,7 @@ int main(int argc, char **argv)
         TQ_OPT_FLAG("check-blocks", 0, &o.check_blocks, "verify every expert block read against split.json"),
         TQ_OPT_FLAG("allow-nonfinite", 0, &o.allow_nonfinite,
                     "decode on when a step's logits hold NaN or infinity (default: exit 1 naming the step)"),
-        TQ_OPT_STR("logits", 0, &o.logits_path, "FILE",
+        TQ_OPT_OUT_FILE("logits", 0, &o.logits_path, "FILE",
                    "write every step's logits (raw little-endian f32, steps x vocab); - streams them to "
                    "standard output, and what tq-run prints there goes to standard error"),
         TQ_OPT_FLAG("force", 0, &force_out, "replace an existing non-empty --logits FILE"),

@@ -193,6 +193,8 @@ int main(int argc, char **argv)
         TQ_OPT_END,
     };
     tq_cli_spec cli = {
+        .out_operand = 2,
+        .out_operand_kind = TQ_OUT_DIR,
         .usage = "Usage: tq-split [OPTIONS] MODEL OUTPUT_DIR\n"
                  "       tq-split --join [OPTIONS] SPLIT_DIR OUTPUT_DIR\n"
                  "       tq-split --plan --ram SIZE [--json] MODEL\n"

@@ -83,6 +83,7 @@ static int cmd_manifest(int argc, char **argv)
     tq_cli_spec cli = {
         .command = "manifest",
         .usage = "Usage: tq-verify manifest [OPTIONS] DIR\n",
+        .implied = "DIR/SHA256SUMS DIR/tq-manifest.json",
         .about = "Hash every file under DIR and write DIR/SHA256SUMS (the format 'sha256sum -c'\n"
                  "checks) and DIR/tq-manifest.json (sizes, SHA-256 of every file, and dtype, shape,\n"
                  "offsets and SHA-256 of every safetensors tensor and split expert block).\n",
@@ -232,7 +233,7 @@ static int cmd_sign(int argc, char **argv)
     int no_git = 0, no_index = 0;
     tq_opt opts[] = {
         TQ_OPT_STR("key", 'k', &key, "KEY.pem", "the private key (PEM, unencrypted): ECDSA P-256, P-384, P-521 or Ed25519"),
-        TQ_OPT_STR("out", 'o', &o.sig, "FILE",
+        TQ_OPT_OUT_FILE("out", 'o', &o.sig, "FILE",
                    "the signature to write (default: DIR/model.sig; an existing non-empty one needs --force)"),
         TQ_OPT_FLAG("force", 0, &o.force, "replace an existing non-empty signature FILE (atomically)"),
         TQ_OPT_STRS("ignore-paths", 0, &ignore, "PATH",
@@ -250,6 +251,7 @@ static int cmd_sign(int argc, char **argv)
     tq_cli_spec cli = {
         .command = "sign",
         .usage = "Usage: tq-verify sign [OPTIONS] DIR|FILE --key KEY.pem\n",
+        .implied = "DIR/model.sig",
         .about = "Hash every file of a model directory (or one model file) and write an OpenSSF Model\n"
                  "Signing signature, as the model_signing tool's key method does: an in-toto\n"
                  "statement listing every file with its SHA-256, in a DSSE envelope signed with\n"
@@ -405,7 +407,7 @@ static int cmd_golden(int argc, char **argv)
     tq_cli_ids prompt = {0};
     const char *prompt_text_old = NULL;
     tq_opt opts[] = {
-        TQ_OPT_STR("golden", 'g', &gpath, "FILE", "the golden file (tq_golden_v1, see tq-formats(5))"),
+        TQ_OPT_OUT_FILE("golden", 'g', &gpath, "FILE", "the golden file (tq_golden_v1, see tq-formats(5))"),
         TQ_OPT_FLAG("update", 'u', &o.update, "rewrite FILE atomically with this run's tokens and hash (creates it)"),
         TQ_OPT_IDS("tokens", 0, &prompt, "IDS",
                    "with --update: comma-separated prompt token ids (default: keep), as tq-run --tokens"),
@@ -503,7 +505,7 @@ static int cmd_pack(int argc, char **argv)
     int quiet = 0, threads = tq_default_threads(), level = 3, force = 0, rc;
     const char *out = NULL;
     tq_opt opts[] = {
-        TQ_OPT_STR("output", 'o', &out, "FILE",
+        TQ_OPT_OUT_FILE("output", 'o', &out, "FILE",
                    "the bundle (written atomically; an existing non-empty FILE needs --force, one that is "
                    "not a regular file is refused), or - for standard output"),
         TQ_OPT_FLAG("force", 0, &force, "replace an existing non-empty FILE"),
@@ -538,7 +540,7 @@ static int cmd_pack(int argc, char **argv)
     if (strcmp(out, "-"))
         tq_cli_partials_note(out);
     if ((strcmp(out, "-") && tq_out_file_check(out, force, &err) != 0) ||
-        tq_bundle_pack(cli.args[0], out, threads, level, &err) != 0)
+        tq_bundle_pack(cli.args[0], out, threads, level, force, &err) != 0)
         return tq_cli_fail(&err);
     if (!quiet && strcmp(out, "-")) { /* the bundle itself went to standard output */
         unsigned char d[32];
@@ -558,7 +560,7 @@ static int cmd_unpack(int argc, char **argv)
     int json = 0, quiet = 0, force = 0, rc;
     const char *out = NULL;
     tq_opt opts[] = {
-        TQ_OPT_STR("output", 'o', &out, "DIR",
+        TQ_OPT_OUT_DIR("output", 'o', &out, "DIR",
                    "the directory to write (an existing non-empty DIR needs --force)"),
         TQ_OPT_FLAG("force", 0, &force, "replace an existing non-empty DIR, whole, once the bundle has been verified"),
         TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
@@ -608,7 +610,7 @@ static int cmd_unpack(int argc, char **argv)
 /* ------------------------------------------------------------------- quality */
 static int cmd_quality(int argc, char **argv)
 {
-    int json = 0, quiet = 0, rc;
+    int json = 0, quiet = 0, force = 0, rc;
     const char *plot = NULL;
     tq_quality_opts o = {0};
     tq_opt opts[] = {
@@ -618,8 +620,10 @@ static int cmd_quality(int argc, char **argv)
         TQ_OPT_INT("window", 0, &o.window, 2, 1 << 24, "N", "--eval window in tokens (default 512)"),
         TQ_OPT_INT("stride", 0, &o.stride, 1, 1 << 24, "N",
                    "--eval: a window starts every N tokens, scoring its last N (default window/2)"),
-        TQ_OPT_STR("plot", 'p', &plot, "FILE.svg",
-                   "write an SVG chart of the relative MSE per layer, in total and per tensor class"),
+        TQ_OPT_OUT_FILE("plot", 'p', &plot, "FILE.svg",
+                        "write an SVG chart of the relative MSE per layer, in total and per tensor class (an "
+                        "existing non-empty FILE needs --force)"),
+        TQ_OPT_FLAG("force", 0, &force, "replace an existing non-empty --plot FILE"),
         TQ_OPT_INT("threads", 't', &o.threads, 1, 256, "N", "dequantization and runtime threads (results do not depend on it)"),
         TQ_OPT_FLAG("json", 'j', &json, "print a JSON report"),
         TQ_OPT_FLAG("quiet", 'q', &quiet, "print nothing; only the exit status"),
@@ -656,8 +660,13 @@ static int cmd_quality(int argc, char **argv)
         if (tq_check_out_in(plot, cli.args[i], &err) != 0 ||
             (o.eval_path && tq_check_out_in(plot, o.eval_path, &err) != 0))
             return tq_cli_fail(&err);
+    /* the chart's file as it is now is what the chart may replace at the end */
+    tq_afile pf = {.fd = -1};
+    if (plot && tq_afile_check(&pf, plot, force ? TQ_AFILE_REPLACE : 0, &err) != 0)
+        return tq_cli_fail(&err);
     tq_quality_report r;
     if (tq_quality_run(cli.args[0], cli.args[1], &o, &r, &err) != 0) {
+        tq_afile_abort(&pf);
         tq_quality_report_free(&r);
         return tq_cli_fail(&err);
     }
@@ -665,8 +674,11 @@ static int cmd_quality(int argc, char **argv)
     if (plot) {
         size_t len;
         char *svg = tq_quality_svg(&r, &len, &err);
-        if (!svg || tq_write_file_atomic(plot, svg, len, &err) != 0)
+        if (!svg || tq_afile_create(&pf, &err) != 0)
             rc = tq_cli_fail(&err);
+        else if (tq_write_full(pf.fd, svg, len, pf.tmp_path, &err) != 0 || tq_afile_commit(&pf, &err) != 0)
+            rc = tq_cli_fail(&err);
+        tq_afile_abort(&pf);
         free(svg);
     }
     if (rc == 0 && json) {

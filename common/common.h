@@ -169,24 +169,44 @@ TQ_API int tq_publish_over(const char *tmp, const char *final_path, uint64_t dev
 TQ_API char *tq_sibling_path(const char *final_path, const char *suffix, tq_err *e);
 TQ_API void tq_fsync_parent(const char *path);
 
-/* Atomic output file: data goes to "FINAL.partial-XXXXXX"; commit = fsync + tq_publish;
- * abort (or a failure to write) unlinks the partial file. TQ_AFILE_NOCLOBBER: refuse an
- * existing FINAL at open, and one that appears meanwhile at commit (the partial is then kept
- * and named in the error); without it an existing FINAL is replaced atomically. */
+/* Atomic output file: data goes to "FINAL.partial-XXXXXX"; commit = fsync + publish; abort (or
+ * a failure to write) unlinks the partial file. Every output file follows one rule (man
+ * tq-formats(5), OUTPUTS), carried here so that no caller can bend it: tq_afile_check looks
+ * at FINAL once, when the tool starts on its output: nothing there (commit creates FINAL and
+ * never replaces a file that appeared meanwhile: TQ_EEXIST naming FINAL and the kept
+ * partial), an empty regular file (it gives way at commit, if it is still that empty file),
+ * a non-empty regular file (refused, TQ_EEXIST "use --force to replace it", unless
+ * TQ_AFILE_REPLACE: then that file, this device and inode, is replaced atomically at commit
+ * and nothing that took its place meanwhile), anything else (tq_out_kind_check: TQ_EUSAGE). */
 typedef struct tq_afile {
     int fd;
     int flags;
     char *final_path;
     char *tmp_path;
+    int had_final, final_empty;    /* a regular file was at FINAL at check (an empty one) ... */
+    uint64_t final_dev, final_ino; /* ... this one */
 } tq_afile;
-#define TQ_AFILE_NOCLOBBER 1 /* fail with TQ_EEXIST if FINAL exists */
+#define TQ_AFILE_REPLACE 1 /* --force: replace the non-empty regular file FINAL is at check */
+/* tq_afile_check + tq_afile_create. */
 TQ_API int tq_afile_open(tq_afile *f, const char *final_path, int flags, tq_err *e);
+/* The refusals and what FINAL is now, without making the partial yet (for a tool that looks at
+ * its output when it starts but writes it only at the end, or whose partial must not sit among
+ * its inputs meanwhile); tq_afile_create makes it. On failure f holds nothing to abort. */
+TQ_API int tq_afile_check(tq_afile *f, const char *final_path, int flags, tq_err *e);
+TQ_API int tq_afile_create(tq_afile *f, tq_err *e);
+/* 0 when commit would publish now: FINAL absent, or still the file seen at check; else the
+ * TQ_EEXIST of a FINAL that appeared (for a tool publishing several files, before the first). */
+TQ_API int tq_afile_ready(const tq_afile *f, tq_err *e);
 /* fsync + close, without publishing (commit does it if not done); on failure, aborts. */
 TQ_API int tq_afile_sync(tq_afile *f, tq_err *e);
 TQ_API int tq_afile_commit(tq_afile *f, tq_err *e);
 TQ_API void tq_afile_abort(tq_afile *f);
 /* Close the partial file and leave it where it is; returns its path (caller frees). */
 TQ_API char *tq_afile_keep(tq_afile *f);
+/* A file this process owns (inside its partial output directory, its journal), written whole
+ * through tq_afile_open(path, TQ_AFILE_REPLACE): the file there now, if any, is replaced
+ * atomically. Not for an output a user named: that one is checked by tq_afile_check when the
+ * tool starts, and written through that tq_afile. */
 TQ_API int tq_write_file_atomic(const char *path, const void *data, size_t len, tq_err *e);
 /* What an output may replace: only a regular file (dir 0), or a directory or regular file
  * (dir 1; a regular file as an output directory is the caller's to refuse). A device
@@ -194,9 +214,9 @@ TQ_API int tq_write_file_atomic(const char *path, const void *data, size_t len, 
  * file a directory, is refused untouched: TQ_EUSAGE naming what it is. --force changes
  * nothing here. tq_afile_open, tq_out_file_check and tq_out_dir_check call it. */
 TQ_API int tq_out_kind_check(const char *path, int dir, tq_err *e);
-/* The one rule of every tool's output FILE: tq_out_kind_check, then an existing non-empty
- * regular file is refused (TQ_EEXIST, "use --force to replace it") unless force; the writer
- * then replaces it atomically. */
+/* The refusals of tq_afile_check(force ? TQ_AFILE_REPLACE : 0) alone, for a tool to say them
+ * before any work: tq_out_kind_check, then an existing non-empty regular file is refused
+ * (TQ_EEXIST, "use --force to replace it") unless force. */
 TQ_API int tq_out_file_check(const char *path, int force, tq_err *e);
 
 /* Atomic output directory: built as "FINAL.partial-XXXXXX" and published by commit. Without
@@ -276,19 +296,34 @@ TQ_API void tq_file_id_diff(const tq_file_id *a, const tq_file_id *b, char *buf,
 /* The inputs a tool reads over time. Add each input before opening it (a directory adds
  * itself and everything under it; symbolic links to files are followed); check before
  * publishing the output: TQ_EDATA naming the first input that changed and how. */
+typedef struct tq_sources_names {
+    char **v; /* a directory's entries when it was added, sorted */
+    size_t n;
+    int known; /* 0: a file, or a directory that could not be listed */
+} tq_sources_names;
 typedef struct tq_sources {
     size_t n, cap;
     char **paths;
     tq_file_id *ids;
+    tq_sources_names *names;
 } tq_sources;
 TQ_API int tq_sources_add(tq_sources *s, const char *path, tq_err *e);
 /* path alone, not what is under it: a directory's own identity changes when an entry is
  * added, removed or renamed in it. */
 TQ_API int tq_sources_add_entry(tq_sources *s, const char *path, tq_err *e);
 TQ_API int tq_sources_check(const tq_sources *s, tq_err *e);
+/* The test hook of every check of inputs (TQ_PAUSE_BEFORE_CHECK=1: SIGSTOP before the first),
+ * for a tool that checks its inputs its own way (tq-rowlayout's source identity). */
+TQ_API void tq_test_pause_before_check(void);
 TQ_API void tq_sources_free(tq_sources *s);
-/* tq_sources_check before publishing f or d: on a change the partial output is kept (closed)
- * and the message ends with where it is. */
+/* tq_sources_check, except that the paths in own (this process's outputs inside a watched
+ * directory: their partials and final names) are no inputs: a change to one of them, or to a
+ * watched directory's times because they came, went or were renamed there, is no change. */
+TQ_API int tq_sources_check_own(const tq_sources *s, const char *const *own, size_t n_own, tq_err *e);
+/* tq_sources_check_own of the outputs' partials and final names, up to publishing f (n of
+ * them) or d: on a change every partial output is kept (closed) and the message ends with
+ * where they are. */
+TQ_API int tq_sources_check_afiles(const tq_sources *s, tq_afile *const *f, size_t n, tq_err *e);
 TQ_API int tq_sources_check_afile(const tq_sources *s, tq_afile *f, tq_err *e);
 TQ_API int tq_sources_check_adir(const tq_sources *s, tq_adir *d, tq_err *e);
 
@@ -342,7 +377,7 @@ struct cJSON;
 TQ_API void tq_json_sort(struct cJSON *j);
 /* Sorted, pretty-printed (2-space indent), newline-terminated. Caller frees. */
 TQ_API char *tq_json_print(struct cJSON *j, tq_err *e);
-/* Write JSON atomically to path (sorted keys). */
+/* Write JSON atomically to path (sorted keys), as tq_write_file_atomic (a file this process owns). */
 TQ_API int tq_json_write_file(const char *path, struct cJSON *j, tq_err *e);
 /* One JSON value in exactly s[0..len) (no NUL needed), followed by nothing but JSON
  * whitespace. NULL otherwise; then *at (if non-NULL) is the byte offset of the problem and

@@ -309,7 +309,15 @@ static int rewrite(tq_resume *r, tq_err *e)
     char *text = tq_sb_finish(&b, e);
     if (!text)
         return -1;
-    int rc = tq_write_file_atomic(r->journal, text, len, e);
+    /* the journal of the earlier run is this run's own file to replace */
+    tq_afile f;
+    int rc = tq_afile_open(&f, r->journal, TQ_AFILE_REPLACE, e);
+    if (rc == 0 && tq_write_full(f.fd, text, len, f.tmp_path, e) != 0) {
+        tq_afile_abort(&f);
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = tq_afile_commit(&f, e);
     free(text);
     if (rc != 0)
         return -1;

@@ -25,10 +25,15 @@ int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o,
         r->o = *o;
     else
         tq_run_opts_default(&r->o);
+    r->logits_out.fd = -1;
     r->dir = tq_strdup(model_dir, e);
-    /* --logits may not overwrite the model or write into its directory */
+    /* --logits may not overwrite the model or write into its directory; what is there now is
+     * what the file may replace at the end (the one rule of outputs) */
     int to_fd = r->o.logits_path && !strcmp(r->o.logits_path, "-");
-    if (!r->dir || (r->o.logits_path && !to_fd && tq_check_out_in(r->o.logits_path, model_dir, e) != 0) ||
+    if (!r->dir ||
+        (r->o.logits_path && !to_fd &&
+         (tq_check_out_in(r->o.logits_path, model_dir, e) != 0 ||
+          tq_afile_check(&r->logits_out, r->o.logits_path, r->o.logits_force ? TQ_AFILE_REPLACE : 0, e) != 0)) ||
         rt_config_load(&r->c, model_dir, &r->cfg, e) != 0) {
         tq_runner_close(r);
         return -1;
@@ -101,6 +106,7 @@ void tq_runner_close(tq_runner *r)
     rt_pool_destroy(r->pool);
     cJSON_Delete(r->cfg);
     rt_config_free(&r->c);
+    tq_afile_abort(&r->logits_out);
     free(r->dir);
     free(r);
 }
@@ -228,7 +234,8 @@ static int sink_open(logit_sink *k, const tq_runner *r, tq_err *e)
         k->af.tmp_path = (char *)"standard output";
         k->have_file = 2;
     } else if (r->o.logits_path) {
-        if (tq_afile_open(&k->af, r->o.logits_path, 0, e) != 0)
+        k->af = r->logits_out; /* the file checked at open, with its own copy of the name */
+        if (!(k->af.final_path = tq_strdup(r->logits_out.final_path, e)) || tq_afile_create(&k->af, e) != 0)
             return -1;
         k->have_file = 1;
     }

@@ -315,6 +315,8 @@ struct tq_runner {
     rt_config c;
     struct cJSON *cfg;
     tq_run_opts o;
+    tq_afile logits_out;             /* o.logits_path as it was at open (tq_afile_check): what a
+                                      * decode's logits file may replace */
     char *dir;
     rt_store *store;
     rt_pool *pool;

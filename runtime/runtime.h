@@ -78,6 +78,8 @@ typedef struct tq_run_opts {
                                "-": streamed to logits_fd instead */
     int logits_fd;          /* with logits_path "-": where the logits go (default 1, standard
                                output) */
+    int logits_force;       /* replace the non-empty logits_path there when the runner opens
+                               (--force; else refused: man tq-formats(5), OUTPUTS) */
     /* Teacher forcing: feed force_tokens[s] after step s instead of the argmax (n_force of
      * them; later steps go back to greedy). out_tokens still receive each step's argmax. */
     const int32_t *force_tokens;

@@ -226,13 +226,18 @@ static la_ssize_t sink_write(struct archive *a, void *cd, const void *buf, size_
     return (la_ssize_t)len;
 }
 
-int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_err *e)
+int tq_bundle_pack(const char *dir, const char *out, int threads, int level, int force, tq_err *e)
 {
     tq_manifest *m = NULL;
     tq_sources src = {0};
+    tq_afile af = {.fd = -1};
     int to_stdout = !strcmp(out, "-"); /* a stream: nothing to publish, nothing to check against */
-    if ((!to_stdout && tq_check_out_in(out, dir, e) != 0) || tq_sources_add(&src, dir, e) != 0 ||
-        tq_manifest_build(dir, threads, &m, e) != 0 || check_existing(dir, m, e) != 0) {
+    /* the output as it is now, before the hashing: what the bundle may replace at the end */
+    if ((!to_stdout && (tq_check_out_in(out, dir, e) != 0 ||
+                        tq_afile_check(&af, out, force ? TQ_AFILE_REPLACE : 0, e) != 0)) ||
+        tq_sources_add(&src, dir, e) != 0 || tq_manifest_build(dir, threads, &m, e) != 0 ||
+        check_existing(dir, m, e) != 0) {
+        tq_afile_abort(&af);
         tq_manifest_free(m);
         tq_sources_free(&src);
         return -1;
@@ -249,7 +254,6 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
         mtext = NULL;
     }
     char *buf = tq_malloc(CHUNK, e);
-    tq_afile af;
     pack_sink sink = {.fd = STDOUT_FILENO, .name = "standard output"};
     int rc = -1, opened = 0;
     struct archive *a = NULL;
@@ -257,7 +261,7 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
     if (!mtext || !sums || !buf || !en)
         goto out;
     if (!to_stdout) {
-        if (tq_afile_open(&af, out, 0, e) != 0)
+        if (tq_afile_create(&af, e) != 0)
             goto out;
         opened = 1;
         sink.fd = af.fd;
@@ -304,7 +308,7 @@ int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_
 out:
     if (a)
         archive_write_free(a);
-    if (opened)
+    if (opened || af.final_path)
         tq_afile_abort(&af);
     if (rc != 0 && sink.failed)
         *e = sink.err; /* the write error itself, not libarchive's retelling of it */

@@ -93,8 +93,10 @@ static int load_golden(const char *path, golden *g, tq_err *e)
     return rc;
 }
 
-static int write_golden(const char *path, const int32_t *prompt, size_t np, const int32_t *tokens, size_t nt,
-                        const char *sha, const char *prompt_text, const char *text, tq_err *e)
+/* The new golden file through af (checked when the run began), published only if the file it
+ * was read from (src) is as it was then. */
+static int write_golden(tq_afile *af, const tq_sources *src, const int32_t *prompt, size_t np, const int32_t *tokens,
+                        size_t nt, const char *sha, const char *prompt_text, const char *text, tq_err *e)
 {
     cJSON *j = cJSON_CreateObject();
     if (prompt_text)
@@ -109,8 +111,16 @@ static int write_golden(const char *path, const int32_t *prompt, size_t np, cons
         cJSON_AddItemToArray(t, cJSON_CreateNumber(tokens[i]));
     cJSON_AddNumberToObject(j, "max_tokens", (double)nt);
     cJSON_AddStringToObject(j, "logits_sha256", sha);
-    int rc = tq_json_write_file(path, j, e);
+    char *txt = tq_json_print(j, e);
     cJSON_Delete(j);
+    int rc = -1;
+    if (txt && tq_afile_create(af, e) == 0) {
+        if (tq_write_full(af->fd, txt, strlen(txt), af->tmp_path, e) != 0)
+            tq_afile_abort(af);
+        else if (tq_sources_check_afile(src, af, e) == 0)
+            rc = tq_afile_commit(af, e);
+    }
+    free(txt);
     return rc;
 }
 
@@ -150,6 +160,8 @@ int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, 
     memset(res, 0, sizeof *res);
     res->first_token_diff = -1;
     golden g = {0};
+    tq_afile af = {.fd = -1};
+    tq_sources src = {0};
     tq_tok *tok = NULL;
     int32_t *text_ids = NULL;
     char *prompt_text = NULL;
@@ -157,13 +169,12 @@ int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, 
         goto fail;
     /* --update makes FILE an output: never a non-regular file, never inside MODEL; an empty
      * one is taken as absent (the one rule: only a non-empty output needs consent, and
-     * --update is that consent for a golden file, the only kind it replaces) */
-    if (o->update && (tq_out_kind_check(path, 0, e) != 0 || tq_check_out_in(path, model, e) != 0))
+     * --update is that consent for a golden file, the only kind it replaces). The file seen
+     * now is the one replaced at the end, and only if it is still that file, unchanged. */
+    if (o->update && (tq_check_out_in(path, model, e) != 0 || tq_afile_check(&af, path, TQ_AFILE_REPLACE, e) != 0))
         goto fail;
-    uint64_t size = 0;
-    tq_err ignored;
-    int have = tq_exists(path) && !(o->update && tq_file_size(path, &size, &ignored) == 0 && size == 0);
-    if (have && load_golden(path, &g, e) != 0)
+    int have = tq_exists(path) && !(o->update && af.had_final && af.final_empty);
+    if (have && ((o->update && tq_sources_add_entry(&src, path, e) != 0) || load_golden(path, &g, e) != 0))
         goto fail;
     if (!have && !o->update) {
         tq_fail(e, TQ_EIO, "%s: no such golden file (create it with --update and --tokens IDS or --prompt TEXT)", path);
@@ -223,10 +234,11 @@ int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, 
         res->match = 0;
     }
     if (o->update) {
-        if (write_golden(path, prompt, np, res->tokens, nt, res->logits_sha256, prompt_text, res->text, e) != 0)
+        if (write_golden(&af, &src, prompt, np, res->tokens, nt, res->logits_sha256, prompt_text, res->text, e) != 0)
             goto fail;
         res->updated = 1;
     }
+    tq_sources_free(&src);
     free(g.prompt);
     free(g.tokens);
     free(text_ids);
@@ -234,6 +246,9 @@ int tq_golden_run(const char *model, const char *path, const tq_golden_opts *o, 
     tq_tok_free(tok);
     return 0;
 fail:
+    if (af.final_path)
+        tq_afile_abort(&af);
+    tq_sources_free(&src);
     free(g.prompt);
     free(g.tokens);
     free(g.text);

@@ -150,18 +150,74 @@ out:
     return rc;
 }
 
+/* The pair written and published under the one rule of outputs, with the inputs (src, NULL:
+ * none) checked up to publishing: after both partials are complete, before either is
+ * renamed. The earlier pair (fm and fs as checked at the start) is the command's own to
+ * replace: it is what tq-verify manifest refreshes. */
+static int write_pair(const tq_manifest *m, const tq_sources *src, tq_afile *fm, tq_afile *fs, tq_err *e)
+{
+    size_t len;
+    char *sums = tq_manifest_sums(m, &len, e);
+    cJSON *j = tq_manifest_to_json(m, e);
+    char *mtext = j ? tq_json_print(j, e) : NULL;
+    tq_afile *both[2] = {fm, fs};
+    int rc = -1;
+    if (!sums || !mtext || tq_afile_create(fm, e) != 0 || tq_afile_create(fs, e) != 0 ||
+        tq_write_full(fm->fd, mtext, strlen(mtext), fm->tmp_path, e) != 0 ||
+        tq_write_full(fs->fd, sums, len, fs->tmp_path, e) != 0 || tq_afile_sync(fm, e) != 0 ||
+        tq_afile_sync(fs, e) != 0 || (src && tq_sources_check_afiles(src, both, 2, e) != 0)) {
+        /* nothing published; the partials are removed, or kept and named */
+    } else if (tq_afile_ready(fm, e) != 0 || tq_afile_ready(fs, e) != 0 || tq_afile_commit(fm, e) != 0) {
+        /* one of the pair appeared meanwhile: neither is published; both complete files kept */
+        for (int i = 0; i < 2; i++) {
+            char *kept = tq_afile_keep(both[i]);
+            if (kept && !strstr(e->msg, kept))
+                tq_err_suffix(e, "; the new %s, complete too, is left at %s", i ? TQ_SUMS_NAME : TQ_MANIFEST_NAME, kept);
+            free(kept);
+        }
+    } else if (tq_afile_commit(fs, e) == 0) {
+        rc = 0;
+    } else if (e->code == TQ_EEXIST) {
+        tq_err_suffix(e, " (%s was published)", TQ_MANIFEST_NAME);
+    }
+    cJSON_Delete(j);
+    free(mtext);
+    free(sums);
+    return rc;
+}
+
+/* fm and fs checked: DIR/tq-manifest.json and DIR/SHA256SUMS as they are now. */
+static int check_pair(const char *dir, tq_afile *fm, tq_afile *fs, tq_err *e)
+{
+    char *sp = tq_path_join(dir, TQ_SUMS_NAME, e), *mp = tq_path_join(dir, TQ_MANIFEST_NAME, e);
+    int rc = sp && mp && tq_afile_check(fm, mp, TQ_AFILE_REPLACE, e) == 0 &&
+                     tq_afile_check(fs, sp, TQ_AFILE_REPLACE, e) == 0
+                 ? 0
+                 : -1;
+    free(sp);
+    free(mp);
+    return rc;
+}
+
 int tq_manifest_update(const char *dir, int threads, tq_manifest **out, tq_err *e)
 {
     tq_sources src = {0};
     tq_manifest *m = NULL;
+    tq_afile fm = {.fd = -1}, fs = {.fd = -1};
     int rc = -1;
-    if (tq_sources_add(&src, dir, e) == 0 && tq_manifest_build(dir, threads, &m, e) == 0) {
+    if (check_pair(dir, &fm, &fs, e) == 0 && tq_sources_add(&src, dir, e) == 0 &&
+        tq_manifest_build(dir, threads, &m, e) == 0) {
         /* a file changed while it was hashed: its digest may be of neither version */
-        if (tq_sources_check(&src, e) != 0)
+        const char *own[2] = {fm.final_path, fs.final_path};
+        if (tq_sources_check_own(&src, own, 2, e) != 0)
             tq_err_suffix(e, "; %s and %s were not written", TQ_SUMS_NAME, TQ_MANIFEST_NAME);
         else
-            rc = tq_manifest_write(dir, m, e);
+            rc = write_pair(m, &src, &fm, &fs, e);
     }
+    if (fm.final_path)
+        tq_afile_abort(&fm);
+    if (fs.final_path)
+        tq_afile_abort(&fs);
     tq_sources_free(&src);
     if (rc == 0)
         *out = m;
@@ -261,27 +317,12 @@ char *tq_manifest_sums(const tq_manifest *m, size_t *len, tq_err *e)
  * or a write error leaves the earlier pair (or none) under the final names, never a short one. */
 int tq_manifest_write(const char *dir, const tq_manifest *m, tq_err *e)
 {
-    size_t len;
-    char *sums = tq_manifest_sums(m, &len, e);
-    char *sp = tq_path_join(dir, TQ_SUMS_NAME, e), *mp = tq_path_join(dir, TQ_MANIFEST_NAME, e);
-    cJSON *j = tq_manifest_to_json(m, e);
-    char *mtext = j ? tq_json_print(j, e) : NULL;
     tq_afile fm = {.fd = -1}, fs = {.fd = -1};
-    int rc = -1;
-    if (sums && sp && mp && mtext && tq_afile_open(&fm, mp, 0, e) == 0 && tq_afile_open(&fs, sp, 0, e) == 0 &&
-        tq_write_full(fm.fd, mtext, strlen(mtext), fm.tmp_path, e) == 0 &&
-        tq_write_full(fs.fd, sums, len, fs.tmp_path, e) == 0 && tq_afile_sync(&fm, e) == 0 &&
-        tq_afile_sync(&fs, e) == 0 && tq_afile_commit(&fm, e) == 0 && tq_afile_commit(&fs, e) == 0)
-        rc = 0;
-    if (fm.tmp_path)
+    int rc = check_pair(dir, &fm, &fs, e) == 0 ? write_pair(m, NULL, &fm, &fs, e) : -1;
+    if (fm.final_path)
         tq_afile_abort(&fm);
-    if (fs.tmp_path)
+    if (fs.final_path)
         tq_afile_abort(&fs);
-    cJSON_Delete(j);
-    free(mtext);
-    free(sums);
-    free(sp);
-    free(mp);
     return rc;
 }
 

@@ -132,10 +132,20 @@ int tq_oms_ignored(char *const *ign, size_t n, const char *rel)
     return 0;
 }
 
+/* What the walk leaves out: the ignored paths, and a partial IGNORED.partial-XXXXXX of an
+ * ignored file (the signature being written by this or another run: man tq-formats(5),
+ * OUTPUTS), never a model file. */
 static int skip_ignored(void *ctx, const char *rel)
 {
     const strv *l = ctx;
-    return tq_oms_ignored(l->v, l->n, rel);
+    if (tq_oms_ignored(l->v, l->n, rel))
+        return 1;
+    for (size_t i = 0; i < l->n; i++) {
+        size_t n = strlen(l->v[i]);
+        if (!strncmp(rel, l->v[i], n) && !strncmp(rel + n, ".partial-", 9) && !strchr(rel + n, '/'))
+            return 1;
+    }
+    return 0;
 }
 
 /* Paths given on the command line (relative to the current directory) that lie inside the
@@ -352,13 +362,15 @@ int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_
     unsigned char *pae = NULL, *sig = NULL;
     size_t plen = 0, paelen = 0, slen = 0, blen = 0;
     int rc = -1;
+    tq_afile af = {.fd = -1};
     if (model_open(&m, path, o->sig, e) != 0)
         goto out;
     /* the key first: a bad key should not cost a pass over the model */
     if (tq_oms_key_load(key_pem, 1, &k, e) != 0)
         goto out;
+    /* the signature file as it is now is what the new one may replace at the end */
     if (!(sig_abs = resolve(m.sig_path, e)) || sig_target_check(&m, path, sig_abs, key_pem, e) != 0 ||
-        tq_out_file_check(m.sig_path, o->force, e) != 0)
+        tq_afile_check(&af, m.sig_path, o->force ? TQ_AFILE_REPLACE : 0, e) != 0)
         goto out;
     if (!m.is_file) {
         const char *rel = inside(m.root, sig_abs);
@@ -403,18 +415,25 @@ int tq_oms_sign(const char *path, const char *key_pem, const tq_oms_opts *o, tq_
         tq_oms_key_sign(k, pae, paelen, &sig, &slen, e) != 0 ||
         !(bundle = tq_oms_bundle_make((const unsigned char *)payload, plen, sig, slen, tq_oms_key_hint(k), &blen, e)))
         goto out;
-    /* a file changed while it was hashed: its digest may be of neither version */
-    if (tq_sources_check(&src, e) != 0) {
+    /* a file changed while it was hashed: its digest may be of neither version; checked again
+     * once the signature is written, up to its publishing */
+    const char *own[1] = {m.sig_path};
+    if (tq_sources_check_own(&src, own, 1, e) != 0) {
         tq_err_suffix(e, "; the signature was not written");
         goto out;
     }
-    if (tq_write_file_atomic(m.sig_path, bundle, blen, e) != 0)
+    if (tq_afile_create(&af, e) != 0)
+        goto out;
+    if (tq_write_full(af.fd, bundle, blen, af.tmp_path, e) != 0 || tq_sources_check_afile(&src, &af, e) != 0 ||
+        tq_afile_commit(&af, e) != 0)
         goto out;
     tq_oms_info_set(info, s.subject, k, m.n, m.bytes, m.sig_path, s.name);
     m.sig_path = NULL;
     s.name = NULL;
     rc = 0;
 out:
+    if (af.final_path)
+        tq_afile_abort(&af);
     tq_sources_free(&src);
     tq_oms_stmt_free(&s);
     tq_free_strv(ign.v, ign.n);

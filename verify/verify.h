@@ -131,8 +131,9 @@ TQ_API void tq_check_report_print(const tq_check_report *r, FILE *f);
  * path order; pax format, mtime 0, uid/gid 0, mode 0644, no atime/ctime. The manifest and
  * sums are generated fresh; when dir already has them they must agree with its content.
  * Files are hashed again while packed, so a file that changes during pack fails it.
- * Output is atomic. */
-TQ_API int tq_bundle_pack(const char *dir, const char *out, int threads, int level, tq_err *e);
+ * Output is atomic, under the one rule of output files (tq_afile_check; force: replace an
+ * existing non-empty out). out "-": standard output. */
+TQ_API int tq_bundle_pack(const char *dir, const char *out, int threads, int level, int force, tq_err *e);
 /* Verify and extract a bundle into OUT through OUT.partial-XXXXXX; any problem leaves nothing
  * under OUT. An existing non-empty OUT is refused (TQ_EEXIST) unless force, which replaces it
  * whole at the end (tq_out_dir_check's rule). Progress: phase "unpack" (tq_check_bundle's is

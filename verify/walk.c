@@ -124,11 +124,20 @@ int tq_verify_walk_ex(const char *dir, const tq_walk_opts *o, char ***paths, siz
     return 0;
 }
 
-/* What manifests leave out: their own two files and the signature, at the top. */
+/* NAME itself, or a partial NAME.partial-XXXXXX of it being written (man tq-formats(5), OUTPUTS). */
+static int is_or_partial(const char *rel, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(rel, name, n) && (!rel[n] || !strncmp(rel + n, ".partial-", 9));
+}
+
+/* What manifests leave out: their own two files and the signature, at the top, and the
+ * partials of these being written. */
 static int skip_index(void *ctx, const char *rel)
 {
     (void)ctx;
-    return !strcmp(rel, TQ_SUMS_NAME) || !strcmp(rel, TQ_MANIFEST_NAME) || !strcmp(rel, TQ_OMS_SIG_NAME);
+    return is_or_partial(rel, TQ_SUMS_NAME) || is_or_partial(rel, TQ_MANIFEST_NAME) ||
+           is_or_partial(rel, TQ_OMS_SIG_NAME);
 }
 
 int tq_verify_walk(const char *dir, char ***paths, size_t *n, tq_err *e)

@@ -167,7 +167,7 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
         r->straddle_paged = tq_rows_count_straddles(&g, data_start, g.page);
     }
     uint64_t total = data_start + g.data_bytes;
-    if (tq_afile_open(&af, out, o->force ? 0 : TQ_AFILE_NOCLOBBER, e) != 0)
+    if (tq_afile_open(&af, out, o->force ? TQ_AFILE_REPLACE : 0, e) != 0)
         goto done;
     opened = 1;
     if (rows_out_reserve(&af, total, e) != 0 || tq_pwrite_full(af.fd, hdr, (size_t)hlen, 0, af.tmp_path, e) != 0)

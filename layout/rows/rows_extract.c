@@ -190,7 +190,7 @@ int tq_rows_extract(const char *rows, const char *dir, const tq_rows_opts *o, tq
                 total, f.id.size);
         goto done;
     }
-    if (tq_afile_open(&af, out, o->force ? 0 : TQ_AFILE_NOCLOBBER, e) != 0)
+    if (tq_afile_open(&af, out, o->force ? TQ_AFILE_REPLACE : 0, e) != 0)
         goto done;
     opened = 1;
     if (rows_out_reserve(&af, total, e) != 0 || tq_pwrite_full(af.fd, hdr, (size_t)hlen, 0, af.tmp_path, e) != 0)

@@ -89,8 +89,9 @@ int rows_io_read_source(rows_io *io, int fd, const uint64_t *src_off, const char
 void rows_mismatch_describe(const rows_mismatch *m, const tq_rows_geom *g, uint64_t data_start,
                             char *buf, size_t cap);
 
-/* Outputs: refuse OUT when it is SOURCE (any name: a path conflict, TQ_EUSAGE) or exists;
- * reserve the size. Commit and keep are tq_afile_commit / tq_afile_keep (TQ_AFILE_NOCLOBBER). */
+/* Outputs: refuse OUT when it is SOURCE (any name: a path conflict, TQ_EUSAGE) or when
+ * tq_out_file_check does;
+ * reserve the size. Commit and keep are tq_afile_commit / tq_afile_keep (TQ_AFILE_REPLACE with --force). */
 int rows_out_refuse(const char *out, const char *source, int force, tq_err *e);
 int rows_out_reserve(tq_afile *f, uint64_t size, tq_err *e);
 

@@ -1,7 +1,6 @@
-/* Output files of tq-rowlayout: refuse to replace anything but, with --force, a regular file
- * (the source under another name is a path conflict), reserve the space up front; publishing
- * is common/'s tq_afile_commit, with TQ_AFILE_NOCLOBBER (which cannot clobber a file created
- * meanwhile) unless --force. */
+/* Output files of tq-rowlayout: the one rule of every output file (tq_out_file_check; the source
+ * under another name is a path conflict), the space reserved up front; publishing is common/'s
+ * tq_afile_commit. */
 #include "layout/rows/rows.h"
 #include "layout/rows/rows_internal.h"
 
@@ -12,13 +11,9 @@
 
 int rows_out_refuse(const char *out, const char *source, int force, tq_err *e)
 {
-    if ((source && tq_check_out_in(out, source, e) != 0) || tq_out_kind_check(out, 0, e) != 0)
+    if (source && tq_check_out_in(out, source, e) != 0)
         return -1;
-    struct stat oo;
-    if (lstat(out, &oo) == 0 && !(force && S_ISREG(oo.st_mode)))
-        return tq_fail(e, TQ_EEXIST, "%s: already exists; refusing to overwrite%s", out,
-                       S_ISREG(oo.st_mode) ? " (use --force to replace it)" : "");
-    return 0;
+    return tq_out_file_check(out, force, e);
 }
 
 int rows_out_reserve(tq_afile *f, uint64_t size, tq_err *e)

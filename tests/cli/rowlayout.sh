@@ -71,7 +71,7 @@ mkdir moved && cp t24.rows moved/ && tq-rowlayout t24/model.safetensors --check 
 expect 1 "has 1 dimensions; a row table needs 2-D parts" ll/model.safetensors --out e1 --prefix model.norm
 # (a BF16 embedding table is a raw-row table now: tests/cli/rowlayout-tables.sh)
 expect 1 "no tensor 'ngram.weight' (U32 2-D tables present: 'lm_head'" ll/model.safetensors --out e2
-expect 1 "already exists; refusing to overwrite" t100/model.safetensors --out t100.rows
+expect 1 "t100.rows: exists and is not empty (use --force to replace it)" t100/model.safetensors --out t100.rows
 ln t100/model.safetensors hard.safetensors
 expect 2 "hard.safetensors: the output is the input t100/model.safetensors itself" t100/model.safetensors --out hard.safetensors
 expect 2 "the output is the input t100/model.safetensors itself" t100/model.safetensors --out ./t100/../t100/model.safetensors

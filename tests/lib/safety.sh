@@ -256,7 +256,7 @@ output_appears() {
 }
 
 # two_writers OUT N -- CMD...  Two copies of CMD write the same new OUT, N times: both are
-# stopped mid-write and let go together, so both reach the commit. Exactly one exits 0 and
+# stopped mid-write (after TWO_AT bytes, default 1000) and let go together, so both reach the commit. Exactly one exits 0 and
 # the other 1 (saying OUT appeared, keeping its partial, identical to the winner's output),
 # OUT is complete (equal to an undisturbed run's output), and nothing else is left over.
 two_writers() {
@@ -267,8 +267,8 @@ two_writers() {
   ref=$(tree_hash "$out")
   for ((i = 1; i <= n; i++)); do
     rm -rf "$out" "$out".partial-*
-    PAUSE_ERR=w1.err pause_at 1000 "$@" || fail "writer 1 did not stop"; p1=$PID
-    PAUSE_ERR=w2.err pause_at 1000 "$@" || fail "writer 2 did not stop"; p2=$PID
+    PAUSE_ERR=w1.err pause_at "${TWO_AT:-1000}" "$@" || fail "writer 1 did not stop"; p1=$PID
+    PAUSE_ERR=w2.err pause_at "${TWO_AT:-1000}" "$@" || fail "writer 2 did not stop"; p2=$PID
     if ((i % 2)); then kill -CONT "$p1" "$p2"; else kill -CONT "$p2" "$p1"; fi
     wait "$p1"; r1=$?; wait "$p2"; r2=$?
     [ "$((r1 + r2))" -eq 1 ] && [ "$((r1 * r2))" -eq 0 ] ||

@@ -288,7 +288,7 @@ static void test_afile(void)
     snprintf(path, sizeof path, "%s/afile.bin", t_tmpdir());
     unlink(path);
     tq_afile f;
-    CHECK_OK(tq_afile_open(&f, path, TQ_AFILE_NOCLOBBER, &err));
+    CHECK_OK(tq_afile_open(&f, path, 0, &err));
     CHECK(!tq_exists(path));
     CHECK(count_partials(t_tmpdir()) == 1);
     CHECK_OK(tq_write_full(f.fd, "hello", 5, f.tmp_path, &err));
@@ -297,8 +297,10 @@ static void test_afile(void)
     CHECK_OK(tq_file_size(path, &sz, &err));
     CHECK(sz == 5);
     CHECK(count_partials(t_tmpdir()) == 0);
-    CHECK(tq_afile_open(&f, path, TQ_AFILE_NOCLOBBER, &err) != 0 && err.code == TQ_EEXIST);
-    CHECK_OK(tq_afile_open(&f, path, 0, &err));
+    /* the one rule: a non-empty file is refused without REPLACE (--force) */
+    CHECK(tq_afile_open(&f, path, 0, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, "use --force"));
+    CHECK(count_partials(t_tmpdir()) == 0);
+    CHECK_OK(tq_afile_open(&f, path, TQ_AFILE_REPLACE, &err));
     tq_afile_abort(&f);
     CHECK(count_partials(t_tmpdir()) == 0);
     CHECK_OK(tq_file_size(path, &sz, &err));

@@ -107,32 +107,66 @@ static void publish_dir(void)
     free(theirs);
 }
 
-/* tq_afile with NOCLOBBER: a file created between open and commit survives; the partial is
- * kept (complete) and named; without NOCLOBBER the final file is replaced atomically. */
+/* tq_afile, the one rule of output files: a file created between open and commit survives
+ * (the partial is kept, complete, and named); an empty file there at open gives way, unless it
+ * got bytes meanwhile; with REPLACE the file there at open is replaced atomically, and only
+ * that one: a file renamed into its place meanwhile survives. */
 static void afile_appearing(void)
 {
     tq_err err = {0};
     char *dir = fresh_dir("af");
     char *fin = tq_path_join(dir, "o.bin", &err);
+    char *other = tq_path_join(dir, "other.bin", &err);
     tq_afile f;
-    afile_with(&f, fin, TQ_AFILE_NOCLOBBER, "mine");
+    afile_with(&f, fin, 0, "mine");
     put(fin, "theirs");
     char *tmp = strdup(f.tmp_path);
-    CHECK(tq_afile_commit(&f, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, tmp));
+    CHECK(tq_afile_commit(&f, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, tmp) &&
+          strstr(err.msg, "appeared"));
     CHECK(holds(fin, "theirs") && holds(tmp, "mine") && f.tmp_path == NULL && f.fd < 0);
     unlink(tmp);
     free(tmp);
-    afile_with(&f, fin, 0, "replaced");
+    /* without REPLACE a non-empty file is refused at open, nothing made */
+    CHECK(tq_afile_open(&f, fin, 0, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, "--force"));
+    CHECK(holds(fin, "theirs") && t_count_prefixed(dir, "o.bin.") == 0);
+    afile_with(&f, fin, TQ_AFILE_REPLACE, "replaced");
     CHECK_OK(tq_afile_commit(&f, &err));
     CHECK(holds(fin, "replaced") && t_count_prefixed(dir, "o.bin.") == 0);
+    /* REPLACE, but another file took FINAL's place meanwhile: it is left as it is */
+    afile_with(&f, fin, TQ_AFILE_REPLACE, "new");
+    put(other, "swapped in");
+    CHECK(rename(other, fin) == 0);
+    tmp = strdup(f.tmp_path);
+    CHECK(tq_afile_commit(&f, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, tmp));
+    CHECK(holds(fin, "swapped in") && holds(tmp, "new"));
+    unlink(tmp);
+    free(tmp);
+    /* an empty file gives way; one that got bytes meanwhile does not */
+    put(fin, "");
+    afile_with(&f, fin, 0, "over empty");
+    CHECK_OK(tq_afile_commit(&f, &err));
+    CHECK(holds(fin, "over empty"));
+    put(fin, "");
+    afile_with(&f, fin, 0, "late");
+    FILE *fp = fopen(fin, "a");
+    if (fp) {
+        fputs("written meanwhile", fp);
+        fclose(fp);
+    }
+    tmp = strdup(f.tmp_path);
+    CHECK(tq_afile_commit(&f, &err) != 0 && err.code == TQ_EEXIST && holds(fin, "written meanwhile"));
+    unlink(tmp);
+    free(tmp);
     /* keep: closed, left in place, path returned */
+    unlink(fin);
     afile_with(&f, fin, 0, "k");
     char *kept = tq_afile_keep(&f);
-    CHECK(kept && holds(kept, "k") && holds(fin, "replaced"));
+    CHECK(kept && holds(kept, "k") && !tq_exists(fin));
     if (kept)
         unlink(kept);
     free(kept);
     free(fin);
+    free(other);
 }
 
 /* tq_adir without REPLACE: an empty directory given as the output gives way; one that

@@ -585,6 +585,7 @@ static void test_bad_inputs(void)
         {d1, 2, "'ngram.scales': has 9 rows but 'ngram.weight' has 10"}, {d2, 1, "has 3 dimensions"}};
     for (int i = 0; i < 2; i++) {
         unlink(out);
+        unlink(src); /* a new source each time: outputs never replace a file unasked */
         tq_st_writer *w;
         CHECK_OK(tq_st_writer_open(&w, src, hand[i].d, hand[i].n, NULL, NULL, 0, 0, &err));
         for (size_t k = 0; k < hand[i].n; k++) {
@@ -616,15 +617,21 @@ static void test_refuses_existing_and_source(void)
     CHECK(tq_rows_convert(src, hl, &o, &r, &err) != 0 && err.code == TQ_EUSAGE && strstr(err.msg, "is the input") &&
           strstr(err.msg, "ref-link.safetensors") && strstr(err.msg, "ref.safetensors itself"));
     CHECK(tq_rows_convert(src, src, &o, &r, &err) != 0 && err.code == TQ_EUSAGE);
+    /* the one rule of outputs: an empty file gives way, a non-empty one needs force */
     int fd = open(out, O_CREAT | O_WRONLY | O_TRUNC, 0644);
     close(fd);
-    CHECK(tq_rows_convert(src, out, &o, &r, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, "already exists"));
+    CHECK(tq_rows_convert(src, out, &o, &r, &err) != 0 && err.code != TQ_EEXIST); /* it went on, to the data */
+    struct stat st;
+    fd = open(out, O_WRONLY | O_TRUNC);
+    CHECK(fd >= 0 && write(fd, "x", 1) == 1);
+    close(fd);
+    off_t was = 1;
+    CHECK(tq_rows_convert(src, out, &o, &r, &err) != 0 && err.code == TQ_EEXIST && strstr(err.msg, "exists and is not empty"));
     unsigned char *after = slurp(src, &n1);
     CHECK(before && after && n0 == n1 && !memcmp(before, after, n0));
     free(before);
     free(after);
-    struct stat st;
-    CHECK(stat(out, &st) == 0 && st.st_size == 0);
+    CHECK(stat(out, &st) == 0 && st.st_size == was);
 }
 
 /* Reproducible output: the same source converts to the same bytes. */

@@ -324,11 +324,11 @@ static void test_bundle_deterministic(void)
     path_of(o2, sizeof o2, "b1-2.tar.zst", NULL);
     path_of(o3, sizeof o3, "b1-3.tar.zst", NULL);
     tq_err err;
-    CHECK_OK(tq_bundle_pack(d, o1, 1, 3, &err));
-    CHECK_OK(tq_bundle_pack(d, o2, 2, 3, &err));
+    CHECK_OK(tq_bundle_pack(d, o1, 1, 3, 0, &err));
+    CHECK_OK(tq_bundle_pack(d, o2, 2, 3, 0, &err));
     pid_t pid = fork();
     if (pid == 0)
-        _exit(tq_bundle_pack(d, o3, 2, 3, &err) ? 1 : 0); /* another process: no pid in pax headers */
+        _exit(tq_bundle_pack(d, o3, 2, 3, 0, &err) ? 1 : 0); /* another process: no pid in pax headers */
     int st;
     waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -339,7 +339,7 @@ static void test_bundle_deterministic(void)
     chmod(p, 0600);
     struct timespec ts[2] = {{12345, 0}, {12345, 0}};
     utimensat(AT_FDCWD, p, ts, 0);
-    CHECK_OK(tq_bundle_pack(d, o2, 1, 3, &err));
+    CHECK_OK(tq_bundle_pack(d, o2, 1, 3, 1, &err));
     CHECK(t_files_equal(o1, o2));
     tq_check_report r;
     CHECK_OK(tq_check_bundle(o1, &r, &err));
@@ -367,9 +367,9 @@ static void test_bundle_deterministic(void)
     tq_check_report_free(&r);
     /* A changed file makes a different bundle; a stale manifest in DIR makes pack refuse. */
     CHECK_OK(tq_manifest_write(u, &(tq_manifest){0}, &err));
-    CHECK(tq_bundle_pack(u, o2, 1, 3, &err) != 0 && strstr(err.msg, "does not list"));
+    CHECK(tq_bundle_pack(u, o2, 1, 3, 1, &err) != 0 && strstr(err.msg, "does not list"));
     t_flip_byte(p, 2, 0x40);
-    CHECK_OK(tq_bundle_pack(d, o2, 1, 3, &err));
+    CHECK_OK(tq_bundle_pack(d, o2, 1, 3, 1, &err));
     CHECK(!t_files_equal(o1, o2));
 }
 
@@ -380,7 +380,7 @@ static void test_bundle_damaged(void)
     path_of(o, sizeof o, "dmg.tar.zst", NULL);
     path_of(t, sizeof t, "dmg-t.tar.zst", NULL);
     tq_err err;
-    CHECK_OK(tq_bundle_pack(d, o, 1, 3, &err));
+    CHECK_OK(tq_bundle_pack(d, o, 1, 3, 0, &err));
     char *data = NULL;
     size_t n = 0;
     CHECK_OK(tq_read_small_file(o, 64 << 20, &data, &n, &err));
