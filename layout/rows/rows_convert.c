@@ -223,6 +223,7 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
     }
     tq_rows_identity now;
     char diff[512];
+    tq_test_pause_before_check(); /* as every tool's check of its inputs */
     if (tq_rows_identity_read(source, &now, e) != 0) {
         r->kept_partial = keep_partial(&af);
         tq_err_prefix(e, "source vanished or became unreadable during the conversion; partial output kept at %s",
