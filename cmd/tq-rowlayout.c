@@ -28,6 +28,9 @@ int main(int argc, char **argv)
         TQ_OPT_SIZE("chunk-size", 0, &o.chunk_bytes, 1, 1u << 30, 0, "SIZE",
                     "bytes of records per chunk (default 8M; memory is about 3x this)"),
         TQ_OPT_FLAG("force", 0, &o.force, "replace an existing output file (--out, or the file --extract writes)"),
+        TQ_OPT_FLAG("force-space", 0, &o.force_space,
+                    "convert even when the row file (its exact size) does not fit the free space of its "
+                    "filesystem (refused by default, exit 1, with both numbers)"),
         TQ_OPT_FLAG("json", 0, &json, "print the report as JSON: the receipt of a conversion (rows, layout, source identity)"),
         TQ_CLI_PROGRESS_OPT,
         TQ_OPT_FLAG("quiet", 0, &o.quiet, "no progress, no report unless --json"),

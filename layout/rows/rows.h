@@ -80,6 +80,8 @@ typedef struct tq_rows_opts {
     uint64_t chunk_bytes; /* 0: 8 MiB */
     int quiet;            /* no progress */
     int force;            /* replace an existing output file (else refused) */
+    int force_space;      /* convert: start without checking that the file fits the free
+                           * space (checked by default before the partial is made: TQ_EIO) */
     const tq_provenance *provenance; /* convert: recorded in the header as metadata
                                       * tq_provenance (NULL: none) */
 } tq_rows_opts;

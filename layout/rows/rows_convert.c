@@ -167,6 +167,8 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
         r->straddle_paged = tq_rows_count_straddles(&g, data_start, g.page);
     }
     uint64_t total = data_start + g.data_bytes;
+    if (!o->force_space && tq_space_check(out, total, 0, e) != 0) /* the exact size, before any byte */
+        goto done;
     if (tq_afile_open(&af, out, o->force ? TQ_AFILE_REPLACE : 0, e) != 0)
         goto done;
     opened = 1;

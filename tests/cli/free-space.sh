@@ -1,4 +1,4 @@
-# Free space before a long write (issue 32): tq-convert and tq-split compare the exact output
+# Free space before a long write (issue 32): tq-convert, tq-split and tq-rowlayout compare the exact output
 # size (what --dry-run lists) with the space available on the output's filesystem (statvfs
 # of its parent directory) and refuse, exit 1, naming both numbers and the filesystem, before
 # anything is written; --force-space starts anyway. Checked through TQ_FAKE_FREE_BYTES (the
@@ -28,6 +28,15 @@ cmp c2/model.safetensors c3/model.safetensors || fail "--force-space changed the
 # it never changes an output's bytes, so provenance leaves it out, as it does --force
 cmp c2/tq-provenance.json c3/tq-provenance.json || fail "--force-space recorded in provenance"
 expect_msg 2 "--force-space goes with a split" tq-split --plan --ram 16G --force-space c
+# tq-rowlayout: the row file's exact size (its receipt's file_bytes) against the free space
+run tq-mkmodel --quiet --arch ngram ng
+run tq-rowlayout --quiet --json ng/model.safetensors --out r0.rows > r0.json
+need_r=$(jget r0.json file_bytes)
+TQ_FAKE_FREE_BYTES=$((need_r - 1))B refused r.rows "r.rows: not enough free space: the output needs .* ($need_r bytes)" \
+  tq-rowlayout ng/model.safetensors --out r.rows
+TQ_FAKE_FREE_BYTES=${need_r}B run tq-rowlayout --quiet ng/model.safetensors --out r.rows
+TQ_FAKE_FREE_BYTES=1K run tq-rowlayout --quiet --force-space ng/model.safetensors --out r2.rows
+cmp r.rows r2.rows || fail "tq-rowlayout --force-space changed the row file"
 # a real small filesystem
 if [ "$(id -u)" = 0 ] && mkdir small && mount -t tmpfs -o size=1M tmpfs small 2>/dev/null; then
   trap 'umount small' EXIT
