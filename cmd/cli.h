@@ -157,6 +157,11 @@ typedef struct tq_opt_hint {
     const char *from, *to, *note;
 } tq_opt_hint;
 
+/* ": did you mean PRE-a, PRE-b or PRE-c?" for the candidates nearest to name[0..len) (at most
+ * 1 edit for names up to 4 bytes, 2 beyond, transpositions counting one), "" when none is. */
+void tq_cli_nearest(const char *name, size_t len, const char *const *cand, size_t n, const char *pre, char *buf,
+                    size_t cap);
+
 typedef struct tq_cli_spec {
     const char *command; /* tq-verify subcommand ("ls"), or NULL for a tool */
     const char *usage;   /* "Usage: ..." line(s), each ending in a newline */

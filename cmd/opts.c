@@ -240,9 +240,9 @@ static int edit_distance(const char *a, size_t la, const char *b)
     return d[la][lb];
 }
 
-/* The candidates nearest to name (at most 1 edit for names up to 4 bytes, 2 beyond), as
+/* (cli.h) The candidates nearest to name (at most 1 edit for names up to 4 bytes, 2 beyond), as
  * ": did you mean PRE-a, PRE-b or PRE-c?"; "" when none is that near. */
-static void nearest(const char *name, size_t len, const char *const *cand, size_t n, const char *pre, char *buf,
+void tq_cli_nearest(const char *name, size_t len, const char *const *cand, size_t n, const char *pre, char *buf,
                     size_t cap)
 {
     int best = len <= 4 ? 1 : 2;
@@ -403,7 +403,7 @@ static int set_value(tq_opt *o, const char *val)
                     cand[n++] = c->name;
             char pre[80];
             snprintf(pre, sizeof pre, "--%s ", o->name);
-            nearest(val, strlen(val), cand, n, pre, hint, sizeof hint);
+            tq_cli_nearest(val, strlen(val), cand, n, pre, hint, sizeof hint);
         }
         tq_cli_usage_error("invalid value '%s' for --%s (expected %s)%s", val, o->name, list, hint);
         return -1;
@@ -502,7 +502,7 @@ static void unknown_long(const tq_opt *opts, size_t n, const char *arg)
         for (int r = -2; cand && r < (int)n; r++)
             cand[r + 2] = row_name(opts, r);
         if (cand)
-            nearest(name, (size_t)len, cand, n + 2, "--", hint, sizeof hint);
+            tq_cli_nearest(name, (size_t)len, cand, n + 2, "--", hint, sizeof hint);
         free(cand);
     }
     tq_cli_usage_error("unknown option '--%.*s'%s", len, name, hint);

@@ -819,5 +819,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
-    return tq_cli_usage_error("unknown command '%s'", argv[1]);
+    const char *names[sizeof commands / sizeof *commands];
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        names[i] = commands[i].name;
+    char hint[256];
+    tq_cli_nearest(argv[1], strlen(argv[1]), names, sizeof names / sizeof *names, "", hint, sizeof hint);
+    return tq_cli_usage_error("unknown command '%s'%s", argv[1], hint);
 }

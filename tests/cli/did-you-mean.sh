@@ -19,4 +19,6 @@ done
 t tq-split --dryrun m out-dir
 t tq-split --target maccode m out-dir
 t tq-verify check --jsn x
+t tq-verify chek x
+t tq-verify sing x
 t tq-mkmodel --arch lama out-dir
