@@ -559,6 +559,23 @@ int tq_family_attn_kind(const tq_family *f, const cJSON *config, uint64_t layer,
         return (layer + 1) % n ? TQ_ATTN_LINEAR : TQ_ATTN_FULL;
     case TQ_FAM_GPT_OSS:
         return layer % 2 ? TQ_ATTN_FULL : TQ_ATTN_SLIDING;
+    case TQ_FAM_QWEN2:
+    case TQ_FAM_QWEN2_MOE: {
+        /* transformers' models/qwen2/configuration_qwen2.py, Qwen2Config.__post_init__: the
+         * window only with use_sliding_window (default false; false in Qwen2.5-0.5B's and
+         * Qwen1.5-MoE-A2.7B's config.json, which still name sliding_window 32768), then
+         * sliding_attention for layers i >= max_window_layers (default 28). An explicit null
+         * window means none; an absent one is left to the check (a sliding layer needs one). */
+        const cJSON *u = tq_family_cfg_item(config, "use_sliding_window");
+        if (u && !cJSON_IsBool(u))
+            return tq_fail(e, TQ_EDATA, "config.json: \"use_sliding_window\" must be true or false");
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(tc, "sliding_window");
+        if (!cJSON_IsTrue(u) || cJSON_IsNull(w))
+            return TQ_ATTN_FULL;
+        if (cfg_or(config, "max_window_layers", 28, &n, e))
+            return -1;
+        return layer >= n ? TQ_ATTN_SLIDING : TQ_ATTN_FULL;
+    }
     case TQ_FAM_GEMMA4:
         if (cfg_or(config, "sliding_window_pattern", 5, &n, e))
             return -1;

@@ -209,7 +209,8 @@ static int layer_kinds(rt_config *c, const tq_family *f, const cJSON *j, const c
         if (kind < 0 || moe < 0) /* family.c names "config.json: KEY" */
             return tq_err_prefix(e, "%s", dir);
         if ((kind == TQ_ATTN_LINEAR) != (c->arch == RT_QWEN3_NEXT && kind == TQ_ATTN_LINEAR) ||
-            (kind == TQ_ATTN_SLIDING && c->arch != RT_GPT_OSS && c->arch != RT_MIXTRAL))
+            (kind == TQ_ATTN_SLIDING && c->arch != RT_GPT_OSS && c->arch != RT_MIXTRAL && c->arch != RT_QWEN2 &&
+             c->arch != RT_QWEN2_MOE))
             return tq_fail(e, TQ_EDATA, "%s: layer %llu is %s, a layer type %s does not have", path,
                            (unsigned long long)l, kind == TQ_ATTN_LINEAR ? "linear_attention" : "sliding_attention",
                            c->arch_name);
@@ -313,6 +314,8 @@ static int arch_of(const tq_family *f)
 {
     switch (f ? f->id : TQ_FAM_COUNT) {
     case TQ_FAM_LLAMA: return RT_LLAMA;
+    case TQ_FAM_QWEN2: return RT_QWEN2;
+    case TQ_FAM_QWEN2_MOE: return RT_QWEN2_MOE;
     case TQ_FAM_QWEN3: return RT_QWEN3;
     case TQ_FAM_QWEN3_MOE: return RT_QWEN3_MOE;
     case TQ_FAM_MIXTRAL: return RT_MIXTRAL;
@@ -323,6 +326,28 @@ static int arch_of(const tq_family *f)
     case TQ_FAM_QWEN3_5_MOE: return RT_QWEN3_NEXT;
     default: return -1;
     }
+}
+
+int tq_run_decodes(const cJSON *config)
+{
+    return arch_of(tq_family_detect(config)) >= 0;
+}
+
+const char *tq_run_decodable(char *buf, size_t cap)
+{
+    size_t n = 0;
+    if (cap)
+        buf[0] = 0;
+    for (int id = 0; id < TQ_FAM_COUNT; id++) {
+        const tq_family *f = tq_family_get((tq_family_id)id);
+        for (const char *const *t = f->model_types; arch_of(f) >= 0 && t && **t; t++) {
+            int w = snprintf(buf + n, cap > n ? cap - n : 0, "%s%s", n ? ", " : "", *t);
+            if (w < 0 || (size_t)w >= (cap > n ? cap - n : 0))
+                return buf; /* truncated: snprintf kept the string terminated */
+            n += (size_t)w;
+        }
+    }
+    return buf;
 }
 
 int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
@@ -364,8 +389,9 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     const tq_family *fam = tq_family_detect(j);
     c->arch = arch_of(fam);
     if (c->arch < 0) {
-        tq_fail(e, TQ_EUNSUP, "%s: model_type \"%s\" is not supported (llama, mistral, qwen3, qwen3_moe, mixtral, "
-                "deepseek_v3, kimi_k2, gpt_oss, qwen3_next, qwen3_5, qwen3_5_moe)", path, mt);
+        char can[512];
+        tq_fail(e, TQ_EUNSUP, "%s: model_type \"%s\" is not supported (%s)", path, mt,
+                tq_run_decodable(can, sizeof can));
         goto out;
     }
     c->fam = fam;
@@ -378,7 +404,7 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     c->route = RT_ROUTE_SOFTMAX;
     c->route_scale = 1.0;
     uint64_t max_pos = 2048;
-    int dense_only = c->arch == RT_LLAMA || c->arch == RT_QWEN3;
+    int dense_only = c->arch == RT_LLAMA || c->arch == RT_QWEN3 || c->arch == RT_QWEN2;
     if (get_u64(&s, "hidden_size", &c->hidden, 1, DIM_MAX, e) ||
         get_u64(&s, "num_hidden_layers", &c->layers, 1, 4096, e) ||
         get_u64(&s, "num_attention_heads", &c->heads, 1, 4096, e) ||
@@ -428,6 +454,17 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         goto out;
     switch (c->arch) {
     case RT_QWEN3_MOE:
+        c->norm_topk = 0;
+        if (get_u64(&s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
+            get_bool(&s, "norm_topk_prob", &c->norm_topk, e))
+            goto out;
+        break;
+    case RT_QWEN2_MOE:
+        /* transformers' models/qwen2_moe/modeling_qwen2_moe.py, Qwen2MoeSparseMoeBlock.forward:
+         * softmax over every expert, top-k, divided by their sum only when norm_topk_prob
+         * (Qwen2MoeConfig's default: false; Qwen1.5-MoE-A2.7B's config.json says false), then
+         * shared_expert(h) * sigmoid(shared_expert_gate(h)) of width
+         * shared_expert_intermediate_size added (model.c, forward.c) */
         c->norm_topk = 0;
         if (get_u64(&s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
             get_bool(&s, "norm_topk_prob", &c->norm_topk, e))

@@ -18,6 +18,8 @@ enum rt_arch {
     RT_DEEPSEEK,   /* deepseek_v3, kimi_k2 */
     RT_GPT_OSS,
     RT_QWEN3_NEXT, /* qwen3_next, qwen3_5, qwen3_5_moe: hybrid linear / gated full attention */
+    RT_QWEN2,      /* qwen2 (Qwen2, Qwen2.5): llama with q/k/v biases, sliding layers by max_window_layers */
+    RT_QWEN2_MOE,  /* qwen2_moe: qwen2 attention, softmax top-k experts + a sigmoid-gated shared expert */
 };
 
 /* What a layer's token mixer is. */

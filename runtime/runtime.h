@@ -1,7 +1,7 @@
 /* runtime/runtime.h — reference decoder: resident or streamed from a split directory.
  *
- * Greedy decoding of llama, mistral, qwen3, qwen3_moe, mixtral, deepseek_v3 / kimi_k2,
- * gpt_oss, qwen3_next and qwen3_5(_moe) models (docs/runtime.md) whose weights are f32/f16/bf16,
+ * Greedy decoding of llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral,
+ * deepseek_v3 / kimi_k2, gpt_oss, qwen3_next and qwen3_5(_moe) models (tq_run_decodable) (docs/runtime.md) whose weights are f32/f16/bf16,
  * TurboQuant or MLX affine (4/8 bit; man tq-formats(5), TURBOQUANT WEIGHTS and MLX AFFINE
  * WEIGHTS). A split directory (config.json with a
  * "streaming" block) keeps pinned tensors resident and reads each routed expert as one
@@ -212,6 +212,15 @@ typedef struct tq_run_logits_cmp {
 } tq_run_logits_cmp;
 TQ_API int tq_run_logits_compare(const char *ref_path, const char *test_path, uint64_t vocab,
                              tq_run_logits_cmp *out, tq_err *e);
+
+/* Whether tq-run decodes a model with this config.json (its family, formats/family.h, found
+ * by model_type, text_config's model_type or architectures[0], is one the decoder runs): 1
+ * yes, 0 no (an unknown family or one the decoder lacks). The decoder's own capability
+ * (runtime/config.c): tq-convert and tq-split warn from it. */
+TQ_API int tq_run_decodes(const struct cJSON *config);
+/* The model_type values of every family tq-run decodes, in the family table's order, joined
+ * by ", " into buf (cap bytes, truncated to fit); returns buf. */
+TQ_API const char *tq_run_decodable(char *buf, size_t cap);
 
 TQ_END_DECLS
 

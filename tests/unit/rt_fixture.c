@@ -425,7 +425,7 @@ static double **fx_vec_stacked(fx_file *f, const char *name, int E, int n)
 static const char *fx_model_type(int arch)
 {
     static const char *const n[] = {"llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "gpt_oss", "qwen3_next",
-                                    "qwen3_5_moe"};
+                                    "qwen3_5_moe", "qwen2", "qwen2_moe"};
     return n[arch];
 }
 
@@ -444,7 +444,8 @@ static int fx_write_family_config(const fx_cfg *c, const char *dir)
     fprintf(fp, ", \"hidden_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
                 "\"num_key_value_heads\": %d, \"vocab_size\": %d, \"rms_norm_eps\": %g, \"max_position_embeddings\": 4096",
             c->hidden, c->layers, c->heads, c->kv_heads, c->vocab, c->eps);
-    if (c->arch != FX_DEEPSEEK)
+    int qwen2 = c->arch == FX_QWEN2 || c->arch == FX_QWEN2_MOE;
+    if (c->arch != FX_DEEPSEEK && !qwen2) /* Qwen2 configs have none: hidden_size / heads */
         fprintf(fp, ", \"head_dim\": %d", c->head_dim);
     if (c->arch != FX_QWEN3_5_MOE)
         fprintf(fp, ", \"rope_theta\": %g", c->theta);
@@ -485,6 +486,18 @@ static int fx_write_family_config(const fx_cfg *c, const char *dir)
         for (int l = 0; l < c->layers; l++)
             fprintf(fp, "%s\"%s\"", l ? ", " : "", l % 2 ? "full_attention" : "sliding_attention");
         fprintf(fp, "]");
+        break;
+    case FX_QWEN2:
+    case FX_QWEN2_MOE: /* the keys of Qwen2.5-0.5B's / Qwen1.5-MoE-A2.7B's config.json */
+        fprintf(fp, ", \"use_sliding_window\": %s, \"sliding_window\": %d, \"max_window_layers\": %d",
+                c->use_sliding ? "true" : "false", c->window, c->max_window_layers);
+        if (c->arch == FX_QWEN2_MOE) {
+            fprintf(fp, ", \"num_experts\": %d, \"num_experts_per_tok\": %d, \"moe_intermediate_size\": %d, "
+                        "\"shared_expert_intermediate_size\": %d, \"norm_topk_prob\": %s, \"decoder_sparse_step\": %d",
+                    c->experts, c->top_k, c->moe_inter, c->shared_inter, c->norm_topk ? "true" : "false", c->sparse_step);
+            if (c->mlp_only)
+                fprintf(fp, ", \"mlp_only_layers\": [%d]", c->mlp_only - 1);
+        }
         break;
     default: /* qwen3_next, qwen3_5_moe */
         fprintf(fp, ", \"linear_num_key_heads\": %d, \"linear_num_value_heads\": %d, \"linear_key_head_dim\": %d, "
@@ -751,6 +764,11 @@ static int fx_generate_family(const fx_cfg *c, const char *dir, fx_model *m)
                 L->qn = fx_norm_maybe_offset(&f, NM("self_attn.q_norm.weight"), hd, offsets);
                 L->kn = fx_norm_maybe_offset(&f, NM("self_attn.k_norm.weight"), hd, offsets);
             }
+            if (c->arch == FX_QWEN2 || c->arch == FX_QWEN2_MOE) { /* Qwen2Attention: q/k/v bias=True */
+                L->qb = fx_vec(&f, NM("self_attn.q_proj.bias"), qd, 0, 0.5);
+                L->kb = fx_vec(&f, NM("self_attn.k_proj.bias"), kd, 0, 0.5);
+                L->vb = fx_vec(&f, NM("self_attn.v_proj.bias"), kd, 0, 0.5);
+            }
             if (c->arch == FX_GPT_OSS) {
                 L->qb = fx_vec(&f, NM("self_attn.q_proj.bias"), qd, 0, 0.1);
                 L->kb = fx_vec(&f, NM("self_attn.k_proj.bias"), kd, 0, 0.1);
@@ -761,6 +779,8 @@ static int fx_generate_family(const fx_cfg *c, const char *dir, fx_model *m)
         }
         if (hybrid && c->mlp_only == l + 1)
             L->moe = 0;
+        if (c->arch == FX_QWEN2 || c->arch == FX_QWEN2_MOE)
+            L->moe = c->arch == FX_QWEN2_MOE && c->mlp_only != l + 1 && (l + 1) % c->sparse_step == 0;
         /* ---- MLP */
         if (!L->moe) {
             L->gate = fx_matrix(&f, NM("mlp.gate_proj"), K, c->inter, H, 0, 0, &sl, 0);
@@ -788,7 +808,7 @@ static int fx_generate_family(const fx_cfg *c, const char *dir, fx_model *m)
             L->rb = fx_vec(&f, NM("mlp.router.bias"), c->experts, 0, 0.1);
             fx_experts(&f, c, L, P, "mlp.experts", "mlp.experts", gud, 0, 1);
             break;
-        default: /* qwen3_next, qwen3_5_moe */
+        default: /* qwen3_next, qwen3_5_moe, qwen2_moe */
             L->router = fx_matrix(&f, NM("mlp.gate"), K, c->experts, H, 0, 0, &sl, !aff);
             L->sg = fx_matrix(&f, NM("mlp.shared_expert.gate_proj"), K, c->shared_inter, H, 0, 0, &sl, 0);
             L->su = fx_matrix(&f, NM("mlp.shared_expert.up_proj"), K, c->shared_inter, H, 0, 0, &sl, 0);

@@ -1,5 +1,6 @@
 /* Test fixtures for the runtime tests: tiny models of every family the runtime decodes
- * (llama, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss, qwen3_next, qwen3_5_moe) written
+ * (llama, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss, qwen3_next, qwen3_5_moe, qwen2,
+ * qwen2_moe) written
  * from a seed in f32, bf16, f16, MLX affine (4/8 bit) or TurboQuant form by rt_fixture.c,
  * together with the same weights as dense f64 matrices, and a naive f64 reference forward
  * pass (rt_oracle.c) written from the published equations, independently of runtime/. */
@@ -9,7 +10,8 @@
 #include <stdint.h>
 
 enum fx_kind { FX_F32, FX_BF16, FX_F16, FX_AFF4, FX_AFF8, FX_TQ3, FX_TQ4, FX_TQ2, FX_NKINDS };
-enum fx_arch { FX_LLAMA, FX_QWEN3, FX_QWEN3_MOE, FX_MIXTRAL, FX_DEEPSEEK, FX_GPT_OSS, FX_QWEN3_NEXT, FX_QWEN3_5_MOE };
+enum fx_arch { FX_LLAMA, FX_QWEN3, FX_QWEN3_MOE, FX_MIXTRAL, FX_DEEPSEEK, FX_GPT_OSS, FX_QWEN3_NEXT, FX_QWEN3_5_MOE,
+               FX_QWEN2, FX_QWEN2_MOE };
 
 typedef struct fx_cfg {
     int arch, kind;
@@ -39,6 +41,9 @@ typedef struct fx_cfg {
     int layer_types;      /* write layer_types instead of full_attention_interval */
     int mlp_only;         /* qwen3_next: layer index + 1 of a dense layer (0: none) */
     double prf;           /* partial_rotary_factor */
+    /* qwen2 / qwen2_moe (mlp_only above: a dense layer of qwen2_moe too) */
+    int use_sliding;      /* use_sliding_window: layers >= max_window_layers slide by window */
+    int max_window_layers, sparse_step; /* decoder_sparse_step */
 } fx_cfg;
 
 typedef struct dmat {

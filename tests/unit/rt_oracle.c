@@ -612,9 +612,158 @@ static void fx_forward_family(const fx_model *m, fx_state *s, int token, int pos
     free(x); free(h); free(t);
 }
 
+/* ---------------------------------------------------------------- qwen2, qwen2_moe */
+/* Written from transformers' models/qwen2/modeling_qwen2.py (Qwen2Attention: q/k/v Linear
+ * with bias=True, o_proj without; no q/k norm; rotate_half RoPE over the whole head_dim with
+ * inv_freq = 1 / theta^(arange(0, d, 2) / d); eager_attention_forward: softmax of q·k ·
+ * head_dim^-0.5 under the causal mask, a window of sliding_window positions on sliding
+ * layers; Qwen2MLP: down(silu(gate x) * up x)), configuration_qwen2.py (Qwen2Config.
+ * __post_init__: sliding_attention for layer i >= max_window_layers only when
+ * use_sliding_window) and models/qwen2_moe/modeling_qwen2_moe.py (Qwen2MoeDecoderLayer: the
+ * sparse block when the layer is not in mlp_only_layers and (i + 1) % decoder_sparse_step
+ * == 0, else Qwen2MoeMLP of intermediate_size; Qwen2MoeSparseMoeBlock.forward: softmax over
+ * the router logits, torch.topk, divided by their sum if norm_topk_prob, each chosen expert
+ * times its weight, plus sigmoid(shared_expert_gate(x)) * shared_expert(x)). Shares nothing
+ * with the other families' code above but the f64 helpers (fx_mv, fx_rms, silu). */
+static void qwen2_mlp(const dmat *g, const dmat *u, const dmat *d, const double *x, double *out)
+{
+    double *a = malloc((size_t)g->rows * 8), *b = malloc((size_t)g->rows * 8);
+    fx_mv(g, x, a);
+    fx_mv(u, x, b);
+    for (int i = 0; i < g->rows; i++)
+        a[i] = silu(a[i]) * b[i];
+    fx_mv(d, a, out);
+    free(a);
+    free(b);
+}
+
+/* rotate_half(x) = cat(-x2, x1); q_embed = q * cos + rotate_half(q) * sin, cos/sin of
+ * cat(freqs, freqs) */
+static void qwen2_rope(double *v, int d, int pos, double theta)
+{
+    double *r = malloc((size_t)d * 8), *o = malloc((size_t)d * 8);
+    for (int i = 0; i < d / 2; i++) {
+        r[i] = -v[i + d / 2];
+        r[i + d / 2] = v[i];
+    }
+    for (int j = 0; j < d; j++) {
+        int i = j % (d / 2);
+        double freq = pos * (1.0 / pow(theta, (double)(2 * i) / d));
+        o[j] = v[j] * cos(freq) + r[j] * sin(freq);
+    }
+    memcpy(v, o, (size_t)d * 8);
+    free(r);
+    free(o);
+}
+
+static void qwen2_sparse_moe(const fx_model *m, const fx_layer *L, const double *x, double *out)
+{
+    const fx_cfg *c = &m->c;
+    int E = c->experts, H = c->hidden;
+    double *rw = malloc((size_t)E * 8), *t = malloc((size_t)H * 8), mx = -1e300, sum = 0;
+    fx_mv(&L->router, x, rw);
+    for (int i = 0; i < E; i++)
+        mx = fmax(mx, rw[i]);
+    for (int i = 0; i < E; i++)
+        sum += rw[i] = exp(rw[i] - mx);
+    for (int i = 0; i < E; i++)
+        rw[i] /= sum;
+    int sel[64], *used = calloc((size_t)E, sizeof(int));
+    double w[64], wsum = 0;
+    for (int k = 0; k < c->top_k; k++) { /* torch.topk: largest first, ties to the lower index */
+        int b = -1;
+        for (int i = 0; i < E; i++)
+            if (!used[i] && (b < 0 || rw[i] > rw[b]))
+                b = i;
+        used[b] = 1;
+        sel[k] = b;
+        wsum += w[k] = rw[b];
+    }
+    memset(out, 0, (size_t)H * 8);
+    for (int k = 0; k < c->top_k; k++) {
+        double wk = c->norm_topk ? w[k] / wsum : w[k];
+        qwen2_mlp(&L->eg[sel[k]], &L->eu[sel[k]], &L->ed[sel[k]], x, t);
+        for (int i = 0; i < H; i++)
+            out[i] += wk * t[i];
+    }
+    double gl;
+    qwen2_mlp(&L->sg, &L->su, &L->sd, x, t);
+    fx_mv(&L->sgate, x, &gl);
+    for (int i = 0; i < H; i++)
+        out[i] += 1.0 / (1.0 + exp(-gl)) * t[i];
+    free(rw); free(t); free(used);
+}
+
+static void fx_forward_qwen2(const fx_model *m, fx_state *s, int token, int pos, double *logits)
+{
+    const fx_cfg *c = &m->c;
+    int H = c->hidden, hd = H / c->heads, qd = c->heads * hd, kd = c->kv_heads * hd; /* no head_dim key */
+    double *x = malloc((size_t)H * 8), *h = malloc((size_t)H * 8), *t = malloc((size_t)H * 8),
+           *q = malloc((size_t)qd * 8), *ao = malloc((size_t)qd * 8), *sc = malloc((size_t)(pos + 1) * 8);
+    for (int i = 0; i < H; i++)
+        x[i] = m->embed.w[(size_t)token * H + i];
+    for (int l = 0; l < c->layers; l++) {
+        const fx_layer *L = &m->L[l];
+        fx_rms(h, x, L->in_norm, H, c->eps);
+        double *K = state_buf(s, &s->lk, c->layers, l, (size_t)s->ctx * kd);
+        double *V = state_buf(s, &s->lv, c->layers, l, (size_t)s->ctx * kd);
+        double *k = K + (size_t)pos * kd, *v = V + (size_t)pos * kd;
+        fx_mv(&L->q, h, q);
+        fx_mv(&L->k, h, k);
+        fx_mv(&L->v, h, v);
+        for (int i = 0; i < qd; i++)
+            q[i] += L->qb[i];
+        for (int i = 0; i < kd; i++) {
+            k[i] += L->kb[i];
+            v[i] += L->vb[i];
+        }
+        for (int hh = 0; hh < c->heads; hh++)
+            qwen2_rope(q + hh * hd, hd, pos, c->theta);
+        for (int hh = 0; hh < c->kv_heads; hh++)
+            qwen2_rope(k + hh * hd, hd, pos, c->theta);
+        int sliding = c->use_sliding && l >= c->max_window_layers;
+        for (int hh = 0; hh < c->heads; hh++) {
+            int kh = hh / (c->heads / c->kv_heads); /* repeat_kv */
+            double mx = -1e300, sum = 0;
+            for (int p = 0; p <= pos; p++) {
+                double d = 0;
+                for (int i = 0; i < hd; i++)
+                    d += q[hh * hd + i] * K[(size_t)p * kd + kh * hd + i];
+                /* the mask: causal, and on sliding layers kv_idx > q_idx - sliding_window */
+                sc[p] = sliding && !(p > pos - c->window) ? -INFINITY : d * pow((double)hd, -0.5);
+                mx = fmax(mx, sc[p]);
+            }
+            for (int p = 0; p <= pos; p++)
+                sum += sc[p] = exp(sc[p] - mx);
+            for (int i = 0; i < hd; i++) {
+                double o = 0;
+                for (int p = 0; p <= pos; p++)
+                    o += sc[p] / sum * V[(size_t)p * kd + kh * hd + i];
+                ao[hh * hd + i] = o;
+            }
+        }
+        fx_mv(&L->o, ao, t);
+        for (int i = 0; i < H; i++)
+            x[i] += t[i];
+        fx_rms(h, x, L->post_norm, H, c->eps);
+        int sparse = c->arch == FX_QWEN2_MOE && c->experts > 0 && c->mlp_only != l + 1 && (l + 1) % c->sparse_step == 0;
+        if (sparse)
+            qwen2_sparse_moe(m, L, h, t);
+        else
+            qwen2_mlp(&L->gate, &L->up, &L->down, h, t);
+        for (int i = 0; i < H; i++)
+            x[i] += t[i];
+    }
+    fx_rms(h, x, m->norm, H, c->eps);
+    fx_mv(&m->lm, h, logits);
+    free(x); free(h); free(t); free(q); free(ao); free(sc);
+}
+
 void fx_forward(const fx_model *m, fx_state *s, int token, int pos, double *logits)
 {
-    if (m->c.arch >= FX_MIXTRAL)
+    if (m->c.arch == FX_QWEN2 || m->c.arch == FX_QWEN2_MOE)
+        fx_forward_qwen2(m, s, token, pos, logits);
+    else if (m->c.arch >= FX_MIXTRAL)
         fx_forward_family(m, s, token, pos, logits);
     else
         fx_forward_classic(m, s, token, pos, logits);
@@ -706,6 +855,31 @@ fx_cfg fx_family_cfg(int arch, int kind)
         c.rs_beta_slow = 1;
         c.rs_truncate = 0;
         c.swiglu_limit = 0.6; /* small enough that the clamps act on these weights */
+        break;
+    case FX_QWEN2:
+    case FX_QWEN2_MOE:
+        /* The keys and settings of published configs (config.json of Qwen/Qwen2.5-0.5B:
+         * Qwen2ForCausalLM, rope_theta 1000000, rms_norm_eps 1e-06, use_sliding_window false,
+         * sliding_window 32768, max_window_layers 24 = num_hidden_layers, tie_word_embeddings
+         * true, no head_dim; Qwen/Qwen1.5-MoE-A2.7B: Qwen2MoeForCausalLM, num_experts 60,
+         * num_experts_per_tok 4, moe_intermediate_size 1408, shared_expert_intermediate_size
+         * 5632 = intermediate_size, norm_topk_prob false, decoder_sparse_step 1,
+         * use_sliding_window false, sliding_window 32768, max_window_layers 21,
+         * tie_word_embeddings false), at this file's sizes; test_runtime_families.c's
+         * qwen2_sliding turns the window on. */
+        c.layers = 3;
+        c.theta = 1e6;
+        c.eps = 1e-6;
+        c.window = 32768;
+        c.max_window_layers = c.layers;
+        c.sparse_step = 1;
+        c.tied = arch == FX_QWEN2;
+        if (arch == FX_QWEN2_MOE) {
+            c.top_k = 4;
+            c.norm_topk = 0;
+            c.shared_inter = c.inter; /* 96: an m = 12 Hadamard block for down_proj */
+            c.mlp_only = 2;           /* layer 1 dense (mlp_only_layers [1]) */
+        }
         break;
     default: /* qwen3_next, qwen3_5_moe: linear, full, linear, full; a shared expert; partial rotary */
         c.layers = 4;

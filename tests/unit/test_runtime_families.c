@@ -1,5 +1,5 @@
 /* The reference decoder on every family after qwen3_moe (mixtral, deepseek_v3, gpt_oss,
- * qwen3_next, qwen3_5_moe), in every weight kind it reads: a 32-token teacher-forced run
+ * qwen3_next, qwen3_5_moe, qwen2, qwen2_moe), in every weight kind it reads: a 32-token teacher-forced run
  * against the independent f64 oracle (rt_oracle.c) — relative logit error below 1e-4 at every
  * position and the same greedy token —, and --threads 1/2/7 bit for bit. */
 #include "runtime/runtime.h"
@@ -28,7 +28,7 @@ static int decode(const char *dir, int threads, const int32_t *seq, fx_logits *b
 static const char *arch_name(int arch)
 {
     static const char *const n[] = {"llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "gpt_oss", "qwen3_next",
-                                    "qwen3_5_moe"};
+                                    "qwen3_5_moe", "qwen2", "qwen2_moe"};
     return n[arch];
 }
 
@@ -157,6 +157,30 @@ static void qwen3_next_threads(void) { threads_equal(FX_QWEN3_NEXT, FX_TQ3); }
 static void qwen3_5_moe_kinds(void) { every_kind(FX_QWEN3_5_MOE); }
 static void qwen3_5_moe_threads(void) { threads_equal(FX_QWEN3_5_MOE, FX_BF16); }
 
+static void qwen2_kinds(void) { every_kind(FX_QWEN2); }
+static void qwen2_moe_kinds(void) { every_kind(FX_QWEN2_MOE); }
+/* use_sliding_window true: layers >= max_window_layers (1 and 2 here) attend to the last
+ * sliding_window (6) positions of the 32; layer 0 to all */
+static void qwen2_sliding(void)
+{
+    for (int a = FX_QWEN2; a <= FX_QWEN2_MOE; a++) {
+        fx_cfg c = fx_family_cfg(a, a == FX_QWEN2 ? FX_TQ4 : FX_AFF4);
+        c.use_sliding = 1;
+        c.max_window_layers = 1;
+        c.window = 6;
+        against_oracle(c, a == FX_QWEN2 ? "qwen2-tq4-sliding" : "qwen2_moe-aff4-sliding");
+    }
+}
+/* norm_topk_prob true (Qwen2MoeConfig lets a checkpoint ask for it); every layer sparse */
+static void qwen2_moe_norm_topk(void)
+{
+    fx_cfg c = fx_family_cfg(FX_QWEN2_MOE, FX_TQ3);
+    c.norm_topk = 1;
+    c.mlp_only = 0;
+    against_oracle(c, "qwen2_moe-tq3-norm-topk");
+}
+static void qwen2_moe_threads(void) { threads_equal(FX_QWEN2_MOE, FX_TQ3); }
+
 int main(void)
 {
     RUN(mixtral_kinds);
@@ -172,5 +196,10 @@ int main(void)
     RUN(qwen3_next_threads);
     RUN(qwen3_5_moe_kinds);
     RUN(qwen3_5_moe_threads);
+    RUN(qwen2_kinds);
+    RUN(qwen2_moe_kinds);
+    RUN(qwen2_sliding);
+    RUN(qwen2_moe_norm_topk);
+    RUN(qwen2_moe_threads);
     TEST_MAIN_END();
 }

@@ -215,6 +215,20 @@ static void split_qwen3_5_moe_aff4(void)
     bit_identical(fx_family_cfg(FX_QWEN3_5_MOE, FX_AFF4), "qwen3_5_moe-aff4");
 }
 
+/* qwen2_moe (Qwen2MoeSparseMoeBlock: router mlp.gate, shared_expert and its gate pinned):
+ * stacked MLX experts and HF per-expert tensors streamed; layer 1 is dense (mlp_only_layers)
+ * and stays pinned between two layers with files. test_runtime_families.c holds the unsplit
+ * model to the oracle, so the streamed one is too. */
+static void split_qwen2_moe(void)
+{
+    fx_cfg c = fx_family_cfg(FX_QWEN2_MOE, FX_TQ3);
+    CHECK(c.mlp_only == 2 && c.layers == 3);
+    bit_identical(c, "qwen2_moe-tq3");
+    c = fx_family_cfg(FX_QWEN2_MOE, FX_BF16);
+    c.hf_expert_names = 1;
+    bit_identical(c, "qwen2_moe-bf16-hf");
+}
+
 static void split_qwen3_5_moe_bf16(void)
 {
     bit_identical(fx_family_cfg(FX_QWEN3_5_MOE, FX_BF16), "qwen3_5_moe-bf16");
@@ -399,6 +413,7 @@ int main(void)
     RUN(split_gpt_oss_aff4);
     RUN(split_qwen3_5_moe_aff4);
     RUN(split_qwen3_5_moe_bf16);
+    RUN(split_qwen2_moe);
     RUN(split_qwen3_5_moe_hf_fused);
     RUN(split_gpt_oss_hf_mxfp4);
     RUN(fused_malformed);
