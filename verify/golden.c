@@ -117,8 +117,13 @@ static int write_golden(tq_afile *af, const tq_sources *src, const int32_t *prom
     if (txt && tq_afile_create(af, e) == 0) {
         if (tq_write_full(af->fd, txt, strlen(txt), af->tmp_path, e) != 0)
             tq_afile_abort(af);
-        else if (tq_sources_check_afile(src, af, e) == 0)
+        else if (tq_sources_check(src, e) == 0) /* the golden file itself too: it is the input */
             rc = tq_afile_commit(af, e);
+        else {
+            char *kept = tq_afile_keep(af);
+            tq_err_suffix(e, "; nothing was published, and the output built from it is kept at %s", kept ? kept : "?");
+            free(kept);
+        }
     }
     free(txt);
     return rc;

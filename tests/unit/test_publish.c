@@ -353,6 +353,55 @@ static void sources_watch(void)
     free(c);
 }
 
+/* A watched directory whose times changed: its entries are compared, leaving out the
+ * outputs given as own (their final names and any NAME.partial-XXXXXX of them); anything else
+ * added is a change. The times are set by hand so that a coarse clock cannot hide the change. */
+static void touch_dir(const char *d, long sec)
+{
+    struct timespec ts[2] = {{sec, 0}, {sec, 0}};
+    utimensat(AT_FDCWD, d, ts, 0);
+}
+
+static void sources_own(void)
+{
+    tq_err err = {0};
+    char *dir = fresh_dir("so");
+    char *a = tq_path_join(dir, "a.bin", &err), *fin = tq_path_join(dir, "out.json", &err);
+    char *other = tq_path_join(dir, "out.json.partial-zzzzzz", &err), *x = tq_path_join(dir, "x.bin", &err);
+    put(a, "aaaa");
+    put(fin, "earlier output");
+    tq_sources s = {0};
+    CHECK_OK(tq_sources_add(&s, dir, &err));
+    tq_afile f;
+    CHECK_OK(tq_afile_open(&f, fin, TQ_AFILE_REPLACE, &err));
+    put(other, "another writer's partial");
+    put(fin, "rewritten by someone"); /* an output is no input */
+    touch_dir(dir, 1000);
+    CHECK_OK(tq_sources_check_afile(&s, &f, &err));
+    const char *own[1] = {fin};
+    CHECK_OK(tq_sources_check_own(&s, own, 1, &err));
+    CHECK(tq_sources_check(&s, &err) != 0); /* without own: out.json and the directory changed */
+    put(x, "foreign");
+    touch_dir(dir, 2000);
+    char *tmp = strdup(f.tmp_path);
+    CHECK(tq_sources_check_afile(&s, &f, &err) != 0 && strstr(err.msg, "so: changed") &&
+          strstr(err.msg, "entry was added") && strstr(err.msg, tmp) && f.tmp_path == NULL);
+    CHECK(tq_exists(tmp));
+    unlink(tmp);
+    free(tmp);
+    /* an input file changed is still a change */
+    unlink(x);
+    touch_dir(dir, 3000);
+    CHECK_OK(tq_sources_check_own(&s, own, 1, &err));
+    put(a, "AAAAA");
+    CHECK(tq_sources_check_own(&s, own, 1, &err) != 0 && strstr(err.msg, "a.bin: changed"));
+    tq_sources_free(&s);
+    free(a);
+    free(fin);
+    free(other);
+    free(x);
+}
+
 int main(void)
 {
     for (fallback = 0; fallback < 2; fallback++) {
@@ -366,5 +415,6 @@ int main(void)
     unsetenv("TQ_RENAME_FALLBACK");
     RUN(out_in_paths);
     RUN(sources_watch);
+    RUN(sources_own);
     TEST_MAIN_END();
 }
