@@ -20,7 +20,7 @@ int main(int argc, char **argv)
      * explicit dimension wins wherever it stands. */
     tq_mk_opts ov = {0};
     tq_mk_arch arch = TQ_MK_QWEN3_MOE;
-    int size = 0, json = 0, rc;
+    int size = 0, json = 0, force_space = 0, rc;
     static const tq_mk_arch order[TQ_MK_ARCH_COUNT] = {
         TQ_MK_LLAMA, TQ_MK_QWEN2, TQ_MK_QWEN3, TQ_MK_QWEN2_MOE, TQ_MK_QWEN3_MOE, TQ_MK_QWEN3_NEXT,
         TQ_MK_QWEN3_5, TQ_MK_QWEN3_5_MOE, TQ_MK_MIXTRAL, TQ_MK_DEEPSEEK_V3, TQ_MK_KIMI_K2, TQ_MK_GPT_OSS,
@@ -47,6 +47,9 @@ int main(int argc, char **argv)
         TQ_OPT_SIZE("shard-size", 0, &ov.shard_size, 1, UINT64_MAX, 0, "SIZE",
                     "bytes of tensor data per shard (default 5000000000)"),
         TQ_OPT_INT("seed", 0, &ov.seed, 0, UINT64_MAX, "N", "random seed (default 0)"),
+        TQ_OPT_FLAG("force-space", 0, &force_space,
+                    "generate even when the tensor bytes alone exceed the free space of OUTPUT_DIR's "
+                    "filesystem (refused by default, exit 1, with both numbers)"),
         TQ_OPT_CHOICE("naming", 0, &ov.naming_mlx, namings, NULL,
                       "the family's HuggingFace checkpoint (hf, default) or the MLX form "
                       "tq-convert writes (mlx: stacked experts, MLX names)"),
@@ -109,14 +112,19 @@ int main(int argc, char **argv)
         return 1;
     o.provenance = &pv;
 
+    /* the tensor bytes (the files hold a little more: headers, config) against the free space:
+     * --size 8g is 8 GB */
     tq_mk_plan plan;
-    if (json && tq_mk_plan_build(&plan, &o, &err))
+    if (tq_mk_plan_build(&plan, &o, &err))
         return tq_cli_fail(&err);
+    if (!force_space && tq_space_check(outdir, plan.total_bytes, 0, &err)) {
+        tq_mk_plan_free(&plan);
+        return tq_cli_fail(&err);
+    }
     double t0 = tq_now();
     tq_cli_partials_note(outdir);
     if (tq_mkmodel(outdir, &o, &err)) {
-        if (json)
-            tq_mk_plan_free(&plan);
+        tq_mk_plan_free(&plan);
         return tq_cli_fail(&err);
     }
     if (json) {
@@ -132,5 +140,6 @@ int main(int argc, char **argv)
         tq_mk_plan_free(&plan);
         return tq_cli_print_json(r);
     }
+    tq_mk_plan_free(&plan);
     return 0;
 }

@@ -1,9 +1,10 @@
-# Free space before a long write (issue 32): tq-convert, tq-split and tq-rowlayout compare the exact output
-# size (what --dry-run lists) with the space available on the output's filesystem (statvfs
-# of its parent directory) and refuse, exit 1, naming both numbers and the filesystem, before
-# anything is written; --force-space starts anyway. Checked through TQ_FAKE_FREE_BYTES (the
-# test hook standing in for statvfs's answer, common/space.c) and, when this test runs as root
-# and may mount, on a real 1 MiB tmpfs.
+# Free space before a long write (issue 32): tq-convert, tq-split and tq-rowlayout compare the
+# exact output size (what --dry-run lists; the row file's header + records) with the space
+# available on the output's filesystem (statvfs of its parent directory), tq-mkmodel its
+# tensor bytes (a lower bound), and refuse, exit 1, naming both numbers and the filesystem,
+# before anything is written; --force-space starts anyway. Checked through TQ_FAKE_FREE_BYTES
+# (the test hook standing in for statvfs's answer, common/space.c) and, when this test runs
+# as root and may mount, on a real 1 MiB tmpfs.
 . "$ROOT/tests/lib/common.sh"
 run tq-mkmodel --quiet --seed 5 m
 run tq-convert --quiet m c
@@ -37,6 +38,10 @@ TQ_FAKE_FREE_BYTES=$((need_r - 1))B refused r.rows "r.rows: not enough free spac
 TQ_FAKE_FREE_BYTES=${need_r}B run tq-rowlayout --quiet ng/model.safetensors --out r.rows
 TQ_FAKE_FREE_BYTES=1K run tq-rowlayout --quiet --force-space ng/model.safetensors --out r2.rows
 cmp r.rows r2.rows || fail "tq-rowlayout --force-space changed the row file"
+# tq-mkmodel: the tensor bytes of --size 8g (8 GB) against the free space, before generating
+TQ_FAKE_FREE_BYTES=1G refused big "big: not enough free space: the output needs 7.91 GiB" tq-mkmodel --size 8g big
+TQ_FAKE_FREE_BYTES=1K run tq-mkmodel --quiet --force-space --seed 5 m2
+cmp m/model.safetensors m2/model.safetensors || fail "tq-mkmodel --force-space changed the model"
 # a real small filesystem
 if [ "$(id -u)" = 0 ] && mkdir small && mount -t tmpfs -o size=1M tmpfs small 2>/dev/null; then
   trap 'umount small' EXIT
