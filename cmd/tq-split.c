@@ -129,7 +129,8 @@ static cJSON *dry_run_json(const tq_split_result *r, const tq_out_plan *files, c
              tq_json_add_u64(j, "expert_block_bytes", r->max_block_size) &&
              tq_json_add_u64(j, "pinned_bytes", r->pinned_bytes) &&
              tq_json_add_u64(j, "output_bytes", tq_out_plan_total(files)) &&
-             tq_json_add_u64(j, "min_ram_bytes", p->targets[0].min_ram_bytes);
+             tq_json_add_u64(j, "min_ram_bytes", p->targets[0].min_ram_bytes) &&
+             cJSON_AddBoolToObject(j, "tq_run_decodes", !r->run_warning[0]);
     if (ok && !have_ram) { /* the verdicts need --ram */
         cJSON_DeleteItemFromObjectCaseSensitive(pl, "ram_bytes");
         for (cJSON *t = cJSON_GetObjectItemCaseSensitive(pl, "targets")->child; t; t = t->next)
@@ -301,6 +302,8 @@ int main(int argc, char **argv)
             return tq_cli_fail(&err);
         }
         rc = 0;
+        if (r.run_warning[0] && !quiet)
+            fprintf(stderr, "%s: warning: %s\n", tq_prog, tq_cli_esc(r.run_warning));
         /* --quiet: no plan either; --json prints its document whatever --quiet says */
         if (json)
             rc = tq_cli_print_json(dry_run_json(&r, &files, &p, have_ram, args[1]));
@@ -330,6 +333,8 @@ int main(int argc, char **argv)
     if (so.resume && !so.quiet && (r.resume_kept || r.resume_dropped))
         fprintf(stderr, "%s: resumed: %zu of %llu layer files kept from the interrupted run%s\n", tq_prog, r.resume_kept,
                 (unsigned long long)r.n_layers, r.resume_dropped ? ", changed or missing ones redone" : "");
+    if (r.run_warning[0] && !so.quiet)
+        fprintf(stderr, "%s: warning: %s\n", tq_prog, tq_cli_esc(r.run_warning));
     if (json) {
         cJSON *j = cJSON_CreateObject();
         if (j) {
@@ -342,6 +347,7 @@ int main(int argc, char **argv)
             cJSON_AddNumberToObject(j, "expert_block_bytes", (double)r.max_block_size);
             cJSON_AddNumberToObject(j, "layer_file_bytes", (double)r.ffn_bytes);
             cJSON_AddNumberToObject(j, "bytes_written", (double)r.bytes_written);
+            cJSON_AddBoolToObject(j, "tq_run_decodes", !r.run_warning[0]);
             cJSON_AddNumberToObject(j, "elapsed_s", dt);
             cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)tq_peak_rss());
         }

@@ -350,6 +350,29 @@ const char *tq_run_decodable(char *buf, size_t cap)
     return buf;
 }
 
+int tq_run_decode_warning(const cJSON *config, char *buf, size_t cap)
+{
+    if (cap)
+        buf[0] = 0;
+    if (config && tq_run_decodes(config))
+        return 0;
+    const cJSON *mt = tq_family_cfg_item(config, "model_type"), *a = cJSON_GetObjectItemCaseSensitive(config, "architectures");
+    const char *what = "model_type", *name = cJSON_IsString(mt) ? mt->valuestring : NULL;
+    if (!name && cJSON_IsArray(a) && cJSON_IsString(a->child)) {
+        what = "architectures[0]";
+        name = a->child->valuestring;
+    }
+    char can[512];
+    tq_run_decodable(can, sizeof can);
+    if (!config)
+        snprintf(buf, cap, "tq-run cannot decode it: there is no config.json (tq-run decodes %s)", can);
+    else if (!name)
+        snprintf(buf, cap, "tq-run cannot decode it: config.json names no model_type (tq-run decodes %s)", can);
+    else
+        snprintf(buf, cap, "tq-run cannot decode %s \"%.64s\" (tq-run decodes %s)", what, name, can);
+    return 1;
+}
+
 int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
 {
     memset(c, 0, sizeof *c);

@@ -221,6 +221,11 @@ TQ_API int tq_run_decodes(const struct cJSON *config);
 /* The model_type values of every family tq-run decodes, in the family table's order, joined
  * by ", " into buf (cap bytes, truncated to fit); returns buf. */
 TQ_API const char *tq_run_decodable(char *buf, size_t cap);
+/* When tq-run cannot decode a model with this config.json (tq_run_decodes 0; config NULL:
+ * no config.json): 1 and one line in buf (cap bytes) naming its model_type (else
+ * architectures[0]) and the families tq-run decodes; 0 and buf "" when it can. What
+ * tq-convert and tq-split warn. */
+TQ_API int tq_run_decode_warning(const struct cJSON *config, char *buf, size_t cap);
 
 TQ_END_DECLS
 

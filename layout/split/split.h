@@ -43,6 +43,9 @@ typedef struct tq_split_result {
     uint64_t ffn_bytes;             /* all layer-file bytes (moe and dense) */
     size_t resume_kept, resume_dropped; /* --resume: layer files kept, journaled ones redone */
     uint64_t bytes_written;
+    char run_warning[768];          /* "" when tq-run decodes the model's family; else why not
+                                     * (runtime/runtime.h tq_run_decode_warning): tq-split
+                                     * prints it as a warning and --json as tq_run_decodes false */
 } tq_split_result;
 
 /* Split MODEL (directory or .safetensors) into OUT_DIR, which must not exist or be empty.

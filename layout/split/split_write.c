@@ -3,6 +3,7 @@
  * memory is one expert block (or one copy chunk) per thread. The whole output is built in
  * OUT.partial-XXXXXX and renamed into place last, so a failure leaves nothing behind. */
 #include "layout/split/split_internal.h"
+#include "runtime/runtime.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -322,6 +323,8 @@ static void fill_result(const split_run *r, tq_split_result *res)
         if (r->plan.layers[i].hdr.expert_block_size > res->max_block_size)
             res->max_block_size = r->plan.layers[i].hdr.expert_block_size;
     res->ffn_bytes = r->plan.ffn_bytes;
+    if (r->plan.m && r->plan.m->config) /* none: tq-split writes none either */
+        tq_run_decode_warning(r->plan.m->config, res->run_warning, sizeof res->run_warning);
     for (size_t i = 0; i < r->n_files; i++)
         res->bytes_written += r->files[i].size;
 }

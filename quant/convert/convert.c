@@ -2,6 +2,7 @@
  * the directory in place with one rename. A failure at any point removes the partial
  * directory, so OUTPUT_DIR only ever holds a complete conversion (or what it held before). */
 #include "quant/convert/convert_internal.h"
+#include "runtime/runtime.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -329,6 +330,25 @@ static int copy_warnings(const tq_model *m, tq_convert_report *r, tq_err *e)
     return 0;
 }
 
+/* A model whose family tq-run cannot decode (phi3, an unknown model_type): converting it
+ * works, running the output will not; say so before anyone finds out later. The decoder's
+ * own capability decides (runtime/runtime.h tq_run_decode_warning), not a list here. */
+static int warn_not_decodable(const tq_model *m, tq_convert_report *r, tq_err *e)
+{
+    char msg[768];
+    r->run_decodes = !tq_run_decode_warning(m->config, msg, sizeof msg);
+    if (r->run_decodes || !m->config) /* no config.json: tq-convert writes none either */
+        return 0;
+    char **w = realloc(r->warnings, (r->n_warnings + 1) * sizeof *w);
+    if (!w)
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    r->warnings = w;
+    if (!(w[r->n_warnings] = tq_strdup(msg, e)))
+        return -1;
+    r->n_warnings++;
+    return 0;
+}
+
 /* Quantize mode that quantized no weight (every tensor kept, e.g. all 1-D or all --keep):
  * almost always a mistake, so say it. */
 static int warn_nothing_quantized(const tq_convert_opts *o, tq_convert_report *r, tq_err *e)
@@ -429,7 +449,7 @@ static int convert(const char *input, const char *out_dir, const tq_convert_opts
     int rc = -1;
     if (tq_out_dir_check(out, input, o->force, e) || tq_sources_add(&src, input, e) ||
         tq_model_open_ex(&m, input, TQ_MODEL_NO_SPLIT | (o->keep_names ? TQ_MODEL_KEEP_NAMES : 0), e) || copy_warnings(m, r, e) ||
-        cv_plan_build(&plan, m, &po, e) || cv_fit(&plan, e))
+        warn_not_decodable(m, r, e) || cv_plan_build(&plan, m, &po, e) || cv_fit(&plan, e))
         goto done;
     if (!plan.n_decls) {
         tq_fail(e, TQ_EDATA, "%s: no tensors", input);
@@ -581,6 +601,7 @@ struct cJSON *tq_convert_report_json(const tq_convert_report *r, const tq_conver
     cJSON_AddNumberToObject(j, "bits_per_weight_quantized", r->bpw_quantized);
     cJSON_AddNumberToObject(j, "bits_per_weight_total", r->bpw_total);
     cJSON_AddNumberToObject(j, "rel_mse", r->rel_mse);
+    cJSON_AddBoolToObject(j, "tq_run_decodes", r->run_decodes);
     cJSON *wa = cJSON_AddArrayToObject(j, "warnings");
     for (size_t i = 0; wa && i < r->n_warnings; i++)
         cJSON_AddItemToArray(wa, cJSON_CreateString(r->warnings[i]));

@@ -106,7 +106,10 @@ typedef struct tq_convert_report {
     size_t n_shards;                 /* output shards */
     size_t n_warnings;
     char **warnings;                 /* about the input (GGUF: unmapped names, tensors stored
-                                        quantized, whose error compounds when requantized) */
+                                        quantized, whose error compounds when requantized;
+                                        a family tq-run cannot decode) */
+    int run_decodes;                 /* tq-run decodes the model's family (runtime/config.c,
+                                        tq_run_decodes); when not, a warning says so */
 } tq_convert_report;
 
 TQ_API int tq_convert(const char *input, const char *out_dir, const tq_convert_opts *o, tq_convert_report *r, tq_err *e);
