@@ -193,6 +193,16 @@ static void qwen3_5_moe(void)
     family(FX_QWEN3_5_MOE, "qwen3_5_moe", k, 2, 1);
 }
 
+/* qwen2 (q/k/v biases) and qwen2_moe (shared expert with its sigmoid gate, a dense layer);
+ * qwen2_moe's MLX form also streamed from tq-split's layer files */
+static void qwen2(void)
+{
+    static const int k[] = {FX_TQ3, FX_BF16};
+    family(FX_QWEN2, "qwen2", k, 2, 0);
+    static const int km[] = {FX_AFF4, FX_BF16};
+    family(FX_QWEN2_MOE, "qwen2_moe", km, 2, 1);
+}
+
 /* The same logits on the shim for any thread count (its CPU parts run on the pool). */
 static void shim_threads(void)
 {
@@ -263,6 +273,7 @@ int main(void)
     RUN(gpt_oss);
     RUN(qwen3_next);
     RUN(qwen3_5_moe);
+    RUN(qwen2);
     RUN(shim_threads);
     RUN(metal_absent);
     TEST_MAIN_END();
