@@ -12,10 +12,19 @@
 static float f16_table[65536];
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 
+/* 1 when the matvec kernels take the AVX2 path: the CPU has AVX2 and TQ_NO_SIMD is unset,
+ * empty or 0 (TQ_NO_SIMD=1 forces the portable path; both give the same bits). */
+static int use_simd;
+
 static void f16_init(void)
 {
     for (uint32_t i = 0; i < 65536; i++)
         f16_table[i] = tq_f16_to_f32((uint16_t)i);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    const char *v = getenv("TQ_NO_SIMD");
+    __builtin_cpu_init();
+    use_simd = __builtin_cpu_supports("avx2") && !(v && *v && strcmp(v, "0") != 0);
+#endif
 }
 
 void rt_kernels_init(void)
@@ -218,6 +227,220 @@ static int row_mxfp4(const rt_linear *l, uint64_t r, const float *x, float *wv, 
     return 0;
 }
 
+/* ---- the AVX2 path (x86-64, chosen at run time): the same operations in the same order as
+ * the portable path above, so y is bit-identical (tests/cli/run-simd.sh compares the logits
+ * of both paths byte for byte). Per group, lane k (k = 0..7) of one 256-bit accumulator holds
+ * exactly the portable a[k] (Σ over j ≡ k mod 8 of w·x, a multiply then an add: no FMA), the
+ * lanes are combined in lanes_sum's tree, and the groups are accumulated in order with the
+ * same expressions as row_tq/row_affine. What is new is only how the work is scheduled: the
+ * indices are decoded in registers (codebook lookup by permutes, or the integer itself) instead
+ * of through the scratch row, and RB rows are advanced together so that their independent
+ * chains of adds overlap; each row's own order is unchanged. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RT_AVX2 1
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2")))
+#define RB 4
+
+AVX2 static inline float hsum8_avx2(__m256 v)
+{
+    /* hadd pairs neighbours: (a0+a1, a2+a3, a4+a5, a6+a7), then ((a0+a1)+(a2+a3), (a4+a5)+(a6+a7)) */
+    __m128 p = _mm_hadd_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    p = _mm_hadd_ps(p, p);
+    return _mm_cvtss_f32(p) + _mm_cvtss_f32(_mm_shuffle_ps(p, p, 1));
+}
+
+/* Can the fused kernel take l? Groups whole multiples of 8 lanes, 2-, 4- or 8-bit indices. */
+static int fused_ok(const rt_linear *l)
+{
+    if (l->kind != RT_TQ && l->kind != RT_AFFINE)
+        return 0;
+    if (l->bits != 2 && l->bits != 4 && l->bits != 8)
+        return 0;
+    return l->group % 8 == 0;
+}
+
+/* The 8 values of row w at columns j..j+7 (j a multiple of 8). */
+#define DECODE(w, j, out)                                                                      \
+    do {                                                                                       \
+        __m256i ix_;                                                                           \
+        if (bits == 4)                                                                         \
+            ix_ = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)(w)[(j) >> 3]), sh4), m4); \
+        else if (bits == 2)                                                                    \
+            ix_ = _mm256_and_si256(                                                            \
+                _mm256_srlv_epi32(_mm256_set1_epi32((int)((w)[(j) >> 4] >> (((j) & 8) ? 16 : 0))), sh2), m2); \
+        else {                                                                                 \
+            __m128i b_;                                                                        \
+            memcpy(&b_, (const uint8_t *)(w) + (j), 8); /* 8 bytes; the upper half unused */    \
+            ix_ = _mm256_cvtepu8_epi32(b_);                                                    \
+        }                                                                                      \
+        if (!tq)                                                                               \
+            (out) = _mm256_cvtepi32_ps(ix_);                                                   \
+        else if (bits == 4)                                                                    \
+            (out) = _mm256_blendv_ps(_mm256_permutevar8x32_ps(cb0, ix_), _mm256_permutevar8x32_ps(cb1, ix_), \
+                                     _mm256_castsi256_ps(_mm256_slli_epi32(ix_, 28)));        \
+        else if (bits == 2)                                                                    \
+            (out) = _mm256_permutevar8x32_ps(cb0, ix_);                                        \
+        else                                                                                   \
+            (out) = _mm256_i32gather_ps(cb, ix_, 4);                                           \
+    } while (0)
+
+/* rt_load_f inlined (the same values: f16 through the same table). */
+static inline __attribute__((always_inline)) float load_f_inl(tq_dtype dt, const void *p, uint64_t i)
+{
+    if (dt == TQ_DT_F16) {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return f16_table[h];
+    }
+    if (dt == TQ_DT_BF16) {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return bf16f(h);
+    }
+    return rt_load_f(dt, p, i);
+}
+
+/* Rows r..r+nr-1 (nr <= RB) of a fused-eligible matrix into y. nr, tq and bits are constants
+ * in the always-inlined copies below, so each copy has a straight inner loop. */
+AVX2 static inline __attribute__((always_inline)) void rows_fused(const rt_linear *l, uint64_t r, int nr,
+                                                                   const float *x, const float *aux,
+                                                                   float *y, const int tq, const int bits)
+{
+    const float *cb = aux; /* TQ: codebook */
+    __m256 cb0 = _mm256_setzero_ps(), cb1 = _mm256_setzero_ps();
+    if (tq && bits == 4) {
+        cb0 = _mm256_loadu_ps(cb);
+        cb1 = _mm256_loadu_ps(cb + 8);
+    } else if (tq && bits == 2) {
+        cb0 = _mm256_setr_ps(cb[0], cb[1], cb[2], cb[3], 0, 0, 0, 0);
+    }
+    const __m256i sh4 = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), m4 = _mm256_set1_epi32(15);
+    const __m256i sh2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14), m2 = _mm256_set1_epi32(3);
+    const uint32_t *w[RB];
+    float acc[RB];
+    for (int i = 0; i < nr; i++) {
+        w[i] = (const uint32_t *)l->w + (r + (uint64_t)i) * l->wpr;
+        acc[i] = 0;
+    }
+    const uint64_t G = l->group, ng = l->ngroups;
+    const tq_dtype sdt = l->sdt, zdt = l->zdt;
+    for (uint64_t g = 0; g < ng; g++) {
+        __m256 a[RB];
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < nr; i++)
+            a[i] = _mm256_setzero_ps();
+        for (uint64_t j = g * G; j < (g + 1) * G; j += 8) {
+            __m256 xv = _mm256_loadu_ps(x + j);
+            _Pragma("GCC unroll 4")
+        for (int i = 0; i < nr; i++) {
+                __m256 wv;
+                DECODE(w[i], j, wv);
+                a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(wv, xv));
+            }
+        }
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < nr; i++) {
+            float s = hsum8_avx2(a[i]);
+            uint64_t gi = (r + (uint64_t)i) * ng + g;
+            if (tq)
+                acc[i] += s * load_f_inl(sdt, l->scales, gi);
+            else
+                acc[i] += load_f_inl(sdt, l->scales, gi) * s + load_f_inl(zdt, l->biases, gi) * aux[g];
+        }
+    }
+    for (int i = 0; i < nr; i++)
+        y[i] = acc[i];
+}
+
+#define FUSED(TQ, BITS)                                                                          \
+    AVX2 static void rows_fused_##TQ##_##BITS(const rt_linear *l, uint64_t r, int nr, const float *x, \
+                                              const float *aux, float *y)                        \
+    {                                                                                            \
+        if (nr == RB)                                                                            \
+            rows_fused(l, r, RB, x, aux, y, TQ, BITS);                                           \
+        else                                                                                     \
+            rows_fused(l, r, 1, x, aux, y, TQ, BITS);                                            \
+    }
+FUSED(1, 2)
+FUSED(1, 4)
+FUSED(1, 8)
+FUSED(0, 2)
+FUSED(0, 4)
+FUSED(0, 8)
+
+/* Dense rows: dot_f32/dot_bf16 of RB rows at once, the tail (n mod 8) into lanes 0.. as there. */
+AVX2 static inline __attribute__((always_inline)) void rows_dense(const rt_linear *l, uint64_t r, int nr,
+                                                                   const float *x, float *y)
+{
+    const uint64_t n = l->cols;
+    const int bf = l->wdt == TQ_DT_BF16;
+    __m256 a[RB];
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < nr; i++)
+        a[i] = _mm256_setzero_ps();
+    uint64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 xv = _mm256_loadu_ps(x + j);
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < nr; i++) {
+            __m256 wv;
+            if (bf) {
+                __m128i h;
+                memcpy(&h, (const uint16_t *)l->w + (r + (uint64_t)i) * n + j, 16);
+                wv = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+            } else {
+                wv = _mm256_loadu_ps((const float *)l->w + (r + (uint64_t)i) * n + j);
+            }
+            a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(wv, xv));
+        }
+    }
+    for (int i = 0; i < nr; i++) {
+        float t[8];
+        _mm256_storeu_ps(t, a[i]);
+        for (uint64_t jj = j, k = 0; jj < n; jj++, k++)
+            t[k] += (bf ? bf16f(((const uint16_t *)l->w)[(r + (uint64_t)i) * n + jj])
+                        : ((const float *)l->w)[(r + (uint64_t)i) * n + jj]) * x[jj];
+        y[i] = lanes_sum(t);
+    }
+}
+
+AVX2 static void rows_dense_4(const rt_linear *l, uint64_t r, const float *x, float *y)
+{
+    rows_dense(l, r, 4, x, y);
+}
+
+AVX2 static void rows_dense_1(const rt_linear *l, uint64_t r, const float *x, float *y)
+{
+    rows_dense(l, r, 1, x, y);
+}
+
+/* Rows [b, en) by the AVX2 kernels when they take l (then 1, else 0), bias added as mv_task does. */
+static int mv_rows_avx2(const rt_linear *l, uint64_t b, uint64_t en, const float *x, const float *aux, float *y)
+{
+    int dense = l->kind == RT_DENSE && (l->wdt == TQ_DT_F32 || l->wdt == TQ_DT_BF16);
+    if (!dense && !fused_ok(l))
+        return 0;
+    void (*fused)(const rt_linear *, uint64_t, int, const float *, const float *, float *) = NULL;
+    if (!dense) {
+        int tq = l->kind == RT_TQ;
+        fused = l->bits == 2 ? (tq ? rows_fused_1_2 : rows_fused_0_2)
+                : l->bits == 4 ? (tq ? rows_fused_1_4 : rows_fused_0_4)
+                               : (tq ? rows_fused_1_8 : rows_fused_0_8);
+    }
+    uint64_t r = b;
+    for (; r + RB <= en; r += RB)
+        dense ? rows_dense_4(l, r, x, y + r) : fused(l, r, RB, x, aux, y + r);
+    for (; r < en; r++)
+        dense ? rows_dense_1(l, r, x, y + r) : fused(l, r, 1, x, aux, y + r);
+    if (l->bias)
+        for (r = b; r < en; r++)
+            y[r] += rt_load_f(l->biasdt, l->bias, r * (l->rstep ? l->rstep : 1));
+    return 1;
+}
+#endif
+
 struct mv_ctx {
     const rt_linear *l;
     const float *x;   /* [cols] activation (rotated for TQ) */
@@ -232,6 +455,10 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
 {
     struct mv_ctx *c = vctx;
     const rt_linear *l = c->l;
+#ifdef RT_AVX2
+    if (use_simd && mv_rows_avx2(l, b, en, c->x, c->aux, c->y))
+        return;
+#endif
     float *wv = NULL; /* [cols] one unpacked row (quantized kinds) */
     if (l->kind != RT_DENSE && !(wv = malloc(l->cols * sizeof *wv))) {
         c->nomem = 1; /* benign race: every writer stores 1 */
