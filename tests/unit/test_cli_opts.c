@@ -262,8 +262,10 @@ static void bad_table(int which)
     tq_opt *tables[] = {dup, range, neg, help, h, nohelp, choice, choice, choice};
     const tq_opt_hint *hints[] = {NULL, NULL, NULL, NULL, NULL, NULL, to_nothing, to_no_value, NULL};
     tq_cli_spec cli = {.usage = "Usage: x\n", .opts = tables[which], .hints = hints[which]};
-    if (which == 8) /* an example that does not run this program */
-        cli.examples = (const char *const[]){"other-tool a b", NULL};
+    static const char *const other_tool[] = {"other-tool a b", NULL};
+    if (which == 8) /* an example that does not run this program (not a compound literal: its
+                     * lifetime would end with the if, a stack-use-after-scope under ASan) */
+        cli.examples = other_tool;
     char *argv[] = {(char *)"tq-test", (char *)"--version", NULL};
     int rc;
     if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
