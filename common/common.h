@@ -383,8 +383,8 @@ TQ_API int tq_json_write_file(const char *path, struct cJSON *j, tq_err *e);
  * whitespace. NULL otherwise; then *at (if non-NULL) is the byte offset of the problem and
  * *trailing (if non-NULL) is 1 when a whole value parsed but other bytes follow it. */
 TQ_API struct cJSON *tq_json_parse(const char *s, size_t len, size_t *at, int *trailing);
-/* Parse a JSON file of at most max bytes (tq_json_parse: one value, nothing after it); the
- * error names the file. */
+/* Parse a JSON file of at most max bytes (tq_json_parse: one value, nothing after it, and
+ * no object holding a key twice); the error names the file (and the repeated key). */
 TQ_API int tq_json_read_file(const char *path, size_t max, struct cJSON **out, tq_err *e);
 /* Largest integer a JSON number is taken to hold exactly. cJSON parses numbers as doubles:
  * every integer up to 2^53 - 1 survives, but 2^53 is also what 2^53 + 1 becomes, so it and

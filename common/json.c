@@ -137,6 +137,53 @@ cJSON *tq_json_parse(const char *s, size_t len, size_t *at, int *trailing)
     return j;
 }
 
+static int cmp_keyp(const void *a, const void *b)
+{
+    return strcmp((*(cJSON *const *)a)->string, (*(cJSON *const *)b)->string);
+}
+
+/* The first key that some object in j holds twice: RFC 8259 (4) leaves the meaning of such a
+ * document open (Python's json takes the last, cJSON's lookups the first), so a file whose
+ * keys repeat is refused rather than read one way. Names the key with the path of its object
+ * ("streaming.page_size"). Objects are sorted copies of their key pointers: O(n log n). */
+static int dup_keys(const cJSON *j, char *path, size_t plen, size_t cap, const char *file, tq_err *e)
+{
+    size_t n = 0;
+    for (const cJSON *c = j->child; c; c = c->next)
+        n++;
+    if (cJSON_IsObject(j) && n > 1) {
+        const cJSON **v = tq_malloc(n * sizeof *v, e);
+        if (!v)
+            return -1;
+        size_t i = 0;
+        for (const cJSON *c = j->child; c; c = c->next)
+            v[i++] = c;
+        qsort(v, n, sizeof *v, cmp_keyp);
+        for (i = 1; i < n; i++)
+            if (!strcmp(v[i - 1]->string, v[i]->string)) {
+                int rc = tq_fail(e, TQ_EDATA, "%s: key \"%s%s%s\" appears twice", file, path, plen ? "." : "",
+                                 v[i]->string);
+                free(v);
+                return rc;
+            }
+        free(v);
+    }
+    for (const cJSON *c = j->child; c; c = c->next) {
+        if (!c->child)
+            continue;
+        size_t l = plen;
+        if (cJSON_IsObject(j)) {
+            int k = snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", c->string);
+            l = k < 0 || (size_t)k >= cap - plen ? cap - 1 : plen + (size_t)k;
+        }
+        int rc = dup_keys(c, path, l, cap, file, e);
+        path[plen] = 0;
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 int tq_json_read_file(const char *path, size_t max, cJSON **out, tq_err *e)
 {
     char *buf;
@@ -149,6 +196,11 @@ int tq_json_read_file(const char *path, size_t max, cJSON **out, tq_err *e)
     if (!j)
         return trailing ? tq_fail(e, TQ_EDATA, "%s: bytes after the JSON value at byte %zu", path, at)
                         : tq_fail(e, TQ_EDATA, "%s: invalid JSON near byte %zu", path, at);
+    char kp[512] = "";
+    if (dup_keys(j, kp, 0, sizeof kp, path, e) != 0) {
+        cJSON_Delete(j);
+        return -1;
+    }
     *out = j;
     return 0;
 }
