@@ -425,7 +425,8 @@ int cv_groups_build(const tq_model *m, int keep_names, cv_group **out, size_t *n
     }
     if (stack_pending(m, &fc, &b, pd, np, e))
         goto out;
-    qsort(b.g, b.n, sizeof *b.g, cmp_group);
+    if (b.n > 1) /* b.g is NULL for a model of no tensors: qsort's base must not be */
+        qsort(b.g, b.n, sizeof *b.g, cmp_group);
     for (size_t i = 1; i < b.n; i++)
         if (!strcmp(b.g[i - 1].out_name, b.g[i].out_name)) {
             tq_fail(e, TQ_EDATA, "%s: tensors '%s' and '%s' would both become '%s'", m->path, b.g[i - 1].src[0].t->info.name,
