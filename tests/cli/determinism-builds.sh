@@ -1,5 +1,7 @@
 # Output bytes do not depend on how the tools were built: the pipeline run by tools built
-# with -O0, and by tools built with the other compiler (clang when cc is gcc, gcc when it is
+# with -O0 and -funsigned-char (plain char is signed on x86-64 and Apple's arm64, unsigned on
+# Linux's arm64: the one build covers both without a third compile), and by tools built with
+# the other compiler (clang when cc is gcc, gcc when it is
 # clang; they take different vector code paths), gives the same files and logits as the
 # tools under test (-O2, or the sanitizer build). Without a second compiler that part is
 # skipped with a note; .ci/run installs clang so CI always runs it.
@@ -31,9 +33,13 @@ same() { # DIR LABEL
   echo "$2 and tested build agree on every output"
 }
 pipeline "$BIN" tested
-build b0 OPT=-O0
+build b0 OPT=-O0 EXTRA_CFLAGS=-funsigned-char
 pipeline "$PWD/b0/bin" o0
-same o0 "-O0"
+same o0 "-O0 -funsigned-char"
+# The same build against every golden output (testdata/golden, made by the default signed-char
+# build): the tokenizer and chat templates, which read text bytes, are covered there too.
+BIN="$PWD/b0/bin" "$ROOT/scripts/verify" >verify.log 2>&1 || { cat verify.log; fail "the -funsigned-char build does not give testdata/golden (make verify)"; }
+echo "-O0 -funsigned-char build gives testdata/golden"
 case "$(${CC:-cc} --version 2>/dev/null | head -n1)" in
   *clang*) other=gcc ;;
   *) other=clang ;;
