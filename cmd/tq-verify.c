@@ -794,25 +794,36 @@ int main(int argc, char **argv)
 {
     tq_cli_init("tq-verify");
     if (argc >= 2 && argv[1][0] == '-') {
-        /* before the COMMAND only --help, -h and --version */
+        /* before the COMMAND only --help, -h, --version and --list-commands */
         char about[2048];
         size_t len = (size_t)snprintf(about, sizeof about, "Inspect and check model files.\n\nCommands:\n");
         for (size_t i = 0; i < sizeof commands / sizeof *commands && len < sizeof about; i++)
             len += (size_t)snprintf(about + len, sizeof about - len, "  %-10s %s\n", commands[i].name,
                                     commands[i].summary);
-        tq_opt none[] = {TQ_OPT_END};
+        int list = 0;
+        tq_opt top[] = {
+            TQ_OPT_FLAG("list-commands", 0, &list, "print the command names, one a line, and exit"),
+            TQ_OPT_END,
+        };
         tq_cli_spec cli = {
             .usage = "Usage: tq-verify COMMAND [OPTIONS] ...\n",
             .about = about,
             .epilog = "'tq-verify COMMAND --help' describes a command's options.\n"
                       "Exit status: 0 ok, 1 bad data or I/O error, 2 bad usage.\n",
-            .opts = none,
+            .opts = top,
             .examples = (const char *const[]){"tq-verify ls model", "tq-verify check model-tq3.tar.zst", NULL},
         };
         char *head[] = {argv[0], argv[1], NULL};
         int rc;
         if (tq_cli_parse(&cli, 2, head, &rc))
             return rc;
+        if (list) { /* the one list tests and scripts take the commands from */
+            if (argc > 2)
+                return tq_cli_usage_error("--list-commands takes no arguments");
+            for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+                printf("%s\n", commands[i].name);
+            return 0;
+        }
     }
     if (argc < 2)
         return tq_cli_usage_error("missing COMMAND");

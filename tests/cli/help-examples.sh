@@ -23,7 +23,8 @@ for t in "tq-mkmodel" "tq-convert" "tq-split" "tq-run" "tq-rowlayout" \
   done <<<"$ex"
 done
 # every tq-verify command is in the list above
-for c in $(tq-verify --help | sed -n 's/^  \([a-z][a-z]*\)  .*/\1/p'); do
+cmds=$(tq-verify --list-commands) && [ -n "$cmds" ] || fail "tq-verify --list-commands"
+for c in $cmds; do
   examples tq-verify "$c" | grep -q "^tq-verify $c " || fail "tq-verify $c: no example of its own"
 done
 echo "$n --help examples ran as written"

@@ -21,7 +21,8 @@ for t in convert split rowlayout run mkmodel verify; do
   sed 's/\\-/-/g; s/\\f[BIRP]//g' "$ROOT/man/tq-$t.1" > tq-$t.man
 done
 for t in convert split rowlayout run mkmodel verify; do check tq-$t.man "man/tq-$t.1" tq-$t; done
-for c in $(tq-verify --help | sed -n 's/^  \([a-z][a-z]*\)  .*/\1/p'); do
+cmds=$(tq-verify --list-commands) && [ -n "$cmds" ] || { echo "tq-verify --list-commands failed"; bad=1; }
+for c in $cmds; do
   sed -n "/^\.SS $c\$/,/^\.S[SH] /p" tq-verify.man > section.man
   [ -s section.man ] || { echo "man/tq-verify.1 has no section '.SS $c'"; bad=1; continue; }
   # options every subcommand has are described once, in DESCRIPTION

@@ -8,10 +8,12 @@ set -u
 usage_err() { expect_exit 2 "$@"; } # usage_err TOOL ARGS...
 
 # -h is --help; --version; both exit 0 with nothing on stderr.
+# Every tq-verify command, from the tool's own table (tq-verify --list-commands).
 version=$(tq-convert --version | cut -d' ' -f3)
-for t in tq-convert tq-split tq-rowlayout tq-run tq-mkmodel tq-verify \
-         "tq-verify ls" "tq-verify manifest" "tq-verify check" "tq-verify compare" \
-         "tq-verify golden" "tq-verify sign" "tq-verify verify" "tq-verify pack" "tq-verify unpack"; do
+cmds=$(tq-verify --list-commands) && [ -n "$cmds" ] || fail "tq-verify --list-commands"
+tools=(tq-convert tq-split tq-rowlayout tq-run tq-mkmodel tq-verify)
+for c in $cmds; do tools+=("tq-verify $c"); done
+for t in "${tools[@]}"; do
   $t -h >h.txt 2>err || fail "$t -h: exit $?"
   [ ! -s err ] || fail "$t -h: stderr: $(cat err)"
   $t --help >help.txt || fail "$t --help"

@@ -3,10 +3,16 @@ set -uo pipefail
 . "$ROOT/tests/lib/common.sh"
 expect() { expect_exit "$1" tq-verify "${@:2}" >/dev/null; } # expect STATUS ARGS...
 run tq-verify --version >/dev/null
-for c in manifest check compare golden sign verify pack unpack; do
+# --list-commands is the command table, and --help's Commands section lists the same names
+# in the same order
+cmds=$(tq-verify --list-commands) || fail "tq-verify --list-commands: exit $?"
+[ "$(wc -l <<<"$cmds")" -ge 11 ] || fail "tq-verify --list-commands: only $(wc -l <<<"$cmds") commands"
+listed=$(tq-verify --help | sed -n '/^Commands:/,/^$/{/^  [a-z]/s/^  \([a-z-]*\) .*/\1/p}')
+[ "$cmds" = "$listed" ] || fail "--list-commands and --help differ: $cmds / $listed"
+for c in $cmds; do
   run tq-verify $c --help >/dev/null
-  tq-verify --help | grep "^  $c " >/dev/null || fail "$c not in --help"
 done
+expect 2 --list-commands ls
 expect 2 manifest
 expect 2 manifest --threads 0 .
 expect 2 check a b
