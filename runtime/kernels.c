@@ -14,7 +14,9 @@ static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 
 /* 1 when the matvec kernels take the AVX2 path: the CPU has AVX2 and TQ_NO_SIMD is unset,
  * empty or 0 (TQ_NO_SIMD=1 forces the portable path; both give the same bits). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) /* = RT_AVX2 below */
 static int use_simd;
+#endif
 
 static void f16_init(void)
 {
