@@ -120,7 +120,7 @@ MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
 .SECONDARY:
-.PHONY: all headers tools lib tests bench-build check check-asan check-long check-metal demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
+.PHONY: all headers tools lib tests bench-build check check-asan check-long check-arm64 check-metal demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
 all: metal-note $(LIB) $(SHLIB) $(TOOLS) completions headers
 lib: $(LIB) $(SHLIB)
 headers: $(INC_HDR)
@@ -261,6 +261,11 @@ else
 	@BIN=$(abspath $(BIN)) BUILD=$(abspath $(BUILD)) TQ_REQUIRE_METAL=1 \
 	  TQ_TEST_FILTER='^(test_metal_kernels|test_metal_decode|run-backend|metal-build)$$' ./tests/run-tests
 endif
+
+# Cross-builds for Linux arm64 and runs the unit tests under qemu-user (scripts/check-arm64;
+# installs the cross compiler, qemu-user and arm64 libraries). Not in check or CI: slow.
+check-arm64:
+	@./scripts/check-arm64
 
 check-long: all tests
 	@BIN=$(abspath $(BIN)) BUILD=$(abspath $(BUILD)) TQ_LONG=1 ./tests/run-tests
