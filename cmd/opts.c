@@ -823,7 +823,9 @@ unsigned tq_cli_given(const tq_cli_spec *s, const char *name)
     for (const tq_opt *o = s->opts; o->name; o++)
         if (!strcmp(o->name, name))
             return o->seen;
-    return 0;
+    /* a misspelt name would read as "not given" forever: a programming error, as in the table */
+    fprintf(stderr, "%s: internal error: tq_cli_given('%s'): no such option in the table\n", tq_prog, name);
+    abort();
 }
 
 void tq_cli_overlay(const tq_cli_spec *s, const void *from, void *to, size_t size)

@@ -104,7 +104,20 @@ static void test_values(void)
     CHECK(cli.n_args == 4 && !strcmp(cli.args[0], "a") && !strcmp(cli.args[1], "b") &&
           !strcmp(cli.args[2], "-i") && !strcmp(cli.args[3], "--flag"));
     CHECK(tq_cli_given(&cli, "ids") == 2 && tq_cli_given(&cli, "strs") == 2 && tq_cli_given(&cli, "flag") == 1);
-    CHECK(tq_cli_given(&cli, "int") == 1 && tq_cli_given(&cli, "neg") == 1 && tq_cli_given(&cli, "nope") == 0);
+    CHECK(tq_cli_given(&cli, "int") == 1 && tq_cli_given(&cli, "neg") == 1);
+    { /* a name not in the table is a programming error: abort, never a silent 0 */
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (!freopen("/dev/null", "w", stderr))
+                _exit(1);
+            _exit((int)tq_cli_given(&cli, "nope"));
+        }
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+        CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "tq_cli_given(nope): status %#x", status);
+    }
     vals u = {0};
     opts[6].target = &u.size;
     CHECK(parse(&cli, &rc, ARGS("--size=16B")) == 0 && u.size == 16);
