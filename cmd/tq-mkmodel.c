@@ -21,17 +21,12 @@ int main(int argc, char **argv)
     tq_mk_opts ov = {0};
     tq_mk_arch arch = TQ_MK_QWEN3_MOE;
     int size = 0, json = 0, force_space = 0, rc;
-    static const tq_mk_arch order[TQ_MK_ARCH_COUNT] = {
-        TQ_MK_LLAMA, TQ_MK_QWEN2, TQ_MK_QWEN3, TQ_MK_QWEN2_MOE, TQ_MK_QWEN3_MOE, TQ_MK_QWEN3_NEXT,
-        TQ_MK_QWEN3_5, TQ_MK_QWEN3_5_MOE, TQ_MK_MIXTRAL, TQ_MK_DEEPSEEK_V3, TQ_MK_KIMI_K2, TQ_MK_GPT_OSS,
-        TQ_MK_GEMMA4, TQ_MK_NGRAM};
+    /* the --arch choices and their help in the family table's order (formats/family.h) */
     tq_opt_choice archs[TQ_MK_ARCH_COUNT + 1] = {{NULL, 0, 0}};
     for (int a = 0; a < TQ_MK_ARCH_COUNT; a++)
-        archs[a] = (tq_opt_choice){tq_mk_arch_name(order[a]), order[a], 0};
+        archs[a] = (tq_opt_choice){tq_mk_arch_name(tq_mk_arch_at(a)), tq_mk_arch_at(a), 0};
     tq_opt opts[] = {
-        TQ_OPT_CHOICE("arch", 0, &arch, archs, "A",
-                      "llama, qwen2, qwen3, qwen2_moe, qwen3_moe (default), qwen3_next, qwen3_5, "
-                      "qwen3_5_moe, mixtral, deepseek_v3, kimi_k2, gpt_oss, gemma4 or ngram"),
+        TQ_OPT_CHOICE("arch", 0, &arch, archs, "A", tq_mk_arch_list()),
         TQ_OPT_CHOICE("size", 0, &size, sizes, "S", "preset: tiny (default, a few MB) or 8g (~8 GB bf16)"),
         TQ_OPT_INT("layers", 0, &ov.layers, 1, 1024, "N", "decoder layers"),
         TQ_OPT_INT("hidden", 0, &ov.hidden, 1, 1 << 16, "N", "hidden size"),

@@ -19,35 +19,60 @@
                  .shared = "mlp.shared_expert", .shared_gate = "mlp.shared_expert_gate"
 #define QWEN_MOE_LINEARS SWITCH("mlp.switch_mlp"), SWITCH("mlp.shared_expert"), "mlp.gate", "mlp.shared_expert_gate"
 
+/* tq-run's reading of the Qwen MoE configs: softmax top-k, renormalised only when the config
+ * says norm_topk_prob (the default is each transformers config class's), a shared expert of
+ * width shared_expert_intermediate_size. */
+#define QWEN_MOE_DECODE(norm) .route = TQ_ROUTE_SOFTMAX, .norm_topk = norm, .norm_topk_key = "norm_topk_prob", \
+                              .shared_key = "shared_expert_intermediate_size"
+/* Qwen3-Next / Qwen3.5: Gated DeltaNet layers, gated full attention with q/k norms, top-k
+ * renormalised unless norm_topk_prob says otherwise (Qwen3NextConfig's default: true). */
+#define QWEN3_NEXT_DECODE {.decoder = TQ_DEC_QWEN3_NEXT, .kinds = TQ_KIND_LINEAR, .qk_norm = 1, .att_gate = 1, \
+                           QWEN_MOE_DECODE(1)}
+
 static const tq_family families[TQ_FAM_COUNT] = {
     /* mlx_lm/models/llama.py: Attention {q,k,v,o}_proj, MLP {gate,up,down}_proj, all
      * nn.Linear; "mistral" is remapped to llama by mlx_lm/utils.py MODEL_REMAPPING. */
     [TQ_FAM_LLAMA] = {.id = TQ_FAM_LLAMA, .name = "llama", .model_types = L("llama", "mistral"),
                       .architectures = L("LlamaForCausalLM", "MistralForCausalLM"),
                       .source = "mlx_lm/models/llama.py", .store = TQ_EXP_NONE, .dense = TQ_DENSE_NONE,
-                      .linears = L(ATTN, MLP)},
+                      .linears = L(ATTN, MLP),
+                      .gguf_arch = "llama",
+                      .decode = {.decoder = TQ_DEC_LLAMA, .needs_inter = 1, .window_all = L("mistral")}},
     /* mlx_lm/models/qwen2.py: like llama, q/k/v with bias=True. */
     [TQ_FAM_QWEN2] = {.id = TQ_FAM_QWEN2, .name = "qwen2", .model_types = L("qwen2"),
                       .architectures = L("Qwen2ForCausalLM"), .source = "mlx_lm/models/qwen2.py",
-                      .store = TQ_EXP_NONE, .dense = TQ_DENSE_NONE, .linears = L(ATTN, MLP)},
+                      .store = TQ_EXP_NONE, .dense = TQ_DENSE_NONE, .linears = L(ATTN, MLP),
+                      .gguf_arch = "qwen2",
+                      .decode = {.decoder = TQ_DEC_QWEN2, .kinds = TQ_KIND_SLIDING, .needs_inter = 1}},
     /* mlx_lm/models/qwen3.py: like llama plus q_norm/k_norm (RMSNorm, not linear). */
     [TQ_FAM_QWEN3] = {.id = TQ_FAM_QWEN3, .name = "qwen3", .model_types = L("qwen3"),
                       .architectures = L("Qwen3ForCausalLM"), .source = "mlx_lm/models/qwen3.py",
-                      .store = TQ_EXP_NONE, .dense = TQ_DENSE_NONE, .linears = L(ATTN, MLP)},
+                      .store = TQ_EXP_NONE, .dense = TQ_DENSE_NONE, .linears = L(ATTN, MLP),
+                      .gguf_arch = "qwen3",
+                      .decode = {.decoder = TQ_DEC_QWEN3, .qk_norm = 1, .needs_inter = 1}},
     /* mlx_lm/models/qwen2_moe.py: mlp.gate (nn.Linear router), mlp.switch_mlp (SwitchGLU),
      * mlp.shared_expert (MLP) and mlp.shared_expert_gate (nn.Linear, 1 output); sanitize()
-     * stacks mlp.experts.<e>.<proj>.{weight,scales,biases} into switch_mlp. */
+     * stacks mlp.experts.<e>.<proj>.{weight,scales,biases} into switch_mlp. tq-run follows
+     * transformers' models/qwen2_moe/modeling_qwen2_moe.py, Qwen2MoeSparseMoeBlock.forward:
+     * softmax over every expert, top-k, divided by their sum only when norm_topk_prob
+     * (Qwen2MoeConfig's default: false; Qwen1.5-MoE-A2.7B's config.json says false), then
+     * shared_expert(h) * sigmoid(shared_expert_gate(h)) of width
+     * shared_expert_intermediate_size added. */
     [TQ_FAM_QWEN2_MOE] = {.id = TQ_FAM_QWEN2_MOE, .name = "qwen2_moe", .model_types = L("qwen2_moe"),
                           .architectures = L("Qwen2MoeForCausalLM"), .source = "mlx_lm/models/qwen2_moe.py",
                           .store = TQ_EXP_SEPARATE, QWEN_MOE, .dense = TQ_DENSE_SPARSE_STEP,
-                          .linears = L(ATTN, MLP, QWEN_MOE_LINEARS)},
+                          .linears = L(ATTN, MLP, QWEN_MOE_LINEARS),
+                          .gguf_arch = "qwen2moe",
+                          .decode = {.decoder = TQ_DEC_QWEN2_MOE, .kinds = TQ_KIND_SLIDING, QWEN_MOE_DECODE(0)}},
     /* mlx_lm/models/qwen3_moe.py: the qwen2_moe layout without a shared expert (tq also accepts
      * one, as tq-mkmodel --shared-expert writes); dense layers by mlp_only_layers and
      * decoder_sparse_step. */
     [TQ_FAM_QWEN3_MOE] = {.id = TQ_FAM_QWEN3_MOE, .name = "qwen3_moe", .model_types = L("qwen3_moe"),
                           .architectures = L("Qwen3MoeForCausalLM"), .source = "mlx_lm/models/qwen3_moe.py",
                           .store = TQ_EXP_SEPARATE, QWEN_MOE, .dense = TQ_DENSE_SPARSE_STEP,
-                          .linears = L(ATTN, MLP, QWEN_MOE_LINEARS)},
+                          .linears = L(ATTN, MLP, QWEN_MOE_LINEARS),
+                          .gguf_arch = "qwen3moe",
+                          .decode = {.decoder = TQ_DEC_QWEN3_MOE, .qk_norm = 1, QWEN_MOE_DECODE(0)}},
     /* mlx_lm/models/qwen3_next.py: linear_attn (Gated DeltaNet: in_proj_qkvz, in_proj_ba,
      * out_proj linear; conv1d, A_log, dt_bias, norm not), gated self_attn (q_proj twice as
      * wide), MoE with shared expert and gate. Its sanitize() runs only when
@@ -61,7 +86,9 @@ static const tq_family families[TQ_FAM_COUNT] = {
                            .linears = L(ATTN, MLP, QWEN_MOE_LINEARS, "linear_attn.in_proj_qkvz",
                                         "linear_attn.in_proj_ba", "linear_attn.out_proj"),
                            .transforms = TQ_FT_NORM_SHIFT | TQ_FT_CONV_KLAST, .mtp = TQ_MTP_PREFIX,
-                           .mtp_keep = 0},
+                           .mtp_keep = 0,
+                           .gguf_arch = "qwen3next",
+                           .decode = QWEN3_NEXT_DECODE},
     /* mlx_lm/models/qwen3_5.py: the Qwen3-Next layers with linear_attn split into
      * in_proj_qkv, in_proj_z, in_proj_b, in_proj_a; the language model under
      * language_model.model. (sanitize() maps model.language_model -> language_model.model,
@@ -73,7 +100,9 @@ static const tq_family families[TQ_FAM_COUNT] = {
                         .dense = TQ_DENSE_NONE,
                         .linears = L(ATTN, MLP, "linear_attn.in_proj_qkv", "linear_attn.in_proj_z",
                                      "linear_attn.in_proj_b", "linear_attn.in_proj_a", "linear_attn.out_proj"),
-                        .mtp = TQ_MTP_PREFIX, .mtp_keep = 1},
+                        .mtp = TQ_MTP_PREFIX, .mtp_keep = 1,
+                        .gguf_arch = "qwen35",
+                        .decode = QWEN3_NEXT_DECODE},
     /* mlx_lm/models/qwen3_5_moe.py: qwen3_5 with every layer MoE; sanitize() splits the fused
      * mlp.experts.gate_up_proj [E, 2I, H] at row I into switch_mlp.gate_proj / up_proj and
      * renames mlp.experts.down_proj to switch_mlp.down_proj.weight. */
@@ -84,7 +113,9 @@ static const tq_family families[TQ_FAM_COUNT] = {
                             QWEN_MOE, .dense = TQ_DENSE_ALL,
                             .linears = L(ATTN, QWEN_MOE_LINEARS, "linear_attn.in_proj_qkv", "linear_attn.in_proj_z",
                                          "linear_attn.in_proj_b", "linear_attn.in_proj_a", "linear_attn.out_proj"),
-                            .mtp = TQ_MTP_PREFIX, .mtp_keep = 1},
+                            .mtp = TQ_MTP_PREFIX, .mtp_keep = 1,
+                            .gguf_arch = "qwen35moe",
+                            .decode = QWEN3_NEXT_DECODE},
     /* mlx_lm/models/mixtral.py: block_sparse_moe.gate (nn.Linear router) and
      * block_sparse_moe.switch_mlp (SwitchGLU); sanitize() stacks
      * block_sparse_moe.experts.<e>.{w1,w2,w3} as switch_mlp.{gate,down,up}_proj. */
@@ -95,7 +126,9 @@ static const tq_family families[TQ_FAM_COUNT] = {
                         .experts_key = "num_local_experts", .topk_key = "num_experts_per_tok",
                         .moe_inter_key = "intermediate_size", .dense = TQ_DENSE_ALL,
                         .routers = L("block_sparse_moe.gate"),
-                        .linears = L(ATTN, SWITCH("block_sparse_moe.switch_mlp"), "block_sparse_moe.gate")},
+                        .linears = L(ATTN, SWITCH("block_sparse_moe.switch_mlp"), "block_sparse_moe.gate"),
+                        .gguf_arch = "llama",
+                        .decode = {.decoder = TQ_DEC_MIXTRAL, .kinds = TQ_KIND_SLIDING, .norm_topk = 1}},
     /* mlx_lm/models/deepseek_v3.py ("kimi_k2" is remapped to it in mlx_lm/utils.py):
      * multi-head latent attention (q_proj or q_a_proj + q_a_layernorm + q_b_proj,
      * kv_a_proj_with_mqa + kv_a_layernorm, o_proj linear); sanitize() turns kv_b_proj into
@@ -113,11 +146,15 @@ static const tq_family families[TQ_FAM_COUNT] = {
                                          "self_attn.kv_a_proj_with_mqa", "self_attn.o_proj", MLP,
                                          SWITCH("mlp.switch_mlp"), SWITCH("mlp.shared_experts")),
                             .keep_float = L("self_attn.kv_b_proj", "self_attn.embed_q", "self_attn.unembed_out"),
-                            .mtp = TQ_MTP_EXTRA_LAYER, .mtp_keep = 0},
+                            .mtp = TQ_MTP_EXTRA_LAYER, .mtp_keep = 0,
+                            .gguf_arch = "deepseek2",
+                            .decode = {.decoder = TQ_DEC_DEEPSEEK, .route = TQ_ROUTE_SIGMOID_GROUP, .norm_topk_key = "norm_topk_prob"}},
     /* mlx_lm/models/gpt_oss.py: biased attention linears and sinks [heads]; mlp.router
      * (nn.Linear with bias); mlp.experts (SwitchGLU with biases). sanitize() (skipped once any
      * gate_proj.weight exists) views *_blocks as uint32 (mxfp4 mode), renames *_scales, and
-     * splits gate_up rows: even rows gate_proj, odd rows up_proj (biases likewise). */
+     * splits gate_up rows: even rows gate_proj, odd rows up_proj (biases likewise). The
+     * clamped SwiGLU's alpha 1.702 and default limit 7.0 are GptOssExperts' (transformers,
+     * models/gpt_oss/modeling_gpt_oss.py; config key swiglu_limit). */
     [TQ_FAM_GPT_OSS] = {.id = TQ_FAM_GPT_OSS, .name = "gpt_oss", .model_types = L("gpt_oss"),
                         .architectures = L("GptOssForCausalLM"), .source = "mlx_lm/models/gpt_oss.py",
                         .store = TQ_EXP_MXFP4, .moe_block = "mlp", .hf_proj = {NULL, NULL, "gate_up_proj", "down_proj"},
@@ -125,7 +162,10 @@ static const tq_family families[TQ_FAM_COUNT] = {
                         .experts_key = "num_local_experts",
                         .topk_key = "num_experts_per_tok", .moe_inter_key = "intermediate_size",
                         .dense = TQ_DENSE_ALL, .routers = L("mlp.router"),
-                        .linears = L(ATTN, SWITCH("mlp.experts"), "mlp.router")},
+                        .linears = L(ATTN, SWITCH("mlp.experts"), "mlp.router"),
+                        .gguf_arch = "gpt-oss",
+                        .decode = {.decoder = TQ_DEC_GPT_OSS, .kinds = TQ_KIND_SLIDING, .route = TQ_ROUTE_TOPK_SOFTMAX, .sinks = 1,
+                                   .clamped_swiglu = 1, .swiglu_alpha = 1.702, .swiglu_limit = 7.0}},
     /* mlx_lm/models/gemma4_text.py (+ gemma4.py for the model.language_model wrapper): a layer
      * has both a dense mlp and, with enable_moe_block, router (proj linear, scale and
      * per_expert_scale vectors) and experts.switch_glu; sanitize() splits the fused
@@ -137,12 +177,37 @@ static const tq_family families[TQ_FAM_COUNT] = {
                        .topk_key = "top_k_experts", .moe_inter_key = "moe_intermediate_size",
                        .dense = TQ_DENSE_ALL, .routers = L("router"),
                        .linears = L(ATTN, MLP, SWITCH("experts.switch_glu"), "router.proj"),
-                       .tied_by_default = 1},
+                       .tied_by_default = 1,
+                       .gguf_arch = "gemma4",
+                       .decode = {.decoder = TQ_DEC_NONE}},
 };
 
 const tq_family *tq_family_get(tq_family_id id)
 {
     return (unsigned)id < TQ_FAM_COUNT ? &families[id] : NULL;
+}
+
+const tq_family *tq_family_by_gguf(const char *arch)
+{
+    for (int i = 0; arch && i < TQ_FAM_COUNT; i++)
+        if (families[i].gguf_arch && !strcmp(families[i].gguf_arch, arch))
+            return &families[i];
+    return NULL;
+}
+
+const char *tq_family_decodable(char *buf, size_t cap)
+{
+    size_t n = 0;
+    if (cap)
+        buf[0] = 0;
+    for (int i = 0; i < TQ_FAM_COUNT; i++)
+        for (const char *const *t = families[i].model_types; families[i].decode.decoder && t && **t; t++) {
+            int w = snprintf(buf + n, cap > n ? cap - n : 0, "%s%s", n ? ", " : "", *t);
+            if (w < 0 || (size_t)w >= (cap > n ? cap - n : 0))
+                return buf; /* truncated: snprintf kept the string terminated */
+            n += (size_t)w;
+        }
+    return buf;
 }
 
 static int in_list(const char *const *l, const char *s)

@@ -60,6 +60,57 @@ typedef enum tq_mtp_form {
     TQ_MTP_EXTRA_LAYER /* layers numbered >= num_hidden_layers (DeepSeek-V3: layer 61) */
 } tq_mtp_form;
 
+/* The decoder tq-run runs a family with (runtime/: the math; families that share one list the
+ * same value). TQ_DEC_NONE: tq-run refuses the family, and tq-convert / tq-split warn. */
+typedef enum tq_decoder {
+    TQ_DEC_NONE,
+    TQ_DEC_LLAMA,      /* llama, mistral */
+    TQ_DEC_QWEN3,
+    TQ_DEC_QWEN3_MOE,
+    TQ_DEC_MIXTRAL,
+    TQ_DEC_DEEPSEEK,   /* deepseek_v3, kimi_k2: multi-head latent attention */
+    TQ_DEC_GPT_OSS,
+    TQ_DEC_QWEN3_NEXT, /* qwen3_next, qwen3_5, qwen3_5_moe: hybrid linear / gated full attention */
+    TQ_DEC_QWEN2,      /* qwen2 (Qwen2, Qwen2.5): llama with q/k/v biases */
+    TQ_DEC_QWEN2_MOE,  /* qwen2_moe: qwen2 attention, softmax top-k + sigmoid-gated shared expert */
+    TQ_DEC_COUNT
+} tq_decoder;
+
+/* How the router's logits become expert weights. */
+typedef enum tq_route {
+    TQ_ROUTE_SOFTMAX,       /* softmax over all experts, top-k, renormalised when norm_topk */
+    TQ_ROUTE_TOPK_SOFTMAX,  /* top-k logits, softmax over those k (gpt-oss) */
+    TQ_ROUTE_SIGMOID_GROUP  /* sigmoid, + correction bias for choosing, group-limited top-k,
+                             * renormalised when norm_topk, times routed_scaling_factor */
+} tq_route;
+
+/* Attention kinds a decoder runs besides full attention (tq_family_decode.kinds). */
+#define TQ_KIND_SLIDING 1u
+#define TQ_KIND_LINEAR 2u
+
+/* What tq-run's config reader (runtime/config.c rt_config_load) takes from the family: the
+ * config fields and their defaults, as data. A decoder's dims that are more than a key and a
+ * default (MLA, Gated DeltaNet) are read by that decoder's own function in runtime/config.c. */
+typedef struct tq_family_decode {
+    tq_decoder decoder;            /* TQ_DEC_NONE: not decoded */
+    unsigned kinds;                /* TQ_KIND_*: layer kinds (from layer_types or the family's
+                                    * pattern) the decoder runs; any other is refused by name */
+    int qk_norm;                   /* RMSNorm over each query and key head (q_norm, k_norm) */
+    int att_gate;                  /* q_proj gives query and gate; out *= sigmoid(gate) */
+    int needs_inter;               /* intermediate_size is required (every layer dense) */
+    const char *const *window_all; /* model_types whose sliding_window makes every layer
+                                    * sliding (mistral), "" terminated; NULL: none */
+    /* routed experts (read only when some layer is MoE) */
+    tq_route route;
+    int norm_topk;                 /* renormalise the top-k weights: the default */
+    const char *norm_topk_key;     /* the config key that overrides it, or NULL */
+    const char *shared_key;        /* config key: shared expert width, or NULL */
+    /* gpt-oss's MLP and attention */
+    int sinks;                     /* a learned per-head logit joins every softmax */
+    int clamped_swiglu;            /* min(g, limit), clamp(u, +-limit), g*sigmoid(alpha g)*(u+1) */
+    double swiglu_alpha, swiglu_limit; /* the limit's default (config key "swiglu_limit") */
+} tq_family_decode;
+
 typedef struct tq_family {
     tq_family_id id;
     const char *name;                   /* canonical: the mlx-lm module (mlx_lm/models/NAME.py) */
@@ -106,9 +157,18 @@ typedef struct tq_family {
                                          * the Qwen*Config, MixtralConfig, DeepseekV3Config and
                                          * GptOssConfig say False; Gemma4TextConfig and
                                          * Gemma4Config True) */
+    /* ---- other tools */
+    const char *gguf_arch;              /* general.architecture llama.cpp writes for it
+                                         * (formats/gguf_names.c maps the names), or NULL */
+    tq_family_decode decode;            /* what tq-run does with it */
 } tq_family;
 
 TQ_API const tq_family *tq_family_get(tq_family_id id);
+/* The first family whose gguf_arch is ARCH (Mixtral shares "llama"); NULL when none. */
+TQ_API const tq_family *tq_family_by_gguf(const char *arch);
+/* The model_types of every family tq-run decodes, ", " separated, in table order, into buf
+ * (cap bytes, truncated if short); returns buf. */
+TQ_API const char *tq_family_decodable(char *buf, size_t cap);
 /* By canonical name or any of its model_type values; NULL when unknown. */
 TQ_API const tq_family *tq_family_by_name(const char *name);
 /* The family of a config.json: model_type (top level, then text_config), then

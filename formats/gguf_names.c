@@ -1,6 +1,7 @@
 /* GGUF tensor names and metadata -> HuggingFace/MLX names and config.json, for the
  * architectures llama.cpp's converter writes for Llama (and Mixtral), Qwen 2/3 (dense and
  * MoE), DeepSeek V2/V3, gpt-oss and Gemma 3. */
+#include "formats/family.h"
 #include "formats/formats.h"
 #include "formats/gguf_internal.h"
 
@@ -13,33 +14,53 @@
 /* What llama.cpp assumes for an architecture where GGUF has no key, as config.json fields. */
 enum family { F_LLAMA, F_QWEN2, F_QWEN3, F_QWEN2MOE, F_QWEN3MOE, F_DEEPSEEK2, F_GPTOSS, F_GEMMA3 };
 
+/* The architectures whose names and config keys this file maps. A family of the family table
+ * (formats/family.h) gives its general.architecture (the row's gguf_arch), config.json's
+ * model_type (its first) and architectures[0] (its first); an architecture with no family row
+ * (gemma3) names them itself. */
 typedef struct arch_info {
-    const char *gguf;          /* general.architecture */
-    const char *model_type;    /* config.json model_type */
-    const char *hf_class;      /* config.json architectures[0] */
+    int fam;                   /* tq_family_id, or -1 */
+    const char *gguf;          /* fam -1: general.architecture */
+    const char *model_type;    /* fam -1: config.json model_type */
+    const char *hf_class;      /* fam -1: config.json architectures[0] */
     int permute_qk;            /* llama.cpp permuted Q/K rows for its RoPE layout */
     int family;
     int names;                 /* tensor names map to HF/MLX names (else kept, with a warning) */
 } arch_info;
 
 static const arch_info archs[] = {
-    {"llama", "llama", "LlamaForCausalLM", 1, F_LLAMA, 1},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, F_QWEN2, 1},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, F_QWEN3, 1},
-    {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM", 0, F_QWEN2MOE, 1},
-    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", 0, F_QWEN3MOE, 1},
-    {"deepseek2", "deepseek_v3", "DeepseekV3ForCausalLM", 0, F_DEEPSEEK2, 1},
-    {"gpt-oss", "gpt_oss", "GptOssForCausalLM", 0, F_GPTOSS, 1},
-    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, F_GEMMA3, 1},
+    {TQ_FAM_LLAMA, NULL, NULL, NULL, 1, F_LLAMA, 1},
+    {TQ_FAM_QWEN2, NULL, NULL, NULL, 0, F_QWEN2, 1},
+    {TQ_FAM_QWEN3, NULL, NULL, NULL, 0, F_QWEN3, 1},
+    {TQ_FAM_QWEN2_MOE, NULL, NULL, NULL, 0, F_QWEN2MOE, 1},
+    {TQ_FAM_QWEN3_MOE, NULL, NULL, NULL, 0, F_QWEN3MOE, 1},
+    {TQ_FAM_DEEPSEEK_V3, NULL, NULL, NULL, 0, F_DEEPSEEK2, 1},
+    {TQ_FAM_GPT_OSS, NULL, NULL, NULL, 0, F_GPTOSS, 1},
+    {-1, "gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, F_GEMMA3, 1},
 };
 
-/* Mixtral is GGUF architecture "llama" with experts. */
-static const arch_info mixtral_arch = {"llama", "mixtral", "MixtralForCausalLM", 1, F_LLAMA, 1};
+/* Mixtral is GGUF architecture "llama" with experts (its row's gguf_arch). */
+static const arch_info mixtral_arch = {TQ_FAM_MIXTRAL, NULL, NULL, NULL, 1, F_LLAMA, 1};
+
+static const char *gguf_of(const arch_info *a)
+{
+    return a->fam >= 0 ? tq_family_get((tq_family_id)a->fam)->gguf_arch : a->gguf;
+}
+
+static const char *model_type_of(const arch_info *a)
+{
+    return a->fam >= 0 ? tq_family_get((tq_family_id)a->fam)->model_types[0] : a->model_type;
+}
+
+static const char *class_of(const arch_info *a)
+{
+    return a->fam >= 0 ? tq_family_get((tq_family_id)a->fam)->architectures[0] : a->hf_class;
+}
 
 const tq_gguf_arch *tq_gguf_arch_find(const char *arch)
 {
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
-        if (arch && strcmp(archs[i].gguf, arch) == 0)
+        if (arch && gguf_of(&archs[i]) && strcmp(gguf_of(&archs[i]), arch) == 0)
             return (const tq_gguf_arch *)&archs[i];
     return NULL;
 }
@@ -565,8 +586,8 @@ cJSON *tq_gguf_config(const tq_gguf_file *f, const char *arch, uint64_t vocab, i
     const arch_info *a = (const arch_info *)tq_gguf_arch_of(f, arch);
     if (a) {
         cJSON *arr = cJSON_AddArrayToObject(c, "architectures");
-        cJSON_AddItemToArray(arr, cJSON_CreateString(a->hf_class));
-        cJSON_AddStringToObject(c, "model_type", a->model_type);
+        cJSON_AddItemToArray(arr, cJSON_CreateString(class_of(a)));
+        cJSON_AddStringToObject(c, "model_type", model_type_of(a));
         cJSON_AddBoolToObject(c, "tie_word_embeddings", tied);
     }
     cJSON_AddStringToObject(c, "gguf_architecture", arch);

@@ -195,7 +195,8 @@ static int rope_table(rt_config *c, const cJSON *rs, uint64_t max_pos, const cha
 /* ---------------------------------------------------------------- per family */
 /* Each layer's mixer and MLP kind from the family table (layer_types, full_attention_interval,
  * sliding_window, decoder_sparse_step, mlp_only_layers, first_k_dense_replace,
- * moe_layer_freq); a layer kind the family does not have is refused by name. */
+ * moe_layer_freq); a layer kind the family's decoder does not run (its row's decode.kinds) is
+ * refused by name. */
 static int layer_kinds(rt_config *c, const tq_family *f, const cJSON *j, const char *dir, const char *path, tq_err *e)
 {
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(tq_family_text_config(j), "mlp_only_layers");
@@ -208,9 +209,8 @@ static int layer_kinds(rt_config *c, const tq_family *f, const cJSON *j, const c
         int kind = tq_family_attn_kind(f, j, l, e), moe = tq_family_layer_is_moe(f, j, l, e);
         if (kind < 0 || moe < 0) /* family.c names "config.json: KEY" */
             return tq_err_prefix(e, "%s", dir);
-        if ((kind == TQ_ATTN_LINEAR) != (c->arch == RT_QWEN3_NEXT && kind == TQ_ATTN_LINEAR) ||
-            (kind == TQ_ATTN_SLIDING && c->arch != RT_GPT_OSS && c->arch != RT_MIXTRAL && c->arch != RT_QWEN2 &&
-             c->arch != RT_QWEN2_MOE))
+        if ((kind == TQ_ATTN_LINEAR && !(f->decode.kinds & TQ_KIND_LINEAR)) ||
+            (kind == TQ_ATTN_SLIDING && !(f->decode.kinds & TQ_KIND_SLIDING)))
             return tq_fail(e, TQ_EDATA, "%s: layer %llu is %s, a layer type %s does not have", path,
                            (unsigned long long)l, kind == TQ_ATTN_LINEAR ? "linear_attention" : "sliding_attention",
                            c->arch_name);
@@ -244,12 +244,10 @@ static int cfg_deepseek(rt_config *c, const cfgsrc *s, const cJSON *rs, tq_err *
     c->head_dim = c->qk_nope + c->qk_rope;
     c->rope.dim = c->qk_rope;
     c->rope.interleaved = 1;
-    if (c->experts) {
+    if (c->experts) { /* the route and norm_topk_prob: the family row */
         uint64_t n_shared = 0;
-        c->route = RT_ROUTE_SIGMOID_GROUP;
-        c->norm_topk = 0;
         c->n_group = c->topk_group = 1;
-        if (get_u64(s, "n_shared_experts", &n_shared, 0, 4096, e) || get_bool(s, "norm_topk_prob", &c->norm_topk, e) ||
+        if (get_u64(s, "n_shared_experts", &n_shared, 0, 4096, e) ||
             get_f64(s, "routed_scaling_factor", &c->route_scale, e) || get_u64(s, "n_group", &c->n_group, 0, 4096, e) ||
             get_u64(s, "topk_group", &c->topk_group, 0, 4096, e))
             return -1;
@@ -278,23 +276,16 @@ static int cfg_deepseek(rt_config *c, const cfgsrc *s, const cJSON *rs, tq_err *
     return 0;
 }
 
-/* Qwen3-Next / Qwen3.5: Gated DeltaNet dims, gated attention with partial rotary. */
+/* Qwen3-Next / Qwen3.5: Gated DeltaNet dims, partial rotary (q/k norms, the attention gate and
+ * the MoE keys: the family row). */
 static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
 {
-    c->qk_norm = 1;
-    c->att_gate = 1;
     if (get_u64(s, "linear_num_key_heads", &c->lk_heads, 1, 4096, e) ||
         get_u64(s, "linear_num_value_heads", &c->lv_heads, 1, 4096, e) ||
         get_u64(s, "linear_key_head_dim", &c->lk_dim, 1, 65536, e) ||
         get_u64(s, "linear_value_head_dim", &c->lv_dim, 1, 65536, e) ||
         get_u64(s, "linear_conv_kernel_dim", &c->conv_k, 1, 64, e))
         return -1;
-    if (c->experts) {
-        c->norm_topk = 1;
-        if (get_u64(s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
-            get_bool(s, "norm_topk_prob", &c->norm_topk, e))
-            return -1;
-    }
     /* partial rotary: a top-level key (qwen3_next) or inside rope_parameters (qwen3_5) */
     double prf = 1.0;
     const cJSON *rp = item(s, "rope_parameters");
@@ -309,23 +300,10 @@ static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
     return 0;
 }
 
-/* The decoder's family for a table family (NULL: not decoded). */
+/* The decoder of a table family (formats/family.h, the row's decode.decoder); -1: not decoded. */
 static int arch_of(const tq_family *f)
 {
-    switch (f ? f->id : TQ_FAM_COUNT) {
-    case TQ_FAM_LLAMA: return RT_LLAMA;
-    case TQ_FAM_QWEN2: return RT_QWEN2;
-    case TQ_FAM_QWEN2_MOE: return RT_QWEN2_MOE;
-    case TQ_FAM_QWEN3: return RT_QWEN3;
-    case TQ_FAM_QWEN3_MOE: return RT_QWEN3_MOE;
-    case TQ_FAM_MIXTRAL: return RT_MIXTRAL;
-    case TQ_FAM_DEEPSEEK_V3: return RT_DEEPSEEK;
-    case TQ_FAM_GPT_OSS: return RT_GPT_OSS;
-    case TQ_FAM_QWEN3_NEXT:
-    case TQ_FAM_QWEN3_5:
-    case TQ_FAM_QWEN3_5_MOE: return RT_QWEN3_NEXT;
-    default: return -1;
-    }
+    return f && f->decode.decoder != TQ_DEC_NONE ? (int)f->decode.decoder : -1;
 }
 
 int tq_run_decodes(const cJSON *config)
@@ -335,19 +313,7 @@ int tq_run_decodes(const cJSON *config)
 
 const char *tq_run_decodable(char *buf, size_t cap)
 {
-    size_t n = 0;
-    if (cap)
-        buf[0] = 0;
-    for (int id = 0; id < TQ_FAM_COUNT; id++) {
-        const tq_family *f = tq_family_get((tq_family_id)id);
-        for (const char *const *t = f->model_types; arch_of(f) >= 0 && t && **t; t++) {
-            int w = snprintf(buf + n, cap > n ? cap - n : 0, "%s%s", n ? ", " : "", *t);
-            if (w < 0 || (size_t)w >= (cap > n ? cap - n : 0))
-                return buf; /* truncated: snprintf kept the string terminated */
-            n += (size_t)w;
-        }
-    }
-    return buf;
+    return tq_family_decodable(buf, cap);
 }
 
 int tq_run_decode_warning(const cJSON *config, char *buf, size_t cap)
@@ -421,13 +387,20 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     if (tq_family_config_check(fam, j, dir, e) != 0) /* every value checked once, by key */
         goto out;
     snprintf(c->arch_name, sizeof c->arch_name, "%s", *mt ? mt : fam->name);
-    c->qk_norm = c->arch == RT_QWEN3 || c->arch == RT_QWEN3_MOE;
+    const tq_family_decode *fd = &fam->decode; /* the family row's fields and defaults */
+    c->qk_norm = fd->qk_norm;
+    c->att_gate = fd->att_gate;
     c->rope_theta = 10000.0;
     c->eps = 1e-6;
-    c->route = RT_ROUTE_SOFTMAX;
+    c->route = (int)fd->route;
+    c->norm_topk = fd->norm_topk;
     c->route_scale = 1.0;
+    c->sinks = fd->sinks;
+    c->clamped_swiglu = fd->clamped_swiglu;
+    c->swiglu_alpha = fd->swiglu_alpha;
+    c->swiglu_limit = fd->swiglu_limit;
     uint64_t max_pos = 2048;
-    int dense_only = c->arch == RT_LLAMA || c->arch == RT_QWEN3 || c->arch == RT_QWEN2;
+    int dense_only = fd->needs_inter;
     if (get_u64(&s, "hidden_size", &c->hidden, 1, DIM_MAX, e) ||
         get_u64(&s, "num_hidden_layers", &c->layers, 1, 4096, e) ||
         get_u64(&s, "num_attention_heads", &c->heads, 1, 4096, e) ||
@@ -473,40 +446,16 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     for (uint64_t l = 0; l < c->layers; l++) {
         any_moe |= c->moe[l];
     }
-    if (any_moe && moe_common(c, fam, &s, e))
+    if (any_moe && (moe_common(c, fam, &s, e) ||
+                    (fd->norm_topk_key && get_bool(&s, fd->norm_topk_key, &c->norm_topk, e)) ||
+                    (fd->shared_key && get_u64(&s, fd->shared_key, &c->shared_inter, 0, DIM_MAX, e))))
         goto out;
+    if (fd->clamped_swiglu && get_f64(&s, "swiglu_limit", &c->swiglu_limit, e))
+        goto out;
+    /* the decoders whose dims are more than a key and a default */
     switch (c->arch) {
-    case RT_QWEN3_MOE:
-        c->norm_topk = 0;
-        if (get_u64(&s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
-            get_bool(&s, "norm_topk_prob", &c->norm_topk, e))
-            goto out;
-        break;
-    case RT_QWEN2_MOE:
-        /* transformers' models/qwen2_moe/modeling_qwen2_moe.py, Qwen2MoeSparseMoeBlock.forward:
-         * softmax over every expert, top-k, divided by their sum only when norm_topk_prob
-         * (Qwen2MoeConfig's default: false; Qwen1.5-MoE-A2.7B's config.json says false), then
-         * shared_expert(h) * sigmoid(shared_expert_gate(h)) of width
-         * shared_expert_intermediate_size added (model.c, forward.c) */
-        c->norm_topk = 0;
-        if (get_u64(&s, "shared_expert_intermediate_size", &c->shared_inter, 0, DIM_MAX, e) ||
-            get_bool(&s, "norm_topk_prob", &c->norm_topk, e))
-            goto out;
-        break;
-    case RT_MIXTRAL:
-        c->norm_topk = 1; /* the top-k probabilities are always renormalised */
-        break;
     case RT_DEEPSEEK:
         if (cfg_deepseek(c, &s, rs, e))
-            goto out;
-        break;
-    case RT_GPT_OSS:
-        c->route = RT_ROUTE_TOPK_SOFTMAX;
-        c->sinks = 1;
-        c->clamped_swiglu = 1;
-        c->swiglu_alpha = 1.702;
-        c->swiglu_limit = 7.0;
-        if (get_f64(&s, "swiglu_limit", &c->swiglu_limit, e))
             goto out;
         break;
     case RT_QWEN3_NEXT:
@@ -520,11 +469,15 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
     default:
         break;
     }
-    /* sliding windows: gpt-oss's sliding layers, mixtral's and mistral's every layer when set */
+    /* sliding windows: gpt-oss's sliding layers, mixtral's and mistral's (the row's window_all)
+     * every layer when set */
     if (get_u64(&s, "sliding_window", &c->window, 0, 1ull << 40, e))
         goto out;
-    if (!strcmp(mt, "mistral") && c->window)
-        memset(c->mixer, RT_MIX_SLIDING, c->layers);
+    for (const char *const *t = fd->window_all; t && **t && c->window; t++)
+        if (!strcmp(mt, *t)) {
+            memset(c->mixer, RT_MIX_SLIDING, c->layers);
+            break;
+        }
     for (uint64_t l = 0; l < c->layers; l++)
         if (!c->moe[l] && c->inter == 0) {
             tq_fail(e, TQ_EDATA, "%s: missing \"intermediate_size\" (layer %llu has a dense MLP)", path,

@@ -9,17 +9,18 @@
 #include <pthread.h>
 
 /* ------------------------------------------------------------ config */
-/* Families the decoder runs (docs/runtime.md walks through one layer of each). */
+/* Families the decoder runs: the family table's decoder (formats/family.h tq_decoder; a
+ * family's row says which one runs it; docs/runtime.md walks through one layer of each). */
 enum rt_arch {
-    RT_LLAMA,      /* llama, mistral */
-    RT_QWEN3,
-    RT_QWEN3_MOE,
-    RT_MIXTRAL,
-    RT_DEEPSEEK,   /* deepseek_v3, kimi_k2 */
-    RT_GPT_OSS,
-    RT_QWEN3_NEXT, /* qwen3_next, qwen3_5, qwen3_5_moe: hybrid linear / gated full attention */
-    RT_QWEN2,      /* qwen2 (Qwen2, Qwen2.5): llama with q/k/v biases, sliding layers by max_window_layers */
-    RT_QWEN2_MOE,  /* qwen2_moe: qwen2 attention, softmax top-k experts + a sigmoid-gated shared expert */
+    RT_LLAMA = TQ_DEC_LLAMA,           /* llama, mistral */
+    RT_QWEN3 = TQ_DEC_QWEN3,
+    RT_QWEN3_MOE = TQ_DEC_QWEN3_MOE,
+    RT_MIXTRAL = TQ_DEC_MIXTRAL,
+    RT_DEEPSEEK = TQ_DEC_DEEPSEEK,     /* deepseek_v3, kimi_k2 */
+    RT_GPT_OSS = TQ_DEC_GPT_OSS,
+    RT_QWEN3_NEXT = TQ_DEC_QWEN3_NEXT, /* qwen3_next, qwen3_5, qwen3_5_moe: hybrid linear / gated full attention */
+    RT_QWEN2 = TQ_DEC_QWEN2,           /* qwen2 (Qwen2, Qwen2.5): llama with q/k/v biases, sliding layers by max_window_layers */
+    RT_QWEN2_MOE = TQ_DEC_QWEN2_MOE,   /* qwen2_moe: qwen2 attention, softmax top-k experts + a sigmoid-gated shared expert */
 };
 
 /* What a layer's token mixer is. */
@@ -30,12 +31,13 @@ enum rt_mixer {
     RT_MIX_MLA,     /* multi-head latent attention: cache of the compressed kv */
 };
 
-/* How the router's logits become expert weights. */
+/* How the router's logits become expert weights (formats/family.h tq_route). */
 enum rt_route {
-    RT_ROUTE_SOFTMAX,       /* softmax over all experts, top-k, renormalised when norm_topk */
-    RT_ROUTE_TOPK_SOFTMAX,  /* top-k logits, softmax over those k (gpt-oss) */
-    RT_ROUTE_SIGMOID_GROUP, /* sigmoid, + correction bias for choosing, group-limited top-k,
-                             * renormalised when norm_topk, times route_scale (DeepSeek-V3) */
+    RT_ROUTE_SOFTMAX = TQ_ROUTE_SOFTMAX,             /* softmax over all experts, top-k, renormalised when norm_topk */
+    RT_ROUTE_TOPK_SOFTMAX = TQ_ROUTE_TOPK_SOFTMAX,   /* top-k logits, softmax over those k (gpt-oss) */
+    RT_ROUTE_SIGMOID_GROUP = TQ_ROUTE_SIGMOID_GROUP, /* sigmoid, + correction bias for choosing, group-limited
+                                                      * top-k, renormalised when norm_topk, times route_scale
+                                                      * (DeepSeek-V3) */
 };
 
 /* Rotary embedding of one layer kind: `dim` leading dims of each head rotated, pair i turned

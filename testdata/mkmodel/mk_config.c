@@ -147,15 +147,8 @@ static int deepseek_keys(const tq_mk_opts *o, cJSON *j)
 static int family_config(const tq_mk_opts *o, cJSON *top)
 {
     const tq_family *f = tq_mk_family(o->arch);
-    static const char *const arch_class[TQ_MK_ARCH_COUNT] = {
-        [TQ_MK_QWEN2] = "Qwen2ForCausalLM", [TQ_MK_QWEN2_MOE] = "Qwen2MoeForCausalLM",
-        [TQ_MK_QWEN3_NEXT] = "Qwen3NextForCausalLM", [TQ_MK_QWEN3_5] = "Qwen3_5ForConditionalGeneration",
-        [TQ_MK_QWEN3_5_MOE] = "Qwen3_5MoeForConditionalGeneration", [TQ_MK_MIXTRAL] = "MixtralForCausalLM",
-        [TQ_MK_DEEPSEEK_V3] = "DeepseekV3ForCausalLM", [TQ_MK_KIMI_K2] = "DeepseekV3ForCausalLM",
-        [TQ_MK_GPT_OSS] = "GptOssForCausalLM", [TQ_MK_GEMMA4] = "Gemma4ForConditionalGeneration",
-    };
-    cJSON *a = cJSON_AddArrayToObject(top, "architectures");
-    int bad = !a || !cJSON_AddItemToArray(a, cJSON_CreateString(arch_class[o->arch]));
+    cJSON *a = cJSON_AddArrayToObject(top, "architectures"); /* the family row's first class */
+    int bad = !a || !cJSON_AddItemToArray(a, cJSON_CreateString(f->architectures[0]));
     bad |= str(top, "model_type", tq_mk_arch_name(o->arch)) | str(top, "torch_dtype", torch_dtype(o->dtype)) |
            str(top, "transformers_version", "4.57.1") | seed_str(top, o->seed);
     cJSON *j = top;
@@ -164,7 +157,7 @@ static int family_config(const tq_mk_opts *o, cJSON *top)
         char mt[64];
         snprintf(mt, sizeof mt, "%s_text", tq_mk_arch_name(o->arch));
         bad |= !j || str(j, "model_type", mt) | str(j, "dtype", torch_dtype(o->dtype)) |
-               boolean(top, "tie_word_embeddings", o->tie_embeddings || o->arch == TQ_MK_GEMMA4);
+               boolean(top, "tie_word_embeddings", o->tie_embeddings || f->tied_by_default);
         if (bad)
             return bad;
     }
@@ -270,9 +263,8 @@ int tq_mk_config(const tq_mk_opts *o, cJSON **out, tq_err *e)
         bad = family_config(o, j);
         goto done;
     }
-    static const char *const archs[] = {"LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"};
     cJSON *a = cJSON_AddArrayToObject(j, "architectures");
-    bad |= !a || !cJSON_AddItemToArray(a, cJSON_CreateString(archs[o->arch]));
+    bad |= !a || !cJSON_AddItemToArray(a, cJSON_CreateString(tq_mk_family(o->arch)->architectures[0]));
     bad |= str(j, "model_type", tq_mk_arch_name(o->arch));
     bad |= num(j, "hidden_size", (double)o->hidden);
     bad |= num(j, "num_hidden_layers", (double)o->layers);

@@ -1,6 +1,7 @@
 /* tq-mkmodel options: architecture names, size presets, consistency checks. */
 #include "testdata/mkmodel/mkmodel.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -38,10 +39,28 @@ const char *tq_mk_arch_name(tq_mk_arch a)
     return (unsigned)a < TQ_MK_ARCH_COUNT ? archs[a].name : "?";
 }
 
+tq_mk_arch tq_mk_arch_at(int i)
+{
+    int n = 0;
+    for (int f = 0; f < TQ_FAM_COUNT; f++)
+        for (int a = 0; a < TQ_MK_ARCH_COUNT; a++)
+            if (archs[a].family == f && n++ == i)
+                return (tq_mk_arch)a;
+    return TQ_MK_NGRAM; /* the row table, then the ngram table */
+}
+
 const char *tq_mk_arch_list(void)
 {
-    return "llama, qwen2, qwen3, qwen2_moe, qwen3_moe (default), qwen3_next, qwen3_5, qwen3_5_moe, "
-           "mixtral, deepseek_v3, kimi_k2, gpt_oss, gemma4 or ngram";
+    static char buf[512];
+    size_t n = 0;
+    for (int i = 0; i < TQ_MK_ARCH_COUNT; i++) {
+        tq_mk_arch a = tq_mk_arch_at(i);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s%s", i == 0 ? "" : i + 1 == TQ_MK_ARCH_COUNT ? " or " : ", ",
+                              archs[a].name, a == TQ_MK_QWEN3_MOE ? " (default)" : "");
+        if (n >= sizeof buf)
+            break;
+    }
+    return buf;
 }
 
 const tq_family *tq_mk_family(tq_mk_arch a)

@@ -101,7 +101,10 @@ typedef struct tq_mk_opts {
 
 int tq_mk_arch_from_name(const char *s, tq_mk_arch *out);
 const char *tq_mk_arch_name(tq_mk_arch a);
-/* "llama, qwen2, ..." for usage messages */
+/* The I-th arch in --arch order: the family table's order (formats/family.h; a family's
+ * archs in enum order, kimi_k2 after deepseek_v3), then ngram. */
+tq_mk_arch tq_mk_arch_at(int i);
+/* "llama, qwen2, ..., qwen3_moe (default), ... or ngram" in that order, for --help */
 const char *tq_mk_arch_list(void);
 /* The family an arch generates (NULL for ngram). */
 const tq_family *tq_mk_family(tq_mk_arch a);

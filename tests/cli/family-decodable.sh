@@ -1,7 +1,7 @@
 # tq-convert and tq-split warn (one line on stderr, tq_run_decodes false in --json) when tq-run
 # cannot decode the model's family, naming the families it can; a family it decodes goes
 # through without the warning. The answer is the decoder's own (tq_run_decode_warning reads
-# runtime/config.c's family switch), so it is held here to what tq-run does: every family
+# the family table's decode.decoder, formats/family.h), so it is held here to what tq-run does: every family
 # tq-mkmodel makes (the family table's) is split and converted, and the warning appears
 # exactly when tq-run refuses the model as not supported. A family added to the table (and to
 # tq-mkmodel) without its decoder is warned about, and one given a decoder is listed.

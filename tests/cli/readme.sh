@@ -1,7 +1,8 @@
 # README runs as written: every line of "A typical run", in order, on a generated stand-in
 # named as the README names it (Qwen3-30B-A3B/), exits 0; the first-run line answers with
 # English text from testdata/models/qwen3-tiny; the lists of model families are the family
-# table's (formats/family.c) and say which ones the decoder runs (runtime/config.c). Issue 32:
+# table's (formats/family.c) and say which ones the decoder runs (the rows' decoders, as tq-run
+# names them). Issue 32:
 # the block's sign line failed for want of a key and the check --pubkey line with it.
 . "$ROOT/tests/lib/common.sh"
 readme=$ROOT/README.md
@@ -35,24 +36,20 @@ words=$(tr -cs 'A-Za-z' '\n' <answer | grep -cxE 'the|a|an|is|are|of|to|in|and|o
 [ "$words" -ge 3 ] || fail "qwen3-tiny's answer has $words common English words: $(head -c 300 answer)"
 grep -E '^(tokens|model|speed|memory|logits sha256): ' answer >/dev/null && fail "the report is on stdout: $(cat answer)"
 
-# --- the families: README's two lists against the family table and the decoder's switch.
+# --- the families: README's two lists against the family table and what tq-run decodes.
 grep -o 'model_types = L([^)]*)' "$ROOT/formats/family.c" | grep -o '"[a-z0-9_]*"' | tr -d '"' | LC_ALL=C sort >table
 [ "$(wc -l <table)" -ge 10 ] || fail "model types not found in formats/family.c"
-# Family ids the decoder maps to a runtime architecture, and each id's model types.
-awk '/switch \(f \? f->id : TQ_FAM_COUNT\)/ {f = 1} f && /^    }/ {exit} f' "$ROOT/runtime/config.c" |
-  grep -o 'case TQ_FAM_[A-Z0-9_]*' | sed 's/case //' >run-ids
-[ -s run-ids ] || fail "the decoder's family switch (runtime/config.c) not found"
-tr '\n' ' ' <"$ROOT/formats/family.c" >family.flat
-while read -r id; do
-  grep -o "\[$id\] = {[^}]*model_types = L([^)]*)" family.flat | grep -o 'L([^)]*)' | grep -o '"[a-z0-9_]*"' |
-    tr -d '"'
-done <run-ids | LC_ALL=C sort >decoded
-[ -s decoded ] || fail "no model types for the decoder's family ids"
+# The model types tq-run decodes: the list it names when it refuses a family (the family
+# table's rows with a decoder, formats/family.h decode.decoder).
+mkdir phi3 && echo '{"model_type": "phi3"}' >phi3/config.json
+tq-run phi3 --tokens 1 >/dev/null 2>phi3.err && fail "tq-run decoded a phi3 config"
+sed -n 's/.*model_type "phi3" is not supported (\(.*\))$/\1/p' phi3.err | tr -d ' ' | tr ',' '\n' | LC_ALL=C sort >decoded
+[ -s decoded ] || fail "tq-run names no decoded model types: $(cat phi3.err)"
 section() { awk -v k="$1" 'index($0, "- " k) == 1 {f = 1} f && /^$/ {exit} f && index($0, "- ") == 1 && index($0, "- " k) != 1 {exit} f' "$readme" |
   grep -o '`[a-z0-9_]*`' | tr -d '`' | LC_ALL=C sort; }
 section 'converted, split and decoded by tq-run:' >readme-decoded
 section 'converted and split, not decoded by tq-run:' >readme-other
 comm -23 table decoded >not-decoded
-cmp -s readme-decoded decoded || fail "README's decoded families differ from runtime/config.c: $(diff readme-decoded decoded | grep '^[<>]' | tr '\n' ' ')"
+cmp -s readme-decoded decoded || fail "README's decoded families differ from tq-run's: $(diff readme-decoded decoded | grep '^[<>]' | tr '\n' ' ')"
 cmp -s readme-other not-decoded || fail "README's other families differ from formats/family.c: $(diff readme-other not-decoded | grep '^[<>]' | tr '\n' ' ')"
 echo "README: $n lines of the typical run, the first run and $(wc -l <table) model types: ok"
