@@ -12,21 +12,36 @@
 static float f16_table[65536];
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 
-/* 1 when the matvec kernels take the AVX2 path: the CPU has AVX2 and TQ_NO_SIMD is unset,
- * empty or 0 (TQ_NO_SIMD=1 forces the portable path; both give the same bits). */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) /* = RT_AVX2 below */
-static int use_simd;
-#endif
+/* Which matvec kernels run: 0 the portable C ones; 1 AVX2 (x86-64) or NEON (arm64); 2 AVX2
+ * and AVX-512F. The best the CPU has, unless TQ_NO_SIMD is set (not empty and not 0: the
+ * portable path) or TQ_NO_AVX512 is (at most AVX2). Every level gives the same bits. */
+static int simd_level, simd_hw;
 
 static void f16_init(void)
 {
     for (uint32_t i = 0; i < 65536; i++)
         f16_table[i] = tq_f16_to_f32((uint16_t)i);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    const char *v = getenv("TQ_NO_SIMD");
     __builtin_cpu_init();
-    use_simd = __builtin_cpu_supports("avx2") && !(v && *v && strcmp(v, "0") != 0);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+        simd_hw = __builtin_cpu_supports("avx512f") ? 2 : 1;
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+    simd_hw = 1;
 #endif
+    const char *v = getenv("TQ_NO_SIMD"), *v5 = getenv("TQ_NO_AVX512");
+    simd_level = simd_hw;
+    if (v5 && *v5 && strcmp(v5, "0") != 0 && simd_level > 1)
+        simd_level = 1;
+    if (v && *v && strcmp(v, "0") != 0)
+        simd_level = 0;
+}
+
+int rt_kernels_simd(int max)
+{
+    rt_kernels_init();
+    if (max >= 0)
+        simd_level = max < simd_hw ? max : simd_hw;
+    return simd_level;
 }
 
 void rt_kernels_init(void)
@@ -229,23 +244,34 @@ static int row_mxfp4(const rt_linear *l, uint64_t r, const float *x, float *wv, 
     return 0;
 }
 
-/* ---- the AVX2 path (x86-64, chosen at run time): the same operations in the same order as
- * the portable path above, so y is bit-identical (tests/cli/run-simd.sh compares the logits
- * of both paths byte for byte). Per group, lane k (k = 0..7) of one 256-bit accumulator holds
- * exactly the portable a[k] (Σ over j ≡ k mod 8 of w·x, a multiply then an add: no FMA), the
- * lanes are combined in lanes_sum's tree, and the groups are accumulated in order with the
- * same expressions as row_tq/row_affine. What is new is only how the work is scheduled: the
- * indices are decoded in registers (codebook lookup by permutes, or the integer itself) instead
- * of through the scratch row, and RB rows are advanced together so that their independent
- * chains of adds overlap; each row's own order is unchanged. */
+/* ---- the x86-64 paths (AVX2, and AVX-512F where the CPU has it; chosen at run time): the
+ * same operations in the same order as the portable path above, so y is bit-identical
+ * (tests/unit/test_kernels.c compares every path with the portable one on random rows, and
+ * tests/cli/run-simd.sh the logits of whole decodes). Per group, lane k (k = 0..7) of one
+ * 8-float accumulator holds exactly the portable a[k] (Σ over j ≡ k mod 8 of w·x, a multiply
+ * then an add: no FMA), the lanes are combined in lanes_sum's tree, and the groups are
+ * accumulated in order with the same expressions as row_tq/row_affine. What is new is only how
+ * the work is scheduled: the indices are decoded in registers (codebook lookup by permutes, or
+ * the integer itself) instead of through the scratch row, several rows are advanced together
+ * so that their independent chains of adds overlap (AVX-512: two rows per 16-float register,
+ * row A in lanes 0-7 and row B in lanes 8-15), and the lane trees of four rows are summed
+ * together by horizontal adds that pair the same lanes as lanes_sum. Each row's own order is
+ * unchanged. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define RT_AVX2 1
 #include <immintrin.h>
 
-#define AVX2 __attribute__((target("avx2")))
+#define AVX2 __attribute__((target("avx2,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx2,f16c")))
+#define INL inline __attribute__((always_inline))
 #define RB 4
+/* Each row's words are prefetched one block of 8 rows ahead (the same place in row r+8): the
+ * rows of a block are read side by side, so the next block's rows are the next bytes the
+ * kernel needs. A hint only: no effect on results. Measured on the benchmark's model
+ * (docs/runtime.md): 14 ms of CPU per token against 16-17 ms with 1 KiB ahead, 19 ms with none. */
+#define PF_AHEAD(l) (8 * (l)->wpr * 4)
 
-AVX2 static inline float hsum8_avx2(__m256 v)
+AVX2 static INL float hsum8_avx2(__m256 v)
 {
     /* hadd pairs neighbours: (a0+a1, a2+a3, a4+a5, a6+a7), then ((a0+a1)+(a2+a3), (a4+a5)+(a6+a7)) */
     __m128 p = _mm_hadd_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -253,32 +279,46 @@ AVX2 static inline float hsum8_avx2(__m256 v)
     return _mm_cvtss_f32(p) + _mm_cvtss_f32(_mm_shuffle_ps(p, p, 1));
 }
 
-/* Can the fused kernel take l? Groups whole multiples of 8 lanes, 2-, 4- or 8-bit indices. */
-static int fused_ok(const rt_linear *l)
+/* lanes_sum of four rows' accumulators at once: hadd(hadd(v0, v1), hadd(v2, v3)) holds
+ * ((a0+a1)+(a2+a3)) of rows 0..3 in its low half and ((a4+a5)+(a6+a7)) in its high half. */
+AVX2 static INL __m128 hsum8x4_avx2(__m256 v0, __m256 v1, __m256 v2, __m256 v3)
 {
-    if (l->kind != RT_TQ && l->kind != RT_AFFINE)
-        return 0;
-    if (l->bits != 2 && l->bits != 4 && l->bits != 8)
-        return 0;
-    return l->group % 8 == 0;
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-/* The 8 values of row w at columns j..j+7 (j a multiple of 8). */
+/* Which kernel takes l: 0 none (portable), else one of these. */
+enum { K_NONE, K_DENSE, K_FUSED, K_TQ3, K_MXFP4 };
+static int x86_kernel(const rt_linear *l)
+{
+    if (l->kind == RT_DENSE)
+        return l->wdt == TQ_DT_F32 || l->wdt == TQ_DT_BF16 || l->wdt == TQ_DT_F16 ? K_DENSE : K_NONE;
+    if (l->kind == RT_MXFP4)
+        return l->cols % 32 == 0 ? K_MXFP4 : K_NONE;
+    if ((l->kind != RT_TQ && l->kind != RT_AFFINE) || l->group % 8 != 0)
+        return K_NONE;
+    if (l->bits == 2 || l->bits == 4 || l->bits == 8)
+        return K_FUSED;
+    return l->kind == RT_TQ && l->bits == 3 ? K_TQ3 : K_NONE;
+}
+
+/* The 8 values of row w at columns j..j+7 (j a multiple of 8). The TurboQuant lookups need no
+ * mask: vpermps reads only the index's low 3 bits, and the 4-bit blend only bit 3 (moved to the
+ * sign by the shift left); the 2-bit codebook is repeated twice so bit 2 does not matter. */
 #define DECODE(w, j, out)                                                                      \
     do {                                                                                       \
         __m256i ix_;                                                                           \
         if (bits == 4)                                                                         \
-            ix_ = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)(w)[(j) >> 3]), sh4), m4); \
+            ix_ = _mm256_srlv_epi32(_mm256_set1_epi32((int)(w)[(j) >> 3]), sh4);               \
         else if (bits == 2)                                                                    \
-            ix_ = _mm256_and_si256(                                                            \
-                _mm256_srlv_epi32(_mm256_set1_epi32((int)((w)[(j) >> 4] >> (((j) & 8) ? 16 : 0))), sh2), m2); \
+            ix_ = _mm256_srlv_epi32(_mm256_set1_epi32((int)((w)[(j) >> 4] >> (((j) & 8) ? 16 : 0))), sh2); \
         else {                                                                                 \
             __m128i b_;                                                                        \
             memcpy(&b_, (const uint8_t *)(w) + (j), 8); /* 8 bytes; the upper half unused */    \
             ix_ = _mm256_cvtepu8_epi32(b_);                                                    \
         }                                                                                      \
         if (!tq)                                                                               \
-            (out) = _mm256_cvtepi32_ps(ix_);                                                   \
+            (out) = _mm256_cvtepi32_ps(bits == 8 ? ix_ : _mm256_and_si256(ix_, bits == 4 ? m4 : m2)); \
         else if (bits == 4)                                                                    \
             (out) = _mm256_blendv_ps(_mm256_permutevar8x32_ps(cb0, ix_), _mm256_permutevar8x32_ps(cb1, ix_), \
                                      _mm256_castsi256_ps(_mm256_slli_epi32(ix_, 28)));        \
@@ -289,7 +329,7 @@ static int fused_ok(const rt_linear *l)
     } while (0)
 
 /* rt_load_f inlined (the same values: f16 through the same table). */
-static inline __attribute__((always_inline)) float load_f_inl(tq_dtype dt, const void *p, uint64_t i)
+static INL float load_f_inl(tq_dtype dt, const void *p, uint64_t i)
 {
     if (dt == TQ_DT_F16) {
         uint16_t h;
@@ -304,11 +344,25 @@ static inline __attribute__((always_inline)) float load_f_inl(tq_dtype dt, const
     return rt_load_f(dt, p, i);
 }
 
-/* Rows r..r+nr-1 (nr <= RB) of a fused-eligible matrix into y. nr, tq and bits are constants
- * in the always-inlined copies below, so each copy has a straight inner loop. */
-AVX2 static inline __attribute__((always_inline)) void rows_fused(const rt_linear *l, uint64_t r, int nr,
-                                                                   const float *x, const float *aux,
-                                                                   float *y, const int tq, const int bits)
+/* Group g's scale (and bias) of rows r..r+3 as one vector, and acc += the group's terms
+ * exactly as row_tq (acc + s·scale) and row_affine (acc + (scale·s + bias·gsum)) write them. */
+AVX2 static INL __m128 group4_avx2(const rt_linear *l, uint64_t r, uint64_t g, __m128 acc, __m128 s,
+                                   const float *aux, int tq)
+{
+    const uint64_t ng = l->ngroups;
+    __m128 sc = _mm_setr_ps(load_f_inl(l->sdt, l->scales, r * ng + g), load_f_inl(l->sdt, l->scales, (r + 1) * ng + g),
+                            load_f_inl(l->sdt, l->scales, (r + 2) * ng + g), load_f_inl(l->sdt, l->scales, (r + 3) * ng + g));
+    if (tq)
+        return _mm_add_ps(acc, _mm_mul_ps(s, sc));
+    __m128 bi = _mm_setr_ps(load_f_inl(l->zdt, l->biases, r * ng + g), load_f_inl(l->zdt, l->biases, (r + 1) * ng + g),
+                            load_f_inl(l->zdt, l->biases, (r + 2) * ng + g), load_f_inl(l->zdt, l->biases, (r + 3) * ng + g));
+    return _mm_add_ps(acc, _mm_add_ps(_mm_mul_ps(sc, s), _mm_mul_ps(bi, _mm_set1_ps(aux[g]))));
+}
+
+/* Rows r..r+nr-1 (nr 1 or RB) of a K_FUSED matrix into y. nr, tq and bits are constants in the
+ * always-inlined copies below, so each copy has a straight inner loop. */
+AVX2 static INL void rows_fused(const rt_linear *l, uint64_t r, int nr, const float *x, const float *aux,
+                                float *y, const int tq, const int bits)
 {
     const float *cb = aux; /* TQ: codebook */
     __m256 cb0 = _mm256_setzero_ps(), cb1 = _mm256_setzero_ps();
@@ -316,27 +370,24 @@ AVX2 static inline __attribute__((always_inline)) void rows_fused(const rt_linea
         cb0 = _mm256_loadu_ps(cb);
         cb1 = _mm256_loadu_ps(cb + 8);
     } else if (tq && bits == 2) {
-        cb0 = _mm256_setr_ps(cb[0], cb[1], cb[2], cb[3], 0, 0, 0, 0);
+        cb0 = _mm256_setr_ps(cb[0], cb[1], cb[2], cb[3], cb[0], cb[1], cb[2], cb[3]);
     }
     const __m256i sh4 = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), m4 = _mm256_set1_epi32(15);
     const __m256i sh2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14), m2 = _mm256_set1_epi32(3);
     const uint32_t *w[RB];
-    float acc[RB];
-    for (int i = 0; i < nr; i++) {
+    float acc1 = 0;
+    __m128 acc4 = _mm_setzero_ps();
+    for (int i = 0; i < nr; i++)
         w[i] = (const uint32_t *)l->w + (r + (uint64_t)i) * l->wpr;
-        acc[i] = 0;
-    }
     const uint64_t G = l->group, ng = l->ngroups;
-    const tq_dtype sdt = l->sdt, zdt = l->zdt;
     for (uint64_t g = 0; g < ng; g++) {
         __m256 a[RB];
         _Pragma("GCC unroll 4")
         for (int i = 0; i < nr; i++)
             a[i] = _mm256_setzero_ps();
-        /* a prefetch of each row's words 1 KiB ahead (a hint only: no effect on results) */
         _Pragma("GCC unroll 4")
         for (int i = 0; i < nr; i++)
-            _mm_prefetch((const char *)w[i] + (g * G * (uint64_t)bits) / 8 + 1024, _MM_HINT_T0);
+            _mm_prefetch((const char *)w[i] + (g * G * (uint64_t)bits) / 8 + PF_AHEAD(l), _MM_HINT_T0);
         for (uint64_t j = g * G; j < (g + 1) * G; j += 8) {
             __m256 xv = _mm256_loadu_ps(x + j);
             _Pragma("GCC unroll 4")
@@ -346,18 +397,21 @@ AVX2 static inline __attribute__((always_inline)) void rows_fused(const rt_linea
                 a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(wv, xv));
             }
         }
-        _Pragma("GCC unroll 4")
-        for (int i = 0; i < nr; i++) {
-            float s = hsum8_avx2(a[i]);
-            uint64_t gi = (r + (uint64_t)i) * ng + g;
+        if (nr == RB) {
+            acc4 = group4_avx2(l, r, g, acc4, hsum8x4_avx2(a[0], a[1], a[2], a[3]), aux, tq);
+        } else {
+            float s = hsum8_avx2(a[0]);
+            uint64_t gi = r * ng + g;
             if (tq)
-                acc[i] += s * load_f_inl(sdt, l->scales, gi);
+                acc1 += s * load_f_inl(l->sdt, l->scales, gi);
             else
-                acc[i] += load_f_inl(sdt, l->scales, gi) * s + load_f_inl(zdt, l->biases, gi) * aux[g];
+                acc1 += load_f_inl(l->sdt, l->scales, gi) * s + load_f_inl(l->zdt, l->biases, gi) * aux[g];
         }
     }
-    for (int i = 0; i < nr; i++)
-        y[i] = acc[i];
+    if (nr == RB)
+        _mm_storeu_ps(y, acc4);
+    else
+        y[0] = acc1;
 }
 
 #define FUSED(TQ, BITS)                                                                          \
@@ -376,12 +430,136 @@ FUSED(0, 2)
 FUSED(0, 4)
 FUSED(0, 8)
 
-/* Dense rows: dot_f32/dot_bf16 of RB rows at once, the tail (n mod 8) into lanes 0.. as there. */
-AVX2 static inline __attribute__((always_inline)) void rows_dense(const rt_linear *l, uint64_t r, int nr,
-                                                                   const float *x, float *y)
+/* TurboQuant 3-bit: ten indices per word (bits 30-31 unused), so the lanes of a block of 8
+ * columns come from one or two words, in a pattern that repeats every 40 columns (5 blocks).
+ * For block b (b = (j/8) mod 5) lane k reads word (j+k)/10, at bit 3·((j+k) mod 10): the two
+ * words j/10 and j/10+1 are broadcast as one 64-bit pair, vpermd picks each lane's word, vpsrlvd
+ * its bits, and vpermps the codebook entry (it reads the low 3 bits, so no mask). */
+static const int32_t tq3_sel[5][8] = {
+    {0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 1, 1, 1, 1, 1, 1}, {0, 0, 0, 0, 1, 1, 1, 1},
+    {0, 0, 0, 0, 0, 0, 1, 1}, {0, 0, 0, 0, 0, 0, 0, 0}};
+static const int32_t tq3_sh[5][8] = {
+    {0, 3, 6, 9, 12, 15, 18, 21}, {24, 27, 0, 3, 6, 9, 12, 15}, {18, 21, 24, 27, 0, 3, 6, 9},
+    {12, 15, 18, 21, 24, 27, 0, 3}, {6, 9, 12, 15, 18, 21, 24, 27}};
+
+AVX2 static INL __m256 tq3_decode(const uint32_t *w, uint64_t wpr, uint64_t j, __m256 cb0)
+{
+    uint64_t k = j / 10;
+    int b = (int)((j / 8) % 5);
+    __m256i pair;
+    if (k + 1 < wpr) {
+        uint64_t two;
+        memcpy(&two, w + k, 8);
+        pair = _mm256_set1_epi64x((long long)two);
+    } else { /* the row's last word: never read past it */
+        pair = _mm256_set1_epi32((int)w[k]);
+    }
+    __m256i ix = _mm256_permutevar8x32_epi32(pair, _mm256_loadu_si256((const __m256i *)tq3_sel[b]));
+    ix = _mm256_srlv_epi32(ix, _mm256_loadu_si256((const __m256i *)tq3_sh[b]));
+    return _mm256_permutevar8x32_ps(cb0, ix);
+}
+
+AVX2 static INL void rows_tq3(const rt_linear *l, uint64_t r, int nr, const float *x, const float *cb, float *y)
+{
+    const __m256 cb0 = _mm256_loadu_ps(cb);
+    const uint32_t *w[RB];
+    float acc1 = 0;
+    __m128 acc4 = _mm_setzero_ps();
+    for (int i = 0; i < nr; i++)
+        w[i] = (const uint32_t *)l->w + (r + (uint64_t)i) * l->wpr;
+    const uint64_t G = l->group, ng = l->ngroups;
+    for (uint64_t g = 0; g < ng; g++) {
+        __m256 a[RB];
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < nr; i++) {
+            a[i] = _mm256_setzero_ps();
+            _mm_prefetch((const char *)(w[i] + (g * G) / 10) + PF_AHEAD(l), _MM_HINT_T0);
+        }
+        for (uint64_t j = g * G; j < (g + 1) * G; j += 8) {
+            __m256 xv = _mm256_loadu_ps(x + j);
+            _Pragma("GCC unroll 4")
+            for (int i = 0; i < nr; i++)
+                a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(tq3_decode(w[i], l->wpr, j, cb0), xv));
+        }
+        if (nr == RB) {
+            acc4 = group4_avx2(l, r, g, acc4, hsum8x4_avx2(a[0], a[1], a[2], a[3]), NULL, 1);
+        } else {
+            acc1 += hsum8_avx2(a[0]) * load_f_inl(l->sdt, l->scales, r * ng + g);
+        }
+    }
+    if (nr == RB)
+        _mm_storeu_ps(y, acc4);
+    else
+        y[0] = acc1;
+}
+
+AVX2 static void rows_tq3_4(const rt_linear *l, uint64_t r, const float *x, const float *cb, float *y)
+{
+    rows_tq3(l, r, RB, x, cb, y);
+}
+
+AVX2 static void rows_tq3_1(const rt_linear *l, uint64_t r, const float *x, const float *cb, float *y)
+{
+    rows_tq3(l, r, 1, x, cb, y);
+}
+
+/* MXFP4 rows: dot_f32 over the decoded row. Eight values are one 32-bit word of nibbles in
+ * order (element 2j in the low nibble of byte j), decoded as TurboQuant 4-bit with ggml's
+ * doubled E2M1 levels as the codebook, then multiplied by the block's 2^(e-128): the same
+ * exact product as tq_mxfp4_block. A row with a block exponent above 252 (where 12·2^(e-128)
+ * may overflow, or e = 255) goes to row_mxfp4, which reports it. */
+static const float mx_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+AVX2 static void row_mxfp4_avx2(const rt_linear *l, uint64_t r, const float *x, float *out)
+{
+    uint64_t nb = l->cols / 32, rr = r * (l->rstep ? l->rstep : 1);
+    const uint8_t *sc = (const uint8_t *)l->scales + rr * nb;
+    const uint32_t *w = (const uint32_t *)((const uint8_t *)l->w + rr * nb * 16);
+    const __m256 cb0 = _mm256_loadu_ps(mx_levels), cb1 = _mm256_loadu_ps(mx_levels + 8);
+    const __m256i sh4 = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    __m256 a = _mm256_setzero_ps();
+    for (uint64_t b = 0; b < nb; b++) {
+        const __m256 d = _mm256_set1_ps(tq_e8m0_half(sc[b]));
+        _mm_prefetch((const char *)(w + 4 * b) + 1024, _MM_HINT_T0);
+        for (int q = 0; q < 4; q++) {
+            uint32_t word;
+            memcpy(&word, w + 4 * b + q, 4);
+            __m256i ix = _mm256_srlv_epi32(_mm256_set1_epi32((int)word), sh4);
+            __m256 v = _mm256_blendv_ps(_mm256_permutevar8x32_ps(cb0, ix), _mm256_permutevar8x32_ps(cb1, ix),
+                                        _mm256_castsi256_ps(_mm256_slli_epi32(ix, 28)));
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_mul_ps(v, d), _mm256_loadu_ps(x + 32 * b + 8 * q)));
+        }
+    }
+    *out = hsum8_avx2(a);
+}
+
+static int mxfp4_row_plain(const rt_linear *l, uint64_t r)
+{
+    uint64_t nb = l->cols / 32, rr = r * (l->rstep ? l->rstep : 1);
+    const uint8_t *sc = (const uint8_t *)l->scales + rr * nb;
+    for (uint64_t b = 0; b < nb; b++)
+        if (sc[b] > 252)
+            return 0;
+    return 1;
+}
+
+/* Dense rows: dot_f32/dot_bf16/dot_f16 of RB rows at once, the tail (n mod 8) into lanes 0.. as
+ * there. f16 is widened by vcvtph2ps, which gives every one of the 65536 halves the same f32
+ * bits as f16_table (tests/unit/test_kernels.c checks all of them). */
+AVX2 static INL __m256 dense8(const rt_linear *l, uint64_t row, uint64_t j, int dt)
+{
+    if (dt == TQ_DT_F32)
+        return _mm256_loadu_ps((const float *)l->w + row * l->cols + j);
+    __m128i h;
+    memcpy(&h, (const uint16_t *)l->w + row * l->cols + j, 16);
+    if (dt == TQ_DT_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+AVX2 static INL void rows_dense(const rt_linear *l, uint64_t r, int nr, const float *x, float *y, const int dt)
 {
     const uint64_t n = l->cols;
-    const int bf = l->wdt == TQ_DT_BF16;
     __m256 a[RB];
     _Pragma("GCC unroll 4")
     for (int i = 0; i < nr; i++)
@@ -390,56 +568,141 @@ AVX2 static inline __attribute__((always_inline)) void rows_dense(const rt_linea
     for (; j + 8 <= n; j += 8) {
         __m256 xv = _mm256_loadu_ps(x + j);
         _Pragma("GCC unroll 4")
-        for (int i = 0; i < nr; i++) {
-            __m256 wv;
-            if (bf) {
-                __m128i h;
-                memcpy(&h, (const uint16_t *)l->w + (r + (uint64_t)i) * n + j, 16);
-                wv = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-            } else {
-                wv = _mm256_loadu_ps((const float *)l->w + (r + (uint64_t)i) * n + j);
-            }
-            a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(wv, xv));
-        }
+        for (int i = 0; i < nr; i++)
+            a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(dense8(l, r + (uint64_t)i, j, dt), xv));
     }
     for (int i = 0; i < nr; i++) {
         float t[8];
         _mm256_storeu_ps(t, a[i]);
         for (uint64_t jj = j, k = 0; jj < n; jj++, k++)
-            t[k] += (bf ? bf16f(((const uint16_t *)l->w)[(r + (uint64_t)i) * n + jj])
-                        : ((const float *)l->w)[(r + (uint64_t)i) * n + jj]) * x[jj];
+            t[k] += rt_load_f(l->wdt, l->w, (r + (uint64_t)i) * n + jj) * x[jj];
         y[i] = lanes_sum(t);
     }
 }
 
-AVX2 static void rows_dense_4(const rt_linear *l, uint64_t r, const float *x, float *y)
-{
-    rows_dense(l, r, 4, x, y);
-}
-
-AVX2 static void rows_dense_1(const rt_linear *l, uint64_t r, const float *x, float *y)
-{
-    rows_dense(l, r, 1, x, y);
-}
-
-/* Rows [b, en) by the AVX2 kernels when they take l (then 1, else 0), bias added as mv_task does. */
-static int mv_rows_avx2(const rt_linear *l, uint64_t b, uint64_t en, const float *x, const float *aux, float *y)
-{
-    int dense = l->kind == RT_DENSE && (l->wdt == TQ_DT_F32 || l->wdt == TQ_DT_BF16);
-    if (!dense && !fused_ok(l))
-        return 0;
-    void (*fused)(const rt_linear *, uint64_t, int, const float *, const float *, float *) = NULL;
-    if (!dense) {
-        int tq = l->kind == RT_TQ;
-        fused = l->bits == 2 ? (tq ? rows_fused_1_2 : rows_fused_0_2)
-                : l->bits == 4 ? (tq ? rows_fused_1_4 : rows_fused_0_4)
-                               : (tq ? rows_fused_1_8 : rows_fused_0_8);
+#define DENSE(DT, NAME)                                                                  \
+    AVX2 static void rows_dense_##NAME(const rt_linear *l, uint64_t r, int nr, const float *x, float *y) \
+    {                                                                                    \
+        if (nr == RB)                                                                    \
+            rows_dense(l, r, RB, x, y, DT);                                              \
+        else                                                                             \
+            rows_dense(l, r, 1, x, y, DT);                                               \
     }
+DENSE(TQ_DT_F32, f32)
+DENSE(TQ_DT_BF16, bf16)
+DENSE(TQ_DT_F16, f16)
+
+/* AVX-512F: 8 rows of a K_FUSED 2- or 4-bit matrix, two per 16-float register (rows r+2p in
+ * lanes 0-7, r+2p+1 in lanes 8-15), each lane the portable a[k] of its row. One vpermps over
+ * 16 entries looks up a 4-bit codebook (the 2-bit one repeated four times: only the index's
+ * low 4 bits are read), so a block of 8 columns of two rows costs one broadcast, one masked
+ * broadcast, one shift, one permute, a multiply and an add. */
+AVX512 static INL void rows512(const rt_linear *l, uint64_t r, const float *x, const float *aux, float *y,
+                               const int tq, const int bits)
+{
+    __m512 cbz = _mm512_setzero_ps();
+    if (tq && bits == 4)
+        cbz = _mm512_loadu_ps(aux);
+    else if (tq)
+        cbz = _mm512_broadcast_f32x4(_mm_loadu_ps(aux));
+    const __m512i sh = bits == 4 ? _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28)
+                                 : _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i m = _mm512_set1_epi32(bits == 4 ? 15 : 3);
+    const uint32_t *w[8];
+    for (int i = 0; i < 8; i++)
+        w[i] = (const uint32_t *)l->w + (r + (uint64_t)i) * l->wpr;
+    __m128 acc0 = _mm_setzero_ps(), acc1 = _mm_setzero_ps();
+    const uint64_t G = l->group, ng = l->ngroups;
+    for (uint64_t g = 0; g < ng; g++) {
+        __m512 a[4];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < 8; i++)
+            _mm_prefetch((const char *)w[i] + (g * G * (uint64_t)bits) / 8 + PF_AHEAD(l), _MM_HINT_T0);
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < 4; p++)
+            a[p] = _mm512_setzero_ps();
+        for (uint64_t j = g * G; j < (g + 1) * G; j += 8) {
+            __m512 xv = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(x + j))));
+            _Pragma("GCC unroll 4")
+            for (int p = 0; p < 4; p++) {
+                uint32_t wa, wb;
+                if (bits == 4) {
+                    wa = w[2 * p][j >> 3];
+                    wb = w[2 * p + 1][j >> 3];
+                } else {
+                    wa = w[2 * p][j >> 4] >> ((j & 8) << 1);
+                    wb = w[2 * p + 1][j >> 4] >> ((j & 8) << 1);
+                }
+                __m512i v = _mm512_mask_set1_epi32(_mm512_set1_epi32((int)wa), 0xFF00, (int)wb);
+                v = _mm512_srlv_epi32(v, sh);
+                __m512 wv = tq ? _mm512_permutexvar_ps(v, cbz) : _mm512_cvtepi32_ps(_mm512_and_si512(v, m));
+                a[p] = _mm512_add_ps(a[p], _mm512_mul_ps(wv, xv));
+            }
+        }
+        __m256 lo[4], hi[4];
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < 4; p++) {
+            lo[p] = _mm512_castps512_ps256(a[p]);
+            hi[p] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[p]), 1));
+        }
+        /* rows r..r+3 are lo[0], hi[0], lo[1], hi[1]; r+4..r+7 lo[2], hi[2], lo[3], hi[3] */
+        acc0 = group4_avx2(l, r, g, acc0, hsum8x4_avx2(lo[0], hi[0], lo[1], hi[1]), aux, tq);
+        acc1 = group4_avx2(l, r + 4, g, acc1, hsum8x4_avx2(lo[2], hi[2], lo[3], hi[3]), aux, tq);
+    }
+    _mm_storeu_ps(y, acc0);
+    _mm_storeu_ps(y + 4, acc1);
+}
+
+#define FUSED512(TQ, BITS)                                                                        \
+    AVX512 static void rows512_##TQ##_##BITS(const rt_linear *l, uint64_t r, const float *x, const float *aux, \
+                                             float *y)                                            \
+    {                                                                                             \
+        rows512(l, r, x, aux, y, TQ, BITS);                                                       \
+    }
+FUSED512(1, 2)
+FUSED512(1, 4)
+FUSED512(0, 2)
+FUSED512(0, 4)
+
+/* Rows [b, en) by the x86 kernels when they take l (then 1, else 0), bias added as mv_task does.
+ * AVX-512 takes blocks of 8 rows of 2- and 4-bit matrices, AVX2 the rest by 4 rows, then 1. */
+static int mv_rows_x86(const rt_linear *l, uint64_t b, uint64_t en, const float *x, const float *aux, float *y)
+{
+    const int k = x86_kernel(l);
+    if (k == K_NONE)
+        return 0;
     uint64_t r = b;
-    for (; r + RB <= en; r += RB)
-        dense ? rows_dense_4(l, r, x, y + r) : fused(l, r, RB, x, aux, y + r);
-    for (; r < en; r++)
-        dense ? rows_dense_1(l, r, x, y + r) : fused(l, r, 1, x, aux, y + r);
+    if (k == K_FUSED) {
+        int tq = l->kind == RT_TQ;
+        if (simd_level >= 2 && l->bits != 8) {
+            void (*f512)(const rt_linear *, uint64_t, const float *, const float *, float *) =
+                l->bits == 2 ? (tq ? rows512_1_2 : rows512_0_2) : (tq ? rows512_1_4 : rows512_0_4);
+            for (; r + 8 <= en; r += 8)
+                f512(l, r, x, aux, y + r);
+        }
+        void (*fused)(const rt_linear *, uint64_t, int, const float *, const float *, float *) =
+            l->bits == 2 ? (tq ? rows_fused_1_2 : rows_fused_0_2)
+            : l->bits == 4 ? (tq ? rows_fused_1_4 : rows_fused_0_4)
+                           : (tq ? rows_fused_1_8 : rows_fused_0_8);
+        for (; r + RB <= en; r += RB)
+            fused(l, r, RB, x, aux, y + r);
+        for (; r < en; r++)
+            fused(l, r, 1, x, aux, y + r);
+    } else if (k == K_TQ3) {
+        for (; r + RB <= en; r += RB)
+            rows_tq3_4(l, r, x, aux, y + r);
+        for (; r < en; r++)
+            rows_tq3_1(l, r, x, aux, y + r);
+    } else if (k == K_DENSE) {
+        void (*dense)(const rt_linear *, uint64_t, int, const float *, float *) =
+            l->wdt == TQ_DT_F32 ? rows_dense_f32 : l->wdt == TQ_DT_BF16 ? rows_dense_bf16 : rows_dense_f16;
+        for (; r + RB <= en; r += RB)
+            dense(l, r, RB, x, y + r);
+        for (; r < en; r++)
+            dense(l, r, 1, x, y + r);
+    } else {
+        return -1; /* MXFP4: mv_task takes it row by row */
+    }
     if (l->bias)
         for (r = b; r < en; r++)
             y[r] += rt_load_f(l->biasdt, l->bias, r * (l->rstep ? l->rstep : 1));
@@ -462,8 +725,13 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
     struct mv_ctx *c = vctx;
     const rt_linear *l = c->l;
 #ifdef RT_AVX2
-    if (use_simd && mv_rows_avx2(l, b, en, c->x, c->aux, c->y))
-        return;
+    int mx = 0; /* MXFP4 rows by row_mxfp4_avx2 where their exponents allow */
+    if (simd_level >= 1) {
+        int k = mv_rows_x86(l, b, en, c->x, c->aux, c->y);
+        if (k > 0)
+            return;
+        mx = k < 0;
+    }
 #endif
     float *wv = NULL; /* [cols] one unpacked row (quantized kinds) */
     if (l->kind != RT_DENSE && !(wv = malloc(l->cols * sizeof *wv))) {
@@ -477,6 +745,11 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
         else if (l->kind == RT_AFFINE)
             v = row_affine(l, r, c->x, c->aux, c->lut, wv);
         else if (l->kind == RT_MXFP4) {
+#ifdef RT_AVX2
+            if (mx && mxfp4_row_plain(l, r))
+                row_mxfp4_avx2(l, r, c->x, &v);
+            else
+#endif
             if (row_mxfp4(l, r, c->x, wv, &v) != 0)
                 c->bad_scale = 1, v = 0; /* benign race: every writer stores 1 */
         }

@@ -147,6 +147,9 @@ typedef struct rt_scratch {
 
 float rt_f16(uint16_t h);
 void rt_kernels_init(void);
+/* The matvec kernels' SIMD level: 0 portable, 1 AVX2 or NEON, 2 AVX-512F (x86-64). max >= 0
+ * sets it to min(max, what the CPU has), for tests comparing the paths; returns the level. */
+int rt_kernels_simd(int max);
 float rt_load_f(tq_dtype dt, const void *p, uint64_t i);
 /* y[0..rows) = W x. x has cols entries. */
 int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scratch *s, tq_err *e);

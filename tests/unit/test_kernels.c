@@ -1,0 +1,280 @@
+/* runtime/kernels.c's SIMD matvec paths (AVX2 and AVX-512F on x86-64, NEON on arm64) against
+ * its portable C path, bit for bit, on random matrices of every kind and shape class. A
+ * consistency test (all paths are ours): the portable path is the reference that the decoder
+ * tests hold to independent oracles; here every other path must give the same bits, which is
+ * what makes logits independent of the CPU (docs/runtime.md, "Matvec summation orders").
+ * Single-threaded, so it also runs under qemu-user (make check-arm64). */
+#include "quant/quant.h"
+#include "runtime/rt_internal.h"
+#include "tests/unit/check.h"
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+static uint32_t r32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+
+/* A float of random sign and magnitude over a few binades, so that any change in the order of
+ * the sums changes the rounding. */
+static float rf(void)
+{
+    float m = (float)(r32() & 0xffffff) / 16777216.0f + 0.5f;
+    int e = (int)(r32() % 9) - 4;
+    return (r32() & 1 ? -m : m) * ldexpf(1.0f, e);
+}
+
+static void put_dt(tq_dtype dt, void *p, uint64_t i, float v)
+{
+    if (dt == TQ_DT_F32)
+        memcpy((char *)p + 4 * i, &v, 4);
+    else {
+        uint16_t h = dt == TQ_DT_F16 ? tq_f32_to_f16(v) : tq_f32_to_bf16(v);
+        memcpy((char *)p + 2 * i, &h, 2);
+    }
+}
+
+static rt_pool *POOL;
+static char name[160];
+
+/* y of l at every SIMD level the CPU has, each against level 0 (portable) bit for bit. */
+static void compare_levels(const rt_linear *l, const char *what)
+{
+    tq_err err = {0};
+    float *x = malloc(l->cols * sizeof *x), *y0 = calloc(l->rows, sizeof *y0), *y = calloc(l->rows, sizeof *y);
+    for (uint64_t j = 0; j < l->cols; j++)
+        x[j] = rf();
+    rt_scratch s0 = {0}, s1 = {0};
+    int hw = rt_kernels_simd(9);
+    rt_kernels_simd(0);
+    int rc0 = rt_matvec(POOL, l, x, y0, &s0, &err);
+    for (int lev = 1; lev <= hw; lev++) {
+        CHECK(rt_kernels_simd(lev) == lev);
+        memset(y, 0xa5, l->rows * sizeof *y);
+        int rc = rt_matvec(POOL, l, x, y, &s1, &err);
+        CHECKF(rc == rc0, "%s, level %d: rc %d, portable %d", what, lev, rc, rc0);
+        uint64_t bad = l->rows;
+        for (uint64_t r = 0; r < l->rows && bad == l->rows; r++)
+            if (memcmp(y + r, y0 + r, 4) != 0)
+                bad = r;
+        CHECKF(rc0 != 0 || bad == l->rows, "%s, SIMD level %d: row %llu is %a, portable %a", what, lev,
+               (unsigned long long)bad, bad < l->rows ? (double)y[bad] : 0.0, bad < l->rows ? (double)y0[bad] : 0.0);
+    }
+    rt_kernels_simd(hw);
+    free(s0.xr);
+    free(s1.xr);
+    free(x);
+    free(y0);
+    free(y);
+}
+
+static void fill_bias(rt_linear *l, void **bias, int with)
+{
+    *bias = NULL;
+    if (!with)
+        return;
+    uint64_t n = l->rows * (l->rstep ? l->rstep : 1);
+    *bias = malloc(n * 4);
+    for (uint64_t i = 0; i < n; i++)
+        put_dt(TQ_DT_F32, *bias, i, rf());
+    l->bias = *bias;
+    l->biasdt = TQ_DT_F32;
+}
+
+/* TurboQuant (tq) or MLX affine, BITS-bit indices in groups of GROUP, scales of dtype sdt. */
+static void quant_case(int tq, uint64_t bits, uint64_t rows, uint64_t cols, uint64_t group, tq_dtype sdt,
+                       int rot, int bias)
+{
+    rt_linear l = {0};
+    l.kind = tq ? RT_TQ : RT_AFFINE;
+    l.rows = rows;
+    l.cols = cols;
+    l.bits = bits;
+    l.group = group;
+    l.ngroups = cols / group;
+    uint64_t epw = 32 / bits;
+    l.wpr = (cols + epw - 1) / epw;
+    uint32_t *w = malloc(rows * l.wpr * 4);
+    for (uint64_t i = 0; i < rows * l.wpr; i++)
+        w[i] = r32(); /* unused high bits (3-bit) and tail indices random too */
+    void *sc = malloc(rows * l.ngroups * 4), *bi = malloc(rows * l.ngroups * 4), *cb = malloc(256 * 4),
+         *sg = malloc(cols * 4), *ob;
+    for (uint64_t i = 0; i < rows * l.ngroups; i++) {
+        put_dt(sdt, sc, i, rf());
+        put_dt(sdt, bi, i, rf());
+    }
+    for (uint64_t i = 0; i < 256; i++)
+        put_dt(TQ_DT_F32, cb, i, rf());
+    for (uint64_t j = 0; j < cols; j++)
+        put_dt(TQ_DT_F32, sg, j, r32() & 1 ? 1.0f : -1.0f);
+    l.w = w;
+    l.scales = sc;
+    l.sdt = sdt;
+    if (tq) {
+        l.codebook = cb;
+        l.cdt = TQ_DT_F32;
+        l.signs = sg;
+        l.gdt = TQ_DT_F32;
+        l.norot = !rot;
+    } else {
+        l.biases = bi;
+        l.zdt = sdt;
+    }
+    fill_bias(&l, &ob, bias);
+    snprintf(name, sizeof name, "%s %llu-bit [%llu, %llu] group %llu scales %s%s%s", tq ? "TurboQuant" : "affine",
+             (unsigned long long)bits, (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)group,
+             tq_dtype_name(sdt), rot ? " rotated" : "", bias ? " +bias" : "");
+    compare_levels(&l, name);
+    free(w);
+    free(sc);
+    free(bi);
+    free(cb);
+    free(sg);
+    free(ob);
+}
+
+static void test_turboquant(void)
+{
+    static const uint64_t bits[] = {2, 3, 4, 8};
+    for (int b = 0; b < 4; b++) {
+        /* 37 rows: blocks of 8 and of 4 and single rows; group 24 is not a multiple of 16
+         * (2-bit words straddle groups), 12 not of 8 (the portable path everywhere) */
+        quant_case(1, bits[b], 37, 240, 24, TQ_DT_F16, 0, 0);
+        quant_case(1, bits[b], 37, 320, 64, TQ_DT_BF16, 0, 1);
+        quant_case(1, bits[b], 21, 256, 32, TQ_DT_F32, 1, 0);
+        quant_case(1, bits[b], 19, 120, 12, TQ_DT_F16, 0, 0);
+        quant_case(1, bits[b], 16, 1024, 128, TQ_DT_F16, 1, 1);
+    }
+}
+
+static void test_affine(void)
+{
+    static const uint64_t bits[] = {2, 4, 8};
+    for (int b = 0; b < 3; b++) {
+        quant_case(0, bits[b], 37, 256, 64, TQ_DT_BF16, 0, 0);
+        quant_case(0, bits[b], 29, 320, 32, TQ_DT_F16, 0, 1);
+        quant_case(0, bits[b], 19, 240, 24, TQ_DT_F32, 0, 0);
+        quant_case(0, bits[b], 9, 120, 12, TQ_DT_F16, 0, 0);
+    }
+}
+
+static void dense_case(tq_dtype dt, uint64_t rows, uint64_t cols, int bias)
+{
+    rt_linear l = {0};
+    l.kind = RT_DENSE;
+    l.wdt = dt;
+    l.rows = rows;
+    l.cols = cols;
+    void *w = malloc(rows * cols * 4), *ob;
+    for (uint64_t i = 0; i < rows * cols; i++)
+        put_dt(dt, w, i, rf());
+    l.w = w;
+    fill_bias(&l, &ob, bias);
+    snprintf(name, sizeof name, "dense %s [%llu, %llu]%s", tq_dtype_name(dt), (unsigned long long)rows,
+             (unsigned long long)cols, bias ? " +bias" : "");
+    compare_levels(&l, name);
+    free(w);
+    free(ob);
+}
+
+static void test_dense(void)
+{
+    static const tq_dtype dts[] = {TQ_DT_F32, TQ_DT_BF16, TQ_DT_F16};
+    for (int d = 0; d < 3; d++) {
+        dense_case(dts[d], 37, 256, 0);
+        dense_case(dts[d], 13, 203, 1); /* a tail of 3 columns */
+        dense_case(dts[d], 6, 5, 0);    /* no whole block of 8 */
+    }
+}
+
+/* Every f16 value through the dense f16 kernel: row r holds half r in column 0 and +0 in the
+ * other 7, x is all ones, so y[r] is that half widened (NaNs, infinities, subnormals included):
+ * the SIMD widening (vcvtph2ps, NEON's fcvtl) against f16_table. */
+static void test_f16_every_value(void)
+{
+    rt_linear l = {0};
+    l.kind = RT_DENSE;
+    l.wdt = TQ_DT_F16;
+    l.rows = 65536;
+    l.cols = 8;
+    uint16_t *w = calloc(65536 * 8, 2);
+    for (uint32_t h = 0; h < 65536; h++)
+        w[h * 8] = (uint16_t)h;
+    l.w = w;
+    float x[8] = {1, 1, 1, 1, 1, 1, 1, 1}, *y0 = malloc(65536 * 4), *y = malloc(65536 * 4);
+    tq_err err = {0};
+    rt_scratch s = {0};
+    int hw = rt_kernels_simd(9);
+    rt_kernels_simd(0);
+    CHECK_OK(rt_matvec(POOL, &l, x, y0, &s, &err));
+    for (int lev = 1; lev <= hw; lev++) {
+        rt_kernels_simd(lev);
+        CHECK_OK(rt_matvec(POOL, &l, x, y, &s, &err));
+        CHECKF(memcmp(y, y0, 65536 * 4) == 0, "level %d widens some half differently", lev);
+    }
+    rt_kernels_simd(hw);
+    free(w);
+    free(y0);
+    free(y);
+    free(s.xr);
+}
+
+/* MXFP4 with random nibbles and block exponents 100..150, gpt-oss's interleaved rows (rstep 2)
+ * and not; then rows with exponents 253 (12·2^125 overflows) and 255 (NaN), which every path
+ * must refuse the same way. */
+static void mxfp4_case(uint64_t rows, uint64_t cols, uint64_t rstep, int bias, int badexp)
+{
+    rt_linear l = {0};
+    l.kind = RT_MXFP4;
+    l.rows = rows;
+    l.cols = cols;
+    l.rstep = rstep;
+    uint64_t nr = rows * (rstep ? rstep : 1), nb = cols / 32;
+    uint8_t *w = malloc(nr * cols / 2), *sc = malloc(nr * nb);
+    void *ob;
+    for (uint64_t i = 0; i < nr * cols / 2; i++)
+        w[i] = (uint8_t)r32();
+    for (uint64_t i = 0; i < nr * nb; i++)
+        sc[i] = (uint8_t)(100 + r32() % 51);
+    if (badexp)
+        sc[(rows / 2) * (rstep ? rstep : 1) * nb + 1] = (uint8_t)badexp;
+    l.w = w;
+    l.scales = sc;
+    fill_bias(&l, &ob, bias);
+    snprintf(name, sizeof name, "MXFP4 [%llu, %llu] rstep %llu%s exponent %d", (unsigned long long)rows,
+             (unsigned long long)cols, (unsigned long long)rstep, bias ? " +bias" : "", badexp);
+    compare_levels(&l, name);
+    free(w);
+    free(sc);
+    free(ob);
+}
+
+static void test_mxfp4(void)
+{
+    mxfp4_case(37, 256, 0, 0, 0);
+    mxfp4_case(19, 320, 2, 1, 0);
+    mxfp4_case(9, 64, 1, 0, 0);
+    mxfp4_case(9, 128, 0, 0, 252); /* the largest exponent the SIMD path takes */
+    mxfp4_case(9, 128, 0, 0, 253);
+    mxfp4_case(9, 128, 2, 0, 255);
+}
+
+int main(void)
+{
+    tq_err err = {0};
+    rt_kernels_init();
+    if (rt_pool_create(&POOL, 1, &err) != 0) {
+        printf("FAIL pool: %s\n", err.msg);
+        return 1;
+    }
+    printf("SIMD level of this CPU: %d (0 portable only, 1 AVX2 or NEON, 2 AVX-512F)\n", rt_kernels_simd(-1));
+    RUN(test_turboquant);
+    RUN(test_affine);
+    RUN(test_dense);
+    RUN(test_f16_every_value);
+    RUN(test_mxfp4);
+    rt_pool_destroy(POOL);
+    TEST_MAIN_END();
+}
