@@ -392,6 +392,11 @@ TQ_API int tq_gguf_read_raw(const tq_gguf_file *f, const tq_gguf_tensor *t, uint
  * directory has one. Warnings collected while opening (unknown architecture or tensor
  * names, quantized source tensors) live as long as the model; 0 for a non-GGUF model. */
 TQ_API size_t tq_gguf_model_warnings(const tq_model *m, const char *const **out);
+/* A GGUF architecture that is a family of the family table (formats/family.h gguf_arch) whose
+ * llama.cpp tensor names tq does not map to HuggingFace names (qwen3next, qwen35, qwen35moe,
+ * gemma4): 1, with why in msg (the family, the architectures tq does map); 0 otherwise (mapped,
+ * or no family: an unknown architecture keeps its names with a warning). */
+TQ_API int tq_gguf_family_unmapped(const char *arch, char *msg, size_t cap);
 /* A GGUF vocabulary as out[0] tokenizer.json, out[1] tokenizer_config.json, out[2]
  * generation_config.json (NULL where the file has nothing for it). A vocabulary tq cannot
  * describe (not gpt2/llama, or malformed metadata) gives NULLs and a warning in warn. -1 only

@@ -65,6 +65,24 @@ const tq_gguf_arch *tq_gguf_arch_find(const char *arch)
     return NULL;
 }
 
+int tq_gguf_family_unmapped(const char *arch, char *msg, size_t cap)
+{
+    const tq_family *fam = tq_family_by_gguf(arch);
+    if (cap)
+        msg[0] = 0;
+    if (!fam || tq_gguf_arch_find(arch))
+        return 0;
+    size_t n = (size_t)snprintf(msg, cap,
+                                "GGUF architecture '%s' is the %s family, but tq does not map its llama.cpp tensor "
+                                "names to HuggingFace names (tq maps ",
+                                arch, fam->name);
+    for (size_t i = 0; i < sizeof archs / sizeof *archs && n < cap; i++)
+        n += (size_t)snprintf(msg + n, cap - n, "%s%s", i ? ", " : "", gguf_of(&archs[i]));
+    if (n < cap)
+        snprintf(msg + n, cap - n, "): convert the %s HuggingFace checkpoint instead", fam->name);
+    return 1;
+}
+
 int tq_gguf_arch_permutes_qk(const tq_gguf_arch *a)
 {
     return a && ((const arch_info *)a)->permute_qk;

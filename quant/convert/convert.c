@@ -330,6 +330,19 @@ static int copy_warnings(const tq_model *m, tq_convert_report *r, tq_err *e)
     return 0;
 }
 
+/* A GGUF of a table family whose tensor names tq does not map (qwen3next: llama.cpp's
+ * Gated DeltaNet names): the output would keep GGUF names under a config tq-run cannot
+ * place, so it is refused, naming the family and the architectures tq maps. --keep-names
+ * asks for the GGUF names: then it goes through with the warnings. */
+static int refuse_unmapped_gguf(const tq_model *m, const char *input, const tq_convert_opts *o, tq_err *e)
+{
+    const cJSON *ga = cJSON_GetObjectItemCaseSensitive(m->config, "gguf_architecture");
+    char msg[512];
+    if (o->keep_names || !cJSON_IsString(ga) || !tq_gguf_family_unmapped(ga->valuestring, msg, sizeof msg))
+        return 0;
+    return tq_fail(e, TQ_EUNSUP, "%s: %s (or keep the GGUF names with --keep-names)", input, msg);
+}
+
 /* A model whose family tq-run cannot decode (phi3, an unknown model_type): converting it
  * works, running the output will not; say so before anyone finds out later. The decoder's
  * own capability decides (runtime/runtime.h tq_run_decode_warning), not a list here. */
@@ -449,7 +462,7 @@ static int convert(const char *input, const char *out_dir, const tq_convert_opts
     int rc = -1;
     if (tq_out_dir_check(out, input, o->force, e) || tq_sources_add(&src, input, e) ||
         tq_model_open_ex(&m, input, TQ_MODEL_NO_SPLIT | (o->keep_names ? TQ_MODEL_KEEP_NAMES : 0), e) || copy_warnings(m, r, e) ||
-        warn_not_decodable(m, r, e) || cv_plan_build(&plan, m, &po, e) || cv_fit(&plan, e))
+        refuse_unmapped_gguf(m, input, o, e) || warn_not_decodable(m, r, e) || cv_plan_build(&plan, m, &po, e) || cv_fit(&plan, e))
         goto done;
     if (!plan.n_decls) {
         tq_fail(e, TQ_EDATA, "%s: no tensors", input);

@@ -120,6 +120,59 @@ static void test_gguf_arch(void)
     CHECKF(mapped >= 7, "only %d families' GGUF architectures mapped", mapped);
 }
 
+static tq_convert_opts copts(void);
+
+/* A row whose GGUF architecture tq does not map (qwen3next, qwen35, qwen35moe, gemma4): tq-convert
+ * refuses such a GGUF (exit 1 from tq-convert), naming the family and the architectures it
+ * maps, where it used to warn "no HF name mapping", exit 0 and write a directory tq-run then
+ * refused; with --keep-names the GGUF names go through as asked. The tensors are llama.cpp's
+ * names for a Qwen3-Next layer (src/llama-arch.cpp, LLM_TENSOR_NAMES: LLM_TENSOR_SSM_CONV1D
+ * "blk.%d.ssm_conv1d", LLM_TENSOR_TOKEN_EMBD "token_embd"). An unknown architecture (no row)
+ * still keeps its names with a warning (test_gguf_model). */
+static void test_gguf_unmapped_refused(void)
+{
+    int refused = 0;
+    for (int id = 0; id < TQ_FAM_COUNT; id++) {
+        const tq_family *f = tq_family_get((tq_family_id)id);
+        if (!f->gguf_arch || tq_gguf_arch_find(f->gguf_arch))
+            continue;
+        gw w;
+        gw_init(&w);
+        gw_kv_str(&w, "general.architecture", f->gguf_arch);
+        float v[64] = {0};
+        for (int i = 0; i < 64; i++)
+            v[i] = (float)(i % 7) - 3.0f;
+        uint64_t ne1[1] = {64}, ne2[2] = {4, 16};
+        gw_tensor_add(&w, "blk.0.ssm_conv1d.weight", 2, ne2, 0, v, sizeof v);
+        gw_tensor_add(&w, "token_embd.weight", 1, ne1, 0, v, sizeof v);
+        char path[512], out[512];
+        snprintf(path, sizeof path, "%s/ft-unmapped-%s.gguf", t_tmpdir(), f->name);
+        snprintf(out, sizeof out, "%s/ft-unmapped-%s", t_tmpdir(), f->name);
+        CHECK(gw_write(&w, path) == 0);
+        gw_free(&w);
+        tq_convert_opts o = copts();
+        tq_convert_report r;
+        tq_err e = {0};
+        int rc = tq_convert(path, out, &o, &r, &e);
+        char want[160];
+        snprintf(want, sizeof want, "GGUF architecture '%s' is the %s family, but tq does not map", f->gguf_arch,
+                 f->name);
+        CHECKF(rc != 0 && e.code == TQ_EUNSUP && strstr(e.msg, want) && strstr(e.msg, "tq maps llama, qwen2,") &&
+                   strstr(e.msg, path),
+               "%s: rc %d: %s", f->gguf_arch, rc, e.msg);
+        if (rc == 0)
+            tq_convert_report_free(&r);
+        refused += rc != 0;
+        o.keep_names = 1;
+        memset(&e, 0, sizeof e);
+        rc = tq_convert(path, out, &o, &r, &e);
+        CHECKF(rc == 0, "%s --keep-names: %s", f->gguf_arch, e.msg);
+        if (rc == 0)
+            tq_convert_report_free(&r);
+    }
+    CHECKF(refused >= 1 && tq_gguf_family_unmapped("qwen3next", (char[8]){0}, 8) == 1, "refused %d", refused);
+}
+
 static tq_convert_opts copts(void)
 {
     tq_convert_opts o;
@@ -217,6 +270,7 @@ int main(void)
     RUN(test_rows_named);
     RUN(test_decodable_list);
     RUN(test_gguf_arch);
+    RUN(test_gguf_unmapped_refused);
     RUN(test_every_row_end_to_end);
     TEST_MAIN_END();
 }
