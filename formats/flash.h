@@ -114,8 +114,26 @@ typedef struct tq_flash_layer {
 } tq_flash_layer;
 
 /* FUSED: the source stacked its experts in the family's fused tensors (HF gate_up_proj /
- * down_proj, gpt-oss MXFP4 _blocks/_scales/_bias); they come back only under those names. */
-enum tq_naming { TQ_NAMING_SOURCE = 0, TQ_NAMING_HF = 1, TQ_NAMING_MLX = 2, TQ_NAMING_FUSED = 3 };
+ * down_proj, gpt-oss MXFP4 _blocks/_scales/_bias); they come back only under those names.
+ * FUSED_XW ("fused_xw"): the source held them as transformers saves gpt-oss in float
+ * (formats/family.h, xw_fused); the layer file holds mlx-lm's per-expert gate_proj, up_proj
+ * and down_proj (.weight, .bias), made with tq_flash_xw_part, and they come back under the
+ * source names (the inverse gather) or mlx-lm's (--naming mlx). */
+enum tq_naming { TQ_NAMING_SOURCE = 0, TQ_NAMING_HF = 1, TQ_NAMING_MLX = 2, TQ_NAMING_FUSED = 3, TQ_NAMING_FUSED_XW = 4 };
+
+/* One expert of an xw_fused family (transformers' GptOssExperts, models/gpt_oss/
+ * modeling_gpt_oss.py: gate_up_proj [E, H, 2I] and down_proj [E, I, H] used as x @ W, gate =
+ * gate_up[..., ::2], up = gate_up[..., 1::2]; gate_up_proj_bias [E, 2I] likewise) in mlx-lm's
+ * per-expert layout: part k (TQ_XW_GATE_W ...) is [rows, cols] (cols 1 for a bias) and its
+ * element (r, c) is element first + r * rstep + c * cstride of the stored expert slice
+ * (gate_up_proj[e] for the gate and up parts, down_proj[e] for the down weight). */
+enum { TQ_XW_GATE_W, TQ_XW_UP_W, TQ_XW_DOWN_W, TQ_XW_GATE_B, TQ_XW_UP_B, TQ_XW_NPARTS };
+typedef struct tq_xw_part {
+    uint64_t rows, cols, first, rstep, cstride;
+} tq_xw_part;
+TQ_API tq_xw_part tq_flash_xw_part(int k, uint64_t I, uint64_t H);
+/* out[r * cols + c] = src[first + r * rstep + c * cstride], elements of esz bytes. */
+TQ_API void tq_flash_xw_gather(const tq_xw_part *p, const void *src, size_t esz, void *out);
 
 typedef struct tq_flash_manifest {
     int kind;                       /* TQ_FLASH_MOE or TQ_FLASH_DENSE */

@@ -141,8 +141,10 @@ static int load(tq_flash_manifest *m, const char *path, tq_err *e)
             L->naming = TQ_NAMING_MLX;
         else if (strcmp(naming->valuestring, "fused") == 0)
             L->naming = TQ_NAMING_FUSED;
+        else if (strcmp(naming->valuestring, "fused_xw") == 0 && m->kind == TQ_FLASH_MOE)
+            L->naming = TQ_NAMING_FUSED_XW;
         else
-            BAD("%s: layers[%zu]: naming must be \"hf\", \"mlx\" or \"fused\"", path, m->n_layers);
+            BAD("%s: layers[%zu]: naming must be \"hf\", \"mlx\", \"fused\" or \"fused_xw\"", path, m->n_layers);
         if (!(L->file = tq_strdup(file->valuestring, e)) || !(L->prefix = tq_strdup(prefix->valuestring, e)))
             return -1;
         m->n_layers++;

@@ -14,6 +14,13 @@ typedef struct vtensor {
     size_t layer;                  /* index into layers */
     size_t tensor;                 /* index into that header's tensors */
     int64_t expert;                /* HF per-expert: the expert; -1: stacked (moe) or dense */
+    /* naming fused_xw under the source names: per expert [A, B] (a bias: A = 1), element
+     * (a, b) is element col * A + a of layer tensor `tensor` (b even or not interleaved) or
+     * `tensor2` (b odd, interleaved), col = b / 2 interleaved, else b (formats/flash.h,
+     * tq_flash_xw_part inverted) */
+    int xw, interleaved;
+    size_t tensor2;
+    uint64_t A, B;
 } vtensor;
 
 typedef struct split_src {
@@ -27,6 +34,35 @@ typedef struct split_src {
     char **names;
 } split_src;
 
+/* A fused_xw tensor under its source name (vtensor): expert x's slice rebuilt from its block
+ * (both layer tensors read whole), bytes [within, within + n) of it copied to p. */
+static int xw_read(const split_src *s, const vtensor *v, uint64_t x, uint64_t within, size_t n, char *p, tq_err *e)
+{
+    const tq_flash_header *h = &s->hdrs[v->layer];
+    const tq_flash_tensor *t[2] = {&h->tensors[v->tensor], &h->tensors[v->interleaved ? v->tensor2 : v->tensor]};
+    size_t esz = tq_dtype_size(t[0]->dtype);
+    uint64_t j0 = within / esz, j1 = (within + n + esz - 1) / esz;
+    unsigned char *src[2] = {tq_malloc((size_t)t[0]->nbytes, e), NULL}, *tmp = NULL;
+    int rc = -1;
+    if (!src[0] || !(src[1] = tq_malloc((size_t)t[1]->nbytes, e)) || !(tmp = tq_malloc((size_t)((j1 - j0) * esz), e)))
+        goto out;
+    for (int k = 0; k < 2; k++)
+        if (tq_pread_full(s->fds[v->layer], src[k], (size_t)t[k]->nbytes,
+                          h->data_start + x * h->expert_block_size + t[k]->offset, s->paths[v->layer], e) != 0)
+            goto out;
+    for (uint64_t j = j0; j < j1; j++) {
+        uint64_t a = j / v->B, b = j % v->B, k = v->interleaved ? b & 1 : 0, col = v->interleaved ? b >> 1 : b;
+        memcpy(tmp + (j - j0) * esz, src[k] + (col * v->A + a) * esz, esz);
+    }
+    memcpy(p, tmp + (within - j0 * esz), n);
+    rc = 0;
+out:
+    free(src[0]);
+    free(src[1]);
+    free(tmp);
+    return rc;
+}
+
 static int src_read(const tq_tensor_source *s_, uint64_t index, uint64_t off, void *buf, size_t len, tq_err *e)
 {
     const split_src *s = (const split_src *)s_;
@@ -37,7 +73,7 @@ static int src_read(const tq_tensor_source *s_, uint64_t index, uint64_t off, vo
     const tq_flash_tensor *t = &h->tensors[v->tensor];
     int fd = s->fds[v->layer];
     const char *path = s->paths[v->layer];
-    uint64_t total = t->nbytes, end;
+    uint64_t total = v->xw ? v->A * v->B * tq_dtype_size(t->dtype) : t->nbytes, per = total, end;
     if (h->kind == TQ_FLASH_MOE && v->expert < 0 && tq_mul_u64(total, h->num_experts, &total) != 0)
         return tq_fail(e, TQ_EDATA, "%s: size overflows", path);
     if (tq_add_u64(off, len, &end) != 0 || end > total)
@@ -51,9 +87,10 @@ static int src_read(const tq_tensor_source *s_, uint64_t index, uint64_t off, vo
     /* stacked: expert x's slice of the tensor is x's block at the tensor's inner offset */
     char *p = buf;
     while (len) {
-        uint64_t x = off / t->nbytes, within = off % t->nbytes;
-        size_t n = t->nbytes - within < len ? (size_t)(t->nbytes - within) : len;
-        if (tq_pread_full(fd, p, n, h->data_start + x * h->expert_block_size + t->offset + within, path, e) != 0)
+        uint64_t x = off / per, within = off % per;
+        size_t n = per - within < len ? (size_t)(per - within) : len;
+        if (v->xw ? xw_read(s, v, x, within, n, p, e) != 0
+                  : tq_pread_full(fd, p, n, h->data_start + x * h->expert_block_size + t->offset + within, path, e) != 0)
             return -1;
         p += n;
         off += n;
@@ -157,8 +194,53 @@ static int add_vt(split_src *s, size_t cap, size_t layer, size_t tensor, int64_t
         free(name);
         return tq_fail(e, TQ_EDATA, "split: too many tensors");
     }
-    s->vt[s->n_vt] = (vtensor){layer, tensor, expert};
+    s->vt[s->n_vt] = (vtensor){.layer = layer, .tensor = tensor, .expert = expert};
     s->names[s->n_vt++] = name;
+    return 0;
+}
+
+/* A fused_xw layer (formats/flash.h) under its source names: transformers' gpt-oss
+ * experts.gate_up_proj [E, H, 2I], gate_up_proj_bias [E, 2I], down_proj [E, I, H] and
+ * down_proj_bias [E, H], rebuilt from the block's mlx-lm gate/up/down tensors, which must be
+ * exactly those six with the shapes one I and one H give. */
+static int add_xw_layer(split_src *s, size_t cap, size_t i, const char *prefix, const tq_family *f, tq_err *e)
+{
+    const tq_flash_header *h = &s->hdrs[i];
+    static const char *const tails[6] = {"gate_proj.weight", "gate_proj.bias", "up_proj.weight",
+                                         "up_proj.bias", "down_proj.weight", "down_proj.bias"};
+    size_t at[6];
+    for (int k = 0; k < 6; k++) {
+        at[k] = h->n_tensors;
+        for (size_t j = 0; j < h->n_tensors; j++)
+            if (!strcmp(tail_of(h->tensors[j].name), tails[k]))
+                at[k] = j;
+    }
+    const tq_flash_tensor *g = at[0] < h->n_tensors ? &h->tensors[at[0]] : NULL;
+    uint64_t I = g ? g->shape[0] : 0, H = g ? g->shape[1] : 0;
+    int ok = h->n_tensors == 6 && g && g->ndim == 2;
+    for (int k = 0; ok && k < 6; k++) {
+        const tq_flash_tensor *t = &h->tensors[at[k]];
+        int w = !(k & 1);
+        uint64_t rows = k < 4 ? I : H, cols = k < 4 ? H : I;
+        ok = at[k] < h->n_tensors && t->ndim == (w ? 2 : 1) && t->shape[0] == rows && (!w || t->shape[1] == cols) &&
+             (k < 2 || k > 3 || t->dtype == h->tensors[at[k - 2]].dtype); /* up as gate, interleaved with it */
+    }
+    if (!ok)
+        return tq_fail(e, TQ_EDATA, "%s: a layer of naming fused_xw holds exactly gate_proj, up_proj and down_proj "
+                       ".weight and .bias ([I, H], [I], [I, H], [I], [H, I], [H]; up of gate's dtypes)", s->paths[i]);
+    const char *blk = *f->moe_block ? f->moe_block : "";
+    static const char *const names[4] = {"gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias"};
+    const vtensor vt[4] = {{i, at[0], -1, 1, 1, at[2], H, 2 * I}, {i, at[1], -1, 1, 1, at[3], 1, 2 * I},
+                           {i, at[4], -1, 1, 0, 0, I, H}, {i, at[5], -1, 0, 0, 0, 0, 0}};
+    for (int k = 0; k < 4; k++) {
+        if (s->n_vt >= cap)
+            return tq_fail(e, TQ_EDATA, "split: too many tensors");
+        char *name = tq_asprintf(e, "%s%s%sexperts.%s", prefix, blk, *blk ? "." : "", names[k]);
+        if (!name)
+            return -1;
+        s->vt[s->n_vt] = vt[k];
+        s->names[s->n_vt++] = name;
+    }
     return 0;
 }
 
@@ -201,6 +283,11 @@ static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const 
         const tq_flash_layer *L = &man->layers[i];
         const tq_flash_header *h = &s->hdrs[i];
         int nm = naming == TQ_NAMING_SOURCE ? L->naming : naming;
+        if (nm == TQ_NAMING_FUSED_XW) {
+            if (add_xw_layer(s, cap, i, L->prefix, f, e) != 0)
+                return -1;
+            continue;
+        }
         for (size_t k = 0; k < h->n_tensors; k++) {
             const char *tail = tail_of(h->tensors[k].name);
             int dense = h->kind == TQ_FLASH_DENSE;
@@ -241,6 +328,13 @@ static int build(tq_model *m, split_src *s, const tq_flash_manifest *man, const 
         for (int d = 0; d < ti->ndim; d++)
             ti->nelem *= ti->shape[d]; /* bounded: nbytes * num_experts was overflow-checked */
         ti->nbytes = stacked ? t->nbytes * h->num_experts : t->nbytes;
+        if (v->xw) { /* [E, A, B], a bias [E, B] (add_xw_layer) */
+            ti->ndim = v->A == 1 ? 2 : 3;
+            ti->shape[1] = v->A == 1 ? v->B : v->A;
+            ti->shape[2] = v->A == 1 ? 0 : v->B;
+            ti->nelem = h->num_experts * v->A * v->B;
+            ti->nbytes = ti->nelem * tq_dtype_size(t->dtype);
+        }
         m->tensors[n].src = &s->base;
         m->tensors[n].src_index = i;
     }

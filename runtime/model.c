@@ -327,6 +327,61 @@ static int bind_mxfp4(tq_runner *r, uint64_t l, const char *experts, rt_emat *em
     return 0;
 }
 
+/* gpt-oss as transformers saves it in float (formats/family.h, xw_fused; transformers
+ * models/gpt_oss/modeling_gpt_oss.py, GptOssExperts: gate_up_proj [E, H, 2I] and down_proj
+ * [E, I, H] used as x @ W, gate = [..., ::2], up = [..., 1::2], biases gate_up_proj_bias
+ * [E, 2I] interleaved the same way and down_proj_bias [E, H]): made at load into mlx-lm's
+ * stacked gate/up/down [E, out, in] (rt_store_get_xw), the layout bind_stacked reads, so the
+ * matvecs are the ones a converted or split model runs. */
+static int bind_xw(tq_runner *r, const char *gu_name, const char *down_name, rt_emat *em[3], tq_err *e)
+{
+    const rt_config *c = &r->c;
+    uint64_t E = c->experts, I = c->moe_inter, H = c->hidden;
+    char bname[2][320], full[512];
+    const char *nm[4] = {gu_name, bname[0], down_name, bname[1]};
+    const uint64_t want[4][3] = {{E, H, 2 * I}, {E, 2 * I, 0}, {E, I, H}, {E, H, 0}};
+    snprintf(bname[0], sizeof bname[0], "%s_bias", gu_name);
+    snprintf(bname[1], sizeof bname[1], "%s_bias", down_name);
+    rt_tensor raw[4];
+    for (int k = 0; k < 4; k++) {
+        int rc = rt_store_get_info(r->store, nm[k], &raw[k], e);
+        int nd = want[k][2] ? 3 : 2, ok = rc > 0 && raw[k].ndim == nd && is_float(raw[k].dt);
+        for (int d = 0; ok && d < nd; d++)
+            ok = raw[k].shape[d] == want[k][d];
+        if (rc < 0)
+            return -1;
+        if (!ok)
+            return tq_fail(e, TQ_EDATA, "tensor '%s': %s floats [%llu, %llu%s%llu] (%s experts as transformers saves "
+                           "them, used as x @ W; num_local_experts, hidden_size and intermediate_size of config.json)",
+                           rt_store_name(r->store, nm[k], full, sizeof full), rc ? "expected" : "missing; expected",
+                           (unsigned long long)want[k][0], (unsigned long long)want[k][1], nd == 3 ? ", " : "",
+                           nd == 3 ? (unsigned long long)want[k][2] : 0ull, c->fam->name);
+    }
+    static const int wpart[3] = {TQ_XW_GATE_W, TQ_XW_UP_W, TQ_XW_DOWN_W}, bpart[2] = {TQ_XW_GATE_B, TQ_XW_UP_B};
+    for (int k = 0; k < 3; k++) {
+        rt_tensor w, b;
+        if (rt_store_get_xw(r->store, k == 2 ? down_name : gu_name, wpart[k], E, I, H, &w, e) < 0 ||
+            (k < 2 ? rt_store_get_xw(r->store, bname[0], bpart[k], E, I, H, &b, e)
+                   : rt_store_get(r->store, bname[1], &b, e)) < 0)
+            return -1;
+        rt_tensor w1 = w, b1 = b; /* one expert's slice */
+        w1.ndim = 2, w1.shape[0] = w.shape[1], w1.shape[1] = w.shape[2], w1.nbytes = w.nbytes / E;
+        b1.ndim = 1, b1.shape[0] = b.shape[1], b1.nbytes = b.nbytes / E;
+        rt_parts pp = {.w = &w1, .bias = &b1};
+        char module[320];
+        snprintf(module, sizeof module, "%s.%s", k == 2 ? down_name : gu_name, proj_name[k]);
+        if (rt_linear_from_parts(rt_store_name(r->store, module, full, sizeof full), &pp, k == 2 ? H : I,
+                                 k == 2 ? I : H, 0, 0, &em[k]->t, e) != 0)
+            return -1;
+        note_kind(r, &em[k]->t);
+        em[k]->base[0] = w.data;
+        em[k]->stride[0] = w1.nbytes;
+        em[k]->base[3] = b.data;
+        em[k]->stride[3] = b1.nbytes;
+    }
+    return 0;
+}
+
 /* Routed experts, resident: stacked (MLX), fused (HF qwen3_5_moe), MXFP4 (HF gpt-oss) or one
  * tensor set per expert (HF). */
 static int load_experts_resident(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *e)
@@ -351,13 +406,8 @@ static int load_experts_resident(tq_runner *r, uint64_t l, rt_emat *em[3], tq_er
     }
     snprintf(wname, sizeof wname, "model.layers.%llu.%s.gate_up_proj", (unsigned long long)l, nm->experts);
     snprintf(down, sizeof down, "model.layers.%llu.%s.down_proj", (unsigned long long)l, nm->experts);
-    if ((rc = has_tensor(r, wname, NULL, e)) != 0 && c->fam->xw_fused) { /* formats/family.h: x @ W */
-        char full[512];
-        return rc < 0 ? -1 : tq_fail(e, TQ_EUNSUP, "tensor '%s': the %s experts as transformers saves them in float "
-                                     "([experts, in, out], used as x @ W, gate and up interleaved) are not read by "
-                                     "tq-run: convert the model first (tq-convert; --keep . keeps every tensor float)",
-                                     rt_store_name(r->store, wname, full, sizeof full), c->fam->name);
-    }
+    if ((rc = has_tensor(r, wname, NULL, e)) != 0 && c->fam->xw_fused) /* formats/family.h: x @ W */
+        return rc < 0 ? -1 : bind_xw(r, wname, down, em, e);
     if (rc != 0)
         return rc < 0 || bind_fused(r, wname, down, em, e) < 0 ? -1 : 0;
     if (c->fam->store == TQ_EXP_MXFP4) {

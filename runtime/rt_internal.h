@@ -212,6 +212,15 @@ void rt_store_close(rt_store *s);
 /* 1 and *t filled when present, 0 when absent, -1 on error. name is without the prefix. */
 int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e);
 uint64_t rt_store_bytes(const rt_store *s);
+/* A gpt-oss expert tensor saved by transformers in float (x @ W, formats/family.h xw_fused),
+ * name without the prefix, made into part `part` (TQ_XW_*, formats/flash.h) of mlx-lm's layout
+ * for all E experts: [E, rows, cols] (a bias [E, rows]) in the stored dtype, built once at load
+ * in the store's memory (the stored tensor itself is read expert by expert, not kept). The
+ * caller has checked the stored shape against E, I and H. 1 filled, 0 absent, -1 error. */
+/* rt_store_get's dtype and shape of a model tensor, without reading it (data NULL). */
+int rt_store_get_info(rt_store *s, const char *name, rt_tensor *t, tq_err *e);
+int rt_store_get_xw(rt_store *s, const char *name, int part, uint64_t E, uint64_t I, uint64_t H, rt_tensor *t,
+                    tq_err *e);
 /* Once everything resident is loaded: drop the files' pages from the OS page cache (the
  * data now lives in our buffers; a streaming engine should not hold it twice). */
 void rt_store_drop_cache(rt_store *s);

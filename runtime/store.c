@@ -20,6 +20,10 @@ struct rt_store {
     int *ffn_fd;
     char **ffn_path;
     void ***ffn_data;
+    /* tensors made at load (rt_store_get_xw), kept for rt_store_region and freed on close */
+    size_t n_made;
+    void **made;
+    uint64_t *made_bytes;
 };
 
 /* A tensor's memory: whole pages, page-aligned, so that a GPU backend can map it in place
@@ -154,6 +158,10 @@ void rt_store_close(rt_store *s)
         if (s->ffn_path)
             free(s->ffn_path[l]);
     }
+    for (size_t i = 0; i < s->n_made; i++)
+        free(s->made[i]);
+    free(s->made);
+    free(s->made_bytes);
     free(s->ffn);
     free(s->ffn_fd);
     free(s->ffn_path);
@@ -194,6 +202,9 @@ int rt_store_region(const rt_store *s, const void *p, const void **base, uint64_
         for (size_t i = 0; s->ffn_data && s->ffn_data[l] && i < s->ffn[l].n_tensors; i++)
             if (in_alloc(p, s->ffn_data[l][i], s->ffn[l].tensors[i].nbytes, base, n))
                 return 1;
+    for (size_t i = 0; i < s->n_made; i++)
+        if (in_alloc(p, s->made[i], s->made_bytes[i], base, n))
+            return 1;
     return 0;
 }
 
@@ -284,5 +295,70 @@ int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
     memcpy(t->shape, mt->info.shape, sizeof t->shape);
     t->nbytes = mt->info.nbytes;
     t->data = s->data[i];
+    return 1;
+}
+
+int rt_store_get_xw(rt_store *s, const char *name, int part, uint64_t E, uint64_t I, uint64_t H, rt_tensor *t,
+                    tq_err *e)
+{
+    char full[512];
+    if (strlen(name) + sizeof s->root >= sizeof full)
+        return tq_fail(e, TQ_EDATA, "tensor name too long: %s", name);
+    const tq_model_tensor *mt = tq_model_find(s->m, rt_store_name(s, name, full, sizeof full));
+    if (!mt)
+        return 0;
+    const tq_xw_part p = tq_flash_xw_part(part, I, H);
+    size_t esz = tq_dtype_size(mt->info.dtype);
+    uint64_t in = mt->info.nbytes / (E ? E : 1), out = p.rows * p.cols * esz; /* bytes per expert */
+    void **made = realloc(s->made, (s->n_made + 1) * sizeof *made);
+    if (made)
+        s->made = made;
+    uint64_t *mb = made ? realloc(s->made_bytes, (s->n_made + 1) * sizeof *mb) : NULL;
+    if (mb)
+        s->made_bytes = mb;
+    unsigned char *buf = mb ? alloc_pages(E * out, e) : NULL, *slice = buf ? tq_malloc((size_t)in, e) : NULL;
+    if (!made || !mb) {
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+        return -1;
+    }
+    if (!slice) {
+        free(buf);
+        return -1;
+    }
+    for (uint64_t x = 0; x < E; x++) {
+        if (tq_model_read(mt, x * in, slice, (size_t)in, e) != 0) {
+            free(slice);
+            free(buf);
+            return -1;
+        }
+        tq_flash_xw_gather(&p, slice, esz, buf + x * out);
+    }
+    free(slice);
+    s->made[s->n_made] = buf;
+    s->made_bytes[s->n_made++] = E * out;
+    s->bytes += E * out;
+    t->dt = mt->info.dtype;
+    t->ndim = p.cols == 1 && part > TQ_XW_DOWN_W ? 2 : 3;
+    t->shape[0] = E;
+    t->shape[1] = p.rows;
+    t->shape[2] = t->ndim == 3 ? p.cols : 0;
+    t->nbytes = E * out;
+    t->data = buf;
+    return 1;
+}
+
+int rt_store_get_info(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
+{
+    char full[512];
+    if (strlen(name) + sizeof s->root >= sizeof full)
+        return tq_fail(e, TQ_EDATA, "tensor name too long: %s", name);
+    const tq_model_tensor *mt = tq_model_find(s->m, rt_store_name(s, name, full, sizeof full));
+    if (!mt)
+        return 0;
+    t->dt = mt->info.dtype;
+    t->ndim = mt->info.ndim;
+    memcpy(t->shape, mt->info.shape, sizeof t->shape);
+    t->nbytes = mt->info.nbytes;
+    t->data = NULL;
     return 1;
 }

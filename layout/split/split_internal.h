@@ -13,12 +13,15 @@ typedef struct split_slot {
     const tq_model_tensor *stacked;       /* MLX: one tensor, expert axis first */
     const tq_model_tensor **per_expert;   /* HF: [num_experts] tensors (or the dense tensor at [0]) */
     uint64_t expert_bytes;                /* bytes of one expert's slice */
+    int xw;                               /* FUSED_XW: 1 + TQ_XW_* when the block tensor is
+                                           * gathered from the stacked slice (xwp); 0 = copied */
+    tq_xw_part xwp;
 } split_slot;
 
 typedef struct split_layer {
     uint32_t layer;
     char *prefix;                         /* "model.layers.3." */
-    int naming;                           /* TQ_NAMING_HF / TQ_NAMING_MLX */
+    int naming;                           /* TQ_NAMING_HF / _MLX / _FUSED / _FUSED_XW */
     int n_slots;
     split_slot slots[TQ_FLASH_NSLOTS];
     char *file;                           /* "experts/layer_03.bin" */

@@ -14,17 +14,39 @@ typedef struct moe_job {
     out_file *of;
 } moe_job;
 
+/* A gathered slot (FUSED_XW): the expert's stored slice, read once per block for the slots
+ * that share it (gate and up come from one gate_up_proj slice), then gathered. */
+static int fill_xw(const split_slot *sl, uint64_t x, unsigned char *dst, const void **cache_t, unsigned char **cache,
+                   tq_err *e)
+{
+    int i = 0;
+    while (cache_t[i] && cache_t[i] != sl->stacked)
+        i++;
+    if (!cache_t[i]) {
+        if (!(cache[i] = tq_malloc((size_t)sl->expert_bytes, e)) ||
+            tq_model_read(sl->stacked, x * sl->expert_bytes, cache[i], (size_t)sl->expert_bytes, e) != 0)
+            return -1;
+        cache_t[i] = sl->stacked;
+    }
+    tq_flash_xw_gather(&sl->xwp, cache[i], tq_dtype_size(sl->stacked->info.dtype), dst);
+    return 0;
+}
+
 static int fill_block(const split_layer *L, uint64_t x, unsigned char *buf, tq_err *e)
 {
-    for (int s = 0; s < L->n_slots; s++) {
+    const void *cache_t[TQ_FLASH_NSLOTS + 1] = {0};
+    unsigned char *cache[TQ_FLASH_NSLOTS + 1] = {0};
+    int rc = 0;
+    for (int s = 0; s < L->n_slots && rc == 0; s++) {
         const split_slot *sl = &L->slots[s];
         const tq_flash_tensor *t = &L->hdr.tensors[s];
-        int rc = sl->stacked ? tq_model_read(sl->stacked, x * sl->expert_bytes, buf + t->offset, (size_t)t->nbytes, e)
-                             : tq_model_read(sl->per_expert[x], 0, buf + t->offset, (size_t)t->nbytes, e);
-        if (rc != 0)
-            return -1;
+        rc = sl->xw       ? fill_xw(sl, x, buf + t->offset, cache_t, cache, e)
+             : sl->stacked ? tq_model_read(sl->stacked, x * sl->expert_bytes, buf + t->offset, (size_t)t->nbytes, e)
+                           : tq_model_read(sl->per_expert[x], 0, buf + t->offset, (size_t)t->nbytes, e);
     }
-    return 0;
+    for (int i = 0; i < TQ_FLASH_NSLOTS; i++)
+        free(cache[i]);
+    return rc != 0 ? -1 : 0;
 }
 
 /* Ask the kernel to start reading expert x's source slices: the slices of one expert are

@@ -56,7 +56,10 @@ cJSON *split_manifest_json(const split_plan *p, const char *label, const tq_flas
         cJSON *o = cJSON_CreateObject();
         if (!o || !cJSON_AddItemToArray(a, o) || !tq_json_add_u64(o, "layer", L->layer) ||
             !cJSON_AddStringToObject(o, "file", L->file) || !cJSON_AddStringToObject(o, "prefix", L->prefix) ||
-            !cJSON_AddStringToObject(o, "naming", L->naming == TQ_NAMING_MLX ? "mlx" : L->naming == TQ_NAMING_FUSED ? "fused" : "hf"))
+            !cJSON_AddStringToObject(o, "naming", L->naming == TQ_NAMING_MLX     ? "mlx"
+                                                 : L->naming == TQ_NAMING_FUSED  ? "fused"
+                                                 : L->naming == TQ_NAMING_FUSED_XW ? "fused_xw"
+                                                                                   : "hf"))
             goto oom;
     }
     if (moe) {

@@ -96,7 +96,7 @@ static int classify(const tq_family *f, uint64_t n_layers, const char *name, ent
     switch (ni.role) {
     case TQ_ROLE_EXPERT:
     {
-        int fused = ni.form == TQ_FORM_FUSED || ni.form == TQ_FORM_MXFP4;
+        int fused = ni.form == TQ_FORM_FUSED || ni.form == TQ_FORM_MXFP4 || ni.form == TQ_FORM_FUSED_XW;
         if (ni.layer > 1000000 || ni.expert >= TQ_FLASH_MAX_EXPERTS)
             return 1;
         /* a fused float tensor has no suffix: its expert slices are ".weight" in the block */
@@ -108,7 +108,10 @@ static int classify(const tq_family *f, uint64_t n_layers, const char *name, ent
         en->layer = (uint32_t)ni.layer;
         en->prefix_len = ni.layer_len;
         en->routed = 1;
-        en->naming = fused ? TQ_NAMING_FUSED : ni.form == TQ_FORM_SEPARATE ? TQ_NAMING_HF : TQ_NAMING_MLX;
+        en->naming = ni.form == TQ_FORM_FUSED_XW ? TQ_NAMING_FUSED_XW
+                     : fused                  ? TQ_NAMING_FUSED
+                     : ni.form == TQ_FORM_SEPARATE ? TQ_NAMING_HF
+                                                   : TQ_NAMING_MLX;
         en->expert = ni.form == TQ_FORM_SEPARATE ? ni.expert : 0;
         return 0;
     }
@@ -299,6 +302,68 @@ static int check_fused(const split_plan *p, const split_layer *L, uint64_t n_exp
     return 0;
 }
 
+/* A layer of gpt-oss experts as transformers saves them in float (formats/family.h, xw_fused;
+ * transformers models/gpt_oss/modeling_gpt_oss.py, GptOssExperts: gate_up_proj [E, H, 2I],
+ * gate_up_proj_bias [E, 2I], down_proj [E, I, H], down_proj_bias [E, H], float) becomes the
+ * blocks a split of mlx-lm's form has: gate_proj, up_proj, down_proj .weight [out, in] and
+ * .bias, gathered per expert (tq_flash_xw_part), so the streaming engines see the same bytes.
+ * I and H come from config.json (the family's expert-width key and hidden_size). */
+static int xw_slots(split_plan *p, split_layer *L, uint64_t n_exp, tq_err *e)
+{
+    const tq_family *f = p->names;
+    uint64_t H = 0, I = 0;
+    if (tq_family_cfg_u64(p->m->config, f->moe_inter_key, &I, e) != 0 ||
+        tq_family_cfg_u64(p->m->config, "hidden_size", &H, e) != 0)
+        return tq_fail(e, TQ_EDATA, "%s: config.json needs %s and hidden_size for the %s experts in transformers' "
+                       "float layout", p->m->path, f->moe_inter_key, f->name);
+    static const char *const what[4] = {"gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias"};
+    const int proj[4] = {TQ_FLASH_GATE_UP, TQ_FLASH_GATE_UP, TQ_FLASH_DOWN, TQ_FLASH_DOWN}, sfx[4] = {0, 4, 0, 4};
+    const uint64_t shape[4][3] = {{n_exp, H, 2 * I}, {n_exp, 2 * I, 0}, {n_exp, I, H}, {n_exp, H, 0}};
+    const split_slot *src[4];
+    if (L->n_slots != 4)
+        return tq_fail(e, TQ_EDATA, "%s: layer %u holds %d expert tensors; the %s experts in transformers' float layout "
+                       "are exactly %s, %s, %s and %s", p->m->path, L->layer, L->n_slots, f->name, what[0], what[1],
+                       what[2], what[3]);
+    for (int k = 0; k < 4; k++) {
+        src[k] = slot_of(L, proj[k], sfx[k]);
+        const char *blk = *f->moe_block ? f->moe_block : "";
+        if (!src[k])
+            return tq_fail(e, TQ_EDATA, "%s: layer %u: '%s%s%sexperts.%s' is missing (the %s experts in transformers' "
+                           "float layout)", p->m->path, L->layer, L->prefix, blk, *blk ? "." : "", what[k], f->name);
+        const tq_tensor_info *t = &src[k]->stacked->info;
+        int nd = shape[k][2] ? 3 : 2, ok = t->ndim == nd && (t->dtype == TQ_DT_F32 || t->dtype == TQ_DT_F16 ||
+                                                               t->dtype == TQ_DT_BF16);
+        for (int d = 0; ok && d < nd; d++)
+            ok = t->shape[d] == shape[k][d];
+        if (!ok) {
+            char got[160];
+            shape_str(t, got, sizeof got);
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is %s but %llu experts of width %llu and hidden size %llu "
+                           "(%s and hidden_size of config.json; transformers' GptOssExperts, used as x @ W) need "
+                           "floats [%llu, %llu%s%llu]", p->m->path, t->name, got, (unsigned long long)n_exp,
+                           (unsigned long long)I, (unsigned long long)H, f->moe_inter_key, (unsigned long long)n_exp,
+                           (unsigned long long)shape[k][1], nd == 3 ? ", " : "",
+                           nd == 3 ? (unsigned long long)shape[k][2] : 0ull);
+        }
+    }
+    /* block order (tq_flash_slot_rank): gate .weight .bias, up .weight .bias, down .weight .bias */
+    const split_slot gu = *src[0], gub = *src[1], dn = *src[2], dnb = *src[3];
+    const struct { const split_slot *s; int proj, sfx, xw; } out[6] = {
+        {&gu, TQ_FLASH_GATE, 0, 1 + TQ_XW_GATE_W}, {&gub, TQ_FLASH_GATE, 4, 1 + TQ_XW_GATE_B},
+        {&gu, TQ_FLASH_UP, 0, 1 + TQ_XW_UP_W},     {&gub, TQ_FLASH_UP, 4, 1 + TQ_XW_UP_B},
+        {&dn, TQ_FLASH_DOWN, 0, 1 + TQ_XW_DOWN_W}, {&dnb, TQ_FLASH_DOWN, 4, 0}};
+    for (int k = 0; k < 6; k++) {
+        split_slot *s = &L->slots[k];
+        *s = *out[k].s;
+        s->rank = out[k].proj * TQ_FLASH_NSUFFIX + out[k].sfx;
+        s->xw = out[k].xw;
+        if (s->xw)
+            s->xwp = tq_flash_xw_part(s->xw - 1, I, H);
+    }
+    L->n_slots = 6;
+    return 0;
+}
+
 static int layout_layer(split_plan *p, split_layer *L, uint64_t n_exp, const tq_split_opts *o, tq_err *e)
 {
     const int moe = p->kind == TQ_FLASH_MOE;
@@ -327,6 +392,11 @@ static int layout_layer(split_plan *p, split_layer *L, uint64_t n_exp, const tq_
         t->ndim = src->ndim - skip;
         for (int d = 0; d < t->ndim; d++)
             t->shape[d] = src->shape[d + skip];
+        if (s->xw) { /* gathered: mlx-lm's [out, in] weight or [out] bias */
+            t->ndim = s->xwp.cols == 1 && s->xw > TQ_XW_DOWN_W ? 1 : 2;
+            t->shape[0] = s->xwp.rows;
+            t->shape[1] = s->xwp.cols;
+        }
     }
     if (tq_flash_layout(h, e) != 0)
         return tq_err_prefix(e, "%s", L->file);
@@ -447,17 +517,7 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
     }
     p->kind = n_routed ? TQ_FLASH_MOE : TQ_FLASH_DENSE;
     /* nothing named like a routed expert may stay in pinned.safetensors */
-    for (size_t i = 0; i < p->n_pinned; i++) {
-        tq_name_info ni;
-        tq_family_name(p->fam, n_hidden, p->pinned[i]->info.name, &ni);
-        if (ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_FUSED_XW) {
-            tq_fail(e, TQ_EUNSUP, "%s: tensor '%s' holds the %s experts as transformers saves them in float ([experts, "
-                    "in, out], used as x @ W, gate and up interleaved); tq-split places the released MXFP4 form or "
-                    "mlx-lm's: convert it first (tq-convert, which writes mlx-lm's experts.{gate,up,down}_proj)",
-                    m->path, p->pinned[i]->info.name, p->fam->name);
-            free(en);
-            return -1;
-        }
+    for (size_t i = 0; i < p->n_pinned; i++)
         if (expert_left_pinned(p->fam, n_hidden, p->pinned[i]->info.name)) {
             tq_fail(e, TQ_EUNSUP, "%s: tensor '%s' is named like a routed expert but is not one tq-split can place in "
                     "a layer file (%s); it would stay in pinned.safetensors", m->path, p->pinned[i]->info.name,
@@ -465,7 +525,13 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
             free(en);
             return -1;
         }
-    }
+    /* gpt-oss in transformers' float layout: its *_bias tensors, named like the MXFP4 form's,
+     * belong to the x @ W experts of their layer (formats/family.h, xw_fused) */
+    for (size_t i = 0; i < n_en; i++)
+        for (size_t j = 0; en[i].naming == TQ_NAMING_FUSED_XW && j < n_en; j++)
+            if (en[j].naming == TQ_NAMING_FUSED && en[j].layer == en[i].layer &&
+                TQ_FLASH_SUFFIX(en[j].rank) == tq_flash_suffixes[4])
+                en[j].naming = TQ_NAMING_FUSED_XW;
     /* In a MoE model, dense FFN layers (if any) stay pinned. */
     size_t k = 0;
     for (size_t i = 0; i < n_en; i++) {
@@ -573,6 +639,8 @@ int split_plan_build(split_plan *p, tq_model *m, const tq_split_opts *o, tq_err 
             p->num_experts = layer_exp;
         }
         if (L->naming == TQ_NAMING_FUSED && check_fused(p, L, layer_exp, e) != 0)
+            goto out;
+        if (L->naming == TQ_NAMING_FUSED_XW && xw_slots(p, L, layer_exp, e) != 0)
             goto out;
         if (layout_layer(p, L, layer_exp, o, e) != 0)
             goto out;

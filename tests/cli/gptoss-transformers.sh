@@ -5,7 +5,9 @@
 # source: an independent oracle), and the model then decodes bit for bit like the MXFP4 release
 # it was dequantized from (transformers' convert_moe_packed_tensors, restated there too). Square
 # experts (hidden = I) so that a transposed read cannot pass a shape check; a non-square case
-# too. tq-split and tq-run refuse the unconverted layout by name rather than misread it.
+# too. tq-split and tq-run read the unconverted layout too: the split holds the expert blocks
+# the split of the converted model holds, byte for byte, and every path decodes alike (the
+# decode against the f64 oracle written from GptOssExperts.forward is test_runtime_gptoss).
 set -u
 . "$ROOT/tests/lib/common.sh"
 O="python3 $ROOT/tests/consumers/gptoss_transformers.py"
@@ -30,10 +32,18 @@ run tq-split --quiet q qs
 run tq-run qs --tokens 1,2,3,4 --max-tokens 6 --quiet --logits s.f32
 run tq-run q --resident --tokens 1,2,3,4 --max-tokens 6 --quiet --logits r.f32
 cmp -s s.f32 r.f32 || fail "streamed and resident logits differ"
-# the unconverted layout is refused by name, not read transposed
-expect_msg 1 "as transformers saves them in float" tq-split hf o1
-[ ! -e o1 ] || fail "tq-split left o1"
-expect_msg 1 "as transformers saves them in float" tq-run hf --resident --tokens 1 --max-tokens 1
+# the unconverted layout split and decoded directly: the same blocks as splitting the converted
+# model, split.json naming "fused_xw", the source back byte for byte from --join
+run tq-split --quiet hf hs
+run tq-split --quiet k ks
+for f in ks/experts/*.bin; do cmp -s "$f" "hs/${f#ks/}" || fail "${f#ks/}: the split of transformers' layout differs"; done
+grep -q '"naming": "fused_xw"' hs/split.json || fail "$(cat hs/split.json)"
+run tq-split --join --quiet hs hj
+tq-verify compare hf hj | grep -q '^IDENTICAL' || fail "$(tq-verify compare hf hj)"
+run tq-run hf --resident --tokens 1,2,3,4 --max-tokens 6 --quiet --logits hf.f32
+run tq-run hs --tokens 1,2,3,4 --max-tokens 6 --quiet --logits hs.f32
+cmp -s mx.f32 hf.f32 || fail "transformers' layout decodes differently from the MXFP4 release"
+cmp -s mx.f32 hs.f32 || fail "the split of transformers' layout decodes differently from the MXFP4 release"
 # a non-square model (hidden 128, I 32)
 run tq-mkmodel --arch gpt_oss --layers 1 --hidden 128 --intermediate 32 --experts 4 --top-k 2 --vocab 256 \
   --heads 2 --kv-heads 1 --head-dim 64 --seed 12 --quiet mx2

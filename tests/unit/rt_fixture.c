@@ -600,6 +600,65 @@ static void fx_mxfp4_experts(fx_file *f, const fx_cfg *c, fx_layer *L, const cha
     }
 }
 
+/* gpt-oss in float as transformers saves it (hf_expert_names 2), restated from transformers
+ * src/transformers/models/gpt_oss/modeling_gpt_oss.py, GptOssExperts: __init__ makes
+ * gate_up_proj [E, hidden, 2 * expert_dim], gate_up_proj_bias [E, 2 * expert_dim], down_proj
+ * [E, expert_dim, hidden], down_proj_bias [E, hidden]; forward computes gate_up = x @
+ * gate_up_proj[e] + gate_up_proj_bias[e], gate = gate_up[..., ::2], up = gate_up[..., 1::2],
+ * then ((up + 1) * glu) @ down_proj[e] + down_proj_bias[e]. So the oracle's gate row i is
+ * column 2i of gate_up_proj[e], up row i column 2i + 1, and down row h column h of
+ * down_proj[e] (its entry [i][h]). */
+static void fx_xw_experts(fx_file *f, const fx_cfg *c, fx_layer *L, const char *P)
+{
+    int E = c->experts, I = c->moe_inter, H = c->hidden, k = c->kind;
+    size_t es = k == FX_F32 ? 4 : 2;
+    char b[300];
+    snprintf(b, sizeof b, "%smlp.experts.gate_up_proj", P);
+    unsigned char *gu = fx_add(f, b, fx_float_dtype(k), 3, (uint64_t)E, (uint64_t)H, 2 * (uint64_t)I, es);
+    snprintf(b, sizeof b, "%smlp.experts.down_proj", P);
+    unsigned char *dn = fx_add(f, b, fx_float_dtype(k), 3, (uint64_t)E, (uint64_t)I, (uint64_t)H, es);
+    snprintf(b, sizeof b, "%smlp.experts.gate_up_proj_bias", P);
+    float *gub = fx_add(f, b, "F32", 2, (uint64_t)E, 2 * (uint64_t)I, 0, 4);
+    snprintf(b, sizeof b, "%smlp.experts.down_proj_bias", P);
+    float *dnb = fx_add(f, b, "F32", 2, (uint64_t)E, (uint64_t)H, 0, 4);
+    L->eg = calloc((size_t)E, sizeof(dmat));
+    L->eu = calloc((size_t)E, sizeof(dmat));
+    L->ed = calloc((size_t)E, sizeof(dmat));
+    L->egb = calloc((size_t)E, sizeof *L->egb);
+    L->eub = calloc((size_t)E, sizeof *L->eub);
+    L->edb = calloc((size_t)E, sizeof *L->edb);
+    unsigned char *tmp = malloc((size_t)2 * I * H * es);
+    for (int x = 0; x < E; x++) {
+        /* values drawn as the oracle's [out, in] matrices, then stored where x @ W reads them */
+        L->eg[x] = fx_fill_float(tmp, k, I, H);
+        L->eu[x] = fx_fill_float(tmp + (size_t)I * H * es, k, I, H);
+        for (int i = 0; i < I; i++)
+            for (int h = 0; h < H; h++) {
+                unsigned char *row = gu + ((size_t)x * H + h) * 2 * I * es;
+                memcpy(row + (size_t)(2 * i) * es, tmp + ((size_t)i * H + h) * es, es);
+                memcpy(row + (size_t)(2 * i + 1) * es, tmp + ((size_t)(I + i) * H + h) * es, es);
+            }
+        L->ed[x] = fx_fill_float(tmp, k, H, I);
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < I; i++)
+                memcpy(dn + (((size_t)x * I + i) * H + h) * es, tmp + ((size_t)h * I + i) * es, es);
+        L->egb[x] = malloc((size_t)I * sizeof(double));
+        L->eub[x] = malloc((size_t)I * sizeof(double));
+        L->edb[x] = malloc((size_t)H * sizeof(double));
+        for (int i = 0; i < I; i++) {
+            gub[(size_t)x * 2 * I + 2 * i] = (float)(0.05 * fx_gauss());
+            gub[(size_t)x * 2 * I + 2 * i + 1] = (float)(0.05 * fx_gauss());
+            L->egb[x][i] = gub[(size_t)x * 2 * I + 2 * i];
+            L->eub[x][i] = gub[(size_t)x * 2 * I + 2 * i + 1];
+        }
+        for (int h = 0; h < H; h++) {
+            dnb[(size_t)x * H + h] = (float)(0.05 * fx_gauss());
+            L->edb[x][h] = dnb[(size_t)x * H + h];
+        }
+    }
+    free(tmp);
+}
+
 /* Routed experts of layer L (prefix P = "<root>layers.L."): HF per-expert names (PROJ[k]
  * under EXP.<e>.), HF fused (EXP.gate_up_proj / EXP.down_proj, float kinds) or MLX stacked
  * (STK.<gate|up|down>_proj). */
@@ -623,6 +682,13 @@ static void fx_experts(fx_file *f, const fx_cfg *c, fx_layer *L, const char *P, 
             L->eu[x] = fx_fill_float(gu + ((size_t)x * 2 * I + I) * H * es, k, I, H);
             L->ed[x] = fx_fill_float(dn + (size_t)x * H * I * es, k, H, I);
         }
+        return;
+    }
+    if (c->arch == FX_GPT_OSS && c->hf_expert_names == 2) { /* transformers' float layout, x @ W */
+        free(L->eg);
+        free(L->eu);
+        free(L->ed);
+        fx_xw_experts(f, c, L, P);
         return;
     }
     if (c->arch == FX_GPT_OSS && c->hf_expert_names) { /* as released: MXFP4, gate/up rows interleaved */

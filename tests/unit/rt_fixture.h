@@ -18,8 +18,9 @@ typedef struct fx_cfg {
     int hidden, inter, layers, heads, kv_heads, head_dim, vocab;
     int experts, top_k, moe_inter, shared_inter, norm_topk;
     int hf_expert_names; /* HF names: per-expert tensors (qwen3_5_moe: fused gate_up, wrapped
-                          * "model.language_model." root); else the MLX form (stacked experts;
-                          * qwen3_next/qwen3_5: norms stored as 1 + w) */
+                          * "model.language_model." root; gpt_oss: MXFP4 as released, or with 2
+                          * the float layout transformers saves, x @ W); else the MLX form
+                          * (stacked experts; qwen3_next/qwen3_5: norms stored as 1 + w) */
     int tied;
     double theta, eps;
     uint64_t seed;

@@ -199,7 +199,9 @@ static double yarn_mscale(double scale, double m)
     return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
 }
 
-/* inverse frequencies of `dim` rotated dims, and the factor on cos / sin (YaRN) */
+/* inverse frequencies of `dim` rotated dims, and the factor on cos / sin (YaRN: transformers'
+ * modeling_rope_utils.py, _compute_yarn_parameters and its find_correction_range, which floors
+ * low and ceils high only when rope_scaling's truncate is true, its default) */
 static void fx_inv_freq(const fx_cfg *c, int dim, double *inv, double *factor)
 {
     *factor = 1.0;
