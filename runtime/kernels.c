@@ -259,6 +259,7 @@ static int row_mxfp4(const rt_linear *l, uint64_t r, const float *x, float *wv, 
  * unchanged. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define RT_AVX2 1
+#define RT_SIMD 1
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2,f16c")))
@@ -510,7 +511,7 @@ AVX2 static void rows_tq3_1(const rt_linear *l, uint64_t r, const float *x, cons
  * may overflow, or e = 255) goes to row_mxfp4, which reports it. */
 static const float mx_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-AVX2 static void row_mxfp4_avx2(const rt_linear *l, uint64_t r, const float *x, float *out)
+AVX2 static void row_mxfp4_simd(const rt_linear *l, uint64_t r, const float *x, float *out)
 {
     uint64_t nb = l->cols / 32, rr = r * (l->rstep ? l->rstep : 1);
     const uint8_t *sc = (const uint8_t *)l->scales + rr * nb;
@@ -666,7 +667,7 @@ FUSED512(0, 4)
 
 /* Rows [b, en) by the x86 kernels when they take l (then 1, else 0), bias added as mv_task does.
  * AVX-512 takes blocks of 8 rows of 2- and 4-bit matrices, AVX2 the rest by 4 rows, then 1. */
-static int mv_rows_x86(const rt_linear *l, uint64_t b, uint64_t en, const float *x, const float *aux, float *y)
+static int mv_rows_simd(const rt_linear *l, uint64_t b, uint64_t en, const float *x, const float *aux, float *y)
 {
     const int k = x86_kernel(l);
     if (k == K_NONE)
@@ -710,6 +711,322 @@ static int mv_rows_x86(const rt_linear *l, uint64_t b, uint64_t en, const float 
 }
 #endif
 
+/* ---- the NEON path (arm64): the portable order again, with the 8 lanes of lanes_sum in two
+ * 4-float registers (lanes 0-3 and 4-7), a multiply then an add per lane (vmulq_f32 and
+ * vaddq_f32; the build's -ffp-contract=off keeps them unfused), and the lanes met by pairwise
+ * adds: vpaddq(lo, hi) = (a0+a1, a2+a3, a4+a5, a6+a7), and for four rows
+ * vpaddq(vpaddq(p0, p1), vpaddq(p2, p3)) = ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)) of each row,
+ * lanes_sum's tree. Indices are decoded by vector shifts and masks; the codebook (or MXFP4's
+ * levels) is looked up as bytes by one vqtbl4q_u8 over its 16 floats. Equality with the
+ * portable path is tested under qemu-user (make check-arm64, tests/unit/test_kernels.c); its
+ * speed was never measured (no arm64 hardware here). */
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define RT_SIMD 1
+#include <arm_neon.h>
+
+#define INL inline __attribute__((always_inline))
+#define RN 4
+
+static INL float load_f_inl(tq_dtype dt, const void *p, uint64_t i)
+{
+    if (dt == TQ_DT_F16) {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return f16_table[h];
+    }
+    if (dt == TQ_DT_BF16) {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return bf16f(h);
+    }
+    return rt_load_f(dt, p, i);
+}
+
+static INL float hsum8_neon(float32x4_t lo, float32x4_t hi)
+{
+    float32x4_t p = vpaddq_f32(lo, hi);
+    p = vpaddq_f32(p, p);
+    return vgetq_lane_f32(p, 0) + vgetq_lane_f32(p, 1);
+}
+
+static INL float32x4_t hsum8x4_neon(const float32x4_t *lo, const float32x4_t *hi)
+{
+    return vpaddq_f32(vpaddq_f32(vpaddq_f32(lo[0], hi[0]), vpaddq_f32(lo[1], hi[1])),
+                      vpaddq_f32(vpaddq_f32(lo[2], hi[2]), vpaddq_f32(lo[3], hi[3])));
+}
+
+/* 3-bit lanes: word (0 = j/10, 1 = the next) and bit of lane k in block b = (j/8) mod 5 */
+static const uint32_t tq3_sel[5][8] = {
+    {0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 1, 1, 1, 1, 1, 1}, {0, 0, 0, 0, 1, 1, 1, 1},
+    {0, 0, 0, 0, 0, 0, 1, 1}, {0, 0, 0, 0, 0, 0, 0, 0}};
+static const int32_t tq3_nsh[5][8] = { /* negated: vshlq by a negative count shifts right */
+    {0, -3, -6, -9, -12, -15, -18, -21}, {-24, -27, 0, -3, -6, -9, -12, -15}, {-18, -21, -24, -27, 0, -3, -6, -9},
+    {-12, -15, -18, -21, -24, -27, 0, -3}, {-6, -9, -12, -15, -18, -21, -24, -27}};
+
+/* Indices of columns j..j+7 of row w (j a multiple of 8) in two registers. */
+static INL void decode_idx(const uint32_t *w, uint64_t wpr, uint64_t j, const int bits, uint32x4_t *lo,
+                           uint32x4_t *hi)
+{
+    if (bits == 8) {
+        uint16x8_t h = vmovl_u8(vld1_u8((const uint8_t *)w + j));
+        *lo = vmovl_u16(vget_low_u16(h));
+        *hi = vmovl_u16(vget_high_u16(h));
+        return;
+    }
+    if (bits == 4 || bits == 2) {
+        static const int32_t n4[8] = {0, -4, -8, -12, -16, -20, -24, -28}, n2[8] = {0, -2, -4, -6, -8, -10, -12, -14};
+        const int32_t *n = bits == 4 ? n4 : n2;
+        uint32_t word = bits == 4 ? w[j >> 3] : w[j >> 4] >> ((j & 8) << 1);
+        uint32x4_t v = vdupq_n_u32(word), m = vdupq_n_u32(bits == 4 ? 15 : 3);
+        *lo = vandq_u32(vshlq_u32(v, vld1q_s32(n)), m);
+        *hi = vandq_u32(vshlq_u32(v, vld1q_s32(n + 4)), m);
+        return;
+    }
+    /* 3 */
+    uint64_t k = j / 10;
+    int b = (int)((j / 8) % 5);
+    uint32x4_t w0 = vdupq_n_u32(w[k]), w1 = vdupq_n_u32(k + 1 < wpr ? w[k + 1] : w[k]), m = vdupq_n_u32(7);
+    uint32x4_t s0 = vceqq_u32(vld1q_u32(tq3_sel[b]), vdupq_n_u32(1)), s1 = vceqq_u32(vld1q_u32(tq3_sel[b] + 4), vdupq_n_u32(1));
+    *lo = vandq_u32(vshlq_u32(vbslq_u32(s0, w1, w0), vld1q_s32(tq3_nsh[b])), m);
+    *hi = vandq_u32(vshlq_u32(vbslq_u32(s1, w1, w0), vld1q_s32(tq3_nsh[b] + 4)), m);
+}
+
+/* Table lookup of 4 indices (< 16) in 16 floats held as 64 bytes: byte 4·idx + (0..3). */
+static INL float32x4_t lookup16(uint8x16x4_t t, uint32x4_t idx)
+{
+    uint32x4_t bi = vorrq_u32(vmulq_n_u32(idx, 0x04040404u), vdupq_n_u32(0x03020100u));
+    return vreinterpretq_f32_u8(vqtbl4q_u8(t, vreinterpretq_u8_u32(bi)));
+}
+
+static INL uint8x16x4_t table16(const float *v)
+{
+    uint8x16x4_t t;
+    t.val[0] = vreinterpretq_u8_f32(vld1q_f32(v));
+    t.val[1] = vreinterpretq_u8_f32(vld1q_f32(v + 4));
+    t.val[2] = vreinterpretq_u8_f32(vld1q_f32(v + 8));
+    t.val[3] = vreinterpretq_u8_f32(vld1q_f32(v + 12));
+    return t;
+}
+
+/* Rows r..r+nr-1 (nr 1 or RN) of a TurboQuant or affine matrix (group a multiple of 8). */
+static INL void rows_q_neon(const rt_linear *l, uint64_t r, int nr, const float *x, const float *aux, float *y,
+                            const int tq, const int bits)
+{
+    float cbp[16] = {0};
+    if (tq && bits <= 4)
+        for (int i = 0; i < (1 << bits); i++)
+            cbp[i] = aux[i];
+    const uint8x16x4_t tbl = table16(cbp);
+    const uint32_t *w[RN];
+    for (int i = 0; i < nr; i++)
+        w[i] = (const uint32_t *)l->w + (r + (uint64_t)i) * l->wpr;
+    const uint64_t G = l->group, ng = l->ngroups;
+    float acc1 = 0;
+    float32x4_t acc4 = vdupq_n_f32(0);
+    for (uint64_t g = 0; g < ng; g++) {
+        float32x4_t lo[RN], hi[RN];
+        for (int i = 0; i < nr; i++)
+            lo[i] = hi[i] = vdupq_n_f32(0);
+        for (uint64_t j = g * G; j < (g + 1) * G; j += 8) {
+            float32x4_t xl = vld1q_f32(x + j), xh = vld1q_f32(x + j + 4);
+            for (int i = 0; i < nr; i++) {
+                uint32x4_t il, ih;
+                decode_idx(w[i], l->wpr, j, bits, &il, &ih);
+                float32x4_t vl, vh;
+                if (!tq) {
+                    vl = vcvtq_f32_u32(il);
+                    vh = vcvtq_f32_u32(ih);
+                } else if (bits <= 4) {
+                    vl = lookup16(tbl, il);
+                    vh = lookup16(tbl, ih);
+                } else {
+                    float t[8];
+                    for (int k = 0; k < 4; k++) {
+                        t[k] = aux[vgetq_lane_u32(il, 0)];
+                        t[k + 4] = aux[vgetq_lane_u32(ih, 0)];
+                        il = vextq_u32(il, il, 1);
+                        ih = vextq_u32(ih, ih, 1);
+                    }
+                    vl = vld1q_f32(t);
+                    vh = vld1q_f32(t + 4);
+                }
+                lo[i] = vaddq_f32(lo[i], vmulq_f32(vl, xl));
+                hi[i] = vaddq_f32(hi[i], vmulq_f32(vh, xh));
+            }
+        }
+        if (nr == RN) {
+            float32x4_t s = hsum8x4_neon(lo, hi);
+            float sc[4], bi[4];
+            for (int i = 0; i < 4; i++) {
+                sc[i] = load_f_inl(l->sdt, l->scales, (r + (uint64_t)i) * ng + g);
+                bi[i] = tq ? 0 : load_f_inl(l->zdt, l->biases, (r + (uint64_t)i) * ng + g);
+            }
+            if (tq)
+                acc4 = vaddq_f32(acc4, vmulq_f32(s, vld1q_f32(sc)));
+            else
+                acc4 = vaddq_f32(acc4, vaddq_f32(vmulq_f32(vld1q_f32(sc), s), vmulq_f32(vld1q_f32(bi), vdupq_n_f32(aux[g]))));
+        } else {
+            float s = hsum8_neon(lo[0], hi[0]);
+            uint64_t gi = r * ng + g;
+            if (tq)
+                acc1 += s * load_f_inl(l->sdt, l->scales, gi);
+            else
+                acc1 += load_f_inl(l->sdt, l->scales, gi) * s + load_f_inl(l->zdt, l->biases, gi) * aux[g];
+        }
+    }
+    if (nr == RN)
+        vst1q_f32(y, acc4);
+    else
+        y[0] = acc1;
+}
+
+#define QNEON(TQ, BITS)                                                                              \
+    static void rows_q_neon_##TQ##_##BITS(const rt_linear *l, uint64_t r, int nr, const float *x,   \
+                                          const float *aux, float *y)                               \
+    {                                                                                               \
+        if (nr == RN)                                                                               \
+            rows_q_neon(l, r, RN, x, aux, y, TQ, BITS);                                             \
+        else                                                                                        \
+            rows_q_neon(l, r, 1, x, aux, y, TQ, BITS);                                              \
+    }
+QNEON(1, 2)
+QNEON(1, 3)
+QNEON(1, 4)
+QNEON(1, 8)
+QNEON(0, 2)
+QNEON(0, 4)
+QNEON(0, 8)
+
+/* Dense rows, the tail (n mod 8) into lanes 0.. as dot_f32 does. f16 is widened by fcvtl. */
+static INL void dense8_neon(const rt_linear *l, uint64_t row, uint64_t j, int dt, float32x4_t *lo, float32x4_t *hi)
+{
+    if (dt == TQ_DT_F32) {
+        *lo = vld1q_f32((const float *)l->w + row * l->cols + j);
+        *hi = vld1q_f32((const float *)l->w + row * l->cols + j + 4);
+        return;
+    }
+    uint16x8_t h = vld1q_u16((const uint16_t *)l->w + row * l->cols + j);
+    if (dt == TQ_DT_BF16) {
+        *lo = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16));
+        *hi = vreinterpretq_f32_u32(vshll_n_u16(vget_high_u16(h), 16));
+    } else {
+        *lo = vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h)));
+        *hi = vcvt_f32_f16(vreinterpret_f16_u16(vget_high_u16(h)));
+    }
+}
+
+static INL void rows_dense_neon(const rt_linear *l, uint64_t r, int nr, const float *x, float *y, const int dt)
+{
+    const uint64_t n = l->cols;
+    float32x4_t lo[RN], hi[RN];
+    for (int i = 0; i < nr; i++)
+        lo[i] = hi[i] = vdupq_n_f32(0);
+    uint64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        float32x4_t xl = vld1q_f32(x + j), xh = vld1q_f32(x + j + 4);
+        for (int i = 0; i < nr; i++) {
+            float32x4_t wl, wh;
+            dense8_neon(l, r + (uint64_t)i, j, dt, &wl, &wh);
+            lo[i] = vaddq_f32(lo[i], vmulq_f32(wl, xl));
+            hi[i] = vaddq_f32(hi[i], vmulq_f32(wh, xh));
+        }
+    }
+    for (int i = 0; i < nr; i++) {
+        float t[8];
+        vst1q_f32(t, lo[i]);
+        vst1q_f32(t + 4, hi[i]);
+        for (uint64_t jj = j, k = 0; jj < n; jj++, k++)
+            t[k] += rt_load_f(l->wdt, l->w, (r + (uint64_t)i) * n + jj) * x[jj];
+        y[i] = lanes_sum(t);
+    }
+}
+
+#define DNEON(DT, NAME)                                                                          \
+    static void rows_dense_neon_##NAME(const rt_linear *l, uint64_t r, int nr, const float *x, float *y) \
+    {                                                                                            \
+        if (nr == RN)                                                                            \
+            rows_dense_neon(l, r, RN, x, y, DT);                                                 \
+        else                                                                                     \
+            rows_dense_neon(l, r, 1, x, y, DT);                                                  \
+    }
+DNEON(TQ_DT_F32, f32)
+DNEON(TQ_DT_BF16, bf16)
+DNEON(TQ_DT_F16, f16)
+
+/* MXFP4 as on x86: the nibble word decoded as 4-bit indices into ggml's doubled levels, times
+ * the block's 2^(e-128) (exact), then multiplied by x and added per lane. */
+static const float mx_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static void row_mxfp4_simd(const rt_linear *l, uint64_t r, const float *x, float *out)
+{
+    uint64_t nb = l->cols / 32, rr = r * (l->rstep ? l->rstep : 1);
+    const uint8_t *sc = (const uint8_t *)l->scales + rr * nb;
+    const uint32_t *w = (const uint32_t *)((const uint8_t *)l->w + rr * nb * 16);
+    const uint8x16x4_t tbl = table16(mx_levels);
+    float32x4_t lo = vdupq_n_f32(0), hi = vdupq_n_f32(0);
+    for (uint64_t b = 0; b < nb; b++) {
+        const float32x4_t d = vdupq_n_f32(tq_e8m0_half(sc[b]));
+        for (int q = 0; q < 4; q++) {
+            uint32x4_t il, ih;
+            decode_idx(w + 4 * b + q, 1, 0, 4, &il, &ih);
+            const float *xp = x + 32 * b + 8 * q;
+            lo = vaddq_f32(lo, vmulq_f32(vmulq_f32(lookup16(tbl, il), d), vld1q_f32(xp)));
+            hi = vaddq_f32(hi, vmulq_f32(vmulq_f32(lookup16(tbl, ih), d), vld1q_f32(xp + 4)));
+        }
+    }
+    *out = hsum8_neon(lo, hi);
+}
+
+static int mxfp4_row_plain(const rt_linear *l, uint64_t r)
+{
+    uint64_t nb = l->cols / 32, rr = r * (l->rstep ? l->rstep : 1);
+    const uint8_t *sc = (const uint8_t *)l->scales + rr * nb;
+    for (uint64_t b = 0; b < nb; b++)
+        if (sc[b] > 252)
+            return 0;
+    return 1;
+}
+
+/* Rows [b, en) by the NEON kernels when they take l (1), MXFP4 row by row in mv_task (-1),
+ * else 0; bias added as mv_task does. */
+static int mv_rows_simd(const rt_linear *l, uint64_t b, uint64_t en, const float *x, const float *aux, float *y)
+{
+    uint64_t r = b;
+    if (l->kind == RT_DENSE) {
+        void (*dense)(const rt_linear *, uint64_t, int, const float *, float *) =
+            l->wdt == TQ_DT_F32 ? rows_dense_neon_f32 : l->wdt == TQ_DT_BF16 ? rows_dense_neon_bf16
+            : l->wdt == TQ_DT_F16 ? rows_dense_neon_f16 : NULL;
+        if (!dense)
+            return 0;
+        for (; r + RN <= en; r += RN)
+            dense(l, r, RN, x, y + r);
+        for (; r < en; r++)
+            dense(l, r, 1, x, y + r);
+    } else if (l->kind == RT_MXFP4) {
+        return l->cols % 32 == 0 ? -1 : 0;
+    } else {
+        if ((l->kind != RT_TQ && l->kind != RT_AFFINE) || l->group % 8 != 0)
+            return 0;
+        int tq = l->kind == RT_TQ;
+        void (*f)(const rt_linear *, uint64_t, int, const float *, const float *, float *) =
+            l->bits == 2 ? (tq ? rows_q_neon_1_2 : rows_q_neon_0_2)
+            : l->bits == 4 ? (tq ? rows_q_neon_1_4 : rows_q_neon_0_4)
+            : l->bits == 8 ? (tq ? rows_q_neon_1_8 : rows_q_neon_0_8)
+            : l->bits == 3 && tq ? rows_q_neon_1_3 : NULL;
+        if (!f)
+            return 0;
+        for (; r + RN <= en; r += RN)
+            f(l, r, RN, x, aux, y + r);
+        for (; r < en; r++)
+            f(l, r, 1, x, aux, y + r);
+    }
+    if (l->bias)
+        for (r = b; r < en; r++)
+            y[r] += rt_load_f(l->biasdt, l->bias, r * (l->rstep ? l->rstep : 1));
+    return 1;
+}
+#endif
+
 struct mv_ctx {
     const rt_linear *l;
     const float *x;   /* [cols] activation (rotated for TQ) */
@@ -724,10 +1041,10 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
 {
     struct mv_ctx *c = vctx;
     const rt_linear *l = c->l;
-#ifdef RT_AVX2
-    int mx = 0; /* MXFP4 rows by row_mxfp4_avx2 where their exponents allow */
+#ifdef RT_SIMD
+    int mx = 0; /* MXFP4 rows by row_mxfp4_simd where their exponents allow */
     if (simd_level >= 1) {
-        int k = mv_rows_x86(l, b, en, c->x, c->aux, c->y);
+        int k = mv_rows_simd(l, b, en, c->x, c->aux, c->y);
         if (k > 0)
             return;
         mx = k < 0;
@@ -745,9 +1062,9 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
         else if (l->kind == RT_AFFINE)
             v = row_affine(l, r, c->x, c->aux, c->lut, wv);
         else if (l->kind == RT_MXFP4) {
-#ifdef RT_AVX2
+#ifdef RT_SIMD
             if (mx && mxfp4_row_plain(l, r))
-                row_mxfp4_avx2(l, r, c->x, &v);
+                row_mxfp4_simd(l, r, c->x, &v);
             else
 #endif
             if (row_mxfp4(l, r, c->x, wv, &v) != 0)
