@@ -350,12 +350,15 @@ static int bind_xw(tq_runner *r, const char *gu_name, const char *down_name, rt_
             ok = raw[k].shape[d] == want[k][d];
         if (rc < 0)
             return -1;
-        if (!ok)
-            return tq_fail(e, TQ_EDATA, "tensor '%s': %s floats [%llu, %llu%s%llu] (%s experts as transformers saves "
-                           "them, used as x @ W; num_local_experts, hidden_size and intermediate_size of config.json)",
-                           rt_store_name(r->store, nm[k], full, sizeof full), rc ? "expected" : "missing; expected",
-                           (unsigned long long)want[k][0], (unsigned long long)want[k][1], nd == 3 ? ", " : "",
-                           nd == 3 ? (unsigned long long)want[k][2] : 0ull, c->fam->name);
+        if (!ok) {
+            char ws[96];
+            int o = snprintf(ws, sizeof ws, "[%llu, %llu", (unsigned long long)want[k][0], (unsigned long long)want[k][1]);
+            snprintf(ws + o, sizeof ws - (size_t)o, nd == 3 ? ", %llu]" : "]", (unsigned long long)want[k][2]);
+            return tq_fail(e, TQ_EDATA, "tensor '%s': %s floats %s (%s experts as transformers saves them, used as "
+                           "x @ W; num_local_experts, hidden_size and intermediate_size of config.json)",
+                           rt_store_name(r->store, nm[k], full, sizeof full), rc ? "expected" : "missing; expected", ws,
+                           c->fam->name);
+        }
     }
     static const int wpart[3] = {TQ_XW_GATE_W, TQ_XW_UP_W, TQ_XW_DOWN_W}, bpart[2] = {TQ_XW_GATE_B, TQ_XW_UP_B};
     for (int k = 0; k < 3; k++) {

@@ -320,10 +320,6 @@ static int xw_slots(split_plan *p, split_layer *L, uint64_t n_exp, tq_err *e)
     const int proj[4] = {TQ_FLASH_GATE_UP, TQ_FLASH_GATE_UP, TQ_FLASH_DOWN, TQ_FLASH_DOWN}, sfx[4] = {0, 4, 0, 4};
     const uint64_t shape[4][3] = {{n_exp, H, 2 * I}, {n_exp, 2 * I, 0}, {n_exp, I, H}, {n_exp, H, 0}};
     const split_slot *src[4];
-    if (L->n_slots != 4)
-        return tq_fail(e, TQ_EDATA, "%s: layer %u holds %d expert tensors; the %s experts in transformers' float layout "
-                       "are exactly %s, %s, %s and %s", p->m->path, L->layer, L->n_slots, f->name, what[0], what[1],
-                       what[2], what[3]);
     for (int k = 0; k < 4; k++) {
         src[k] = slot_of(L, proj[k], sfx[k]);
         const char *blk = *f->moe_block ? f->moe_block : "";
@@ -336,16 +332,21 @@ static int xw_slots(split_plan *p, split_layer *L, uint64_t n_exp, tq_err *e)
         for (int d = 0; ok && d < nd; d++)
             ok = t->shape[d] == shape[k][d];
         if (!ok) {
-            char got[160];
+            char got[160], want[96];
             shape_str(t, got, sizeof got);
+            int o = snprintf(want, sizeof want, "[%llu, %llu", (unsigned long long)n_exp, (unsigned long long)shape[k][1]);
+            snprintf(want + o, sizeof want - (size_t)o, nd == 3 ? ", %llu]" : "]", (unsigned long long)shape[k][2]);
             return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is %s but %llu experts of width %llu and hidden size %llu "
                            "(%s and hidden_size of config.json; transformers' GptOssExperts, used as x @ W) need "
-                           "floats [%llu, %llu%s%llu]", p->m->path, t->name, got, (unsigned long long)n_exp,
-                           (unsigned long long)I, (unsigned long long)H, f->moe_inter_key, (unsigned long long)n_exp,
-                           (unsigned long long)shape[k][1], nd == 3 ? ", " : "",
-                           nd == 3 ? (unsigned long long)shape[k][2] : 0ull);
+                           "floats %s", p->m->path, t->name, got, (unsigned long long)n_exp, (unsigned long long)I,
+                           (unsigned long long)H, f->moe_inter_key, want);
         }
     }
+    for (int k = 0; k < L->n_slots; k++) /* anything else named like these experts */
+        if (&L->slots[k] != src[0] && &L->slots[k] != src[1] && &L->slots[k] != src[2] && &L->slots[k] != src[3])
+            return tq_fail(e, TQ_EDATA, "%s: tensor '%s' sits with the %s experts in transformers' float layout, which "
+                           "are exactly %s, %s, %s and %s", p->m->path, L->slots[k].stacked->info.name, f->name,
+                           what[0], what[1], what[2], what[3]);
     /* block order (tq_flash_slot_rank): gate .weight .bias, up .weight .bias, down .weight .bias */
     const split_slot gu = *src[0], gub = *src[1], dn = *src[2], dnb = *src[3];
     const struct { const split_slot *s; int proj, sfx, xw; } out[6] = {

@@ -64,3 +64,29 @@ s += b" " * (n - len(s))
 open(p, "wb").write(b[:8] + s + b[8 + n:])
 PY
 expect_msg 1 "transformers' GptOssExperts layout" tq-convert --quiet hf2 bad
+expect_msg 1 "is BF16 \\[4, 64, 128\\] but 4 experts of width 32 and hidden size 128" tq-split --quiet hf2 bad
+[ ! -e bad ] || fail "tq-split left bad"
+expect_msg 1 "expected floats \\[4, 128, 64\\] (gpt_oss experts as transformers saves them" \
+  tq-run hf2 --resident --tokens 1 --max-tokens 1 --quiet
+# a missing bias is named by both
+run $O dequantize mx2 hf3
+python3 - hf3 <<'PY'
+import json, struct, sys
+p = sys.argv[1] + "/model.safetensors"
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["model.layers.0.mlp.router.extra"] = h.pop("model.layers.0.mlp.experts.gate_up_proj_bias")
+s = json.dumps(h, separators=(",", ":")).encode()
+s += b" " * (n - len(s))
+open(p, "wb").write(b[:8] + s + b[8 + n:])
+PY
+expect_msg 1 "'model.layers.0.mlp.experts.gate_up_proj_bias' is missing" tq-split --quiet hf3 bad
+expect_msg 1 "tensor 'model.layers.0.mlp.experts.gate_up_proj_bias': missing; expected floats \\[4, 64\\]" \
+  tq-run hf3 --resident --tokens 1 --max-tokens 1 --quiet
+# split.json claiming fused_xw for a layer that does not hold those six tensors is refused by
+# the readers that rebuild source names
+run tq-mkmodel --arch qwen3_moe --size tiny --seed 3 --quiet qm3
+run tq-split --quiet qm3 qs3
+sed -i 's/"naming": "[a-z]*"/"naming": "fused_xw"/' qs3/split.json
+expect_msg 1 "a layer of naming fused_xw holds exactly gate_proj, up_proj and down_proj" tq-split --join --quiet qs3 bad
