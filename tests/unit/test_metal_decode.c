@@ -181,6 +181,16 @@ static void gpt_oss(void)
     static const int k[] = {FX_AFF4, FX_BF16, FX_TQ3};
     family(FX_GPT_OSS, "gpt_oss", k, 3, 0);
 }
+/* gpt-oss in float as transformers saves it (x @ W, gate/up interleaved), square experts:
+ * the experts made into the MLX form at load (rt_store_get_xw) live in the store's memory the
+ * device maps, and the split holds the MLX form's blocks */
+static void gpt_oss_xw(void)
+{
+    fx_cfg c = fx_family_cfg(FX_GPT_OSS, FX_BF16);
+    c.moe_inter = c.inter = c.hidden;
+    c.hf_expert_names = 2;
+    both(c, "gpt_oss-bf16-xw", 1);
+}
 static void qwen3_next(void)
 {
     static const int k[] = {FX_TQ3, FX_BF16};
@@ -271,6 +281,7 @@ int main(void)
     RUN(mixtral);
     RUN(deepseek);
     RUN(gpt_oss);
+    RUN(gpt_oss_xw);
     RUN(qwen3_next);
     RUN(qwen3_5_moe);
     RUN(qwen2);
