@@ -21,6 +21,8 @@ typedef struct src_tensor {
     uint32_t esize;     /* bytes per presented element */
     int raw;            /* one-element type presented as stored; else block type as F32 */
     int shift;          /* gemma3 norm: llama.cpp stored HF's weight + 1, presented minus 1 (F32) */
+    tq_dtype narrow;    /* F16/BF16: a 1-D F32 tensor of an F16/BF16 file presented in the file's
+                         * type (every value exact in it; see narrow_exact); 0: not */
     /* deepseek2 kv_b_proj joined from llama.cpp's split (t = attn_k_b, t2 = attn_v_b): jh heads
      * of jk key rows then jv value rows, each of row_len (kv_lora_rank) values */
     const tq_gguf_file *f2;
@@ -40,12 +42,32 @@ typedef struct gguf_source {
 } gguf_source;
 
 /* ------------------------------------------------------------------ reads */
-/* Elements [first, first+n) of the stored tensor: raw bytes of a one-element type, else f32. */
+/* Elements [first, first+n) of the stored tensor: raw bytes of a one-element type, else f32
+ * (minus 1 for a gemma3 norm), else (narrow) those f32 values as F16/BF16. */
 static int read_stored(const src_tensor *s, uint64_t first, uint64_t n, unsigned char *dst, tq_err *e)
 {
     if (s->raw)
         return tq_gguf_read_raw(s->f, s->t, first, n, dst, e);
-    return tq_gguf_read_f32(s->f, s->t, first, n, (float *)(void *)dst, e);
+    if (!s->narrow) {
+        if (tq_gguf_read_f32(s->f, s->t, first, n, (float *)(void *)dst, e))
+            return -1;
+        for (uint64_t i = 0; s->shift && i < n; i++)
+            ((float *)(void *)dst)[i] -= 1.0f;
+        return 0;
+    }
+    float v[1024];
+    while (n > 0) {
+        uint64_t c = n < 1024 ? n : 1024;
+        if (tq_gguf_read_f32(s->f, s->t, first, c, v, e))
+            return -1;
+        for (uint64_t i = 0; i < c; i++) {
+            float x = s->shift ? v[i] - 1.0f : v[i];
+            uint16_t h = s->narrow == TQ_DT_F16 ? tq_f32_to_f16(x) : tq_f32_to_bf16(x);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+        first += c, n -= c, dst += 2 * c;
+    }
+    return 0;
 }
 
 /* Elements [first, first+n) of one of the stored tensors of s, as s presents them. */
@@ -102,15 +124,7 @@ static int read_elems(const src_tensor *s, uint64_t first, uint64_t n, unsigned 
 {
     if (s->t2)
         return read_joined(s, first, n, dst, e);
-    if (s->shift) {
-        if (read_stored(s, first, n, dst, e))
-            return -1;
-        float *v = (float *)(void *)dst;
-        for (uint64_t i = 0; i < n; i++)
-            v[i] -= 1.0f;
-        return 0;
-    }
-    if (!s->n_head)
+    if (!s->n_head) /* read_stored subtracts a gemma3 norm's 1 */
         return read_stored(s, first, n, dst, e);
     while (n > 0) {
         uint64_t r = first / s->row_len, col = first % s->row_len;
@@ -309,6 +323,40 @@ static tq_dtype presented_dtype(uint32_t ggml_type, int *raw)
         }
     *raw = 0;
     return TQ_DT_F32;
+}
+
+/* llama.cpp's converter writes an F16 or BF16 file (general.file_type LLAMA_FTYPE_MOSTLY_F16
+ * = 1 or LLAMA_FTYPE_MOSTLY_BF16 = 32, llama.h: "except 1d tensors") with its 1-D tensors
+ * (norms, biases) as F32. The type the file's other weights have, or 0. */
+static tq_dtype file_narrow_type(const tq_gguf_file *f)
+{
+    uint64_t ft;
+    if (tq_gguf_get_u64(f, "general.file_type", &ft) != 0)
+        return (tq_dtype)0;
+    return ft == 1 ? TQ_DT_F16 : ft == 32 ? TQ_DT_BF16 : (tq_dtype)0;
+}
+
+/* Every value of the 1-D F32 tensor t (minus 1 when shift) is exactly an F16 (BF16) value:
+ * 1 yes, 0 no (or too large to look at: 2^24 values), -1 read error. Then presenting it in that
+ * type gives the bytes the F16/BF16 original (safetensors) held, with no value changed. */
+static int narrow_exact(const tq_gguf_file *f, const tq_gguf_tensor *t, int shift, tq_dtype dt, tq_err *e)
+{
+    if (t->type != TQ_GGML_F32 || t->n_dims != 1 || t->nelem > (1u << 24))
+        return 0;
+    float v[1024];
+    for (uint64_t first = 0; first < t->nelem;) {
+        uint64_t c = t->nelem - first < 1024 ? t->nelem - first : 1024;
+        if (tq_gguf_read_f32(f, t, first, c, v, e))
+            return -1;
+        for (uint64_t i = 0; i < c; i++) {
+            float x = shift ? v[i] - 1.0f : v[i],
+                  y = dt == TQ_DT_F16 ? tq_f16_to_f32(tq_f32_to_f16(x)) : tq_bf16_to_f32(tq_f32_to_bf16(x));
+            if (memcmp(&x, &y, sizeof x) != 0 || x != x)
+                return 0;
+        }
+        first += c;
+    }
+    return 1;
 }
 
 static int cmp_tensor(const void *a, const void *b)
@@ -520,6 +568,7 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
     size_t n_pend = 0;
     const tq_gguf_file *rope_f = NULL;
     const tq_gguf_tensor *rope_t = NULL;
+    const tq_dtype narrow_to = file_narrow_type(f0);
     for (size_t fi = 0; fi < g->n_files && !rc; fi++) {
         const tq_gguf_file *f = g->files[fi];
         for (size_t ti = 0; ti < f->n_tensors && !rc; ti++) {
@@ -563,6 +612,17 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
                 s->shift = 1;
                 mt->info.dtype = TQ_DT_F32;
                 s->esize = 4;
+            }
+            int ex = narrow_to ? narrow_exact(f, t, s->shift, narrow_to, e) : 0;
+            if (ex < 0) {
+                rc = -1;
+                break;
+            }
+            if (ex) { /* in the file's type, as the safetensors original held it */
+                s->raw = 0; /* read as f32, then narrowed */
+                s->narrow = narrow_to;
+                mt->info.dtype = narrow_to;
+                s->esize = 2;
             }
             if (role == TQ_GGUF_ROLE_SHEXP_GATE && t->n_dims == 1) {
                 mt->info.ndim = 2;

@@ -682,6 +682,86 @@ static void test_gemma3_names_and_norms(void)
     model_free(m);
 }
 
+/* The raw bytes of a whole tensor. */
+static unsigned char *read_bytes(const tq_model_tensor *t)
+{
+    unsigned char *b = malloc(t->info.nbytes ? t->info.nbytes : 1);
+    if (b && tq_model_read(t, 0, b, t->info.nbytes, &err) != 0) {
+        printf("  read %s: %s\n", t->info.name, err.msg);
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* Issue 33: llama.cpp's converter writes an F16 (general.file_type 1) or BF16 (32) GGUF with
+ * its 1-D tensors in F32 (llama.h: LLAMA_FTYPE_MOSTLY_F16 = 1, LLAMA_FTYPE_MOSTLY_BF16 = 32,
+ * "except 1d tensors"; convert_hf_to_gguf.py keeps n_dims <= 1 tensors F32). A 1-D F32 tensor
+ * whose every value is exact in the file's type is presented in that type, giving the bytes
+ * the HF original (safetensors) held; one value that is not keeps it F32, and so does a 2-D
+ * F32 tensor or a file of another type. The expected bytes are the IEEE encodings written
+ * out by hand (bf16: the top half of the f32 bits; f16 of 1, 0.5, -2.25, 2^-10 and 3/32:
+ * 3C00, 3800, C080, 1400, 2E00), independent of tq's converters. Gemma 3's
+ * norm (stored w + 1) is presented as w in the file's type. */
+static tq_model *narrow_model(uint32_t file_type, int with_ft, const char *arch, const char *tag)
+{
+    static const float exact[5] = {1.0f, 0.5f, -2.25f, 0.0009765625f, 0.09375f};
+    static const float inexact[5] = {1.0f, 0.5f, -2.25f, 0.0009765625f, 1.0000001f};
+    float gemma[5];
+    for (int i = 0; i < 5; i++)
+        gemma[i] = exact[i] + 1.0f;
+    float proj[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 0.5f};
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", arch);
+    if (with_ft)
+        gw_kv_u32(&w, "general.file_type", file_type);
+    uint64_t ne1[1] = {5}, ne2[2] = {5, 2};
+    int g3 = !strcmp(arch, "gemma3");
+    gw_tensor_add(&w, "blk.0.attn_norm.weight", 1, ne1, 0, g3 ? gemma : exact, sizeof exact);
+    gw_tensor_add(&w, "blk.0.ffn_norm.weight", 1, ne1, 0, inexact, sizeof inexact);
+    gw_tensor_add(&w, "blk.0.attn_v.weight", 2, ne2, 0, proj, sizeof proj);
+    return open_gguf(write_gw(&w, tag), 0);
+}
+
+static void test_f16_bf16_file_norms(void)
+{
+    static const uint16_t bf[5] = {0x3F80, 0x3F00, 0xC010, 0x3A80, 0x3DC0}, hf[5] = {0x3C00, 0x3800, 0xC080, 0x1400, 0x2E00};
+    static const struct { uint32_t ft; int with; const char *arch; tq_dtype want; const uint16_t *bytes; } cases[] = {
+        {32, 1, "qwen3", TQ_DT_BF16, bf}, {1, 1, "qwen3", TQ_DT_F16, hf}, {0, 1, "qwen3", TQ_DT_F32, NULL},
+        {7, 1, "qwen3", TQ_DT_F32, NULL}, {32, 0, "qwen3", TQ_DT_F32, NULL}, {32, 1, "gemma3", TQ_DT_BF16, bf},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "narrow-%zu", c);
+        tq_model *m = narrow_model(cases[c].ft, cases[c].with, cases[c].arch, tag);
+        const tq_model_tensor *n = m ? find(m, "model.layers.0.input_layernorm.weight") : NULL,
+                              *x = m ? find(m, !strcmp(cases[c].arch, "gemma3") ? "model.layers.0.pre_feedforward_layernorm.weight"
+                                                                                 : "model.layers.0.post_attention_layernorm.weight")
+                                     : NULL,
+                              *v = m ? find(m, "model.layers.0.self_attn.v_proj.weight") : NULL;
+        CHECKF(n && n->info.dtype == cases[c].want && n->info.nbytes == 5 * tq_dtype_size(cases[c].want),
+               "case %zu: norm is %s", c, n ? tq_dtype_name(n->info.dtype) : "missing");
+        CHECKF(x && x->info.dtype == TQ_DT_F32, "case %zu: a norm with an inexact value is %s", c,
+               x ? tq_dtype_name(x->info.dtype) : "missing");
+        CHECKF(v && v->info.dtype == TQ_DT_F32, "case %zu: a 2-D F32 tensor is %s", c, v ? tq_dtype_name(v->info.dtype) : "missing");
+        unsigned char *b = n && cases[c].bytes ? read_bytes(n) : NULL;
+        for (int i = 0; b && i < 5; i++) {
+            uint16_t got = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
+            CHECKF(got == cases[c].bytes[i], "case %zu value %d: %04x, expected %04x", c, i, got, cases[c].bytes[i]);
+        }
+        free(b);
+        /* read in odd pieces: an element split across reads still comes out whole */
+        unsigned char *whole = n ? read_bytes(n) : NULL, part[40];
+        for (uint64_t off = 0; whole && off < n->info.nbytes; off += 3) {
+            size_t len = n->info.nbytes - off < 3 ? (size_t)(n->info.nbytes - off) : 3;
+            CHECK(tq_model_read(n, off, part, len, &err) == 0 && !memcmp(part, whole + off, len));
+        }
+        free(whole);
+        model_free(m);
+    }
+}
+
 /* DeepSeek: attn_k_b / attn_v_b joined into kv_b_proj (checked against the same matrix stored
  * whole as attn_kv_b, read whole and in odd pieces, and across mixed stored dtypes); a half
  * without its partner, or halves whose shapes disagree, are refused naming the tensor. */
@@ -899,6 +979,7 @@ int main(void)
     RUN(test_unsupported_type_warns_then_fails);
     RUN(test_arch_configs);
     RUN(test_gemma3_names_and_norms);
+    RUN(test_f16_bf16_file_norms);
     RUN(test_deepseek2_kv_b_join);
     RUN(test_llama3_rope_freqs);
     RUN(test_metadata_types);

@@ -188,6 +188,10 @@ static void add_split_kv_b(gw *w, const cJSON *c, const tq_model_tensor *t)
  * rotary pair i (frequency base^(-2i/dim), wavelength 2 pi / frequency) the factor 1 below
  * L/high_freq_factor, the full factor above L/low_freq_factor, and between them 1 / ((1 - s) /
  * factor + s) with s = (L / wavelength - low) / (high - low). */
+/* Write the file as llama.cpp's converter writes an F16/BF16 model: general.file_type
+ * LLAMA_FTYPE_MOSTLY_F16 (1) or _BF16 (32) (llama.h) and every 1-D tensor widened to F32
+ * (convert_hf_to_gguf.py: n_dims <= 1 stays F32; llama.h's "except 1d tensors"). */
+static int f32_1d;
 static int llama3_rope;
 
 static void add_rope_freqs(gw *w, const cJSON *c)
@@ -295,6 +299,11 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
     free(toks);
     if (llama3_rope)
         add_rope_freqs(&w, c);
+    if (f32_1d) { /* the file's type: the one its 2-D weights have */
+        const tq_model_tensor *e0 = tq_model_find(src, "model.embed_tokens.weight");
+        CHECK(e0 && (e0->info.dtype == TQ_DT_F16 || e0->info.dtype == TQ_DT_BF16));
+        gw_kv_u32(&w, "general.file_type", e0 && e0->info.dtype == TQ_DT_F16 ? 1 : 32);
+    }
     for (size_t i = 0; i < src->n_tensors; i++) {
         const tq_model_tensor *t = &src->tensors[i];
         char name[256];
@@ -322,7 +331,19 @@ static void roundtrip_arch(const char *tag, const char *mk_args, const char *arc
             free(buf);
             buf = perm;
         }
-        gw_tensor_add(&w, name, nd, ne, type, buf, t->info.nbytes);
+        if (f32_1d && nd == 1 && type != 0) { /* widened exactly: bf16 is the top half of an f32 */
+            float *wide = malloc(t->info.nelem * sizeof *wide);
+            for (uint64_t k = 0; type == 30 && k < t->info.nelem; k++) {
+                uint32_t bits = (uint32_t)((const uint16_t *)buf)[k] << 16;
+                memcpy(&wide[k], &bits, 4);
+            }
+            if (type == 1)
+                CHECK_OK(tq_to_f32(TQ_DT_F16, buf, wide, t->info.nelem, &err));
+            gw_tensor_add(&w, name, nd, ne, 0, wide, t->info.nelem * sizeof *wide);
+            free(wide);
+        } else {
+            gw_tensor_add(&w, name, nd, ne, type, buf, t->info.nbytes);
+        }
         free(buf);
     }
     CHECK(gw_write(&w, gguf) == 0);
@@ -457,6 +478,23 @@ static void test_roundtrip_qwen3_moe_bf16_shared_tied(void)
     roundtrip("bf16", "--arch qwen3_moe --naming mlx --dtype bf16 --shared-expert --tie-embeddings --seed 3");
 }
 
+/* Issue 33: llama.cpp's F16 and BF16 files hold the norms (and the shared-expert gate vector)
+ * as F32; where every value is exact in the file's type tq presents them in it, so the GGUF
+ * gives the safetensors original's dtype and bytes (the check above) for every tensor. */
+static void test_roundtrip_f32_norms_f16(void)
+{
+    f32_1d = 1;
+    roundtrip("f32n-f16", "--arch qwen3_moe --naming mlx --dtype f16 --seed 4");
+    f32_1d = 0;
+}
+
+static void test_roundtrip_f32_norms_bf16(void)
+{
+    f32_1d = 1;
+    roundtrip("f32n-bf16", "--arch qwen3_moe --naming mlx --dtype bf16 --shared-expert --seed 5");
+    f32_1d = 0;
+}
+
 /* llama 3's rope scaling travels as rope_freqs; it comes back as config.json's rope_scaling. */
 static void test_roundtrip_llama3_rope(void)
 {
@@ -484,5 +522,7 @@ int main(void)
     RUN(test_roundtrip_qwen3_moe_bf16_shared_tied);
     RUN(test_roundtrip_llama_permuted);
     RUN(test_roundtrip_qwen3_f32);
+    RUN(test_roundtrip_f32_norms_f16);
+    RUN(test_roundtrip_f32_norms_bf16);
     TEST_MAIN_END();
 }
