@@ -113,7 +113,9 @@ TQ_API void tq_dequantize_row(const uint32_t *packed, const uint16_t *scales, co
                               int bits, size_t group, size_t n, float *out);
 
 /* One whole row, from original weights to packed words: copy, rotate with signs and block,
- * quantize, pack. scratch: n floats + n bytes (tq_quantize_row_scratch). */
+ * quantize, pack. scratch: n floats + n bytes (tq_quantize_row_scratch). This is the recipe
+ * tq-convert runs (it reads rows as stored, in their dtype: quant_internal.h's
+ * tq_q_quantize_row, which this wraps). */
 typedef struct tq_qspec {
     const tq_codebook *cb;
     int method;          /* enum tq_scale_method */

@@ -135,8 +135,20 @@ TQ_INLINE tq_v8f tq_v_f32(tq_v8u h)
 TQ_HIDDEN int tq_quantize_lsq(const struct tq_codebook *cb, size_t group, const float *w, size_t n, uint8_t *idx,
                     uint16_t *scales, double *err2, double *sum2, struct tq_err *e);
 
-/* dst[i] = f32(src[i]) * signs[i] for src of tq_dtype BF16, F16, F32 or F64 (the first
- * step of rotating a weight row, fused with the dtype conversion). */
-TQ_HIDDEN void tq_q_load_signed(int dtype, const void *src, const float *signs, size_t n, float *dst);
+
+/* The TurboQuant row recipe (docs/quantization.md), the one copy tq_quantize_row (F32 rows),
+ * tq-convert's jobs (rows as stored, any of the four float dtypes) and its codebook fit run.
+ * tq_q_rotate_row: x[n] = f32(src[j]) * signs[j] (signs NULL: no signs), then the forward
+ * block Hadamard transform with `block` unless rotate == 0 (--rotation none). -1 (TQ_EUSAGE)
+ * if block is not valid for n, TQ_EUNSUP for a dtype other than BF16, F16, F32, F64 when
+ * signs is NULL (with signs, other dtypes are read as F32: callers pass only those four). */
+struct tq_qspec;
+TQ_HIDDEN int tq_q_rotate_row(int dtype, const void *src, const float *signs, size_t n, size_t block, int rotate,
+                              float *x, struct tq_err *e);
+/* ...then quantized per group (tq_quantize_groups) and packed (tq_pack): q's signs and block,
+ * scratch of tq_quantize_row_scratch(n) bytes (n floats, then n index bytes). */
+TQ_HIDDEN int tq_q_quantize_row(const struct tq_qspec *q, int dtype, int rotate, const void *src, size_t n,
+                                void *scratch, uint32_t *packed, uint16_t *scales, double *err2, double *sum2,
+                                struct tq_err *e);
 
 #endif

@@ -223,8 +223,10 @@ void tq_dequantize_row(const uint32_t *packed, const uint16_t *scales, const flo
     }
 }
 
+/* dst[i] = f32(src[i]) * signs[i] for src of tq_dtype BF16, F16, F32 or F64 (the first
+ * step of rotating a weight row, fused with the dtype conversion). */
 TQ_CLONES
-void tq_q_load_signed(int dtype, const void *src, const float *signs, size_t n, float *dst)
+static void load_signed(int dtype, const void *src, const float *signs, size_t n, float *dst)
 {
     const unsigned char *p = src;
     size_t i = 0;
@@ -266,21 +268,34 @@ void tq_q_load_signed(int dtype, const void *src, const float *signs, size_t n, 
     }
 }
 
-int tq_quantize_row(const tq_qspec *q, const float *w, size_t n, void *scratch, uint32_t *packed,
-                    uint16_t *scales, double *err2, double *sum2, tq_err *e)
+int tq_q_rotate_row(int dtype, const void *src, const float *signs, size_t n, size_t block, int rotate, float *x,
+                    tq_err *e)
+{
+    if (signs)
+        load_signed(dtype, src, signs, n, x);
+    else if (tq_to_f32((tq_dtype)dtype, src, x, n, e))
+        return -1;
+    if (rotate && tq_hadamard(x, n, block, 0))
+        return tq_fail(e, TQ_EUSAGE, "quantize: Hadamard block %zu is not valid for a row of %zu", block, n);
+    return 0;
+}
+
+int tq_q_quantize_row(const tq_qspec *q, int dtype, int rotate, const void *src, size_t n, void *scratch,
+                      uint32_t *packed, uint16_t *scales, double *err2, double *sum2, tq_err *e)
 {
     float *x = scratch;
     uint8_t *idx = (uint8_t *)(x + n);
-    if (q->signs)
-        tq_q_load_signed(TQ_DT_F32, w, q->signs, n, x);
-    else
-        memcpy(x, w, n * sizeof *x);
-    if (tq_hadamard(x, n, q->block, 0))
-        return tq_fail(e, TQ_EUSAGE, "quantize: Hadamard block %zu is not valid for a row of %zu", q->block, n);
-    if (tq_quantize_groups(q->cb, q->method, q->group, x, n, idx, scales, err2, sum2, e))
+    if (tq_q_rotate_row(dtype, src, q->signs, n, q->block, rotate, x, e) ||
+        tq_quantize_groups(q->cb, q->method, q->group, x, n, idx, scales, err2, sum2, e))
         return -1;
     tq_pack(idx, n, q->cb->bits, packed);
     return 0;
+}
+
+int tq_quantize_row(const tq_qspec *q, const float *w, size_t n, void *scratch, uint32_t *packed,
+                    uint16_t *scales, double *err2, double *sum2, tq_err *e)
+{
+    return tq_q_quantize_row(q, TQ_DT_F32, 1, w, n, scratch, packed, scales, err2, sum2, e);
 }
 
 int tq_fit_hist_add(tq_fit_hist *h, const float *x, size_t n, size_t group, tq_err *e)

@@ -75,9 +75,8 @@ static int fit_job(tq_work *w, void *ctx, int worker, uint64_t k, tq_err *e)
         uint64_t g = sample_row(c, i), part = g / it->rows, r = g % it->rows;
         if (cv_read_rows_f32(&wk->in, &wk->scratch, it, &it->parts[part], r, 1, raw, e))
             return -1;
-        tq_q_load_signed(TQ_DT_F32, raw, it->signs, cols, x);
-        if (!it->norot && tq_hadamard(x, cols, it->block, 0))
-            return tq_fail(e, TQ_EUSAGE, "tensor '%s': bad Hadamard block", it->source);
+        if (tq_q_rotate_row(TQ_DT_F32, raw, it->signs, cols, it->block, !it->norot, x, e))
+            return tq_err_prefix(e, "tensor '%s' row %llu", it->source, (unsigned long long)r);
         if (c->phase == 0) {
             for (size_t gi = 0; gi < c->n_groups; gi++)
                 if (tq_fit_hist_add(&wk->hist[gi], x, cols, c->groups[gi], e))

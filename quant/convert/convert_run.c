@@ -178,9 +178,7 @@ static int job_quant(cv_worker *wk, cv_job *j, tq_err *e)
     size_t words = tq_pack_words(in, it->bits), ng = in / it->group;
     int direct = !it->mxfp4 && !pt->stride; /* rows straight from the file, converted as they are signed */
     void *src = cv_grow(&wk->in, rows * in * (direct ? isz : sizeof(float)), e);
-    float *f = src ? cv_grow(&wk->f32, in * sizeof(float), e) : NULL;
-    void *scr = f ? cv_grow(&wk->scratch, in, e) : NULL;
-    uint32_t *pk = scr ? cv_grow(&wk->words, rows * words * 4, e) : NULL;
+    uint32_t *pk = src ? cv_grow(&wk->words, rows * words * 4, e) : NULL;
     uint16_t *sc = pk ? cv_grow(&wk->scales, rows * ng * 2, e) : NULL;
     if (!sc)
         return -1;
@@ -193,22 +191,20 @@ static int job_quant(cv_worker *wk, cv_job *j, tq_err *e)
             return -1;
         src = rowsf;
         isz = sizeof(float);
-        scr = cv_grow(&wk->scratch, in, e);
-        if (!scr)
-            return -1;
     }
+    void *scr = cv_grow(&wk->scratch, tq_quantize_row_scratch(in), e);
+    if (!scr)
+        return -1;
     tq_dtype sdt = direct ? it->src_dtype : TQ_DT_F32;
+    const tq_qspec q = {it->cb, it->scale_method, it->group, it->block, it->signs};
     double e2 = 0, s2 = 0;
-    uint8_t *idx = (uint8_t *)scr;
     for (size_t r = 0; r < rows; r++) {
         double a, b;
-        /* tq_quantize_row, with the dtype conversion fused into the sign multiplication */
-        tq_q_load_signed(sdt, (const char *)src + r * in * isz, it->signs, in, f);
-        if (!it->norot && tq_hadamard(f, in, it->block, 0))
-            return tq_fail(e, TQ_EUSAGE, "tensor '%s': bad Hadamard block", it->source);
-        if (tq_quantize_groups(it->cb, it->scale_method, it->group, f, in, idx, sc + r * ng, &a, &b, e))
+        /* tq_quantize_row's recipe on the row as stored: the dtype conversion fused into the
+         * sign multiplication, no Hadamard under --rotation none */
+        if (tq_q_quantize_row(&q, sdt, !it->norot, (const char *)src + r * in * isz, in, scr, pk + r * words,
+                              sc + r * ng, &a, &b, e))
             return tq_err_prefix(e, "tensor '%s' row %llu", it->source, (unsigned long long)(j->first + r));
-        tq_pack(idx, in, it->bits, pk + r * words);
         e2 += a;
         s2 += b;
     }

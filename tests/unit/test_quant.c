@@ -404,6 +404,68 @@ static void test_hand_case(void)
     CHECKF(packed[3] == (full & 0x3F), "last word %08x", packed[3]); /* 2 indices, rest zero */
 }
 
+/* The row recipe tq-convert runs (tq_q_quantize_row, quant_internal.h) on rows as stored:
+ * a BF16, F16 or F64 row gives the bytes tq_quantize_row gives for the same values as f32
+ * (each of those converts to f32 exactly or, for F64, by the one rounding tq_to_f32 does),
+ * NULL signs act as all-ones signs, and rotate = 0 (--rotation none) is tq_quantize_groups on
+ * the signed values, packed. Consistency: the recipe itself is held to the definition by
+ * test_naive_agrees and test_hand_case, which run it through tq_quantize_row. */
+static void test_row_recipe_sources(void)
+{
+    tq_err err;
+    tq_codebook cb;
+    CHECK_OK(tq_codebook_lloyd_max(3, &cb, &err));
+    enum { N = 768, G = 64 };
+    static float w[N], back[N], signs[N], ones[N], x[N];
+    static unsigned char raw[N * 8], scratch[N * 5];
+    static uint8_t idx[N];
+    uint32_t pk1[N], pk2[N];
+    uint16_t sc1[N / G], sc2[N / G];
+    fill_normal(w, N);
+    tq_signs_module(42, "model.layers.3.mlp.down_proj", signs, N);
+    for (size_t j = 0; j < N; j++)
+        ones[j] = 1.0f;
+    tq_qspec q = {&cb, TQ_SCALE_LSQ, G, tq_hadamard_block(N), signs};
+    static const tq_dtype dts[] = {TQ_DT_BF16, TQ_DT_F16, TQ_DT_F64, TQ_DT_F32};
+    for (int d = 0; d < 4; d++) {
+        double a1, b1, a2, b2;
+        if (dts[d] == TQ_DT_F64) /* (tq_from_f32 does not write F64) */
+            for (size_t j = 0; j < N; j++) {
+                double v = (double)w[j] * (1 + 0x1p-30); /* not an f32: the row rounds it */
+                memcpy(raw + 8 * j, &v, 8);
+            }
+        else
+            CHECK_OK(tq_from_f32(dts[d], w, raw, N, &err));
+        CHECK_OK(tq_to_f32(dts[d], raw, back, N, &err));
+        CHECK_OK(tq_quantize_row(&q, back, N, scratch, pk1, sc1, &a1, &b1, &err));
+        memset(pk2, 0xAB, sizeof pk2);
+        CHECK_OK(tq_q_quantize_row(&q, dts[d], 1, raw, N, scratch, pk2, sc2, &a2, &b2, &err));
+        CHECKF(!memcmp(pk1, pk2, tq_pack_words(N, 3) * 4) && !memcmp(sc1, sc2, sizeof sc1) && a1 == a2 && b1 == b2,
+               "%s row differs from its f32 values", tq_dtype_name(dts[d]));
+        /* no signs: the same as all-ones signs */
+        tq_qspec q1 = q, q0 = q;
+        q1.signs = ones;
+        q0.signs = NULL;
+        CHECK_OK(tq_q_quantize_row(&q1, dts[d], 1, raw, N, scratch, pk1, sc1, NULL, NULL, &err));
+        CHECK_OK(tq_q_quantize_row(&q0, dts[d], 1, raw, N, scratch, pk2, sc2, NULL, NULL, &err));
+        CHECK(!memcmp(pk1, pk2, tq_pack_words(N, 3) * 4) && !memcmp(sc1, sc2, sizeof sc1));
+    }
+    /* --rotation none: signs applied (all ones in tq-convert), no Hadamard */
+    for (size_t j = 0; j < N; j++)
+        x[j] = w[j] * signs[j];
+    CHECK_OK(tq_quantize_groups(&cb, TQ_SCALE_LSQ, G, x, N, idx, sc1, NULL, NULL, &err));
+    tq_pack(idx, N, 3, pk1);
+    CHECK_OK(tq_q_quantize_row(&q, TQ_DT_F32, 0, w, N, scratch, pk2, sc2, NULL, NULL, &err));
+    CHECK(!memcmp(pk1, pk2, tq_pack_words(N, 3) * 4) && !memcmp(sc1, sc2, sizeof sc1));
+    CHECK_OK(tq_q_quantize_row(&q, TQ_DT_F32, 1, w, N, scratch, pk2, sc2, NULL, NULL, &err));
+    CHECK(memcmp(sc1, sc2, sizeof sc1) != 0); /* rotating does change the row */
+    /* a block that does not divide the row, and a dtype the recipe cannot read */
+    q.block = 20;
+    CHECK(tq_q_quantize_row(&q, TQ_DT_F32, 1, w, N, scratch, pk2, sc2, NULL, NULL, &err) == -1 && err.code == TQ_EUSAGE);
+    q.signs = NULL;
+    CHECK(tq_q_quantize_row(&q, TQ_DT_I32, 0, w, N, scratch, pk2, sc2, NULL, NULL, &err) == -1 && err.code == TQ_EUNSUP);
+}
+
 static void test_packing_roundtrip(void)
 {
     for (int bits = 1; bits <= 4; bits++)
@@ -701,6 +763,7 @@ int main(void)
     RUN(test_naive_agrees);
     RUN(test_rms_ties_go_up);
     RUN(test_hand_case);
+    RUN(test_row_recipe_sources);
     RUN(test_packing_roundtrip);
     RUN(test_mse_gaussian);
     RUN(test_activation_identity);
