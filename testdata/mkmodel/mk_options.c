@@ -74,69 +74,49 @@ int tq_mk_is_moe(tq_mk_arch a)
     return f && f->store != TQ_EXP_NONE;
 }
 
-/* Tiny presets of the families added with the family table: a few MB, every quantized input
- * width a multiple of 64, and every branch of the family present (both attention kinds, a
- * shared expert, a dense first layer, several expert groups, sinks, sliding windows). */
+/* Tiny presets of the families added with the family table, as data: the fields an arch sets
+ * over the common tiny preset (2 layers, hidden 128, 4 heads of 32, 2 kv heads, vocab 512; a
+ * MoE family 8 experts of 128, 2 per token). A few MB, every quantized input width a multiple
+ * of 64, and every branch of the family present (both attention kinds, a shared expert, a
+ * dense first layer, several expert groups, sinks, sliding windows). Zero: the common value. */
+#define QWEN3_NEXT_TINY /* 4 layers: three Gated DeltaNet layers, then one gated full-attention layer */ \
+    .layers = 4, .head_dim = 64, .shared_inter = 128, .lin_k_heads = 2, .lin_v_heads = 4, .lin_k_dim = 32,   \
+    .lin_v_dim = 32, .conv_kernel = 4, .full_attn_interval = 4
+/* layer 0 dense (first_k_dense_replace 1), q LoRA; head_dim = qk_nope + qk_rope (not a config
+ * key of DeepSeek-V3); one kv head per query head */
+#define DEEPSEEK_TINY                                                                                          \
+    .layers = 3, .moe_intermediate = 64, .q_lora_rank = 64, .kv_lora_rank = 64, .qk_nope_dim = 32,          \
+    .qk_rope_dim = 32, .v_head_dim = 32, .kv_heads = 4, .head_dim = 64, .n_shared_experts = 1, .first_dense = 1, \
+    .topk_group = 1
+static const tq_mk_opts tiny_shape[TQ_MK_ARCH_COUNT] = {
+    [TQ_MK_QWEN2_MOE] = {.shared_inter = 256},
+    [TQ_MK_QWEN3_NEXT] = {QWEN3_NEXT_TINY},
+    [TQ_MK_QWEN3_5] = {QWEN3_NEXT_TINY, .mtp_layers = 1},
+    [TQ_MK_QWEN3_5_MOE] = {QWEN3_NEXT_TINY, .mtp_layers = 1},
+    [TQ_MK_MIXTRAL] = {.intermediate = 128}, /* Mixtral's expert width is intermediate_size */
+    /* 2 expert groups and one MTP layer (DeepSeek-V3 ships one), Kimi-K2 1 group and none */
+    [TQ_MK_DEEPSEEK_V3] = {DEEPSEEK_TINY, .n_group = 2, .mtp_layers = 1},
+    [TQ_MK_KIMI_K2] = {DEEPSEEK_TINY, .n_group = 1},
+    /* gpt-oss: expert width is intermediate_size; a window shorter than a test prompt */
+    [TQ_MK_GPT_OSS] = {.head_dim = 64, .intermediate = 128, .sliding_window = 8},
+    [TQ_MK_GEMMA4] = {.moe_intermediate = 64, .sliding_window = 8},
+};
+
 static void tiny_family(tq_mk_opts *o)
 {
-    o->layers = 2;
-    o->experts = 8;
-    o->top_k = 2;
-    switch (o->arch) {
-    case TQ_MK_QWEN2_MOE:
-        o->shared_inter = 256;
-        break;
-    case TQ_MK_QWEN3_NEXT:
-    case TQ_MK_QWEN3_5:
-    case TQ_MK_QWEN3_5_MOE:
-        /* 4 layers: three Gated DeltaNet layers, then one gated full-attention layer */
-        o->layers = 4;
-        o->head_dim = 64;
-        o->shared_inter = 128;
-        o->lin_k_heads = 2;
-        o->lin_v_heads = 4;
-        o->lin_k_dim = 32;
-        o->lin_v_dim = 32;
-        o->conv_kernel = 4;
-        o->full_attn_interval = 4;
-        o->mtp_layers = o->arch == TQ_MK_QWEN3_NEXT ? 0 : 1;
-        if (o->arch == TQ_MK_QWEN3_5)
-            o->experts = o->top_k = 0;
-        break;
-    case TQ_MK_MIXTRAL:
-        o->intermediate = 128; /* Mixtral's expert width is intermediate_size */
-        break;
-    case TQ_MK_DEEPSEEK_V3:
-    case TQ_MK_KIMI_K2:
-        /* layer 0 dense (first_k_dense_replace 1), q LoRA, 2 expert groups (DeepSeek) */
-        o->layers = 3;
-        o->moe_intermediate = 64;
-        o->q_lora_rank = 64;
-        o->kv_lora_rank = 64;
-        o->qk_nope_dim = 32;
-        o->qk_rope_dim = 32;
-        o->v_head_dim = 32;
-        o->kv_heads = o->heads;
-        o->head_dim = 64; /* qk_nope + qk_rope (not a config key of DeepSeek-V3) */
-        o->n_shared_experts = 1;
-        o->first_dense = 1;
-        o->n_group = o->arch == TQ_MK_DEEPSEEK_V3 ? 2 : 1;
-        o->topk_group = 1;
-        o->mtp_layers = o->arch == TQ_MK_DEEPSEEK_V3; /* DeepSeek-V3 ships one MTP layer, Kimi-K2 none */
-        break;
-    case TQ_MK_GPT_OSS:
-        o->head_dim = 64;
-        o->intermediate = 128; /* gpt-oss: expert width is intermediate_size */
-        o->sliding_window = 8; /* shorter than a test prompt, so the window matters */
-        break;
-    case TQ_MK_GEMMA4:
-        o->moe_intermediate = 64;
-        o->sliding_window = 8;
-        break;
-    default:
-        o->experts = o->top_k = 0;
-        break;
-    }
+    const tq_mk_opts *t = &tiny_shape[o->arch];
+    int moe = tq_mk_is_moe(o->arch);
+    o->layers = t->layers ? t->layers : 2;
+    o->experts = moe ? 8 : 0;
+    o->top_k = moe ? 2 : 0;
+#define OVER(field) \
+    if (t->field)   \
+        o->field = t->field;
+    OVER(head_dim) OVER(intermediate) OVER(moe_intermediate) OVER(kv_heads) OVER(shared_inter) OVER(mtp_layers)
+    OVER(lin_k_heads) OVER(lin_v_heads) OVER(lin_k_dim) OVER(lin_v_dim) OVER(conv_kernel) OVER(full_attn_interval)
+    OVER(q_lora_rank) OVER(kv_lora_rank) OVER(qk_nope_dim) OVER(qk_rope_dim) OVER(v_head_dim) OVER(n_shared_experts)
+    OVER(first_dense) OVER(n_group) OVER(topk_group) OVER(sliding_window)
+#undef OVER
 }
 
 int tq_mk_preset(tq_mk_opts *o, tq_mk_arch arch, const char *size, tq_err *e)
