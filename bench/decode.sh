@@ -1,15 +1,21 @@
-#!/usr/bin/env bash
-# Decode speed of tq-run --resident on a 4-bit TurboQuant dense model (issue 35): tokens/s
-# (forward passes per second, as tq-run reports them) at --threads 1, 2 and all cores, for the
-# SIMD kernels and the portable ones (TQ_NO_SIMD=1, which must give the same logits), the bytes
-# of weights each token reads (every matrix; of the embedding only one row), and that rate as
-# a fraction of a single-thread read loop over the same number of bytes in memory, measured in
-# the same run ($BUILD/bench/read_loop: as many passes over those bytes as the decode makes
-# forward passes, their mean, so that on a shared machine floor and decode meet the same
-# contention; the best pass is printed too). tq-run's CPU use (CPU seconds / wall seconds of
-# the whole process) says how much of a core it got. Target (issue 35): >= 0.5 of the floor
-# at 1 thread.
-# TQ_BENCH_SIZE=tiny checks the script on a small model; TQ_BENCH_TOKENS (default 16).
+# Decode speed of tq-run (issue 35), in one run:
+# 1. --resident on a 4-bit TurboQuant dense model (141 M weights): tokens/s (forward passes per
+#    second, as tq-run reports them) at --threads 1, 2 and all cores, for the best SIMD kernels
+#    the CPU has, AVX2 alone where it also has AVX-512 (TQ_NO_AVX512=1), and the portable ones
+#    (TQ_NO_SIMD=1); every path must give the same logits. The bytes of weights each token
+#    reads (every matrix; of the embedding only one row), and that rate as a fraction of a
+#    single-thread read loop over the same number of bytes in memory, measured in the same run
+#    ($BUILD/bench/read_loop: as many passes over those bytes as the decode makes forward
+#    passes, their mean, so that on a shared machine floor and decode meet the same
+#    contention; the best pass is printed too). tq-run's CPU use (CPU seconds / wall seconds of
+#    the whole process) says how much of a core it got. Target: >= 0.5 of the floor at 1 thread.
+# 2. A 4-bit qwen3_moe model (16 experts, 4 per token) split by tq-split and streamed with the
+#    expert cache (default budget, O_DIRECT reads), after a warm-up run, at the same thread
+#    counts: tokens/s, the expert-cache hit rate, and the weights each token touches (pinned
+#    matrices, one embedding row, 4 experts per layer) against a read loop over that many
+#    bytes; the same model --resident for comparison, with the same logits.
+# TQ_BENCH_SIZE=tiny checks the script on small models; TQ_BENCH_TOKENS (default 16 dense,
+# 4x that for the MoE model, so that its expert cache warms up).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 bench_needs decode tq-mkmodel tq-convert tq-run
@@ -42,17 +48,71 @@ printf 'decode: %s (4-bit TurboQuant, %s bytes resident), %s bytes of weights pe
   "$(awk -v b="$rl_bytes" -v s="$rl_best" 'BEGIN {print b / s / 1e9}')" "$(nproc)" "$(load)"
 threads="1 2"
 [ "$(nproc)" -gt 2 ] && threads="$threads $(nproc)"
+kinds="simd portable"
+grep -qw avx512f /proc/cpuinfo 2>/dev/null && kinds="simd avx2 portable"
 for t in $threads; do
   run1 "$t" "$TQ_BENCH_DIR/decode-simd.json"
   use_simd=$(awk -v c="$CPU" -v t="$T" 'BEGIN {printf "%.2f", c / t}')
+  if [ "$kinds" != "simd portable" ]; then
+    run1 "$t" "$TQ_BENCH_DIR/decode-avx2.json" TQ_NO_AVX512=1
+    use_avx2=$(awk -v c="$CPU" -v t="$T" 'BEGIN {printf "%.2f", c / t}')
+  fi
   run1 "$t" "$TQ_BENCH_DIR/decode-portable.json" TQ_NO_SIMD=1
   use_portable=$(awk -v c="$CPU" -v t="$T" 'BEGIN {printf "%.2f", c / t}')
   same=identical
-  [ "$(jget "$TQ_BENCH_DIR/decode-simd.json" logits_sha256)" = "$(jget "$TQ_BENCH_DIR/decode-portable.json" logits_sha256)" ] || same=DIFFER
-  for k in simd portable; do
+  for k in $kinds; do
+    [ "$(jget "$TQ_BENCH_DIR/decode-$k.json" logits_sha256)" = "$(jget "$TQ_BENCH_DIR/decode-portable.json" logits_sha256)" ] || same=DIFFER
+  done
+  for k in $kinds; do
     tps=$(jget "$TQ_BENCH_DIR/decode-$k.json" tokens_per_s) use=use_$k
     awk -v t="$t" -v k="$k" -v tps="$tps" -v b="$bpt" -v f="$floor" -v u="${!use}" 'BEGIN {
       printf "decode: --threads %s %-8s %7.2f tokens/s, weights at %.2f GB/s = %.3f x the 1-thread read loop (tq-run used %s CPUs)\n", t, k, tps, tps * b / 1e9, tps * b / f, u }'
   done
   echo "decode: --threads $t logits SIMD vs portable: $same"
+done
+
+# ---- 2. the MoE model, streamed from its split
+if [ "${TQ_BENCH_SIZE:-}" = tiny ]; then
+  M=$TQ_BENCH_DIR/decode-moe-tiny mgen=(--layers 2 --hidden 256 --intermediate 512 --moe-intermediate 128 --heads 4 --kv-heads 2 --head-dim 64 --vocab 1024)
+else # 268 M weights: 8 layers of 16 experts [512, 1024] x3, attention, lm_head 32.8 M
+  M=$TQ_BENCH_DIR/decode-moe mgen=(--layers 8 --hidden 1024 --intermediate 2816 --moe-intermediate 512 --heads 8 --kv-heads 4 --head-dim 128 --vocab 32000)
+fi
+made "$M" "$BIN/tq-mkmodel" --quiet --arch qwen3_moe "${mgen[@]}" --experts 16 --top-k 4 --dtype bf16 --seed 12 "$M"
+made "$M.tq4" "$BIN/tq-convert" --quiet --bits 4 "$M" "$M.tq4"
+bench_needs decode tq-split
+made "$M.tq4s" "$BIN/tq-split" --quiet "$M.tq4" "$M.tq4s"
+MTOK=$((NTOK * 4))
+runm() { # runm THREADS OUT [tq-run options...]
+  local t=$1 out=$2; shift 2
+  timed "$BIN/tq-run" "$M.tq4s" "$@" --threads "$t" --tokens 1,2,3,4 --max-tokens "$MTOK" --json > "$out"
+}
+runm 1 "$TQ_BENCH_DIR/decode-moe-warm.json" # warms the page cache for the pinned part
+mv=$(jget "$M.tq4/config.json" vocab_size) mh=$(jget "$M.tq4/config.json" hidden_size)
+ml=$(jget "$M.tq4/config.json" num_hidden_layers) mk=$(jget "$M.tq4/config.json" num_experts_per_tok)
+pinned=$(stat -c %s "$M.tq4s/pinned.safetensors")
+eblock=$(grep -o '"length": *[0-9]*' "$M.tq4s/split.json" | head -n1 | grep -o '[0-9]*$')
+# weights per token: the pinned file (all but the embedding; safetensors header included)
+# and one embedding row, and mk experts in each layer (one expert block of the split each)
+mbpt=$((pinned - mv * mh * 2 + mh * 2 + ml * mk * eblock))
+mpasses=$(jget "$TQ_BENCH_DIR/decode-moe-warm.json" forward_passes)
+read -r mrl_bytes mrl_best mrl_mean < <("$RL" "$mbpt" "$mpasses")
+mfloor=$(awk -v b="$mrl_bytes" -v s="$mrl_mean" 'BEGIN {printf "%.0f", b / s}')
+printf 'decode: %s (qwen3_moe, 4-bit TurboQuant, %s of %s experts per token, tq-split), %s bytes of weights per token; read loop %.2f GB/s (1 thread, mean of %s passes); load %s\n' \
+  "$(basename "$M.tq4s")" "$mk" "$(jget "$M.tq4/config.json" num_experts)" "$mbpt" \
+  "$(awk -v f="$mfloor" 'BEGIN {print f / 1e9}')" "$mpasses" "$(load)"
+for t in $threads; do
+  runm "$t" "$TQ_BENCH_DIR/decode-moe-streamed.json"
+  use_s=$(awk -v c="$CPU" -v t="$T" 'BEGIN {printf "%.2f", c / t}')
+  runm "$t" "$TQ_BENCH_DIR/decode-moe-resident.json" --resident
+  use_r=$(awk -v c="$CPU" -v t="$T" 'BEGIN {printf "%.2f", c / t}')
+  same=identical
+  [ "$(jget "$TQ_BENCH_DIR/decode-moe-streamed.json" logits_sha256)" = "$(jget "$TQ_BENCH_DIR/decode-moe-resident.json" logits_sha256)" ] || same=DIFFER
+  for k in streamed resident; do
+    f=$TQ_BENCH_DIR/decode-moe-$k.json u=$use_s
+    [ $k = resident ] && u=$use_r
+    awk -v t="$t" -v k="$k" -v tps="$(jget "$f" tokens_per_s)" -v b="$mbpt" -v f="$mfloor" -v u="$u" \
+      -v h="$(jget "$f" hit_rate)" -v rd="$(jget "$f" bytes_per_token)" 'BEGIN {
+      printf "decode: moe --threads %s %-8s %7.2f tokens/s, weights at %.2f GB/s = %.3f x the 1-thread read loop (expert-cache hit rate %.3f, %d bytes read per token; tq-run used %s CPUs)\n", t, k, tps, tps * b / 1e9, tps * b / f, h, rd, u }'
+  done
+  echo "decode: moe --threads $t logits streamed vs resident: $same"
 done
