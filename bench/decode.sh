@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Decode speed of tq-run (issue 35), in one run:
 # 1. --resident on a 4-bit TurboQuant dense model (141 M weights): tokens/s (forward passes per
 #    second, as tq-run reports them) at --threads 1, 2 and all cores, for the best SIMD kernels
@@ -97,9 +98,10 @@ mbpt=$((pinned - mv * mh * 2 + mh * 2 + ml * mk * eblock))
 mpasses=$(jget "$TQ_BENCH_DIR/decode-moe-warm.json" forward_passes)
 read -r mrl_bytes mrl_best mrl_mean < <("$RL" "$mbpt" "$mpasses")
 mfloor=$(awk -v b="$mrl_bytes" -v s="$mrl_mean" 'BEGIN {printf "%.0f", b / s}')
-printf 'decode: %s (qwen3_moe, 4-bit TurboQuant, %s of %s experts per token, tq-split), %s bytes of weights per token; read loop %.2f GB/s (1 thread, mean of %s passes); load %s\n' \
+printf 'decode: %s (qwen3_moe, 4-bit TurboQuant, %s of %s experts per token, tq-split), %s bytes of weights per token; read loop %.2f GB/s (1 thread, mean of %s passes; best pass %.2f GB/s); load %s\n' \
   "$(basename "$M.tq4s")" "$mk" "$(jget "$M.tq4/config.json" num_experts)" "$mbpt" \
-  "$(awk -v f="$mfloor" 'BEGIN {print f / 1e9}')" "$mpasses" "$(load)"
+  "$(awk -v f="$mfloor" 'BEGIN {print f / 1e9}')" "$mpasses" \
+  "$(awk -v b="$mrl_bytes" -v s="$mrl_best" 'BEGIN {print b / s / 1e9}')" "$(load)"
 for t in $threads; do
   runm "$t" "$TQ_BENCH_DIR/decode-moe-streamed.json"
   use_s=$(awk -v c="$CPU" -v t="$T" 'BEGIN {printf "%.2f", c / t}')
