@@ -182,14 +182,21 @@ $(BUILD)/tq.pc $(BUILD)/tq-static.pc: $(BUILD)/%.pc: scripts/%.pc.in common/comm
 metal-note:
 	@echo "$(METAL_NOTE)"
 
-# macOS only: kernels.metal → metallib (no fast math, no contraction: docs/metal.md, Numerics),
-# embedded as bytes; metal.m as Objective-C without ARC.
-$(BUILD)/runtime/metal/kernels.air: runtime/metal/kernels.metal runtime/metal/shim_internal.h runtime/metal/abi_internal.h
+# macOS only: kernels.metal → metallib, embedded as bytes; metal.m as Objective-C without ARC.
+# scripts/metal-flags asks the compiler for the pinned language and IEEE arithmetic
+# (-fmetal-math-mode=safe, else -fno-fast-math; -ffp-contract=off) and stops the build when it
+# accepts none (docs/metal.md, Building). METAL_CC / METALLIB_CC: the commands (a test puts a
+# fake compiler there: tests/cli/metal-flags.sh).
+METAL_CC    ?= xcrun -sdk macosx metal
+METALLIB_CC ?= xcrun -sdk macosx metallib
+$(BUILD)/runtime/metal/kernels.air: runtime/metal/kernels.metal runtime/metal/shim_internal.h runtime/metal/abi_internal.h scripts/metal-flags
 	@mkdir -p $(dir $@)
-	xcrun -sdk macosx metal -fno-fast-math -ffp-contract=off -I. -c $< -o $@
+	@flags=$$(scripts/metal-flags $(METAL_CC)) || { echo "tq: the Metal kernels were not built (above: why)" >&2; exit 1; }; \
+	 echo "$(METAL_CC) $$flags -I. -c $< -o $@"; \
+	 $(METAL_CC) $$flags -I. -c $< -o $@
 
 $(BUILD)/runtime/metal/kernels.metallib: $(BUILD)/runtime/metal/kernels.air
-	xcrun -sdk macosx metallib $< -o $@
+	$(METALLIB_CC) $< -o $@
 
 $(BUILD)/runtime/metal/metallib.c: $(BUILD)/runtime/metal/kernels.metallib scripts/embed-bytes
 	scripts/embed-bytes rtm_metallib $< > $@.tmp && mv $@.tmp $@
