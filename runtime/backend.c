@@ -232,18 +232,21 @@ static const rt_backend dev_backend = {
     .copy = dev_copy,
 };
 
-/* Stable weights the device may map once: the store's tensors and resident expert blocks. */
+/* Stable weights the device may map once: the store's tensors, the model's float vectors and
+ * resident expert blocks. */
 static int runner_region(void *user, const void *p, const void **base, uint64_t *n)
 {
     const tq_runner *r = user;
     if (r->store && rt_store_region(r->store, p, base, n))
+        return 1;
+    if (rt_vec_region(r, p, base, n))
         return 1;
     for (uint64_t l = 0; r->L && l < r->c.layers; l++) {
         const rt_layer *L = &r->L[l];
         uint64_t size = L->src.block_size * L->src.n_experts;
         if (L->resident_blocks && (const uint8_t *)p >= L->resident_blocks && (const uint8_t *)p < L->resident_blocks + size) {
             *base = L->resident_blocks;
-            *n = size;
+            *n = rt_map_round(size); /* the allocation: whole pages (model.c, load_blocks_resident) */
             return 1;
         }
     }
@@ -274,6 +277,22 @@ int rt_backend_open(tq_runner *r, tq_err *e)
     r->bctx = b;
     r->be = &dev_backend;
     return 0;
+}
+
+void rt_backend_stats(const tq_runner *r, tq_run_stats *st)
+{
+    if (!r->bctx)
+        return;
+    rtm_counts c;
+    rtm_be_counts(BE(r), &c);
+    double n = st->forward_passes ? (double)st->forward_passes : 1.0;
+    st->gpu = 1;
+    st->gpu_dispatches_per_token = (double)c.dispatches / n;
+    st->gpu_waits_per_token = (double)c.waits / n;
+    st->gpu_staged_bytes_per_token = (double)c.staged_bytes / n;
+    st->gpu_staged_weight_bytes_per_token = (double)c.staged_weight_bytes / n;
+    st->gpu_wrap_copies = c.wrap_copies;
+    st->gpu_wrap_copy_bytes = c.wrap_copy_bytes;
 }
 
 void rt_backend_close(tq_runner *r)

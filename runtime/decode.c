@@ -87,8 +87,10 @@ static void free_state(tq_runner *r)
             *lb[i] = NULL;
         }
     }
-    free(r->rcos);
-    free(r->rsin);
+    if (r->be) {
+        r->be->free(r, r->rcos);
+        r->be->free(r, r->rsin);
+    }
     r->rcos = r->rsin = NULL;
     free(r->scr.xr);
     r->scr.xr = NULL;
@@ -170,8 +172,9 @@ static int alloc_state(tq_runner *r, tq_err *e)
     for (size_t i = 0; i < sizeof a / sizeof *a; i++)
         if (!(*a[i].p = r->be->alloc(r, a[i].n ? a[i].n : 1, e)))
             return -1;
-    if (!(r->rcos = tq_calloc(c->rope.dim / 2 + 1, sizeof(float), e)) ||
-        !(r->rsin = tq_calloc(c->rope.dim / 2 + 1, sizeof(float), e)))
+    /* the rotary table: the backend's memory (a device reads it where the kernels run), written
+     * by the CPU at the start of each position, after the previous one's sync */
+    if (!(r->rcos = r->be->alloc(r, c->rope.dim / 2 + 1, e)) || !(r->rsin = r->be->alloc(r, c->rope.dim / 2 + 1, e)))
         return -1;
     for (uint64_t l = 0; l < c->layers; l++) {
         rt_layer *L = &r->L[l];
@@ -319,6 +322,7 @@ static void fill_stats(const tq_runner *r, tq_run_stats *st)
     st->hit_rate = acc ? (double)st->expert_hits / (double)acc : 0;
     st->bytes_per_token = st->forward_passes ? st->bytes_read / st->forward_passes : 0;
     st->peak_rss = tq_peak_rss();
+    rt_backend_stats(r, st);
 }
 
 int tq_runner_generate(tq_runner *r, const int32_t *prompt, size_t n_prompt, size_t max_tokens,
@@ -551,6 +555,21 @@ cJSON *tq_run_stats_json(const tq_run_stats *st, const int32_t *tokens, size_t n
     };
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
         cJSON_AddNumberToObject(j, nums[i].k, nums[i].v);
+    if (st->gpu) { /* a device backend: its counters (docs/metal.md, Counters) */
+        struct {
+            const char *k;
+            double v;
+        } gpu[] = {
+            {"gpu_dispatches_per_token", st->gpu_dispatches_per_token},
+            {"gpu_waits_per_token", st->gpu_waits_per_token},
+            {"gpu_staged_bytes_per_token", st->gpu_staged_bytes_per_token},
+            {"gpu_staged_weight_bytes_per_token", st->gpu_staged_weight_bytes_per_token},
+            {"gpu_wrap_copies", (double)st->gpu_wrap_copies},
+            {"gpu_wrap_copy_bytes", (double)st->gpu_wrap_copy_bytes},
+        };
+        for (size_t i = 0; i < sizeof gpu / sizeof *gpu; i++)
+            cJSON_AddNumberToObject(j, gpu[i].k, gpu[i].v);
+    }
     return j;
 }
 

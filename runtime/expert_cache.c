@@ -23,6 +23,19 @@ void *rt_alloc_aligned(uint64_t n, uint64_t align, tq_err *e)
     return p;
 }
 
+uint64_t rt_map_page(void)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    return pg > (long)RT_MAP_PAGE ? (uint64_t)pg : RT_MAP_PAGE;
+}
+
+uint64_t rt_map_round(uint64_t n)
+{
+    uint64_t pg = rt_map_page();
+    n = n ? n : 1;
+    return n > UINT64_MAX - pg ? UINT64_MAX : (n + pg - 1) / pg * pg;
+}
+
 /* ---------------------------------------------------------------- block sources */
 int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
 {

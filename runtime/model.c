@@ -97,8 +97,51 @@ static int has_tensor(tq_runner *r, const char *name, rt_tensor *t, tq_err *e)
     return rt_store_get(r->store, name, t ? t : &tmp, e);
 }
 
+/* n zeroed floats, 64-byte aligned, in the runner's vector chunks (tq_runner.vchunk): whole
+ * rt_map_page() pages, so a device backend maps a chunk once (runtime/backend.c,
+ * runner_region) instead of copying the vector at every use. Freed with the model. */
+static float *vec_alloc(tq_runner *r, uint64_t n, tq_err *e)
+{
+    uint64_t bytes;
+    if (tq_mul_u64(n ? n : 1, sizeof(float), &bytes) || bytes > UINT64_MAX - 64) {
+        tq_fail(e, TQ_EDATA, "a vector of %llu floats is too large", (unsigned long long)n);
+        return NULL;
+    }
+    bytes = (bytes + 63) / 64 * 64;
+    struct rt_vchunk *last = r->n_vchunk ? &r->vchunk[r->n_vchunk - 1] : NULL;
+    if (!last || last->size - last->used < bytes) {
+        void *grown = tq_grow(r->vchunk, &r->cap_vchunk, r->n_vchunk, sizeof *r->vchunk, e);
+        if (!grown)
+            return NULL;
+        r->vchunk = grown;
+        uint64_t size = rt_map_round(bytes > (64u << 10) ? bytes : (64u << 10));
+        uint8_t *p = size == UINT64_MAX ? NULL : rt_alloc_aligned(size, rt_map_page(), e);
+        if (!p)
+            return NULL;
+        memset(p, 0, size);
+        last = &r->vchunk[r->n_vchunk++];
+        *last = (struct rt_vchunk){p, size, 0};
+    }
+    float *v = (float *)(last->p + last->used);
+    last->used += bytes;
+    return v;
+}
+
+int rt_vec_region(const tq_runner *r, const void *p, const void **base, uint64_t *n)
+{
+    for (size_t i = 0; i < r->n_vchunk; i++) {
+        const struct rt_vchunk *k = &r->vchunk[i];
+        if ((const uint8_t *)p >= k->p && (const uint8_t *)p < k->p + k->size) {
+            *base = k->p;
+            *n = k->size;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* A float vector of n values (a norm's weight + shift: 1 for norms stored as offsets from 1,
- * else 0; A_log, dt_bias, sinks, correction biases with shift 0). */
+ * else 0; A_log, dt_bias, sinks, correction biases with shift 0), in the vector chunks. */
 static int load_vec(tq_runner *r, const char *name, uint64_t n, float shift, float **out, tq_err *e)
 {
     rt_tensor t;
@@ -112,7 +155,7 @@ static int load_vec(tq_runner *r, const char *name, uint64_t n, float shift, flo
     if (t.ndim != 1 || t.shape[0] != n ||
         (t.dt != TQ_DT_F32 && t.dt != TQ_DT_F16 && t.dt != TQ_DT_BF16))
         return tq_fail(e, TQ_EDATA, "tensor '%s': expected [%llu] floats", full, (unsigned long long)n);
-    float *v = tq_malloc(n * sizeof *v, e);
+    float *v = vec_alloc(r, n, e);
     if (!v)
         return -1;
     for (uint64_t i = 0; i < n; i++)
@@ -646,9 +689,13 @@ static int load_blocks_resident(tq_runner *r, uint64_t l, tq_err *e)
     uint64_t n;
     if (tq_mul_u64(L->src.block_size, L->src.n_experts, &n))
         return tq_fail(e, TQ_EDATA, "%s: expert data size overflows", L->src.path);
-    L->resident_blocks = rt_alloc_aligned(n, L->src.align, e);
+    /* whole GPU-mappable pages (rt_map_page), as the store's tensors: a device backend maps
+     * them in place (runtime/backend.c, runner_region) */
+    uint64_t pg = rt_map_page(), sz = rt_map_round(n);
+    L->resident_blocks = rt_alloc_aligned(sz, L->src.align > pg ? L->src.align : pg, e);
     if (!L->resident_blocks)
         return -1;
+    memset(L->resident_blocks + n, 0, sz - n);
     if (tq_pread_full(L->src.fd, L->resident_blocks, n, L->src.data_start, L->src.path, e) != 0)
         return -1;
     if (L->src.have_sha)
@@ -921,10 +968,7 @@ void rt_model_free(tq_runner *r)
     if (r->L) {
         for (uint64_t l = 0; l < r->c.layers; l++) {
             rt_layer *L = &r->L[l];
-            float *vecs[] = {L->in_norm, L->post_norm, L->q_norm, L->k_norm, L->sinks, L->q_a_norm, L->kv_a_norm,
-                             L->conv_w, L->A_log, L->dt_bias, L->gnorm, L->score_bias};
-            for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++)
-                free(vecs[i]);
+            free(L->conv_w); /* the other vectors live in r->vchunk */
             free_emat(&L->eg);
             free_emat(&L->eu);
             free_emat(&L->ed);
@@ -933,6 +977,8 @@ void rt_model_free(tq_runner *r)
         }
         free(r->L);
     }
-    free(r->final_norm);
+    for (size_t i = 0; i < r->n_vchunk; i++)
+        free(r->vchunk[i].p);
+    free(r->vchunk);
     rt_store_close(r->store);
 }

@@ -192,6 +192,15 @@ const char *rt_io_name(int io);
 void rt_block_src_close(rt_block_src *s);
 /* Aligned allocation for O_DIRECT buffers. */
 void *rt_alloc_aligned(uint64_t n, uint64_t align, tq_err *e);
+/* Memory a GPU backend maps in place (Metal's newBufferWithBytesNoCopy) must be whole pages of
+ * the GPU host's page size: 16 KiB on Apple silicon. Stable weight memory (the store's
+ * tensors, resident expert blocks) is allocated in whole pages of rt_map_page(), the larger of
+ * that and this machine's page, on every machine, so the GPU backend wraps the same regions on
+ * the shim as on a Mac (runtime/metal/backend.c counts any it must copy). */
+#define RT_MAP_PAGE 16384u
+uint64_t rt_map_page(void);
+/* n rounded up to whole rt_map_page() pages (n = 0: one page; UINT64_MAX on overflow). */
+uint64_t rt_map_round(uint64_t n);
 
 /* ------------------------------------------------------------ resident tensors */
 typedef struct rt_tensor {
@@ -283,11 +292,16 @@ typedef struct rt_backend {
 /* r->o.backend's operations into r->be (and r->bctx). */
 int rt_backend_open(struct tq_runner *r, tq_err *e);
 void rt_backend_close(struct tq_runner *r);
+/* The device backend's counters into st (st->gpu and the gpu_ fields; per forward pass, so
+ * st->forward_passes must be set); nothing with the CPU backend. */
+void rt_backend_stats(const struct tq_runner *r, tq_run_stats *st);
 /* The CPU's attention core and routing (attention.c, forward.c), for the CPU backend. */
 int rt_attention_core(struct tq_runner *r, const struct rt_layer *L, uint64_t pos, uint64_t t0, tq_err *e);
 int rt_route(struct tq_runner *r, const struct rt_layer *L, uint64_t *ids, float *w, tq_err *e);
 /* The allocation of the store (a tensor, a dense FFN tensor) that holds p: 1, 0 when none. */
 int rt_store_region(const rt_store *s, const void *p, const void **base, uint64_t *n);
+/* The chunk of the runner's float vectors (tq_runner.vchunk) that holds p: 1, 0 when none. */
+int rt_vec_region(const struct tq_runner *r, const void *p, const void **base, uint64_t *n);
 
 /* ------------------------------------------------------------ model */
 typedef struct rt_layer {
@@ -344,6 +358,13 @@ struct tq_runner {
     int weights_mask;                /* bit per kind seen: 1 dense, 2 affine, 4 tq, 8 mxfp4 */
     tq_dtype dense_dt;
     uint64_t resident_extra;         /* bytes of resident expert blocks */
+    /* The model's float vectors (norm weights, sinks, biases: model.c, load_vec), packed in
+     * chunks of whole rt_map_page() pages that a device backend maps once (runner_region). */
+    struct rt_vchunk {
+        uint8_t *p;
+        uint64_t size, used;
+    } *vchunk;
+    size_t n_vchunk, cap_vchunk;
     double load_s;
     int used;
     /* Decoding state (decode.c alloc_state). hd = head_dim; ffn = the largest MLP width

@@ -119,6 +119,15 @@ typedef struct tq_run_stats {
     uint64_t cache_peak_bytes;             /* most cache bytes held at once */
     uint64_t peak_rss;
     unsigned char logits_sha256[32];       /* SHA-256 of the logits stream */
+    /* With a device backend (shim or metal; gpu = 1), what the backend asked of the device,
+     * counted in the backend (runtime/metal/backend.c), so the same on the shim as on a GPU:
+     * kernels queued, CPU waits for queued work, bytes copied into staging memory (of them,
+     * weights) per forward pass; stable weight regions the device could not map in place and
+     * copied instead, and their bytes. docs/metal.md, Counters. */
+    int gpu;
+    double gpu_dispatches_per_token, gpu_waits_per_token;
+    double gpu_staged_bytes_per_token, gpu_staged_weight_bytes_per_token;
+    uint64_t gpu_wrap_copies, gpu_wrap_copy_bytes;
 } tq_run_stats;
 
 typedef struct tq_runner tq_runner;

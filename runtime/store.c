@@ -26,23 +26,23 @@ struct rt_store {
     uint64_t *made_bytes;
 };
 
-/* A tensor's memory: whole pages, page-aligned, so that a GPU backend can map it in place
- * (runtime/metal/: Metal's no-copy buffers need both). */
+/* A tensor's memory: whole rt_map_page() pages, aligned to one, so that a GPU backend can
+ * map it in place (runtime/metal/: Metal's no-copy buffers need both, in the GPU host's 16 KiB
+ * pages). The tail after the tensor is zeroed. */
 static uint64_t page_round(uint64_t n)
 {
-    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
-    n = n ? n : 1;
-    return n > UINT64_MAX - pg ? UINT64_MAX : (n + pg - 1) / pg * pg;
+    return rt_map_round(n);
 }
 
 static void *alloc_pages(uint64_t n, tq_err *e)
 {
     void *p = NULL;
     uint64_t sz = page_round(n);
-    if (sz > SIZE_MAX || posix_memalign(&p, (size_t)sysconf(_SC_PAGESIZE), (size_t)sz) != 0) {
+    if (sz > SIZE_MAX || posix_memalign(&p, (size_t)rt_map_page(), (size_t)sz) != 0) {
         tq_fail(e, TQ_ENOMEM, "out of memory (%llu bytes)", (unsigned long long)n);
         return NULL;
     }
+    memset((char *)p + n, 0, sz - n);
     return p;
 }
 

@@ -5,9 +5,13 @@
  *
  * Memory: pointers the kernels write must come from rtm_be_alloc. A pointer they only read is
  * found in this registry (alloc'd memory, or a region wrapped earlier), else in a stable
- * host region the caller's region function knows (the store's tensors: wrapped once, then
- * registered), else it is staged: copied now, as the bytes are at this call (expert blocks
- * read into the cache, norm weights, this position's rotary table). */
+ * host region the caller's region function knows (the store's tensors, the model's vectors,
+ * resident expert blocks: wrapped once — in place where they are whole RTM_PAGE pages, else
+ * copied once and counted — then registered), else it is staged: copied now, as the bytes are
+ * at this call (streamed expert blocks from the cache).
+ *
+ * Counters (rtm_counts: dispatches, waits, staged and copied bytes) are kept here, not in a
+ * device, so the shim and Metal report the same numbers for the same decode. */
 #include "runtime/metal/rtm_internal.h"
 #include "quant/quant.h"
 
@@ -36,6 +40,8 @@ struct rtm_be {
     float *rs, *rw;
     uint32_t *rid;
     uint64_t cap_rs;
+    rtm_counts cnt;
+    uint64_t pending; /* dispatches since the last sync */
 };
 
 /* ------------------------------------------------------------ the registry */
@@ -67,9 +73,38 @@ static int reg_add(rtm_be *b, const void *base, uint64_t n, void *h, int alloc, 
     return 0;
 }
 
-/* The slot for [p, p + n): see the file comment. write: the kernel writes it. */
-static int bind(rtm_be *b, const void *p, uint64_t n, int write, rtm_bind *out, tq_err *e)
+/* How a kernel uses a buffer slot: reads an activation (or other transient values), writes
+ * it, or reads weights (what staged_weight_bytes counts). */
+enum { RD, WR, WT };
+
+/* A device buffer over the stable region [base, base + n): mapped in place where it is whole
+ * RTM_PAGE pages and the device can map it, else copied once; each copy is counted
+ * (rtm_counts.wrap_copies), never silent. */
+static int wrap_region(rtm_be *b, const void *base, uint64_t n, void **h, tq_err *e)
 {
+    if ((uintptr_t)base % RTM_PAGE == 0 && n % RTM_PAGE == 0 && n > 0) {
+        int rc = b->dev->wrap(b->dev, base, n, h, e);
+        if (rc < 0)
+            return -1;
+        if (rc == 1) {
+            b->cnt.wrap_copies++;
+            b->cnt.wrap_copy_bytes += n;
+        }
+        return 0;
+    }
+    void *host;
+    if (b->dev->alloc(b->dev, n ? n : 4, h, &host, e) != 0)
+        return -1;
+    memcpy(host, base, n);
+    b->cnt.wrap_copies++;
+    b->cnt.wrap_copy_bytes += n;
+    return 0;
+}
+
+/* The slot for [p, p + n): see the file comment. kind: RD, WR or WT. */
+static int bind(rtm_be *b, const void *p, uint64_t n, int kind, rtm_bind *out, tq_err *e)
+{
+    const int write = kind == WR;
     if (!p)
         p = b->dummy, n = 0;
     long i = reg_find(b, p);
@@ -90,7 +125,7 @@ static int bind(rtm_be *b, const void *p, uint64_t n, int write, rtm_bind *out, 
     if (b->region && b->region(b->user, p, &base, &bn) == 1 && (const char *)p >= (const char *)base &&
         (uint64_t)((const char *)p - (const char *)base) <= bn && n <= bn - (uint64_t)((const char *)p - (const char *)base)) {
         void *h;
-        if (b->dev->wrap(b->dev, base, bn, &h, e) != 0)
+        if (wrap_region(b, base, bn, &h, e) != 0)
             return -1;
         if (reg_add(b, base, bn, h, 0, e) != 0) {
             b->dev->release(b->dev, h);
@@ -99,7 +134,12 @@ static int bind(rtm_be *b, const void *p, uint64_t n, int write, rtm_bind *out, 
         *out = (rtm_bind){h, (uint64_t)((const char *)p - (const char *)base)};
         return 0;
     }
-    return b->dev->stage(b->dev, p, n, out, e);
+    if (b->dev->stage(b->dev, p, n, out, e) != 0)
+        return -1;
+    b->cnt.staged_bytes += n;
+    if (kind == WT)
+        b->cnt.staged_weight_bytes += n;
+    return 0;
 }
 
 void *rtm_be_alloc(rtm_be *b, uint64_t n, tq_err *e)
@@ -128,7 +168,16 @@ void rtm_be_free(rtm_be *b, void *p)
 
 int rtm_be_sync(rtm_be *b, tq_err *e)
 {
+    if (b->pending) {
+        b->cnt.waits++;
+        b->pending = 0;
+    }
     return b->dev->sync(b->dev, e);
+}
+
+void rtm_be_counts(const rtm_be *b, rtm_counts *out)
+{
+    *out = b->cnt;
 }
 
 rtm_dev *rtm_be_dev(rtm_be *b)
@@ -191,7 +240,7 @@ static int scratch(rtm_be *b, float **p, uint64_t *cap, uint64_t n, tq_err *e)
 typedef struct slot_in {
     const void *p;
     uint64_t n;
-    int write;
+    int kind; /* RD, WR, WT */
 } slot_in;
 
 static int run(rtm_be *b, int k, const slot_in *s, int ns, const void *args, uint32_t args_n, uint64_t groups,
@@ -203,9 +252,13 @@ static int run(rtm_be *b, int k, const slot_in *s, int ns, const void *args, uin
     if (groups > UINT32_MAX)
         return tq_fail(e, TQ_EUNSUP, "GPU backend: %llu threadgroups exceed one dispatch", (unsigned long long)groups);
     for (int i = 0; i < ns; i++)
-        if (bind(b, s[i].p, s[i].n, s[i].write, &bd[i], e) != 0)
+        if (bind(b, s[i].p, s[i].n, s[i].kind, &bd[i], e) != 0)
             return -1;
-    return b->dev->dispatch(b->dev, k, bd, ns, args, args_n, (uint32_t)groups, e);
+    if (b->dev->dispatch(b->dev, k, bd, ns, args, args_n, (uint32_t)groups, e) != 0)
+        return -1;
+    b->cnt.dispatches++;
+    b->pending++;
+    return 0;
 }
 
 static uint64_t groups_for(uint64_t n, uint64_t per)
@@ -296,15 +349,15 @@ int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_er
     if (mv_args(l, &a, &bias_n, e))
         return -1;
     if (l->kind == RT_DENSE) {
-        slot_in s[] = {{l->w, rt_linear_wbytes(l), 0}, {x, l->cols * 4, 0}, {y, l->rows * 4, 1}, {l->bias, bias_n, 0}};
+        slot_in s[] = {{l->w, rt_linear_wbytes(l), WT}, {x, l->cols * 4, RD}, {y, l->rows * 4, WR}, {l->bias, bias_n, WT}};
         return run(b, RTM_K_mv_dense, s, 4, &a, sizeof a, groups, e);
     }
     if (l->kind == RT_MXFP4) {
         uint64_t nb = l->cols / 32, span = (l->rows - 1) * a.rstep + 1;
         if (mxfp4_check(l, a.rstep, e))
             return -1;
-        slot_in s[] = {{l->w, span * nb * 16, 0}, {x, l->cols * 4, 0}, {y, l->rows * 4, 1}, {l->scales, span * nb, 0},
-                       {l->bias, bias_n, 0}};
+        slot_in s[] = {{l->w, span * nb * 16, WT}, {x, l->cols * 4, RD}, {y, l->rows * 4, WR}, {l->scales, span * nb, WT},
+                       {l->bias, bias_n, WT}};
         return run(b, RTM_K_mv_mxfp4, s, 5, &a, sizeof a, groups, e);
     }
     if (l->kind == RT_AFFINE) {
@@ -312,12 +365,12 @@ int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_er
         if (scratch(b, &b->gsum, &b->cap_g, l->ngroups, e))
             return -1;
         rtm_gsum_args ga = {(uint)l->ngroups, (uint)l->group};
-        slot_in sg[] = {{x, l->cols * 4, 0}, {b->gsum, l->ngroups * 4, 1}};
+        slot_in sg[] = {{x, l->cols * 4, RD}, {b->gsum, l->ngroups * 4, WR}};
         if (run(b, RTM_K_group_sums, sg, 2, &ga, sizeof ga, groups_for(l->ngroups, RTM_TG), e))
             return -1;
-        slot_in s[] = {{l->w, rt_linear_wbytes(l), 0}, {x, l->cols * 4, 0},          {y, l->rows * 4, 1},
-                       {l->scales, sbytes, 0},         {l->biases, sbytes, 0},        {b->gsum, l->ngroups * 4, 0},
-                       {l->bias, bias_n, 0}};
+        slot_in s[] = {{l->w, rt_linear_wbytes(l), WT}, {x, l->cols * 4, RD},          {y, l->rows * 4, WR},
+                       {l->scales, sbytes, WT},         {l->biases, sbytes, WT},        {b->gsum, l->ngroups * 4, RD},
+                       {l->bias, bias_n, WT}};
         return run(b, RTM_K_mv_affine, s, 7, &a, sizeof a, groups, e);
     }
     /* TurboQuant: the activation gets the weights' rotation (signs, then block Hadamard) */
@@ -337,7 +390,7 @@ int rtm_be_rotate(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, ui
     rtm_had_args ha = {.cols = (uint)cols, .m = (uint)m, .N = (uint)N, .s = (float)(1.0 / sqrt((double)blk))};
     if (dt_code(gdt, &ha.gdt, e) || scratch(b, &b->tmp, &b->cap_t, cols, e))
         return -1;
-    slot_in sh[] = {{x, cols * 4, 0}, {signs, cols * tq_dtype_size(gdt), 0}, {out, cols * 4, 1}, {b->tmp, cols * 4, 1}};
+    slot_in sh[] = {{x, cols * 4, RD}, {signs, cols * tq_dtype_size(gdt), WT}, {out, cols * 4, WR}, {b->tmp, cols * 4, WR}};
     return run(b, RTM_K_hadamard, sh, 4, &ha, sizeof ha, cols / blk, e);
 }
 
@@ -351,12 +404,12 @@ int rtm_be_matvec_rotated(rtm_be *b, const rt_linear *l, const float *xr, float 
         return -1;
     if (l->kind != RT_TQ)
         return tq_fail(e, TQ_EUSAGE, "GPU backend: a rotated product of a matrix that is not TurboQuant");
-    slot_in s[] = {{l->w, rt_linear_wbytes(l), 0},
-                   {xr, l->cols * 4, 0},
-                   {y, l->rows * 4, 1},
-                   {l->scales, rt_linear_sbytes(l), 0},
-                   {l->codebook, ((uint64_t)1 << l->bits) * tq_dtype_size(l->cdt), 0},
-                   {l->bias, bias_n, 0}};
+    slot_in s[] = {{l->w, rt_linear_wbytes(l), WT},
+                   {xr, l->cols * 4, RD},
+                   {y, l->rows * 4, WR},
+                   {l->scales, rt_linear_sbytes(l), WT},
+                   {l->codebook, ((uint64_t)1 << l->bits) * tq_dtype_size(l->cdt), WT},
+                   {l->bias, bias_n, WT}};
     return run(b, RTM_K_mv_tq, s, 6, &a, sizeof a, groups_for(l->rows, RTM_MV_ROWS), e);
 }
 
@@ -366,7 +419,7 @@ int rtm_be_rmsnorm(rtm_be *b, float *out, const float *x, const float *w, uint64
     if (fits(n, "a norm's length", e))
         return -1;
     rtm_rms_args a = {(uint)n, w != NULL, (float)eps};
-    slot_in s[] = {{x, n * count * 4, 0}, {out, n * count * 4, 1}, {w, w ? n * 4 : 0, 0}};
+    slot_in s[] = {{x, n * count * 4, RD}, {out, n * count * 4, WR}, {w, w ? n * 4 : 0, WT}};
     return run(b, RTM_K_rmsnorm, s, 3, &a, sizeof a, count, e);
 }
 
@@ -380,7 +433,7 @@ int rtm_be_rope(rtm_be *b, float *v, uint64_t count, uint64_t stride, uint64_t o
         return -1;
     rtm_rope_args a = {(uint)count, (uint)stride, (uint)off, (uint)rp->dim, rp->interleaved != 0};
     uint64_t span = (count - 1) * stride + off + rp->dim;
-    slot_in s[] = {{v, span * 4, 1}, {cs, rp->dim / 2 * 4, 0}, {sn, rp->dim / 2 * 4, 0}};
+    slot_in s[] = {{v, span * 4, WR}, {cs, rp->dim / 2 * 4, RD}, {sn, rp->dim / 2 * 4, RD}};
     return run(b, RTM_K_rope, s, 3, &a, sizeof a, groups_for(count * (rp->dim / 2), RTM_TG), e);
 }
 
@@ -391,12 +444,12 @@ int rtm_be_attention(rtm_be *b, const rtm_att *t, tq_err *e)
     rtm_att_args a = {(uint)t->hd, (uint)t->kvd, (uint)t->group, (uint)t->t0, (uint)t->pos, (uint)t->att_stride,
                       t->sinks != NULL, t->scale};
     uint64_t cache = (t->pos + 1) * t->kvd * 4;
-    slot_in s[] = {{t->q, t->heads * t->hd * 4, 0},
-                   {t->kc, cache, 0},
-                   {t->vc, cache, 0},
-                   {t->sinks, t->sinks ? t->heads * 4 : 0, 0},
-                   {t->att, t->heads * t->att_stride * 4, 1},
-                   {t->out, t->heads * t->hd * 4, 1}};
+    slot_in s[] = {{t->q, t->heads * t->hd * 4, RD},
+                   {t->kc, cache, RD},
+                   {t->vc, cache, RD},
+                   {t->sinks, t->sinks ? t->heads * 4 : 0, WT},
+                   {t->att, t->heads * t->att_stride * 4, WR},
+                   {t->out, t->heads * t->hd * 4, WR}};
     return run(b, RTM_K_attention, s, 6, &a, sizeof a, t->heads, e);
 }
 
@@ -405,7 +458,7 @@ int rtm_be_softmax(rtm_be *b, float *x, uint64_t n, uint64_t count, uint64_t str
     if (fits(n, "a softmax length", e) || fits(stride, "a softmax stride", e))
         return -1;
     rtm_softmax_args a = {(uint)n, (uint)stride};
-    slot_in s[] = {{x, count ? ((count - 1) * stride + n) * 4 : 0, 1}};
+    slot_in s[] = {{x, count ? ((count - 1) * stride + n) * 4 : 0, WR}};
     return run(b, RTM_K_softmax, s, 1, &a, sizeof a, count, e);
 }
 
@@ -423,11 +476,11 @@ int rtm_be_route(rtm_be *b, const rtm_route *r, uint64_t *ids, float *w, tq_err 
     b->rid = (uint32_t *)(b->rw + RTM_MAX_TOPK);
     rtm_route_args a = {(uint)r->E, (uint)r->K, (uint)r->mode, r->norm_topk != 0, (uint)r->n_group, (uint)r->topk_group,
                         r->bias != NULL, r->route_scale};
-    slot_in s[] = {{r->logits, r->E * 4, 0},
-                   {r->bias, r->bias ? r->E * 4 : 0, 0},
-                   {b->rs, (2 * r->E + RTM_MAX_GROUPS) * 4, 1},
-                   {b->rid, r->K * 4, 1},
-                   {b->rw, r->K * 4, 1}};
+    slot_in s[] = {{r->logits, r->E * 4, RD},
+                   {r->bias, r->bias ? r->E * 4 : 0, WT},
+                   {b->rs, (2 * r->E + RTM_MAX_GROUPS) * 4, WR},
+                   {b->rid, r->K * 4, WR},
+                   {b->rw, r->K * 4, WR}};
     if (run(b, RTM_K_route, s, 5, &a, sizeof a, 1, e) || rtm_be_sync(b, e))
         return -1;
     for (uint64_t k = 0; k < r->K; k++) {
@@ -445,7 +498,7 @@ int rtm_be_act(rtm_be *b, float *g, const float *u, uint64_t n, int clamped, flo
     if (fits(n, "an MLP width", e))
         return -1;
     rtm_act_args a = {(uint)n, clamped != 0, alpha, limit};
-    slot_in s[] = {{g, n * 4, 1}, {u, n * 4, 0}};
+    slot_in s[] = {{g, n * 4, WR}, {u, n * 4, RD}};
     return run(b, RTM_K_act, s, 2, &a, sizeof a, groups_for(n, RTM_TG), e);
 }
 
@@ -454,7 +507,7 @@ int rtm_be_axpy(rtm_be *b, float *y, const float *x, float av, const float *sa, 
     if (fits(n, "a vector length", e))
         return -1;
     rtm_axpy_args a = {(uint)n, sa != NULL, av};
-    slot_in s[] = {{y, n * 4, 1}, {x, n * 4, 0}, {sa, sa ? 4 : 0, 0}};
+    slot_in s[] = {{y, n * 4, WR}, {x, n * 4, RD}, {sa, sa ? 4 : 0, RD}};
     return run(b, RTM_K_axpy, s, 3, &a, sizeof a, groups_for(n, RTM_TG), e);
 }
 
@@ -463,7 +516,7 @@ int rtm_be_gate(rtm_be *b, float *y, const float *g, uint64_t n, int kind, tq_er
     if (fits(n, "a vector length", e))
         return -1;
     rtm_gate_args a = {(uint)n, (uint)kind};
-    slot_in s[] = {{y, n * 4, 1}, {kind == 2 ? NULL : g, kind == 2 ? 0 : n * 4, 0}};
+    slot_in s[] = {{y, n * 4, WR}, {kind == 2 ? NULL : g, kind == 2 ? 0 : n * 4, RD}};
     return run(b, RTM_K_gate, s, 2, &a, sizeof a, groups_for(n, RTM_TG), e);
 }
 
@@ -472,7 +525,7 @@ int rtm_be_unary(rtm_be *b, float *y, const float *x, uint64_t n, int kind, tq_e
     if (fits(n, "a vector length", e))
         return -1;
     rtm_gate_args a = {(uint)n, (uint)kind};
-    slot_in s[] = {{y, n * 4, 1}, {x, n * 4, 0}};
+    slot_in s[] = {{y, n * 4, WR}, {x, n * 4, RD}};
     return run(b, RTM_K_unary, s, 2, &a, sizeof a, groups_for(n, RTM_TG), e);
 }
 
@@ -484,7 +537,7 @@ int rtm_be_gather(rtm_be *b, float *dst, const float *src, uint64_t blocks, uint
     if (fits(blocks * len, "a copy", e) || fits(stride, "a copy stride", e) || fits(off, "a copy offset", e))
         return -1;
     rtm_gather_args a = {(uint)blocks, (uint)len, (uint)stride, (uint)off};
-    slot_in s[] = {{dst, blocks * len * 4, 1}, {src, ((blocks - 1) * stride + off + len) * 4, 0}};
+    slot_in s[] = {{dst, blocks * len * 4, WR}, {src, ((blocks - 1) * stride + off + len) * 4, RD}};
     return run(b, RTM_K_gather, s, 2, &a, sizeof a, groups_for(blocks * len, RTM_TG), e);
 }
 

@@ -1,6 +1,7 @@
 /* runtime/metal/metal.m — the Metal device of the GPU backend (rtm_internal.h), macOS only:
  * the system's default GPU, one command queue, one compute pipeline per kernel of the
- * metallib the build embeds (kernels.metal compiled with -fno-fast-math -ffp-contract=off),
+ * metallib the build embeds (kernels.metal compiled with IEEE math and -ffp-contract=off:
+ * scripts/metal-flags),
  * shared-storage buffers, and one serial compute encoder per command buffer, committed and
  * waited for at sync. Everything else — which kernels run, on which buffers, with which
  * threadgroup counts — is backend.c, the same code the shim runs in make check everywhere.
@@ -49,17 +50,21 @@ static int mtl_wrap(rtm_dev *d, const void *p, uint64_t n, void **h, tq_err *e)
         return tq_fail(e, TQ_EUNSUP, "Metal: a %llu-byte tensor exceeds the device's largest buffer (%llu bytes)",
                        (unsigned long long)len, (unsigned long long)[m->dev maxBufferLength]);
     id<MTLBuffer> b = nil;
-    /* in place where the memory is whole pages; the caller keeps it alive and unchanged */
+    int copied = 0;
+    /* in place where the memory is whole pages (the backend passes whole RTM_PAGE pages, a
+     * multiple of this device's page); the caller keeps it alive and unchanged */
     if (n && (uintptr_t)p % page == 0 && n % page == 0)
         b = [m->dev newBufferWithBytesNoCopy:(void *)p length:n options:MTLResourceStorageModeShared deallocator:nil];
-    if (!b && n)
+    if (!b && n) { /* a copy: reported to the backend, which counts it (rtm_counts.wrap_copies) */
         b = [m->dev newBufferWithBytes:p length:n options:MTLResourceStorageModeShared];
+        copied = 1;
+    }
     if (!b && !n)
         b = [m->dev newBufferWithLength:len options:MTLResourceStorageModeShared];
     if (!b)
         return tq_fail(e, TQ_ENOMEM, "Metal: cannot make a buffer of %llu bytes", (unsigned long long)len);
     *h = (void *)b;
-    return 0;
+    return copied;
 }
 
 static int mtl_alloc(rtm_dev *d, uint64_t n, void **h, void **host, tq_err *e)

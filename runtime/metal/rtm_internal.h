@@ -20,8 +20,10 @@ typedef struct rtm_bind {
 typedef struct rtm_dev rtm_dev;
 struct rtm_dev {
     const char *name;
-    /* A device buffer over [p, p + n), stable host memory kernels only read (weights): the
-     * memory itself where the device can map it, else a copy made now. */
+    /* A device buffer over [p, p + n), stable host memory kernels only read (weights), which
+     * the backend passes only as whole RTM_PAGE pages: the memory itself, mapped in place
+     * (returns 0), or where the device cannot map it a copy made now (returns 1: the backend
+     * counts and reports it, rtm_counts); -1 on error. */
     int (*wrap)(rtm_dev *d, const void *p, uint64_t n, void **h, tq_err *e);
     /* n zeroed bytes both sides use (activations, caches); *host is the CPU's view. */
     int (*alloc)(rtm_dev *d, uint64_t n, void **h, void **host, tq_err *e);
@@ -49,6 +51,11 @@ int rtm_metal_open(rtm_dev **d, tq_err *e);
 extern const char *const rtm_kernel_names[RTM_K_COUNT];
 extern const int rtm_kernel_slots[RTM_K_COUNT];
 
+/* Apple silicon's page (rt_internal.h, RT_MAP_PAGE): memory the backend wraps in place
+ * (newBufferWithBytesNoCopy) starts and ends on it; a multiple of every other page size Metal
+ * runs with (4 KiB on Intel Macs). */
+#define RTM_PAGE RT_MAP_PAGE
+
 /* ------------------------------------------------------------ the operations */
 /* Where stable host memory containing p lives (the store's tensors, resident expert blocks):
  * 1 and [*base, *base + *n), or 0 when p is in no such region. */
@@ -59,6 +66,18 @@ int rtm_be_open(rtm_be **out, rtm_dev *dev, rtm_region_fn region, void *user, tq
 /* Closes the device too. */
 void rtm_be_close(rtm_be *b);
 rtm_dev *rtm_be_dev(rtm_be *b);
+/* What the backend asked of its device since it opened, counted here rather than in a device
+ * so that the shim and Metal give the same numbers for the same decode (docs/metal.md,
+ * Counters). */
+typedef struct rtm_counts {
+    uint64_t dispatches;          /* kernels queued */
+    uint64_t waits;               /* syncs with work queued: the CPU waited for the GPU */
+    uint64_t staged_bytes;        /* bytes copied into staging memory as work was queued */
+    uint64_t staged_weight_bytes; /* of those, weights (matrices, scales, norms, biases, signs) */
+    uint64_t wrap_copies;         /* stable regions copied instead of mapped in place */
+    uint64_t wrap_copy_bytes;     /* their bytes */
+} rtm_counts;
+void rtm_be_counts(const rtm_be *b, rtm_counts *out);
 /* n zeroed bytes of memory kernels may write (NULL on error). */
 void *rtm_be_alloc(rtm_be *b, uint64_t n, tq_err *e);
 void rtm_be_free(rtm_be *b, void *p);

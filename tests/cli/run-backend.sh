@@ -3,6 +3,8 @@
 # logits within a relative 1e-4 (--compare-logits), on a dense and a streamed MoE model. Where
 # the build has Metal, metal must do the same within a relative 1e-3 (never run: no Mac was
 # available; docs/metal.md); with TQ_REQUIRE_METAL set (make check-metal) a build without it fails.
+# --json reports the device backend's counters (gpu_*: docs/metal.md, Counters) with shim and
+# metal and not with cpu; their ceilings per fixture are test_metal_decode's.
 . "$ROOT/tests/lib/common.sh"
 run tq-mkmodel --quiet --arch llama --size tiny --seed 3 dense
 run tq-mkmodel --quiet --arch qwen3_moe --size tiny --seed 4 moe
@@ -34,3 +36,23 @@ for m in dense moe-split; do
     [ "$top" = 1 ] || fail "$m: $b: top-1 agreement $top"
   done
 done
+
+# The counters in tq-run --json: present with a device backend, absent with the CPU's
+for b in $backends; do
+  run tq-run dense --tokens 5,9,2,7 --max-tokens 4 --backend $b --json > $b.json
+  for k in gpu_dispatches_per_token gpu_waits_per_token gpu_staged_bytes_per_token gpu_staged_weight_bytes_per_token \
+           gpu_wrap_copies gpu_wrap_copy_bytes; do
+    [ -n "$(jget $b.json $k)" ] || fail "--backend $b --json has no $k"
+  done
+  # a resident dense model: one wait per token (the logits), no weight staged or copied
+  [ "$(jget $b.json gpu_waits_per_token)" = 1 ] || fail "dense, $b: $(jget $b.json gpu_waits_per_token) waits per token"
+  [ "$(jget $b.json gpu_staged_weight_bytes_per_token)" = 0 ] && [ "$(jget $b.json gpu_wrap_copies)" = 0 ] ||
+    fail "dense, $b: weights staged or copied: $(cat $b.json)"
+  [ "$(jget $b.json gpu_dispatches_per_token)" -gt 0 ] || fail "dense, $b: no dispatches counted"
+  run tq-run moe-split --tokens 5,9,2,7 --max-tokens 4 --cache-budget 64K --backend $b --json > $b-moe.json
+  [ "$(jget $b-moe.json gpu_staged_weight_bytes_per_token)" -gt 0 ] || fail "streamed MoE, $b: no expert bytes staged"
+  echo "dense, $b: $(jget $b.json gpu_dispatches_per_token) dispatches and $(jget $b.json gpu_waits_per_token) waits per token; streamed MoE: $(jget $b-moe.json gpu_waits_per_token) waits, $(jget $b-moe.json gpu_staged_bytes_per_token) bytes staged per token"
+done
+run tq-run dense --tokens 5,9,2,7 --max-tokens 4 --json > cpu.json
+grep -q '"gpu_' cpu.json && fail "--backend cpu --json reports device counters"
+exit 0

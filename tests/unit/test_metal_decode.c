@@ -18,8 +18,9 @@
 
 static int have_metal;
 
+/* fx_decode_forced (rt_fixture.c) with the decode's stats in *st. */
 static int decode(const char *dir, int backend, int resident, const int32_t *seq, fx_logits *b, int32_t *toks,
-                  tq_err *err)
+                  tq_run_stats *st, tq_err *err)
 {
     tq_run_opts o;
     tq_run_opts_default(&o);
@@ -27,7 +28,108 @@ static int decode(const char *dir, int backend, int resident, const int32_t *seq
     o.backend = backend;
     o.resident = resident;
     o.cache_budget = 1; /* streamed: every expert read again, through the staging path */
-    return fx_decode_forced(dir, &o, seq, NSEQ, b, toks, err);
+    o.on_logits = fx_collect;
+    o.user = b;
+    o.force_tokens = seq + 1;
+    o.n_force = NSEQ - 1;
+    b->steps = 0;
+    tq_runner *r;
+    if (tq_runner_open(&r, dir, &o, err) != 0)
+        return -1;
+    int rc = tq_runner_generate(r, seq, 1, NSEQ, toks, st, err);
+    tq_runner_close(r);
+    return rc;
+}
+
+/* The device backend's counters (tq_run_stats gpu_*, counted in runtime/metal/backend.c, so
+ * the shim's are the GPU's) for each fixture decode, held to ceilings: the values measured
+ * when the counters were added (2026-12-03, on the shim), so that a change that makes the
+ * decode dispatch more kernels, wait for the GPU more often or copy more bytes per token fails
+ * here, without a GPU. A change that lowers them should lower the ceilings with it. Kinds:
+ * "" resident from the model directory, "-streamed" from tq-split's files with a one-byte
+ * cache budget (every expert block read and staged at every use), "-split-resident" the
+ * split loaded resident. Every resident decode stages no weight byte and copies no weight
+ * region (its weights are mapped in place: whole 16 KiB pages, runtime/rt_internal.h). */
+typedef struct ceiling {
+    const char *what;
+    double dispatches, waits, staged_bytes;
+} ceiling;
+static const ceiling ceilings[] = {
+    /* fixture, dispatches, waits, staged bytes per token (x.03125 = 33/32: the first position
+     * grows the backend's scratch once, and that waits for the queue) */
+    {"llama-f32", 36, 1, 0},
+    {"llama-bf16", 36, 1, 0},
+    {"llama-f16", 36, 1, 0},
+    {"llama-aff4", 51, 1.03125, 0},
+    {"llama-aff8", 51, 1.03125, 0},
+    {"llama-tq3", 51, 1.03125, 0},
+    {"llama-tq4", 51, 1.03125, 0},
+    {"llama-tq2", 51, 1.03125, 0},
+    {"qwen3-tq3", 54, 1.03125, 0},
+    {"qwen3-bf16", 40, 1, 0},
+    {"qwen3-bf16-streamed", 40, 1, 0},
+    {"qwen3-bf16-split-resident", 40, 1, 0},
+    {"qwen3_moe-tq3", 79, 3, 0},
+    {"qwen3_moe-tq3-streamed", 79, 3, 12800},
+    {"qwen3_moe-tq3-split-resident", 79, 3, 0},
+    {"qwen3_moe-bf16", 70, 3, 0},
+    {"qwen3_moe-bf16-streamed", 70, 3, 49152},
+    {"qwen3_moe-bf16-split-resident", 70, 3, 0},
+    {"qwen3_moe-aff4", 81, 3, 0},
+    {"qwen3_moe-aff4-streamed", 81, 3, 15360},
+    {"qwen3_moe-aff4-split-resident", 81, 3, 0},
+    {"qwen3_moe-tq2", 79, 3, 0},
+    {"qwen3_moe-tq2-streamed", 79, 3, 7680},
+    {"qwen3_moe-tq2-split-resident", 79, 3, 0},
+    {"mixtral-tq3", 75, 3.03125, 0},
+    {"mixtral-f16", 54, 3, 0},
+    {"deepseek_v3-tq4", 131, 6.03125, 0},
+    {"deepseek_v3-aff8", 131, 6.03125, 0},
+    {"deepseek_v3-bf16-hf", 91, 6, 0},
+    {"gpt_oss-aff4", 77, 3, 0},
+    {"gpt_oss-bf16-hf", 54, 3, 0},
+    {"gpt_oss-tq3", 75, 3, 0},
+    {"qwen3_next-tq3", 156, 8.03125, 0},
+    {"qwen3_next-bf16-hf", 113, 8, 0},
+    {"qwen3_next-all-moe-tq3", 177, 9, 0},
+    {"qwen3_next-all-moe-tq3-streamed", 177, 9, 25600},
+    {"qwen3_next-all-moe-tq3-split-resident", 177, 9, 0},
+    {"qwen3_5_moe-bf16-hf", 132, 7, 0},
+    {"qwen3_5_moe-aff8", 191, 7, 0},
+    {"qwen3_5_moe-aff8-streamed", 191, 7, 55296},
+    {"qwen3_5_moe-aff8-split-resident", 191, 7, 0},
+    {"qwen2-tq3", 74, 1.03125, 0},
+    {"qwen2-bf16-hf", 53, 1, 0},
+    {"qwen2_moe-aff4", 151, 3.03125, 0},
+    {"qwen2_moe-aff4-streamed", 151, 3.03125, 30720},
+    {"qwen2_moe-aff4-split-resident", 151, 3.03125, 0},
+    {"qwen2_moe-bf16-hf", 103, 3, 0},
+};
+
+static void check_counters(const char *what, const tq_run_stats *st)
+{
+    CHECKF(st->gpu == 1, "%s: the device backend's counters are missing", what);
+    printf("  %-34s counters: {\"%s\", %.9g, %.9g, %.9g},\n", what, what, st->gpu_dispatches_per_token,
+           st->gpu_waits_per_token, st->gpu_staged_bytes_per_token);
+    int streamed = strstr(what, "-streamed") != NULL;
+    if (!streamed) {
+        CHECKF(st->gpu_staged_weight_bytes_per_token == 0, "%s: %.0f weight bytes staged per token on a resident model",
+               what, st->gpu_staged_weight_bytes_per_token);
+        CHECKF(st->gpu_wrap_copies == 0, "%s: %llu weight regions copied instead of mapped", what,
+               (unsigned long long)st->gpu_wrap_copies);
+    }
+    for (size_t i = 0; i < sizeof ceilings / sizeof *ceilings; i++)
+        if (strcmp(ceilings[i].what, what) == 0) {
+            const ceiling *c = &ceilings[i];
+            CHECKF(st->gpu_dispatches_per_token <= c->dispatches, "%s: %.2f dispatches per token (ceiling %.0f)", what,
+                   st->gpu_dispatches_per_token, c->dispatches);
+            CHECKF(st->gpu_waits_per_token <= c->waits, "%s: %.2f CPU waits per token (ceiling %.0f)", what,
+                   st->gpu_waits_per_token, c->waits);
+            CHECKF(st->gpu_staged_bytes_per_token <= c->staged_bytes, "%s: %.0f bytes staged per token (ceiling %.0f)",
+                   what, st->gpu_staged_bytes_per_token, c->staged_bytes);
+            return;
+        }
+    CHECKF(0, "%s: no ceiling for its counters in the table above", what);
 }
 
 /* Decode dir on the CPU and on `backend`; every step within tol, the same greedy tokens. */
@@ -39,8 +141,11 @@ static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend
     size_t n = (size_t)NSEQ * (size_t)vocab;
     fx_logits a = {calloc(n, 4), 0, 0, NSEQ}, b = {calloc(n, 4), 0, 0, NSEQ};
     tq_err err = {0};
-    CHECK_OK(decode(dir, TQ_RUN_BACKEND_CPU, resident, seq, &a, t_cpu, &err));
-    CHECK_OK(decode(dir, backend, resident, seq, &b, t_dev, &err));
+    tq_run_stats st;
+    CHECK_OK(decode(dir, TQ_RUN_BACKEND_CPU, resident, seq, &a, t_cpu, &st, &err));
+    CHECKF(st.gpu == 0, "%s: the CPU backend reports device counters", what);
+    CHECK_OK(decode(dir, backend, resident, seq, &b, t_dev, &st, &err));
+    check_counters(what, &st);
     if (a.steps != NSEQ || b.steps != NSEQ) {
         CHECKF(0, "%s: a decode stopped early", what);
         free(a.v);
