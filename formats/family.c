@@ -179,7 +179,12 @@ static const tq_family families[TQ_FAM_COUNT] = {
                        .linears = L(ATTN, MLP, SWITCH("experts.switch_glu"), "router.proj"),
                        .tied_by_default = 1,
                        .gguf_arch = "gemma4",
-                       .decode = {.decoder = TQ_DEC_NONE}},
+                       /* transformers' models/gemma4/modeling_gemma4.py: the dense MLP on every
+                        * layer, q/k norms, sliding layers, Gemma4TextRouter's softmax top-k
+                        * renormalised (times per_expert_scale); the rest is runtime/config.c
+                        * cfg_gemma4 and forward.c gemma4_layer */
+                       .decode = {.decoder = TQ_DEC_GEMMA4, .kinds = TQ_KIND_SLIDING, .qk_norm = 1, .needs_inter = 1,
+                                  .route = TQ_ROUTE_SOFTMAX, .norm_topk = 1}},
 };
 
 const tq_family *tq_family_get(tq_family_id id)
@@ -598,6 +603,11 @@ int tq_family_attn_kind(const tq_family *f, const cJSON *config, uint64_t layer,
         return TQ_ATTN_FULL;
     const cJSON *tc = tq_family_text_config(config);
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(tc, "layer_types");
+    uint64_t nl;
+    /* transformers' Gemma4TextConfig.__post_init__ (models/gemma4/configuration_gemma4.py):
+     * "Last layer must use full_attention", forced so whatever layer_types says */
+    if (f->id == TQ_FAM_GEMMA4 && tq_family_cfg_u64(config, "num_hidden_layers", &nl, NULL) == 0 && layer + 1 == nl)
+        return TQ_ATTN_FULL;
     if (cJSON_IsArray(lt)) {
         const cJSON *v = cJSON_GetArrayItem(lt, (int)(layer < 1u << 30 ? layer : 1u << 30));
         if (!cJSON_IsString(v))
@@ -642,11 +652,9 @@ int tq_family_attn_kind(const tq_family *f, const cJSON *config, uint64_t layer,
         return layer >= n ? TQ_ATTN_SLIDING : TQ_ATTN_FULL;
     }
     case TQ_FAM_GEMMA4:
-        if (cfg_or(config, "sliding_window_pattern", 5, &n, e))
-            return -1;
-        if (n == 0)
-            return tq_fail(e, TQ_EDATA, "config.json: \"sliding_window_pattern\" must be at least 1");
-        return (layer + 1) % n ? TQ_ATTN_SLIDING : TQ_ATTN_FULL;
+        /* Gemma4TextConfig.__post_init__ without layer_types: sliding_window_pattern = 6 ("by
+         * default 5:1"), a constant there, not a config key */
+        return (layer + 1) % 6 ? TQ_ATTN_SLIDING : TQ_ATTN_FULL;
     case TQ_FAM_MIXTRAL: {
         int rc = tq_family_cfg_u64(config, "sliding_window", &n, e);
         return rc < 0 ? -1 : rc == 0 ? TQ_ATTN_SLIDING : TQ_ATTN_FULL;

@@ -73,6 +73,7 @@ typedef enum tq_decoder {
     TQ_DEC_QWEN3_NEXT, /* qwen3_next, qwen3_5, qwen3_5_moe: hybrid linear / gated full attention */
     TQ_DEC_QWEN2,      /* qwen2 (Qwen2, Qwen2.5): llama with q/k/v biases */
     TQ_DEC_QWEN2_MOE,  /* qwen2_moe: qwen2 attention, softmax top-k + sigmoid-gated shared expert */
+    TQ_DEC_GEMMA4,     /* gemma4: Gemma 4's text model (runtime/forward.c gemma4_layer) */
     TQ_DEC_COUNT
 } tq_decoder;
 
@@ -202,7 +203,7 @@ TQ_API int tq_family_num_experts(const tq_family *f, const struct cJSON *config,
 
 /* Attention kind of layer L: layer_types when the config lists them, else the family's
  * pattern (qwen3_next/qwen3_5: full every full_attention_interval (4) layers, else linear;
- * gpt_oss: sliding on even layers; gemma4: full every sliding_window_pattern (5) layers;
+ * gpt_oss: sliding on even layers; gemma4: full every 6th layer and the last (Gemma4TextConfig);
  * mixtral: sliding when sliding_window is set). -1 on a malformed config (e names the key). */
 enum tq_attn_kind { TQ_ATTN_FULL, TQ_ATTN_LINEAR, TQ_ATTN_SLIDING };
 TQ_API int tq_family_attn_kind(const tq_family *f, const struct cJSON *config, uint64_t layer, tq_err *e);

@@ -22,7 +22,7 @@ static void att_task(void *vctx, uint64_t b, uint64_t en)
     struct att_ctx *a = vctx;
     tq_runner *r = a->r;
     const rt_config *c = &r->c;
-    uint64_t hd = c->head_dim, kvd = c->kv_heads * hd, group = c->heads / c->kv_heads;
+    uint64_t hd = a->L->hd, kvd = a->L->kvh * hd, group = c->heads / a->L->kvh;
     const float *kc = a->L->kc, *vc = a->L->vc; /* [ctx][kvd] */
     float scale = (float)c->att_scale;
     for (uint64_t h = b; h < en; h++) {
@@ -79,16 +79,20 @@ int rt_attention(tq_runner *r, uint64_t l, uint64_t pos, tq_err *e)
     const rt_config *c = &r->c;
     const rt_backend *be = r->be;
     rt_layer *L = &r->L[l];
-    uint64_t hd = c->head_dim, kvd = c->kv_heads * hd, t0 = 0;
+    uint64_t hd = L->hd, kvd = L->kvh * hd, t0 = 0;
     if (be->matvec(r, &L->q, r->h, c->att_gate ? r->ao : r->q, e) || be->matvec(r, &L->k, r->h, r->k, e) ||
-        be->matvec(r, &L->v, r->h, r->v, e))
+        (L->kv_shared ? be->copy(r, r->v, r->k, 1, kvd, kvd, e) /* gemma4 k_eq_v: value = key projection */
+                      : be->matvec(r, &L->v, r->h, r->v, e)))
         return -1;
     if (c->att_gate && /* [heads][query | gate] → q [heads·hd], qg [heads·hd] */
         (be->copy(r, r->q, r->ao, c->heads, hd, 2 * hd, e) || be->copy(r, r->qg, r->ao + hd, c->heads, hd, 2 * hd, e)))
         return -1;
+    int (*rope)(tq_runner *, float *, uint64_t, uint64_t, tq_err *) = L->full_rope ? be->rope_full : be->rope;
     if ((L->q_norm && be->rmsnorm(r, r->q, r->q, L->q_norm, hd, c->heads, c->eps, e)) ||
-        (L->k_norm && be->rmsnorm(r, r->k, r->k, L->k_norm, hd, c->kv_heads, c->eps, e)) ||
-        be->rope(r, r->q, c->heads, hd, e) || be->rope(r, r->k, c->kv_heads, hd, e) ||
+        (L->k_norm && be->rmsnorm(r, r->k, r->k, L->k_norm, hd, L->kvh, c->eps, e)) ||
+        /* gemma4's v_norm: Gemma4RMSNorm(with_scale=False) per head */
+        (c->arch == RT_GEMMA4 && be->rmsnorm(r, r->v, r->v, NULL, hd, L->kvh, c->eps, e)) ||
+        rope(r, r->q, c->heads, hd, e) || rope(r, r->k, L->kvh, hd, e) ||
         be->copy(r, L->kc + pos * kvd, r->k, 1, kvd, kvd, e) || be->copy(r, L->vc + pos * kvd, r->v, 1, kvd, kvd, e))
         return -1;
     if (L->mixer == RT_MIX_SLIDING && pos + 1 > c->window)

@@ -52,6 +52,14 @@ static int cpu_rope(tq_runner *r, float *v, uint64_t count, uint64_t stride, tq_
     return 0;
 }
 
+static int cpu_rope_full(tq_runner *r, float *v, uint64_t count, uint64_t stride, tq_err *e)
+{
+    (void)e;
+    for (uint64_t i = 0; i < count; i++)
+        rt_rope_apply_full(r, v + i * stride);
+    return 0;
+}
+
 /* silu(g)·u, or gpt-oss's min(g, L)·sigmoid(α·min(g, L))·(clamp(u, -L, L) + 1). */
 static int cpu_act(tq_runner *r, uint64_t n, tq_err *e)
 {
@@ -63,6 +71,9 @@ static int cpu_act(tq_runner *r, uint64_t n, tq_err *e)
             float uv = r->u[i] < -lim ? -lim : r->u[i] > lim ? lim : r->u[i];
             r->g[i] = gv * rt_sigmoid(alpha * gv) * (uv + 1.0f);
         }
+    } else if (r->c.gelu) { /* gemma4: act_fn(gate_proj(x)) * up_proj(x), GELUTanh */
+        for (uint64_t i = 0; i < n; i++)
+            r->g[i] = rt_gelu_tanh(r->g[i]) * r->u[i];
     } else {
         for (uint64_t i = 0; i < n; i++)
             r->g[i] = rt_silu(r->g[i]) * r->u[i];
@@ -111,6 +122,7 @@ static const rt_backend cpu_backend = {
     .matvec = cpu_matvec,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
+    .rope_full = cpu_rope_full,
     .attention = rt_attention_core,
     .route = rt_route,
     .act = cpu_act,
@@ -256,6 +268,10 @@ static int runner_region(void *user, const void *p, const void **base, uint64_t 
 int rt_backend_open(tq_runner *r, tq_err *e)
 {
     rtm_dev *d = NULL;
+    /* runtime/metal/ has neither gemma4's second rope table, its per-layer head sizes nor
+     * its GELU: that family runs on the CPU only */
+    if (r->c.arch == RT_GEMMA4 && r->o.backend != TQ_RUN_BACKEND_CPU)
+        return tq_fail(e, TQ_EUNSUP, "%s: %s decodes on the cpu backend only (--backend cpu)", r->dir, r->c.arch_name);
     switch (r->o.backend) {
     case TQ_RUN_BACKEND_CPU:
         r->be = &cpu_backend;

@@ -300,6 +300,117 @@ static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
     return 0;
 }
 
+/* Gemma 4's text model as transformers' models/gemma4/modeling_gemma4.py runs it (with the
+ * defaults of configuration_gemma4.py, Gemma4TextConfig, for absent keys):
+ * - Gemma4TextAttention: head_dim on sliding layers, global_head_dim (default 512) on full
+ *   ones; with attention_k_eq_v the full layers have no v_proj (value = key projection) and
+ *   num_global_key_value_heads key heads (absent or null: num_key_value_heads, as mlx-lm's
+ *   gemma4_text.py Attention does); self.scaling = 1.0 (q_norm and k_norm carry the scale);
+ * - Gemma4TextRotaryEmbedding: rope_parameters per layer type; sliding "default" (theta,
+ *   head_dim), full "proportional" (_compute_proportional_rope_parameters in
+ *   modeling_rope_utils.py: the first int(partial_rotary_factor · D // 2) of the D/2 pairs at
+ *   theta^(-2i/D) with D = global_head_dim, the other pairs not turned, all divided by
+ *   "factor") or "default" (only when global_head_dim is head_dim: compute_default_rope_parameters
+ *   sizes it by head_dim);
+ * - Gemma4ForCausalLM.forward: final_logit_softcapping (absent or null: none);
+ * - hidden_activation gelu_pytorch_tanh (Gemma4TextMLP, the experts).
+ * What tq does not run is refused by name: per-layer embeddings (hidden_size_per_layer_input,
+ * default 256: Gemma 4 E2B/E4B), shared KV layers (num_kv_shared_layers), bidirectional
+ * attention "all". */
+static int cfg_gemma4(rt_config *c, const cfgsrc *s, tq_err *e)
+{
+    uint64_t ple = 256, shared = 0;
+    if (get_u64(s, "hidden_size_per_layer_input", &ple, 0, DIM_MAX, e) ||
+        get_u64(s, "num_kv_shared_layers", &shared, 0, 4096, e))
+        return -1;
+    if (ple)
+        return tq_fail(e, TQ_EUNSUP, "%s: hidden_size_per_layer_input is %llu%s: per-layer embeddings (Gemma 4 E2B, E4B) "
+                       "are not supported", s->path, (unsigned long long)ple, item(s, "hidden_size_per_layer_input") ? "" :
+                       " (absent: Gemma4TextConfig's default)");
+    if (shared)
+        return tq_fail(e, TQ_EUNSUP, "%s: num_kv_shared_layers is %llu: layers sharing another layer's keys and values "
+                       "are not supported", s->path, (unsigned long long)shared);
+    char act[32] = "gelu_pytorch_tanh", bidi[16] = "";
+    if (get_str(s->src, "hidden_activation", act, sizeof act, s->path, e))
+        return -1;
+    const cJSON *b = item(s, "use_bidirectional_attention");
+    if (cJSON_IsString(b))
+        snprintf(bidi, sizeof bidi, "%s", b->valuestring);
+    if (strcmp(act, "gelu_pytorch_tanh"))
+        return tq_fail(e, TQ_EUNSUP, "%s: hidden_activation \"%s\" is not supported (gelu_pytorch_tanh)", s->path, act);
+    if (!strcmp(bidi, "all"))
+        return tq_fail(e, TQ_EUNSUP, "%s: use_bidirectional_attention \"all\" (no causal mask) is not supported", s->path);
+    c->gelu = 1;
+    c->qk_norm = 1;
+    c->att_scale = 1.0;
+    c->norm_topk = 1; /* Gemma4TextRouter: top-k probabilities divided by their sum */
+    c->window = 512;  /* Gemma4TextConfig.sliding_window; the config's value replaces it */
+    c->g_head_dim = 512;
+    c->g_kv_heads = c->kv_heads;
+    if (get_u64(s, "global_head_dim", &c->g_head_dim, 0, 65536, e) || get_bool(s, "attention_k_eq_v", &c->k_eq_v, e) ||
+        (c->k_eq_v && get_u64(s, "num_global_key_value_heads", &c->g_kv_heads, 0, 4096, e)))
+        return -1;
+    if (c->g_head_dim == 0) /* falsy: the full layers use head_dim */
+        c->g_head_dim = c->head_dim;
+    if (c->g_head_dim % 2 || c->g_kv_heads == 0 || c->heads % c->g_kv_heads)
+        return tq_fail(e, TQ_EDATA, "%s: global_head_dim %llu must be even and num_global_key_value_heads %llu divide "
+                       "num_attention_heads %llu", s->path, (unsigned long long)c->g_head_dim,
+                       (unsigned long long)c->g_kv_heads, (unsigned long long)c->heads);
+    const cJSON *fs = item(s, "final_logit_softcapping");
+    if (fs && !cJSON_IsNull(fs) && num_of(fs, "final_logit_softcapping", &c->softcap, s->path, e))
+        return -1;
+    /* rope_parameters: {"sliding_attention": {...}, "full_attention": {...}}; absent: the
+     * Gemma4TextConfig defaults (10000 default; 1000000 proportional with factor 0.25) */
+    const cJSON *rp = item(s, "rope_parameters");
+    if (rp && !cJSON_IsObject(rp))
+        return tq_fail(e, TQ_EDATA, "%s: \"rope_parameters\" must be an object", s->path);
+    const char *kinds[2] = {"sliding_attention", "full_attention"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *p = rp ? cJSON_GetObjectItemCaseSensitive(rp, kinds[k]) : NULL;
+        if (rp && !cJSON_IsObject(p))
+            return tq_fail(e, TQ_EDATA, "%s: \"rope_parameters.%s\" must be an object", s->path, kinds[k]);
+        char type[32], key[96];
+        snprintf(type, sizeof type, "%s", k ? "proportional" : "default");
+        double theta = k ? 1000000.0 : 10000.0, prf = k ? 0.25 : 1.0, factor = 1.0;
+        snprintf(key, sizeof key, "rope_parameters.%s.rope_theta", kinds[k]);
+        if (p && (get_str(p, "rope_type", type, sizeof type, s->path, e) ||
+                  num_of(cJSON_GetObjectItemCaseSensitive(p, "rope_theta"), key, &theta, s->path, e)))
+            return -1;
+        snprintf(key, sizeof key, "rope_parameters.%s.partial_rotary_factor", kinds[k]);
+        if (p && num_of(cJSON_GetObjectItemCaseSensitive(p, "partial_rotary_factor"), key, &prf, s->path, e))
+            return -1;
+        snprintf(key, sizeof key, "rope_parameters.%s.factor", kinds[k]);
+        if (p && num_of(cJSON_GetObjectItemCaseSensitive(p, "factor"), key, &factor, s->path, e))
+            return -1;
+        int prop = !strcmp(type, "proportional");
+        if ((strcmp(type, "default") && !prop) || (prop && !k))
+            return tq_fail(e, TQ_EUNSUP, "%s: rope_parameters.%s.rope_type \"%s\" is not supported (%s)", s->path,
+                           kinds[k], type, k ? "proportional, default" : "default");
+        if (!k) {
+            c->rope_theta = theta; /* rope_table (below) builds the sliding layers' table */
+            continue;
+        }
+        if (!prop && c->g_head_dim != c->head_dim)
+            return tq_fail(e, TQ_EDATA, "%s: rope_parameters.full_attention.rope_type \"default\" sizes the rotation by "
+                           "head_dim %llu, but full_attention layers have global_head_dim %llu", s->path,
+                           (unsigned long long)c->head_dim, (unsigned long long)c->g_head_dim);
+        rt_rope *r = &c->rope_full;
+        uint64_t D = c->g_head_dim, h = D / 2;
+        uint64_t turned = prop ? (uint64_t)(prf * (double)D / 2) : h; /* int(prf * D // 2) */
+        if (turned > h)
+            turned = h;
+        r->dim = D;
+        r->factor = 1.0;
+        r->inv_freq = calloc(h ? h : 1, sizeof *r->inv_freq);
+        if (!r->inv_freq)
+            return tq_fail(e, TQ_ENOMEM, "out of memory");
+        double lt = rt_log(theta);
+        for (uint64_t i = 0; i < turned; i++) /* the rest stay 0: angle 0, cos 1, sin 0 */
+            r->inv_freq[i] = rt_exp(-(double)(2 * i) / (double)D * lt) / (prop ? factor : 1.0);
+    }
+    return 0;
+}
+
 /* The decoder of a table family (formats/family.h, the row's decode.decoder); -1: not decoded. */
 static int arch_of(const tq_family *f)
 {
@@ -454,6 +565,11 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         goto out;
     /* the decoders whose dims are more than a key and a default */
     switch (c->arch) {
+    case RT_GEMMA4:
+        if (cfg_gemma4(c, &s, e))
+            goto out;
+        rs = NULL; /* rope_parameters read above */
+        break;
     case RT_DEEPSEEK:
         if (cfg_deepseek(c, &s, rs, e))
             goto out;
@@ -568,8 +684,9 @@ void rt_config_free(rt_config *c)
     free(c->mixer);
     free(c->moe);
     free(c->rope.inv_freq);
+    free(c->rope_full.inv_freq);
     c->mixer = c->moe = NULL;
-    c->rope.inv_freq = NULL;
+    c->rope.inv_freq = c->rope_full.inv_freq = NULL;
 }
 
 int rt_layer_is_moe(const rt_config *c, uint64_t l)

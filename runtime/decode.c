@@ -90,8 +90,10 @@ static void free_state(tq_runner *r)
     if (r->be) {
         r->be->free(r, r->rcos);
         r->be->free(r, r->rsin);
+        r->be->free(r, r->rcos_full);
+        r->be->free(r, r->rsin_full);
     }
-    r->rcos = r->rsin = NULL;
+    r->rcos = r->rsin = r->rcos_full = r->rsin_full = NULL;
     free(r->scr.xr);
     r->scr.xr = NULL;
     r->scr.cap = 0;
@@ -157,6 +159,8 @@ static int alloc_state(tq_runner *r, tq_err *e)
             ff = max_u64(ff, r->L[l].sg.rows);
     /* big: every activation a mixer makes fits */
     uint64_t big = max_u64(c->hidden, 2 * qd);
+    big = max_u64(big, c->heads * c->g_head_dim); /* gemma4's full layers */
+    big = max_u64(big, c->g_kv_heads * c->g_head_dim);
     big = max_u64(big, max_u64(c->heads * (c->qk_nope + c->qk_rope), c->heads * c->v_head));
     big = max_u64(big, max_u64(c->kv_lora + c->qk_rope, c->q_lora));
     big = max_u64(big, 2 * Kd + 2 * Vd);
@@ -174,7 +178,9 @@ static int alloc_state(tq_runner *r, tq_err *e)
             return -1;
     /* the rotary table: the backend's memory (a device reads it where the kernels run), written
      * by the CPU at the start of each position, after the previous one's sync */
-    if (!(r->rcos = r->be->alloc(r, c->rope.dim / 2 + 1, e)) || !(r->rsin = r->be->alloc(r, c->rope.dim / 2 + 1, e)))
+    if (!(r->rcos = r->be->alloc(r, c->rope.dim / 2 + 1, e)) || !(r->rsin = r->be->alloc(r, c->rope.dim / 2 + 1, e)) ||
+        !(r->rcos_full = r->be->alloc(r, c->rope_full.dim / 2 + 1, e)) ||
+        !(r->rsin_full = r->be->alloc(r, c->rope_full.dim / 2 + 1, e)))
         return -1;
     for (uint64_t l = 0; l < c->layers; l++) {
         rt_layer *L = &r->L[l];
@@ -187,7 +193,7 @@ static int alloc_state(tq_runner *r, tq_err *e)
                 return -1;
             continue;
         }
-        L->kw = L->mixer == RT_MIX_MLA ? c->kv_lora + c->qk_rope : kvd;
+        L->kw = L->mixer == RT_MIX_MLA ? c->kv_lora + c->qk_rope : L->kvh ? L->kvh * L->hd : kvd;
         if (tq_mul_u64(r->ctx, L->kw, &kv) || kv > (SIZE_MAX / 8))
             return tq_fail(e, TQ_EUSAGE, "KV cache for a context of %llu tokens is too large",
                            (unsigned long long)r->ctx);

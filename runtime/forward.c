@@ -115,20 +115,24 @@ int rt_route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w, tq_err *e
         for (uint64_t k = 0; k < K; k++)
             w[k] /= s;
     }
+    /* gemma4 (Gemma4TextRouter.forward): the renormalised weights times per_expert_scale */
+    for (uint64_t k = 0; L->expert_scale && k < K; k++)
+        w[k] *= L->expert_scale[ids[k]];
     return 0;
 }
 
-/* Routed experts of layer l: h [H] → router logits rl [E] → route() → mo [H] = Σ_k w_k ·
- * expert_k(h), in rank order, each expert's output through eo [H]; plus the shared expert:
- * sigmoid(shared_expert_gate · h) · shared_expert(h) (qwen) or shared_experts(h) (DeepSeek).
+/* Routed experts of layer l: rin [H] → router logits rl [E] → route() → out [H] = Σ_k w_k ·
+ * expert_k(xin), in rank order, each expert's output through eo [H]; plus the shared expert:
+ * sigmoid(shared_expert_gate · xin) · shared_expert(xin) (qwen) or shared_experts(xin)
+ * (DeepSeek). Every family but gemma4 routes the experts' own input (rin = xin = h, out = mo).
  * Streamed experts are read (or found in the cache) as one block each before any runs. */
-static int moe(tq_runner *r, uint64_t l, tq_err *e)
+static int moe(tq_runner *r, uint64_t l, const float *rin, const float *xin, float *out, tq_err *e)
 {
     const rt_config *c = &r->c;
     const rt_backend *be = r->be;
     rt_layer *L = &r->L[l];
     uint64_t K = c->top_k, H = c->hidden;
-    if (be->matvec(r, &L->router, r->h, r->rl, e) != 0)
+    if (be->matvec(r, &L->router, rin, r->rl, e) != 0)
         return -1;
     uint64_t ids[64]; /* [K] chosen experts, by rank */
     float w[64];      /* [K] their weights */
@@ -138,14 +142,14 @@ static int moe(tq_runner *r, uint64_t l, tq_err *e)
     if (L->streamed && !L->resident_blocks &&
         rt_cache_acquire(r->cache, &L->src, l, ids, K, r->o.check_blocks, blocks, e) != 0)
         return -1;
-    int rc = be->gate(r, r->mo, NULL, H, RT_GATE_ZERO, e); /* mo = 0 */
+    int rc = be->gate(r, out, NULL, H, RT_GATE_ZERO, e); /* out = 0 */
     for (uint64_t k = 0; k < K && rc == 0; k++) {
         const uint8_t *blk = L->resident_blocks ? L->resident_blocks + ids[k] * L->src.block_size : blocks[k];
         rt_linear g, u, d;
         rt_emat_bind(&L->eg, ids[k], blk, &g);
         rt_emat_bind(&L->eu, ids[k], blk, &u);
         rt_emat_bind(&L->ed, ids[k], blk, &d);
-        rc = swiglu(r, &g, &u, &d, r->h, r->eo, e) || be->axpy(r, r->mo, r->eo, w[k], NULL, H, e); /* mo += w_k eo */
+        rc = swiglu(r, &g, &u, &d, xin, r->eo, e) || be->axpy(r, out, r->eo, w[k], NULL, H, e); /* out += w_k eo */
     }
     /* a device has copied the blocks' bytes as it queued their products */
     if (L->streamed && !L->resident_blocks)
@@ -154,12 +158,54 @@ static int moe(tq_runner *r, uint64_t l, tq_err *e)
         return -1;
     if (L->has_shared) {
         float *gl = r->rl + 2 * c->experts; /* [1] the shared expert's gate logit */
-        if (swiglu(r, &L->sg, &L->su, &L->sd, r->h, r->eo, e))
+        if (swiglu(r, &L->sg, &L->su, &L->sd, xin, r->eo, e))
             return -1;
         if (L->has_sgate)
-            return be->matvec(r, &L->sgate, r->h, gl, e) || be->axpy(r, r->mo, r->eo, 0.0f, gl, H, e); /* sigmoid(gl) eo */
-        return be->axpy(r, r->mo, r->eo, 1.0f, NULL, H, e);
+            return be->matvec(r, &L->sgate, xin, gl, e) || be->axpy(r, out, r->eo, 0.0f, gl, H, e); /* sigmoid(gl) eo */
+        return be->axpy(r, out, r->eo, 1.0f, NULL, H, e);
     }
+    return 0;
+}
+
+/* One gemma4 decoder layer (transformers' models/gemma4/modeling_gemma4.py,
+ * Gemma4TextDecoderLayer.forward, without per-layer inputs): norms sandwich each block,
+ *   x += post_attention_layernorm(attn(input_layernorm(x)))
+ *   m  = mlp(pre_feedforward_layernorm(x))                     (GELU-tanh MLP)
+ *   with experts: m = post_feedforward_layernorm_1(m)
+ *                   + post_feedforward_layernorm_2(experts(pre_feedforward_layernorm_2(x)))
+ *                 routed by Gemma4TextRouter on x itself: proj(rmsnorm(x) · scale · H^-1/2)
+ *   x += post_feedforward_layernorm(m);  x *= layer_scalar
+ * Buffers: h [H] block inputs, mo [H] block outputs; with experts k [H] the router's input,
+ * v [H] the experts' input, ao [H] their sum (attention has finished with all three). The
+ * family runs on the CPU backend only (backend.c), so the few element-wise steps without a
+ * backend operation are plain loops. */
+static int gemma4_layer(tq_runner *r, uint64_t l, uint64_t pos, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    const rt_backend *be = r->be;
+    rt_layer *L = &r->L[l];
+    uint64_t H = c->hidden;
+    double eps = c->eps;
+    if (be->rmsnorm(r, r->h, r->x, L->in_norm, H, 1, eps, e) || rt_attention(r, l, pos, e) ||
+        be->rmsnorm(r, r->mo, r->mo, L->post_norm, H, 1, eps, e) || be->axpy(r, r->x, r->mo, 1.0f, NULL, H, e) ||
+        be->rmsnorm(r, r->h, r->x, L->pre_ff, H, 1, eps, e) || swiglu(r, &L->gate, &L->up, &L->down, r->h, r->mo, e))
+        return -1;
+    if (L->moe) {
+        float root = (float)(1.0 / sqrt((double)H)); /* Gemma4TextRouter.scalar_root_size */
+        if (be->rmsnorm(r, r->mo, r->mo, L->post_ff1, H, 1, eps, e) ||
+            be->rmsnorm(r, r->k, r->x, NULL, H, 1, eps, e) || be->sync(r, e))
+            return -1;
+        for (uint64_t i = 0; i < H; i++)
+            r->k[i] = r->k[i] * L->router_scale[i] * root;
+        if (be->rmsnorm(r, r->v, r->x, L->pre_ff2, H, 1, eps, e) || moe(r, l, r->k, r->v, r->ao, e) ||
+            be->rmsnorm(r, r->ao, r->ao, L->post_ff2, H, 1, eps, e) || be->axpy(r, r->mo, r->ao, 1.0f, NULL, H, e))
+            return -1;
+    }
+    if (be->rmsnorm(r, r->mo, r->mo, L->post_ff, H, 1, eps, e) || be->axpy(r, r->x, r->mo, 1.0f, NULL, H, e) ||
+        be->sync(r, e))
+        return -1;
+    for (uint64_t i = 0; i < H; i++)
+        r->x[i] *= L->layer_scalar;
     return 0;
 }
 
@@ -179,9 +225,17 @@ int rt_forward(tq_runner *r, int32_t token, uint64_t pos, tq_err *e)
     /* x [H] = embedding row, written here: the previous position ended with the backend's sync */
     if (rt_linear_row(&r->embed, (uint64_t)token, r->x, e) != 0)
         return -1;
+    if (c->arch == RT_GEMMA4) /* gemma4: times sqrt(hidden) in the embedding's dtype (model.c) */
+        for (uint64_t i = 0; i < H; i++)
+            r->x[i] *= r->embed_scale;
     rt_rope_angles(r, pos);
     for (uint64_t l = 0; l < c->layers; l++) {
         rt_layer *L = &r->L[l];
+        if (c->arch == RT_GEMMA4) {
+            if (gemma4_layer(r, l, pos, e) != 0)
+                return -1;
+            continue;
+        }
         if (be->rmsnorm(r, r->h, r->x, L->in_norm, H, 1, c->eps, e)) /* h = input_layernorm(x) */
             return -1;
         int rc = L->mixer == RT_MIX_LINEAR ? rt_deltanet(r, l, e)      /* mo = mixer(h) */
@@ -191,7 +245,7 @@ int rt_forward(tq_runner *r, int32_t token, uint64_t pos, tq_err *e)
             be->rmsnorm(r, r->h, r->x, L->post_norm, H, 1, c->eps, e))        /* h = post_attention_layernorm(x) */
             return -1;
         if (L->moe) {                                    /* mo = MLP(h): routed experts ... */
-            if (moe(r, l, e) != 0)
+            if (moe(r, l, r->h, r->h, r->mo, e) != 0)
                 return -1;
         } else if (swiglu(r, &L->gate, &L->up, &L->down, r->h, r->mo, e) != 0) { /* ... or dense */
             return -1;
@@ -200,7 +254,12 @@ int rt_forward(tq_runner *r, int32_t token, uint64_t pos, tq_err *e)
             return -1;
     }
     if (be->rmsnorm(r, r->h, r->x, r->final_norm, H, 1, c->eps, e) || /* h = model.norm(x) */
-        be->matvec(r, &r->lm_head, r->h, r->logits, e))                /* logits [vocab] */
+        be->matvec(r, &r->lm_head, r->h, r->logits, e) ||              /* logits [vocab] */
+        be->sync(r, e))
         return -1;
-    return be->sync(r, e);
+    /* Gemma4ForCausalLM.forward: logits = tanh(logits / cap) · cap */
+    if (c->softcap > 0)
+        for (uint64_t i = 0; i < c->vocab; i++)
+            r->logits[i] = rt_tanhf(r->logits[i] / (float)c->softcap) * (float)c->softcap;
+    return 0;
 }

@@ -1,6 +1,8 @@
 /* Building the decoder's view of a model: every matrix as an rt_linear, routed experts as
  * templates bound per expert to resident tensors or to blocks read from layer files. */
 #include "runtime/rt_internal.h"
+
+#include <math.h>
 #include "formats/flash.h"
 
 #include <cjson/cJSON.h>
@@ -711,26 +713,62 @@ static int load_blocks_resident(tq_runner *r, uint64_t l, tq_err *e)
     return 0;
 }
 
-/* Softmax attention of layer L (std names): q (x2 with the output gate), k, v, o (+ biases
- * when the checkpoint has them), per-head norms, sinks. */
+/* Softmax attention of layer L (std names): q (x2 with the output gate), k, v (+ biases
+ * when the checkpoint has them), per-head norms, sinks; the layer's head size L->hd and key
+ * heads L->kvh (gemma4's full layers have their own; with attention_k_eq_v no v_proj). */
 static int load_attention(tq_runner *r, uint64_t l, tq_err *e)
 {
     const rt_config *c = &r->c;
     rt_layer *L = &r->L[l];
-    uint64_t qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim;
+    uint64_t hd = L->hd, qd = c->heads * hd, kd = L->kvh * hd;
     char n[256];
 #define P(fmt) (snprintf(n, sizeof n, "model.layers.%llu." fmt, (unsigned long long)l), n)
     if (load_linear(r, P("self_attn.q_proj"), c->att_gate ? 2 * qd : qd, c->hidden, &L->q, e) ||
         load_linear(r, P("self_attn.k_proj"), kd, c->hidden, &L->k, e) ||
-        load_linear(r, P("self_attn.v_proj"), kd, c->hidden, &L->v, e) ||
+        (!L->kv_shared && load_linear(r, P("self_attn.v_proj"), kd, c->hidden, &L->v, e)) ||
         load_linear(r, P("self_attn.o_proj"), c->hidden, qd, &L->o, e))
         return -1;
-    if (c->qk_norm && (load_norm(r, P("self_attn.q_norm.weight"), c->head_dim, &L->q_norm, e) ||
-                       load_norm(r, P("self_attn.k_norm.weight"), c->head_dim, &L->k_norm, e)))
+    if (c->qk_norm && (load_norm(r, P("self_attn.q_norm.weight"), hd, &L->q_norm, e) ||
+                       load_norm(r, P("self_attn.k_norm.weight"), hd, &L->k_norm, e)))
         return -1;
     if (c->sinks && load_vec(r, P("self_attn.sinks"), c->heads, 0, &L->sinks, e))
         return -1;
     return 0;
+}
+
+/* gemma4's layer beyond attention (transformers' Gemma4TextDecoderLayer, Gemma4TextRouter):
+ * pre/post_feedforward_layernorm around the dense MLP, layer_scalar [1] (absent: 1, its
+ * initial value); with experts, router.scale [H], router.per_expert_scale [E] and
+ * pre_feedforward_layernorm_2, post_feedforward_layernorm_1 and _2. Gemma4RMSNorm multiplies
+ * by its weight as stored (not 1 + w as Gemma 3 did). */
+static int load_gemma4_extra(tq_runner *r, uint64_t l, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    rt_layer *L = &r->L[l];
+    char n[256];
+    rt_tensor t;
+    if (load_norm(r, P("pre_feedforward_layernorm.weight"), c->hidden, &L->pre_ff, e) ||
+        load_norm(r, P("post_feedforward_layernorm.weight"), c->hidden, &L->post_ff, e))
+        return -1;
+    L->layer_scalar = 1.0f;
+    int rc = rt_store_get(r->store, P("layer_scalar"), &t, e);
+    if (rc < 0)
+        return -1;
+    if (rc) {
+        char full[512];
+        if (t.ndim != 1 || t.shape[0] != 1 || (t.dt != TQ_DT_F32 && t.dt != TQ_DT_F16 && t.dt != TQ_DT_BF16))
+            return tq_fail(e, TQ_EDATA, "tensor '%s': expected [1] float", rt_store_name(r->store, n, full, sizeof full));
+        L->layer_scalar = rt_load_f(t.dt, t.data, 0);
+    }
+    if (!rt_layer_is_moe(c, l))
+        return 0;
+    return load_vec(r, P("router.scale"), c->hidden, 0, &L->router_scale, e) ||
+                   load_vec(r, P("router.per_expert_scale"), c->experts, 0, &L->expert_scale, e) ||
+                   load_norm(r, P("pre_feedforward_layernorm_2.weight"), c->hidden, &L->pre_ff2, e) ||
+                   load_norm(r, P("post_feedforward_layernorm_1.weight"), c->hidden, &L->post_ff1, e) ||
+                   load_norm(r, P("post_feedforward_layernorm_2.weight"), c->hidden, &L->post_ff2, e)
+               ? -1
+               : 0;
 }
 
 /* Multi-head latent attention: q_proj or q_a_proj + q_a_layernorm + q_b_proj,
@@ -840,13 +878,15 @@ static int load_mlp(tq_runner *r, uint64_t l, tq_err *e)
     names_of(c, nm);
     char n[256];
     L->moe = rt_layer_is_moe(c, l);
+    if ((!L->moe || c->arch == RT_GEMMA4) && /* gemma4: the dense MLP beside the experts */
+        (load_linear(r, P("mlp.gate_proj"), c->inter, c->hidden, &L->gate, e) ||
+         load_linear(r, P("mlp.up_proj"), c->inter, c->hidden, &L->up, e) ||
+         load_linear(r, P("mlp.down_proj"), c->hidden, c->inter, &L->down, e)))
+        return -1;
     if (!L->moe)
-        return load_linear(r, P("mlp.gate_proj"), c->inter, c->hidden, &L->gate, e) ||
-                       load_linear(r, P("mlp.up_proj"), c->inter, c->hidden, &L->up, e) ||
-                       load_linear(r, P("mlp.down_proj"), c->hidden, c->inter, &L->down, e)
-                   ? -1
-                   : 0;
-    snprintf(n, sizeof n, "model.layers.%llu.%s", (unsigned long long)l, nm->router);
+        return 0;
+    /* gemma4's router is a module whose linear layer is router.proj */
+    snprintf(n, sizeof n, "model.layers.%llu.%s%s", (unsigned long long)l, nm->router, c->arch == RT_GEMMA4 ? ".proj" : "");
     if (load_linear(r, n, c->experts, c->hidden, &L->router, e) != 0)
         return -1;
     if (c->route == RT_ROUTE_SIGMOID_GROUP) {
@@ -900,6 +940,17 @@ int rt_model_load(tq_runner *r, tq_err *e)
         return -1;
     if (load_linear(r, "model.embed_tokens", c->vocab, c->hidden, &r->embed, e) != 0)
         return -1;
+    r->embed_scale = 1.0f;
+    if (c->arch == RT_GEMMA4) {
+        /* Gemma4TextScaledWordEmbedding.forward: rows times embed_scale.to(weight.dtype), i.e.
+         * sqrt(hidden_size) rounded to the embedding's dtype (mlx-lm: the scalar takes the
+         * dequantized rows' dtype, the scales' one) */
+        float sc = (float)sqrt((double)c->hidden);
+        tq_dtype dt = r->embed.kind == RT_DENSE ? r->embed.wdt : r->embed.sdt;
+        r->embed_scale = dt == TQ_DT_BF16 ? tq_bf16_to_f32(tq_f32_to_bf16(sc))
+                         : dt == TQ_DT_F16 ? tq_f16_to_f32(tq_f32_to_f16(sc))
+                                           : sc;
+    }
     int rc = has_tensor(r, "lm_head.weight", NULL, e);
     if (rc < 0)
         return -1;
@@ -933,6 +984,14 @@ int rt_model_load(tq_runner *r, tq_err *e)
         rt_layer *L = &r->L[l];
         char n[256];
         L->mixer = c->mixer[l];
+        L->hd = c->head_dim;
+        L->kvh = c->kv_heads;
+        if (c->arch == RT_GEMMA4 && L->mixer == RT_MIX_FULL) { /* Gemma4TextAttention.__init__ */
+            L->hd = c->g_head_dim;
+            L->full_rope = 1;
+            L->kv_shared = c->k_eq_v;
+            L->kvh = c->k_eq_v ? c->g_kv_heads : c->kv_heads;
+        }
         snprintf(n, sizeof n, "model.layers.%llu.input_layernorm.weight", (unsigned long long)l);
         if (load_norm(r, n, c->hidden, &L->in_norm, e))
             return -1;
@@ -941,7 +1000,7 @@ int rt_model_load(tq_runner *r, tq_err *e)
             return -1;
         rc = L->mixer == RT_MIX_LINEAR ? load_deltanet(r, l, e) : L->mixer == RT_MIX_MLA ? load_mla(r, l, e)
                                                                                         : load_attention(r, l, e);
-        if (rc || load_mlp(r, l, e))
+        if (rc || load_mlp(r, l, e) || (c->arch == RT_GEMMA4 && load_gemma4_extra(r, l, e)))
             return -1;
     }
     int any_streamed = 0;

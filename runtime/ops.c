@@ -14,31 +14,61 @@ void rt_rmsnorm(float *out, const float *x, const float *w, uint64_t n, double e
         out[i] = w ? w[i] * (x[i] * inv) : x[i] * inv;
 }
 
-/* This position's rotation: angle pos · inv_freq[i], cos and sin times the YaRN factor. */
-void rt_rope_angles(tq_runner *r, uint64_t pos)
+static void angles(const rt_rope *rp, uint64_t pos, float *rc, float *rs)
 {
-    const rt_rope *rp = &r->c.rope;
     for (uint64_t i = 0; i < rp->dim / 2; i++) {
         double a = (double)pos * rp->inv_freq[i], sd, cd;
         rt_sincos(a, &sd, &cd);
-        r->rcos[i] = (float)(cd * rp->factor);
-        r->rsin[i] = (float)(sd * rp->factor);
+        rc[i] = (float)(cd * rp->factor);
+        rs[i] = (float)(sd * rp->factor);
     }
+}
+
+/* This position's rotation: angle pos · inv_freq[i], cos and sin times the YaRN factor (and
+ * gemma4's full layers' rotation from their own table). */
+void rt_rope_angles(tq_runner *r, uint64_t pos)
+{
+    angles(&r->c.rope, pos, r->rcos, r->rsin);
+    if (r->c.rope_full.inv_freq)
+        angles(&r->c.rope_full, pos, r->rcos_full, r->rsin_full);
 }
 
 /* NeoX rotate-half pairs (i, i + dim/2), or interleaved pairs (2i, 2i+1); dims past `dim`
  * pass through. */
-void rt_rope_apply(const tq_runner *r, float *v)
+static void apply(const rt_rope *rp, const float *rc, const float *rs, float *v)
 {
-    const rt_rope *rp = &r->c.rope;
     uint64_t h = rp->dim / 2, step = rp->interleaved ? 2 : 1, off = rp->interleaved ? 1 : h;
     for (uint64_t i = 0; i < h; i++) {
-        float c = r->rcos[i], s = r->rsin[i];
+        float c = rc[i], s = rs[i];
         float *a = v + i * step, *b = a + off;
         float x1 = *a, x2 = *b;
         *a = x1 * c - x2 * s;
         *b = x2 * c + x1 * s;
     }
+}
+
+void rt_rope_apply(const tq_runner *r, float *v)
+{
+    apply(&r->c.rope, r->rcos, r->rsin, v);
+}
+
+void rt_rope_apply_full(const tq_runner *r, float *v)
+{
+    apply(&r->c.rope_full, r->rcos_full, r->rsin_full, v);
+}
+
+/* tanh(x) = 1 - 2 / (exp(2x) + 1): exp overflowing to infinity gives 1, underflowing -1 */
+float rt_tanhf(float x)
+{
+    return 1.0f - 2.0f / (rt_expf(2.0f * x) + 1.0f);
+}
+
+/* transformers' GELUTanh ("gelu_pytorch_tanh", activations.py; mlx-lm's nn.gelu_approx):
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+float rt_gelu_tanh(float x)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + rt_tanhf(k * (x + 0.044715f * x * x * x)));
 }
 
 float rt_silu(float x)

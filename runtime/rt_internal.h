@@ -21,6 +21,10 @@ enum rt_arch {
     RT_QWEN3_NEXT = TQ_DEC_QWEN3_NEXT, /* qwen3_next, qwen3_5, qwen3_5_moe: hybrid linear / gated full attention */
     RT_QWEN2 = TQ_DEC_QWEN2,           /* qwen2 (Qwen2, Qwen2.5): llama with q/k/v biases, sliding layers by max_window_layers */
     RT_QWEN2_MOE = TQ_DEC_QWEN2_MOE,   /* qwen2_moe: qwen2 attention, softmax top-k experts + a sigmoid-gated shared expert */
+    RT_GEMMA4 = TQ_DEC_GEMMA4,         /* gemma4 (Gemma 4 text): sandwich norms, q/k/v norms, sliding and
+                                        * full layers of their own head size and rope, k = v on full
+                                        * layers, a GELU MLP beside the routed experts, layer_scalar,
+                                        * soft-capped logits */
 };
 
 /* What a layer's token mixer is. */
@@ -79,6 +83,13 @@ typedef struct rt_config {
     uint64_t n_group, topk_group;
     int clamped_swiglu;    /* gpt-oss: min(g, limit), clamp(u, -limit, limit), g*sigmoid(alpha g)*(u+1) */
     double swiglu_alpha, swiglu_limit;
+    /* gemma4 (transformers' models/gemma4/modeling_gemma4.py; config.c says which keys) */
+    uint64_t g_head_dim, g_kv_heads; /* full_attention layers: global_head_dim, and
+                                      * num_global_key_value_heads when attention_k_eq_v */
+    int k_eq_v;            /* attention_k_eq_v: full layers have no v_proj, v = k_proj(h) */
+    rt_rope rope_full;     /* full_attention layers' rope (proportional); c->rope: sliding */
+    double softcap;        /* final_logit_softcapping: logits = softcap·tanh(logits/softcap) (0: none) */
+    int gelu;              /* MLP activation gelu_pytorch_tanh(g)·u instead of silu(g)·u */
     /* MLX affine defaults from the "quantization" block */
     uint64_t q_bits, q_group;
     int tq_norot;            /* TurboQuant quantization.rotation "none" */
@@ -275,6 +286,9 @@ typedef struct rt_backend {
                    double eps, tq_err *e);
     /* this position's rotation (rcos, rsin) on count vectors v + i·stride (rt_rope_apply each) */
     int (*rope)(struct tq_runner *r, float *v, uint64_t count, uint64_t stride, tq_err *e);
+    /* the same with the full_attention layers' rope (gemma4: c->rope_full, rcos_full/rsin_full);
+     * NULL on a backend that does not have it */
+    int (*rope_full)(struct tq_runner *r, float *v, uint64_t count, uint64_t stride, tq_err *e);
     /* softmax attention of layer L's heads at pos over cached positions [t0, pos]: q → ao */
     int (*attention)(struct tq_runner *r, const struct rt_layer *L, uint64_t pos, uint64_t t0, tq_err *e);
     /* router logits rl → the K chosen experts (rank order) and their weights, on the CPU */
@@ -311,6 +325,15 @@ typedef struct rt_layer {
     rt_linear q, k, v, o;
     float *q_norm, *k_norm;          /* [hd] per-head RMSNorm weights (qwen3, qwen3_next) */
     float *sinks;                    /* [heads] gpt-oss */
+    uint64_t hd, kvh;                /* this layer's head size and key/value heads (gemma4's
+                                      * full layers differ from c->head_dim, c->kv_heads) */
+    int full_rope;                   /* 1: c->rope_full (gemma4 full layers), 0: c->rope */
+    int kv_shared;                   /* gemma4 attention_k_eq_v full layer: v = k_proj(h), no v_proj */
+    /* gemma4: sandwich norms around the MLP / experts, router vectors, the layer's scale */
+    float *pre_ff, *post_ff, *pre_ff2, *post_ff1, *post_ff2; /* [H] */
+    float *router_scale;             /* [H] router.scale */
+    float *expert_scale;             /* [E] router.per_expert_scale: times the routed weights */
+    float layer_scalar;              /* the layer's output times this (1 when absent) */
     /* multi-head latent attention: q (or q_a -> q_a_norm -> q_b), kv_a -> kv_a_norm, kv_b, o */
     rt_linear q_a, q_b, kv_a, kv_b;
     float *q_a_norm, *kv_a_norm;     /* [q_lora], [kv_lora] */
@@ -390,6 +413,9 @@ struct tq_runner {
                                       * routing: scores, then the scores it chooses by) */
     float *logits;                   /* [vocab] */
     float *rcos, *rsin;              /* [rope dim / 2] this position's rotation */
+    float *rcos_full, *rsin_full;    /* [rope_full dim / 2] gemma4's full layers' rotation */
+    float embed_scale;               /* gemma4: embedding rows times sqrt(hidden) in the
+                                      * embedding's dtype (1 otherwise) */
     rt_scratch scr;                  /* rt_matvec's transformed activation */
     const rt_backend *be;            /* where the operations run (backend.c) */
     void *bctx;                      /* a device backend's state (runtime/metal/: rtm_be) */
@@ -408,6 +434,11 @@ void rt_rmsnorm(float *out, const float *x, const float *w, uint64_t n, double e
 void rt_rope_angles(struct tq_runner *r, uint64_t pos);
 /* Turn the first r->c.rope.dim dims of one head v by this position's rcos/rsin. */
 void rt_rope_apply(const struct tq_runner *r, float *v);
+/* The same with c->rope_full and rcos_full / rsin_full (gemma4's full layers). */
+void rt_rope_apply_full(const struct tq_runner *r, float *v);
+/* gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), from rt_math.c's exp. */
+float rt_gelu_tanh(float x);
+float rt_tanhf(float x);
 float rt_silu(float x);
 float rt_sigmoid(float x);
 /* Mixers of layer l at position pos: r->h -> r->mo (attention.c, deltanet.c). */

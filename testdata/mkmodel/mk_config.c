@@ -57,8 +57,8 @@ static int layer_types(const tq_mk_opts *o, cJSON *j)
         const char *t;
         if (o->arch == TQ_MK_GPT_OSS)
             t = l % 2 ? "full_attention" : "sliding_attention";
-        else if (o->arch == TQ_MK_GEMMA4)
-            t = (l + 1) % 2 ? "sliding_attention" : "full_attention";
+        else if (o->arch == TQ_MK_GEMMA4) /* 5 sliding : 1 full, the last layer full */
+            t = (l + 1) % 6 && l + 1 < o->layers ? "sliding_attention" : "full_attention";
         else
             t = (l + 1) % o->full_attn_interval ? "linear_attention" : "full_attention";
         if (!cJSON_AddItemToArray(a, cJSON_CreateString(t)))
@@ -144,6 +144,11 @@ static int deepseek_keys(const tq_mk_opts *o, cJSON *j)
     return bad;
 }
 
+long tq_mk_gemma4_global_kv(const tq_mk_opts *o)
+{
+    return o->kv_heads / 4 > 1 ? o->kv_heads / 4 : 1;
+}
+
 static int family_config(const tq_mk_opts *o, cJSON *top)
 {
     const tq_family *f = tq_mk_family(o->arch);
@@ -219,15 +224,19 @@ static int family_config(const tq_mk_opts *o, cJSON *top)
         break;
     }
     case TQ_MK_GEMMA4: {
-        /* Gemma 4's MoE text config (26B-A4B layout), scaled; no per-layer inputs, no shared KV */
+        /* google/gemma-4-26B-A4B-it's text_config (config.json on the Hub), scaled: head_dim 256
+         * and global_head_dim 512 (twice), num_key_value_heads 8 and num_global_key_value_heads
+         * 2 (tq_mk_gemma4_global_kv), attention_k_eq_v true, layer_types 5 sliding : 1 full
+         * (layer_types above; no sliding_window_pattern key), no per-layer inputs, no shared KV */
         bad |= common_keys(o, j) | str(j, "hidden_activation", "gelu_pytorch_tanh") |
-               num(j, "head_dim", (double)o->head_dim) | num(j, "global_head_dim", (double)o->head_dim) |
+               num(j, "head_dim", (double)o->head_dim) | num(j, "global_head_dim", 2.0 * (double)o->head_dim) |
                num(j, "intermediate_size", (double)o->intermediate) | boolean(j, "enable_moe_block", 1) |
                num(j, "num_experts", (double)o->experts) | num(j, "top_k_experts", (double)o->top_k) |
                num(j, "moe_intermediate_size", (double)o->moe_intermediate) | num(j, "rms_norm_eps", 1e-6) |
-               num(j, "sliding_window", (double)o->sliding_window) | num(j, "sliding_window_pattern", 2) |
-               num(j, "final_logit_softcapping", 30.0) | boolean(j, "attention_k_eq_v", 0) |
-               !cJSON_AddNullToObject(j, "num_global_key_value_heads") | num(j, "num_kv_shared_layers", 0) |
+               num(j, "sliding_window", (double)o->sliding_window) | boolean(j, "attention_bias", 0) |
+               num(j, "final_logit_softcapping", 30.0) | boolean(j, "attention_k_eq_v", 1) |
+               str(j, "use_bidirectional_attention", "vision") | num(j, "pad_token_id", 0) |
+               num(j, "num_global_key_value_heads", (double)tq_mk_gemma4_global_kv(o)) | num(j, "num_kv_shared_layers", 0) |
                num(j, "hidden_size_per_layer_input", 0) | num(j, "vocab_size_per_layer_input", (double)o->vocab) |
                boolean(j, "use_double_wide_mlp", 0) | num(j, "max_position_embeddings", 262144) |
                boolean(j, "tie_word_embeddings", 1) | layer_types(o, j);

@@ -307,6 +307,22 @@ static int std_attention(builder *b, const char *L, int q_gate, int qk_norm, int
     return 0;
 }
 
+/* Gemma 4 attention (transformers' Gemma4TextAttention, config as google/gemma-4-26B-A4B-it
+ * ships it: attention_k_eq_v true): sliding layers q/k/v of head_dim with num_key_value_heads,
+ * full layers of global_head_dim with num_global_key_value_heads and no v_proj (the key
+ * projection is the value); q_norm and k_norm of the layer's head size. */
+static int gemma4_attention(builder *b, const char *L, int full)
+{
+    const tq_mk_opts *o = b->o;
+    uint64_t H = (uint64_t)o->hidden, D = full ? 2 * (uint64_t)o->head_dim : (uint64_t)o->head_dim;
+    uint64_t Q = (uint64_t)o->heads * D, KV = (uint64_t)(full ? tq_mk_gemma4_global_kv(o) : o->kv_heads) * D;
+    char p[400];
+    if (lin(b, B("%sself_attn.q_proj", L), Q, H) || lin(b, B("%sself_attn.k_proj", L), KV, H) ||
+        (!full && lin(b, B("%sself_attn.v_proj", L), KV, H)) || lin(b, B("%sself_attn.o_proj", L), H, Q))
+        return -1;
+    return norm(b, B("%sself_attn.q_norm.weight", L), D) || norm(b, B("%sself_attn.k_norm.weight", L), D) ? -1 : 0;
+}
+
 /* Gated DeltaNet (qwen3_next: fused qkvz / ba projections; qwen3_5: split). */
 static int linear_attention(builder *b, const char *L)
 {
@@ -453,7 +469,7 @@ static int layer(builder *b, const char *L, uint64_t idx, int mtp)
         rc = std_attention(b, L, 0, 0, 2) || vec(b, B("%sself_attn.sinks", L), (uint64_t)o->heads, 0.0, 0.5, 0, 0, 0);
         break;
     case TQ_FAM_GEMMA4:
-        rc = std_attention(b, L, 0, 1, 0) || norm(b, B("%spre_feedforward_layernorm.weight", L), H) ||
+        rc = gemma4_attention(b, L, kind == TQ_ATTN_FULL) || norm(b, B("%spre_feedforward_layernorm.weight", L), H) ||
              norm(b, B("%spost_feedforward_layernorm.weight", L), H) ||
              vec(b, B("%slayer_scalar", L), 1, 1.0, 0.0, 0, 0, 0) || dense_mlp(b, L, "mlp", (uint64_t)o->intermediate);
         if (!rc && moe)

@@ -126,6 +126,9 @@ int tq_mk_plan_build(tq_mk_plan *p, const tq_mk_opts *o, tq_err *e);
 void tq_mk_plan_free(tq_mk_plan *p);
 
 /* config.json of the model (caller frees with cJSON_Delete). */
+/* Gemma 4's num_global_key_value_heads: a quarter of num_key_value_heads, at least 1
+ * (google/gemma-4-26B-A4B-it: 8 and 2) */
+long tq_mk_gemma4_global_kv(const tq_mk_opts *o);
 int tq_mk_config(const tq_mk_opts *o, struct cJSON **out, tq_err *e);
 /* tokenizer.json: a byte-level BPE tokenizer (NFC, Qwen2 split regex) with o->vocab ids at
  * most: <unk> <s> </s>, the 256 bytes, then merges learnt from a built-in text. */

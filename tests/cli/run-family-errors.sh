@@ -45,4 +45,14 @@ rename g lm_head.weight lm_head.weighX; decode "$E"
 edit "$E" 's/"tie_word_embeddings": false,//'; decode "$E"
 edit "$E" 's/{/{"tie_word_embeddings": true,/'
 run tq-run --quiet "$E" --tokens 1,2 --max-tokens 2 >/dev/null # tied: the embedding is the lm_head
+echo "# gemma4: what the decoder does not run is refused by name (Gemma 4 E2B/E4B's per-layer"
+echo "# embeddings and shared KV layers, bidirectional attention, another activation, a device)"
+run tq-mkmodel --arch gemma4 --size tiny --seed 7 --quiet m
+edit m 's/"hidden_size_per_layer_input": 0/"hidden_size_per_layer_input": 256/'; decode "$E"
+edit m 's/"hidden_size_per_layer_input": 0,//'; decode "$E"
+edit m 's/"num_kv_shared_layers": 0/"num_kv_shared_layers": 1/'; decode "$E"
+edit m 's/"use_bidirectional_attention": "vision"/"use_bidirectional_attention": "all"/'; decode "$E"
+edit m 's/"gelu_pytorch_tanh"/"silu"/'; decode "$E"
+edit m 's/"rope_type": "proportional"/"rope_type": "yarn"/'; decode "$E"
+expect_exit 1 tq-run m --backend shim --tokens 1,2 --max-tokens 2
 exit 0

@@ -425,7 +425,7 @@ static double **fx_vec_stacked(fx_file *f, const char *name, int E, int n)
 static const char *fx_model_type(int arch)
 {
     static const char *const n[] = {"llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "gpt_oss", "qwen3_next",
-                                    "qwen3_5_moe", "qwen2", "qwen2_moe"};
+                                    "qwen3_5_moe", "qwen2", "qwen2_moe", "gemma4"};
     return n[arch];
 }
 
@@ -891,6 +891,118 @@ static int fx_generate_family(const fx_cfg *c, const char *dir, fx_model *m)
     return fx_write(&f, path);
 }
 
+
+/* ---------------------------------------------------------------- gemma4 */
+/* config.json as google/gemma-4-26B-A4B-it ships it (Gemma4ForConditionalGeneration, the text
+ * model's keys in text_config; rope_parameters per layer type), at this file's sizes. */
+static int fx_write_gemma4_config(const fx_cfg *c, const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        return -1;
+    fprintf(fp, "{\"architectures\": [\"Gemma4ForConditionalGeneration\"], \"model_type\": \"gemma4\", "
+                "\"tie_word_embeddings\": true, \"text_config\": {\"model_type\": \"gemma4_text\", "
+                "\"hidden_size\": %d, \"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
+                "\"num_key_value_heads\": %d, \"head_dim\": %d, \"global_head_dim\": %d, \"attention_k_eq_v\": %s, "
+                "\"vocab_size\": %d, \"rms_norm_eps\": %g, \"sliding_window\": %d, \"hidden_activation\": \"gelu_pytorch_tanh\", "
+                "\"hidden_size_per_layer_input\": 0, \"num_kv_shared_layers\": 0, \"use_double_wide_mlp\": false, "
+                "\"use_bidirectional_attention\": \"vision\", \"attention_bias\": false, \"tie_word_embeddings\": true, "
+                "\"max_position_embeddings\": 262144, \"enable_moe_block\": %s, \"num_experts\": %d, \"top_k_experts\": %d, "
+                "\"moe_intermediate_size\": %d",
+            c->hidden, c->inter, c->layers, c->heads, c->kv_heads, c->head_dim, c->g_head_dim, c->k_eq_v ? "true" : "false",
+            c->vocab, c->eps, c->window, c->experts ? "true" : "false", c->experts, c->top_k, c->moe_inter);
+    if (c->k_eq_v)
+        fprintf(fp, ", \"num_global_key_value_heads\": %d", c->g_kv_heads);
+    else
+        fprintf(fp, ", \"num_global_key_value_heads\": null");
+    if (c->softcap > 0)
+        fprintf(fp, ", \"final_logit_softcapping\": %g", c->softcap);
+    else
+        fprintf(fp, ", \"final_logit_softcapping\": null");
+    fprintf(fp, ", \"rope_parameters\": {\"full_attention\": {\"partial_rotary_factor\": %g, \"rope_theta\": %g, "
+                "\"rope_type\": \"proportional\"}, \"sliding_attention\": {\"rope_theta\": %g, \"rope_type\": \"default\"}}",
+            c->prf, c->theta_full, c->theta);
+    fprintf(fp, ", \"layer_types\": [");
+    for (int l = 0; l < c->layers; l++)
+        fprintf(fp, "%s\"%s\"", l ? ", " : "",
+                (l + 1) % c->full_every && l + 1 < c->layers ? "sliding_attention" : "full_attention");
+    fprintf(fp, "]}");
+    if (fx_is_aff(c->kind))
+        fprintf(fp, ", \"quantization\": {\"group_size\": 32, \"bits\": %d}", c->kind == FX_AFF4 ? 4 : 8);
+    if (fx_is_tq(c->kind))
+        fprintf(fp, ", \"quantization\": {\"mode\": \"turboquant\", \"group_size\": 32, \"bits\": %d}",
+                c->kind == FX_TQ3 ? 3 : c->kind == FX_TQ4 ? 4 : 2);
+    fprintf(fp, "}\n");
+    return fclose(fp);
+}
+
+/* Gemma 4 text weights (transformers' Gemma4TextDecoderLayer's modules): HF names under
+ * "model.language_model." with fused experts.gate_up_proj / down_proj (hf_expert_names), or
+ * the MLX form under "language_model.model." with experts.switch_glu stacked. Full layers
+ * have global_head_dim heads, and with attention_k_eq_v no v_proj. The router's proj stays
+ * float (tq-convert keeps routers). */
+#define NMG(s) (snprintf(n, sizeof n, "%s%s", P, s), n)
+static int fx_generate_gemma4(const fx_cfg *c, const char *dir, fx_model *m)
+{
+    if (fx_write_gemma4_config(c, dir) != 0)
+        return -1;
+    fx_file f = {0};
+    fx_slot sl;
+    memset(&sl, 0, sizeof sl);
+    int K = c->kind, aff = fx_is_aff(K), tq = fx_is_tq(K), H = c->hidden;
+    const char *root = c->hf_expert_names ? "model.language_model." : "language_model.model.";
+    char n[300], P[200];
+    snprintf(n, sizeof n, "%sembed_tokens", root);
+    int ek = aff ? K : K == FX_BF16 ? FX_BF16 : K == FX_F16 ? FX_F16 : FX_F32;
+    m->embed_dtype = aff ? FX_F16 : ek; /* affine rows come out in the scales' dtype (F16 here) */
+    m->embed = fx_matrix(&f, n, ek, c->vocab, H, 0, 0, &sl, tq);
+    m->lm = m->embed;
+    snprintf(n, sizeof n, "%snorm.weight", root);
+    m->norm = fx_norm(&f, n, H);
+    m->L = calloc((size_t)c->layers, sizeof *m->L);
+    for (int l = 0; l < c->layers; l++) {
+        fx_layer *L = &m->L[l];
+        snprintf(P, sizeof P, "%slayers.%d.", root, l);
+        L->full = !((l + 1) % c->full_every && l + 1 < c->layers);
+        int hd = L->full ? c->g_head_dim : c->head_dim;
+        int kvh = L->full && c->k_eq_v ? c->g_kv_heads : c->kv_heads, qd = c->heads * hd, kd = kvh * hd;
+        L->in_norm = fx_norm(&f, NMG("input_layernorm.weight"), H);
+        L->post_norm = fx_norm(&f, NMG("post_attention_layernorm.weight"), H);
+        L->pre_ff = fx_norm(&f, NMG("pre_feedforward_layernorm.weight"), H);
+        L->post_ff = fx_norm(&f, NMG("post_feedforward_layernorm.weight"), H);
+        double *ls = fx_vec(&f, NMG("layer_scalar"), 1, 0.8, 0.1);
+        L->lscalar = ls[0];
+        free(ls);
+        L->q = fx_matrix(&f, NMG("self_attn.q_proj"), K, qd, H, 0, 0, &sl, 0);
+        L->k = fx_matrix(&f, NMG("self_attn.k_proj"), K, kd, H, 0, 0, &sl, 0);
+        if (!(L->full && c->k_eq_v))
+            L->v = fx_matrix(&f, NMG("self_attn.v_proj"), K, kd, H, 0, 0, &sl, 0);
+        L->o = fx_matrix(&f, NMG("self_attn.o_proj"), K, H, qd, 0, 0, &sl, 0);
+        L->qn = fx_norm(&f, NMG("self_attn.q_norm.weight"), hd);
+        L->kn = fx_norm(&f, NMG("self_attn.k_norm.weight"), hd);
+        L->gate = fx_matrix(&f, NMG("mlp.gate_proj"), K, c->inter, H, 0, 0, &sl, 0);
+        L->up = fx_matrix(&f, NMG("mlp.up_proj"), K, c->inter, H, 0, 0, &sl, 0);
+        L->down = fx_matrix(&f, NMG("mlp.down_proj"), K, H, c->inter, 0, 0, &sl, 0);
+        L->moe = c->experts > 0;
+        if (!L->moe)
+            continue;
+        L->router = fx_matrix(&f, NMG("router.proj"), K, c->experts, H, 0, 0, &sl, 1);
+        L->rscale = fx_vec(&f, NMG("router.scale"), H, 1.0, 0.2);
+        L->pscale = fx_vec(&f, NMG("router.per_expert_scale"), c->experts, 1.0, 0.2);
+        L->pre_ff2 = fx_norm(&f, NMG("pre_feedforward_layernorm_2.weight"), H);
+        L->post_ff1 = fx_norm(&f, NMG("post_feedforward_layernorm_1.weight"), H);
+        L->post_ff2 = fx_norm(&f, NMG("post_feedforward_layernorm_2.weight"), H);
+        static const char *const gud[3] = {"gate_proj", "up_proj", "down_proj"};
+        fx_experts(&f, c, L, P, "experts", "experts.switch_glu", gud, c->hf_expert_names, 0);
+    }
+    (void)aff;
+    snprintf(n, sizeof n, "%s/model.safetensors", dir);
+    return fx_write(&f, n);
+}
+#undef NMG
+
 /* Generate model directory `dir` and its dense twin m. */
 int fx_generate(const fx_cfg *c, const char *dir, fx_model *m)
 {
@@ -898,6 +1010,8 @@ int fx_generate(const fx_cfg *c, const char *dir, fx_model *m)
     m->c = *c;
     fx_rng = c->seed * 2654435761u + 88172645463325252ull;
     mkdir(dir, 0755);
+    if (c->arch == FX_GEMMA4)
+        return fx_generate_gemma4(c, dir, m);
     if (c->arch >= FX_MIXTRAL)
         return fx_generate_family(c, dir, m);
     if (fx_write_config(c, dir) != 0)
@@ -980,7 +1094,8 @@ void fx_free(fx_model *m)
     for (int l = 0; l < c->layers; l++) {
         fx_layer *L = &m->L[l];
         double *vs[] = {L->in_norm, L->post_norm, L->qn, L->kn, L->qb, L->kb, L->vb, L->ob, L->rb, L->sinks,
-                        L->ebias, L->qa_norm, L->kva_norm, L->conv, L->A_log, L->dt_bias, L->gnorm};
+                        L->ebias, L->qa_norm, L->kva_norm, L->conv, L->A_log, L->dt_bias, L->gnorm,
+                        L->pre_ff, L->post_ff, L->pre_ff2, L->post_ff1, L->post_ff2, L->rscale, L->pscale};
         for (size_t i = 0; i < sizeof vs / sizeof *vs; i++)
             free(vs[i]);
         dmat *ms[] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down, &L->router, &L->sg, &L->su, &L->sd,

@@ -11,7 +11,7 @@
 
 enum fx_kind { FX_F32, FX_BF16, FX_F16, FX_AFF4, FX_AFF8, FX_TQ3, FX_TQ4, FX_TQ2, FX_NKINDS };
 enum fx_arch { FX_LLAMA, FX_QWEN3, FX_QWEN3_MOE, FX_MIXTRAL, FX_DEEPSEEK, FX_GPT_OSS, FX_QWEN3_NEXT, FX_QWEN3_5_MOE,
-               FX_QWEN2, FX_QWEN2_MOE };
+               FX_QWEN2, FX_QWEN2_MOE, FX_GEMMA4 };
 
 typedef struct fx_cfg {
     int arch, kind;
@@ -45,6 +45,10 @@ typedef struct fx_cfg {
     /* qwen2 / qwen2_moe (mlp_only above: a dense layer of qwen2_moe too) */
     int use_sliding;      /* use_sliding_window: layers >= max_window_layers slide by window */
     int max_window_layers, sparse_step; /* decoder_sparse_step */
+    /* gemma4 (window above: sliding layers; theta: sliding layers; prf: full layers) */
+    int g_head_dim, g_kv_heads, k_eq_v; /* global_head_dim, num_global_key_value_heads, attention_k_eq_v */
+    int full_every;       /* layer_types: full_attention every full_every-th layer and the last */
+    double theta_full, softcap;        /* full layers' rope_theta; final_logit_softcapping (0: null) */
 } fx_cfg;
 
 typedef struct dmat {
@@ -68,10 +72,14 @@ typedef struct fx_layer {
     dmat pqkv, pz, pb, pa;
     double *conv;                          /* [C][K] */
     double *A_log, *dt_bias, *gnorm;
+    /* gemma4: full_attention layer; the norms around the MLP and experts; router vectors */
+    int full;
+    double *pre_ff, *post_ff, *pre_ff2, *post_ff1, *post_ff2, *rscale, *pscale, lscalar;
 } fx_layer;
 
 typedef struct fx_model {
     fx_cfg c;
+    int embed_dtype;      /* gemma4: the dtype the embedding's rows come out in (FX_F32, FX_BF16, FX_F16) */
     dmat embed, lm;
     double *norm;
     fx_layer *L;

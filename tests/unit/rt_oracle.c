@@ -761,9 +761,204 @@ static void fx_forward_qwen2(const fx_model *m, fx_state *s, int token, int pos,
     free(x); free(h); free(t); free(q); free(ao); free(sc);
 }
 
+/* ---------------------------------------------------------------- gemma4 */
+/* Gemma 4's text model as transformers writes it (src/transformers/models/gemma4/
+ * modeling_gemma4.py), line by line in f64:
+ * - Gemma4RMSNorm: x · (mean(x²) + eps)^-0.5, times the weight as stored (with_scale=False:
+ *   none); Gemma 4 has no "1 + w" (Gemma 3's Gemma3RMSNorm did);
+ * - Gemma4TextScaledWordEmbedding: rows · embed_scale.to(weight.dtype), embed_scale =
+ *   hidden_size ** 0.5 (so sqrt(H) rounded to the embedding's dtype);
+ * - Gemma4TextAttention.forward: q_norm then rotary on q; k = k_proj(h), v = v_proj(h), or
+ *   v = k (attention_k_eq_v on full layers: use_alternative_attention, v_proj None) before
+ *   k_norm; k_norm then rotary on k; v_norm (no scale) on v; eager_attention_forward with
+ *   scaling = self.scaling = 1.0, no softcap (Gemma4TextAttention passes none), the sliding
+ *   mask kv_idx > q_idx - sliding_window (masking_utils' sliding window overlay);
+ *   head_dim = global_head_dim on full layers, num_global_key_value_heads key heads there
+ *   with attention_k_eq_v;
+ * - Gemma4TextRotaryEmbedding: per layer type; "default": inv_freq = 1 / theta^(arange(0, d,
+ *   2) / d), d = head_dim; "proportional" (modeling_rope_utils.py,
+ *   _compute_proportional_rope_parameters with head_dim_key "global_head_dim"): rope_angles =
+ *   int(partial_rotary_factor · D // 2) frequencies 1 / theta^(arange(0, 2·rope_angles, 2) / D)
+ *   then zeros up to D/2; emb = cat(freqs, freqs); apply_rotary_pos_emb: x·cos + rotate_half(x)·sin;
+ * - Gemma4TextMLP / Gemma4TextExperts: down(act(gate(x)) · up(x)), act = gelu_pytorch_tanh;
+ * - Gemma4TextRouter.forward: norm (no scale), · scale · hidden_size^-0.5, proj, softmax over
+ *   all experts, topk, divided by their sum, times per_expert_scale[index];
+ * - Gemma4TextDecoderLayer.forward (no per-layer input): sandwich norms, the dense MLP and the
+ *   experts side by side (router and pre_feedforward_layernorm_2 on the residual),
+ *   hidden_states *= layer_scalar at the end;
+ * - Gemma4ForCausalLM.forward: lm_head (tied to embed_tokens), logits / cap, tanh, · cap. */
+static double g4_round(double v, int dtype)
+{
+    if (dtype == FX_BF16) { /* bf16: keep 8 significant bits, ties to even */
+        int ex;
+        double m = frexp(v, &ex) * 256.0;
+        return ldexp(nearbyint(m), ex - 8);
+    }
+    if (dtype == FX_F16) {
+        int ex;
+        double m = frexp(v, &ex) * 2048.0;
+        return ldexp(nearbyint(m), ex - 11);
+    }
+    return (float)v;
+}
+
+static double g4_gelu(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * pow(x, 3.0))));
+}
+
+static void g4_mlp(const dmat *g, const dmat *u, const dmat *d, const double *x, double *out)
+{
+    double *a = malloc((size_t)g->rows * 8), *b = malloc((size_t)g->rows * 8);
+    fx_mv(g, x, a);
+    fx_mv(u, x, b);
+    for (int i = 0; i < g->rows; i++)
+        a[i] = g4_gelu(a[i]) * b[i];
+    fx_mv(d, a, out);
+    free(a);
+    free(b);
+}
+
+/* apply_rotary_pos_emb on one head of D dims with inv_freq [D/2] */
+static void g4_rope(double *x, int D, int pos, const double *inv)
+{
+    double *cs = malloc((size_t)D * 8), *sn = malloc((size_t)D * 8), *rh = malloc((size_t)D * 8);
+    for (int i = 0; i < D; i++) {
+        double a = pos * inv[i % (D / 2)]; /* emb = cat(freqs, freqs) */
+        cs[i] = cos(a);
+        sn[i] = sin(a);
+        rh[i] = i < D / 2 ? -x[i + D / 2] : x[i - D / 2]; /* rotate_half: cat(-x2, x1) */
+    }
+    for (int i = 0; i < D; i++)
+        x[i] = x[i] * cs[i] + rh[i] * sn[i];
+    free(cs);
+    free(sn);
+    free(rh);
+}
+
+static void fx_forward_gemma4(const fx_model *m, fx_state *s, int token, int pos, double *logits)
+{
+    const fx_cfg *c = &m->c;
+    int H = c->hidden, E = c->experts, big = H > 2 * c->heads * c->g_head_dim ? H : 2 * c->heads * c->g_head_dim;
+    double *x = malloc((size_t)H * 8), *h = malloc((size_t)H * 8), *t = malloc((size_t)H * 8), *t2 = malloc((size_t)H * 8),
+           *q = malloc((size_t)big * 8), *ao = malloc((size_t)big * 8), *sc = malloc((size_t)(pos + 1) * 8),
+           *mo = malloc((size_t)H * 8), *acc = malloc((size_t)H * 8);
+    double scale = g4_round(sqrt((double)H), m->embed_dtype);
+    for (int i = 0; i < H; i++)
+        x[i] = m->embed.w[(size_t)token * H + i] * scale;
+    for (int l = 0; l < c->layers; l++) {
+        const fx_layer *L = &m->L[l];
+        int D = L->full ? c->g_head_dim : c->head_dim;
+        int kvh = L->full && c->k_eq_v ? c->g_kv_heads : c->kv_heads, kd = kvh * D;
+        double *inv = calloc((size_t)D / 2, 8);
+        if (L->full) { /* proportional */
+            int angles = (int)floor(c->prf * D / 2.0);
+            for (int i = 0; i < angles; i++)
+                inv[i] = 1.0 / pow(c->theta_full, 2.0 * i / D);
+        } else {
+            for (int i = 0; i < D / 2; i++)
+                inv[i] = 1.0 / pow(c->theta, 2.0 * i / D);
+        }
+        /* ---- attention */
+        fx_rms(h, x, L->in_norm, H, c->eps);
+        double *K = state_buf(s, &s->lk, c->layers, l, (size_t)s->ctx * kd);
+        double *V = state_buf(s, &s->lv, c->layers, l, (size_t)s->ctx * kd);
+        double *k = K + (size_t)pos * kd, *v = V + (size_t)pos * kd;
+        fx_mv(&L->q, h, q);
+        fx_mv(&L->k, h, k);
+        if (L->v.w)
+            fx_mv(&L->v, h, v);
+        else
+            memcpy(v, k, (size_t)kd * 8); /* value_states = key_states, before k_norm */
+        for (int hh = 0; hh < c->heads; hh++) {
+            fx_rms(q + hh * D, q + hh * D, L->qn, D, c->eps);
+            g4_rope(q + hh * D, D, pos, inv);
+        }
+        for (int hh = 0; hh < kvh; hh++) {
+            fx_rms(k + hh * D, k + hh * D, L->kn, D, c->eps);
+            g4_rope(k + hh * D, D, pos, inv);
+            fx_rms(v + hh * D, v + hh * D, NULL, D, c->eps);
+        }
+        for (int hh = 0; hh < c->heads; hh++) {
+            int kh = hh / (c->heads / kvh);
+            double mx = -1e300, sum = 0;
+            for (int p = 0; p <= pos; p++) {
+                double d = 0;
+                for (int i = 0; i < D; i++)
+                    d += q[hh * D + i] * K[(size_t)p * kd + kh * D + i];
+                sc[p] = !L->full && !(p > pos - c->window) ? -INFINITY : d * 1.0;
+                mx = fmax(mx, sc[p]);
+            }
+            for (int p = 0; p <= pos; p++)
+                sum += sc[p] = exp(sc[p] - mx);
+            for (int i = 0; i < D; i++) {
+                double o = 0;
+                for (int p = 0; p <= pos; p++)
+                    o += sc[p] / sum * V[(size_t)p * kd + kh * D + i];
+                ao[hh * D + i] = o;
+            }
+        }
+        fx_mv(&L->o, ao, t);
+        fx_rms(t, t, L->post_norm, H, c->eps);
+        for (int i = 0; i < H; i++)
+            x[i] += t[i];
+        /* ---- feed-forward: residual = x */
+        fx_rms(h, x, L->pre_ff, H, c->eps);
+        g4_mlp(&L->gate, &L->up, &L->down, h, mo);
+        if (L->moe) {
+            fx_rms(mo, mo, L->post_ff1, H, c->eps); /* hidden_states_1 */
+            double *pr = malloc((size_t)E * 8), mx = -1e300, sum = 0, wsum = 0, w[64];
+            fx_rms(h, x, NULL, H, c->eps);
+            for (int i = 0; i < H; i++)
+                h[i] = h[i] * L->rscale[i] * pow((double)H, -0.5);
+            fx_mv(&L->router, h, pr);
+            for (int i = 0; i < E; i++)
+                mx = fmax(mx, pr[i]);
+            for (int i = 0; i < E; i++)
+                sum += pr[i] = exp(pr[i] - mx);
+            for (int i = 0; i < E; i++)
+                pr[i] /= sum;
+            int sel[64], *used = calloc((size_t)E, sizeof(int));
+            for (int kk = 0; kk < c->top_k; kk++) { /* torch.topk: largest first, ties to the lower index */
+                int b = -1;
+                for (int i = 0; i < E; i++)
+                    if (!used[i] && (b < 0 || pr[i] > pr[b]))
+                        b = i;
+                used[b] = 1;
+                sel[kk] = b;
+                wsum += w[kk] = pr[b];
+            }
+            fx_rms(h, x, L->pre_ff2, H, c->eps);
+            memset(acc, 0, (size_t)H * 8);
+            for (int kk = 0; kk < c->top_k; kk++) {
+                double wk = w[kk] / wsum * L->pscale[sel[kk]];
+                g4_mlp(&L->eg[sel[kk]], &L->eu[sel[kk]], &L->ed[sel[kk]], h, t2);
+                for (int i = 0; i < H; i++)
+                    acc[i] += wk * t2[i];
+            }
+            fx_rms(acc, acc, L->post_ff2, H, c->eps); /* hidden_states_2 */
+            for (int i = 0; i < H; i++)
+                mo[i] += acc[i];
+            free(pr);
+            free(used);
+        }
+        fx_rms(mo, mo, L->post_ff, H, c->eps);
+        for (int i = 0; i < H; i++)
+            x[i] = (x[i] + mo[i]) * L->lscalar;
+        free(inv);
+    }
+    fx_rms(h, x, m->norm, H, c->eps);
+    fx_mv(&m->lm, h, logits);
+    for (int i = 0; c->softcap > 0 && i < c->vocab; i++)
+        logits[i] = tanh(logits[i] / c->softcap) * c->softcap;
+    free(x); free(h); free(t); free(t2); free(q); free(ao); free(sc); free(mo); free(acc);
+}
+
 void fx_forward(const fx_model *m, fx_state *s, int token, int pos, double *logits)
 {
-    if (m->c.arch == FX_QWEN2 || m->c.arch == FX_QWEN2_MOE)
+    if (m->c.arch == FX_GEMMA4)
+        fx_forward_gemma4(m, s, token, pos, logits);
+    else if (m->c.arch == FX_QWEN2 || m->c.arch == FX_QWEN2_MOE)
         fx_forward_qwen2(m, s, token, pos, logits);
     else if (m->c.arch >= FX_MIXTRAL)
         fx_forward_family(m, s, token, pos, logits);
@@ -882,6 +1077,38 @@ fx_cfg fx_family_cfg(int arch, int kind)
             c.shared_inter = c.inter; /* 96: an m = 12 Hadamard block for down_proj */
             c.mlp_only = 2;           /* layer 1 dense (mlp_only_layers [1]) */
         }
+        break;
+    case FX_GEMMA4:
+        /* The keys and settings of google/gemma-4-26B-A4B-it's config.json
+         * (https://huggingface.co/google/gemma-4-26B-A4B-it/blob/main/config.json, text_config:
+         * hidden_size 2816, intermediate_size 2112, 30 layers, 16 heads, num_key_value_heads 8,
+         * head_dim 256, global_head_dim 512, attention_k_eq_v true, num_global_key_value_heads 2,
+         * sliding_window 1024, layer_types 5 sliding : 1 full, rope_parameters sliding_attention
+         * {default, 10000} and full_attention {proportional, 1000000, partial_rotary_factor 0.25},
+         * final_logit_softcapping 30.0, enable_moe_block true, 128 experts, top_k_experts 8,
+         * moe_intermediate_size 704, rms_norm_eps 1e-06, hidden_activation gelu_pytorch_tanh,
+         * hidden_size_per_layer_input 0, num_kv_shared_layers 0, tie_word_embeddings true), at
+         * this file's sizes: hidden 96 (sqrt(96) is not a bf16 or f16 number, so the embedding
+         * scale's rounding shows), sliding, sliding, full; a window of 6 over 32 positions; the
+         * full layer's 32-dim heads turn 4 of their 16 pairs. */
+        c.hidden = 96;
+        c.layers = 3;
+        c.heads = 4;
+        c.kv_heads = 2;
+        c.head_dim = 16;
+        c.g_head_dim = 32;
+        c.g_kv_heads = 1;
+        c.k_eq_v = 1;
+        c.full_every = 6;
+        c.window = 6;
+        c.theta = 10000.0;
+        c.theta_full = 1e6;
+        c.prf = 0.25;
+        c.softcap = 30.0;
+        c.inter = 96;
+        c.moe_inter = 32;
+        c.top_k = 2;
+        c.tied = 1;
         break;
     default: /* qwen3_next, qwen3_5_moe: linear, full, linear, full; a shared expert; partial rotary */
         c.layers = 4;

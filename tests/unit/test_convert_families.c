@@ -333,7 +333,9 @@ static void exp_gpt_oss(void)
 
 /* gemma4_text.py (+ gemma4.py's language_model.model): attention with q/k norms, a dense mlp,
  * Router (proj Linear kept, scale, per_expert_scale), Experts.switch_glu; sandwich norms and
- * layer_scalar; tied embeddings (no lm_head). */
+ * layer_scalar; tied embeddings (no lm_head). Layer 0 sliding (head_dim 32, 2 kv heads);
+ * layer 1, the last, full: global_head_dim 64, attention_k_eq_v (no v_proj), one
+ * num_global_key_value_heads head (google/gemma-4-26B-A4B-it's config, scaled). */
 static void exp_gemma4(void)
 {
     top("language_model.model.", NULL);
@@ -346,9 +348,14 @@ static void exp_gemma4(void)
         for (int k = 0; k < 7; k++)
             F(NM("%s%s.weight", L, ln[k]), H);
         F(NM("%slayer_scalar", L), 1);
-        attn(L, 128, 64, 0);
-        F(NM("%sself_attn.q_norm.weight", L), 32);
-        F(NM("%sself_attn.k_norm.weight", L), 32);
+        uint64_t D = l ? 64 : 32, kv = l ? 1 : 2;
+        Q(NM("%sself_attn.q_proj", L), 0, 4 * D, H, 0);
+        Q(NM("%sself_attn.k_proj", L), 0, kv * D, H, 0);
+        if (!l)
+            Q(NM("%sself_attn.v_proj", L), 0, kv * D, H, 0);
+        Q(NM("%sself_attn.o_proj", L), 0, H, 4 * D, 0);
+        F(NM("%sself_attn.q_norm.weight", L), D);
+        F(NM("%sself_attn.k_norm.weight", L), D);
         mlp(L, "mlp", 256);
         F2(NM("%srouter.proj.weight", L), E8, H);
         F(NM("%srouter.scale", L), H);

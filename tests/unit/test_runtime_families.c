@@ -1,5 +1,5 @@
 /* The reference decoder on every family after qwen3_moe (mixtral, deepseek_v3, gpt_oss,
- * qwen3_next, qwen3_5_moe, qwen2, qwen2_moe), in every weight kind it reads: a 32-token teacher-forced run
+ * qwen3_next, qwen3_5_moe, qwen2, qwen2_moe, gemma4), in every weight kind it reads: a 32-token teacher-forced run
  * against the independent f64 oracle (rt_oracle.c) — relative logit error below 1e-4 at every
  * position and the same greedy token —, and --threads 1/2/7 bit for bit. */
 #include "runtime/runtime.h"
@@ -28,7 +28,7 @@ static int decode(const char *dir, int threads, const int32_t *seq, fx_logits *b
 static const char *arch_name(int arch)
 {
     static const char *const n[] = {"llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "gpt_oss", "qwen3_next",
-                                    "qwen3_5_moe", "qwen2", "qwen2_moe"};
+                                    "qwen3_5_moe", "qwen2", "qwen2_moe", "gemma4"};
     return n[arch];
 }
 
@@ -181,6 +181,28 @@ static void qwen2_moe_norm_topk(void)
 }
 static void qwen2_moe_threads(void) { threads_equal(FX_QWEN2_MOE, FX_TQ3); }
 
+/* gemma4 (rt_oracle.c's fx_forward_gemma4, from transformers' modeling_gemma4.py; the
+ * config of google/gemma-4-26B-A4B-it at fx_family_cfg's sizes): every kind, HF fused experts
+ * in float, the MLX form quantized */
+static void gemma4_kinds(void) { every_kind(FX_GEMMA4); }
+/* attention_k_eq_v false: the full layer has a v_proj and num_key_value_heads key heads of
+ * global_head_dim; no logit softcapping (final_logit_softcapping null); full attention on
+ * every layer but the first (layer_types full every 2nd, and the last) */
+static void gemma4_variants(void)
+{
+    fx_cfg c = fx_family_cfg(FX_GEMMA4, FX_AFF8);
+    c.k_eq_v = 0;
+    c.softcap = 0;
+    c.full_every = 2;
+    c.layers = 4;
+    against_oracle(c, "gemma4-aff8-kv-nocap");
+    c = fx_family_cfg(FX_GEMMA4, FX_BF16); /* the window past every position: sliding == full */
+    c.hf_expert_names = 1;
+    c.window = 1024;
+    against_oracle(c, "gemma4-bf16-hf-window1024");
+}
+static void gemma4_threads(void) { threads_equal(FX_GEMMA4, FX_TQ3); }
+
 int main(void)
 {
     RUN(mixtral_kinds);
@@ -201,5 +223,8 @@ int main(void)
     RUN(qwen2_sliding);
     RUN(qwen2_moe_norm_topk);
     RUN(qwen2_moe_threads);
+    RUN(gemma4_kinds);
+    RUN(gemma4_variants);
+    RUN(gemma4_threads);
     TEST_MAIN_END();
 }

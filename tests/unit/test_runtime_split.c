@@ -229,6 +229,18 @@ static void split_qwen2_moe(void)
     bit_identical(c, "qwen2_moe-bf16-hf");
 }
 
+/* gemma4 (router.proj with its scale vectors, the dense mlp beside the experts, sandwich
+ * norms, layer_scalar pinned): MLX experts.switch_glu stacked and HF fused experts
+ * gate_up_proj / down_proj streamed from layer files; sliding and full layers of different
+ * head sizes. test_runtime_families.c holds the unsplit model to the oracle. */
+static void split_gemma4(void)
+{
+    bit_identical(fx_family_cfg(FX_GEMMA4, FX_TQ4), "gemma4-tq4");
+    fx_cfg c = fx_family_cfg(FX_GEMMA4, FX_BF16);
+    c.hf_expert_names = 1;
+    bit_identical(c, "gemma4-bf16-hf");
+}
+
 static void split_qwen3_5_moe_bf16(void)
 {
     bit_identical(fx_family_cfg(FX_QWEN3_5_MOE, FX_BF16), "qwen3_5_moe-bf16");
@@ -414,6 +426,7 @@ int main(void)
     RUN(split_qwen3_5_moe_aff4);
     RUN(split_qwen3_5_moe_bf16);
     RUN(split_qwen2_moe);
+    RUN(split_gemma4);
     RUN(split_qwen3_5_moe_hf_fused);
     RUN(split_gpt_oss_hf_mxfp4);
     RUN(fused_malformed);
