@@ -5,6 +5,7 @@
 #include "verify/verify.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -618,6 +619,10 @@ static int cmd_quality(int argc, char **argv)
                    "also evaluate both models on this text (encoded with REF's tokenizer.json): perplexity, "
                    "KL(REF||TEST) and top-1 agreement per scored token"),
         TQ_OPT_INT("window", 0, &o.window, 2, 1 << 24, "N", "--eval window in tokens (default 512)"),
+        TQ_OPT_FLAG("noise", 0, &o.noise,
+                    "--eval: also evaluate REF plus iid Gaussian noise of TEST's error energy in each tensor "
+                    "(the baseline of unbiased error: perplexity, KL, top-1 agreement)"),
+        TQ_OPT_INT("noise-seed", 0, &o.noise_seed, 0, INT32_MAX, "N", "--noise: seed of the draws (default 0)"),
         TQ_OPT_INT("stride", 0, &o.stride, 1, 1 << 24, "N",
                    "--eval: a window starts every N tokens, scoring its last N (default window/2)"),
         TQ_OPT_OUT_FILE("plot", 'p', &plot, "FILE.svg",
@@ -655,6 +660,10 @@ static int cmd_quality(int argc, char **argv)
         return tq_cli_usage_error("--stride must be below --window");
     if ((o.window || o.stride) && !o.eval_path)
         return tq_cli_usage_error("--window and --stride go with --eval");
+    if (o.noise && !o.eval_path)
+        return tq_cli_usage_error("--noise goes with --eval");
+    if (tq_cli_given(&cli, "noise-seed") && !o.noise)
+        return tq_cli_usage_error("--noise-seed goes with --noise");
     tq_err err = {0};
     for (int i = 0; plot && i < 2; i++)
         if (tq_check_out_in(plot, cli.args[i], &err) != 0 ||
@@ -703,6 +712,14 @@ static int cmd_quality(int argc, char **argv)
             printf("KL(REF||TEST): mean %.6g nats/token, max %.6g\n", q->mean_kl, q->max_kl);
             printf("top-1 agreement: %llu/%llu (%.4f)\n", (unsigned long long)q->top1_agree,
                    (unsigned long long)q->steps, q->top1_rate);
+            printf("standard errors over the scored tokens: KL %.3g, TEST-REF mean NLL %.3g\n", q->kl_stderr,
+                   q->nll_diff_stderr);
+            if (q->has_noise)
+                printf("noise baseline (seed %llu): perplexity %.4f (%+.2f%%), KL mean %.6g (standard error %.3g), "
+                       "top-1 agreement %.4f\n",
+                       (unsigned long long)q->noise_seed, q->noise_ppl,
+                       q->ref_ppl > 0 ? 100 * (q->noise_ppl / q->ref_ppl - 1) : 0, q->noise_mean_kl,
+                       q->noise_kl_stderr, q->noise_top1_rate);
         }
     }
     tq_quality_report_free(&r);

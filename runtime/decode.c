@@ -605,7 +605,7 @@ int tq_run_logits_compare(const char *ref_path, const char *test_path, uint64_t 
     if (!(a = tq_malloc(V * 4, e)) || !(b = tq_malloc(V * 4, e)))
         goto out;
     out->steps = sa / (V * 4);
-    double kl_sum = 0;
+    double kl_sum = 0, kl_sq = 0;
     for (uint64_t s = 0; s < out->steps; s++) {
         if (read_step(fa, ref_path, s, V, a, e) || read_step(fb, test_path, s, V, b, e))
             goto out;
@@ -639,11 +639,16 @@ int tq_run_logits_compare(const char *ref_path, const char *test_path, uint64_t 
         if (kl < 0)
             kl = 0;
         kl_sum += kl;
+        kl_sq += kl * kl;
         if (kl > out->max_kl)
             out->max_kl = kl;
     }
     out->top1_rate = out->steps ? (double)out->top1_agree / (double)out->steps : 0;
     out->mean_kl = out->steps ? kl_sum / (double)out->steps : 0;
+    if (out->steps > 1) {
+        double n = (double)out->steps, var = (kl_sq - n * out->mean_kl * out->mean_kl) / (n - 1);
+        out->kl_stderr = var > 0 ? sqrt(var / n) : 0;
+    }
     rc = 0;
 out:
     if (fa >= 0)

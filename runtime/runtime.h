@@ -218,6 +218,7 @@ typedef struct tq_run_logits_cmp {
     uint64_t steps, top1_agree;
     double top1_rate, mean_kl, max_kl;
     double max_rel_diff; /* max over steps of max_i |ref_i - test_i| / max_i |ref_i| */
+    double kl_stderr;    /* standard error of mean_kl over the steps: sd(kl) / sqrt(steps) */
 } tq_run_logits_cmp;
 TQ_API int tq_run_logits_compare(const char *ref_path, const char *test_path, uint64_t vocab,
                              tq_run_logits_cmp *out, tq_err *e);

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHUNK_ELEMS ((size_t)1 << 18) /* elements per read: 2 MiB of f64 at most per side */
 #define MAX_EVAL_BYTES ((size_t)1 << 30)
@@ -297,6 +298,155 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------ noise baseline */
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in (0, 1): the top 53 bits, offset by half a step */
+static double unit_open(uint64_t *x) { return ((double)(splitmix64(x) >> 11) + 0.5) * 0x1p-53; }
+
+static int cmp_name_tensor(const void *k, const void *t)
+{
+    return strcmp((const char *)k, ((const tq_quality_tensor *)t)->name);
+}
+
+int tq_quality_noise_model(const char *ref, const tq_quality_report *r, uint64_t seed, const char *dir, tq_err *e)
+{
+    tq_model *m = NULL;
+    tq_model_writer *w = NULL;
+    tq_st_decl *decls = NULL;
+    void *raw = NULL;
+    float *f = NULL;
+    char *cfg = NULL;
+    int rc = -1;
+    if (tq_model_open(&m, ref, e) != 0 || tq_mkdir_p(dir, e) != 0)
+        goto out;
+    if (!(decls = tq_calloc(m->n_tensors ? m->n_tensors : 1, sizeof *decls, e)) ||
+        !(raw = tq_malloc(CHUNK_ELEMS * 8, e)) || !(f = tq_malloc(CHUNK_ELEMS * sizeof *f, e)))
+        goto out;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const tq_tensor_info *t = &m->tensors[i].info;
+        const tq_quality_tensor *q = bsearch(t->name, r->t, r->n, sizeof *r->t, cmp_name_tensor);
+        decls[i].name = t->name;
+        decls[i].dtype = q && q->err2 > 0 ? TQ_DT_F32 : t->dtype;
+        decls[i].ndim = t->ndim;
+        memcpy(decls[i].shape, t->shape, sizeof t->shape);
+    }
+    if (tq_model_writer_open(&w, dir, decls, m->n_tensors, 0, NULL, NULL, 0, e) != 0)
+        goto out;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const tq_model_tensor *mt = &m->tensors[i];
+        const tq_tensor_info *t = &mt->info;
+        const tq_quality_tensor *q = bsearch(t->name, r->t, r->n, sizeof *r->t, cmp_name_tensor);
+        long wi = tq_model_writer_index(w, t->name);
+        if (wi < 0) {
+            tq_fail(e, TQ_EDATA, "tensor '%s': not declared", t->name);
+            goto out;
+        }
+        if (!q || !(q->err2 > 0)) { /* copied as it is */
+            for (uint64_t off = 0; off < t->nbytes; off += CHUNK_ELEMS * 8) {
+                size_t k = (size_t)(t->nbytes - off < CHUNK_ELEMS * 8 ? t->nbytes - off : CHUNK_ELEMS * 8);
+                if (tq_model_read(mt, off, raw, k, e) || tq_model_writer_write(w, (size_t)wi, off, raw, k, e))
+                    goto out;
+            }
+            continue;
+        }
+        double sigma = sqrt(q->err2 / (double)q->params);
+        uint64_t st = seed + tq_crc32(t->name, strlen(t->name)), have = 0;
+        double spare = 0;
+        size_t sz = tq_dtype_size(t->dtype);
+        for (uint64_t i0 = 0; i0 < t->nelem; i0 += CHUNK_ELEMS) {
+            size_t k = (size_t)(t->nelem - i0 < CHUNK_ELEMS ? t->nelem - i0 : CHUNK_ELEMS);
+            if (tq_model_read(mt, i0 * sz, raw, k * sz, e) || tq_to_f32(t->dtype, raw, f, k, e))
+                goto out;
+            for (size_t j = 0; j < k; j++) {
+                double z;
+                if (have) {
+                    z = spare;
+                    have = 0;
+                } else { /* Box-Muller: two normals from two uniforms */
+                    double u1 = unit_open(&st), u2 = unit_open(&st), rad = sqrt(-2 * log(u1));
+                    z = rad * cos(2 * M_PI * u2);
+                    spare = rad * sin(2 * M_PI * u2);
+                    have = 1;
+                }
+                f[j] = (float)((double)f[j] + sigma * z);
+            }
+            if (tq_model_writer_write(w, (size_t)wi, i0 * 4, f, k * 4, e))
+                goto out;
+        }
+    }
+    rc = tq_model_writer_finish(w, e);
+    w = NULL;
+    if (rc != 0)
+        goto out;
+    rc = -1;
+    if (m->config && (!(cfg = tq_path_join(dir, "config.json", e)) || tq_json_write_file(cfg, m->config, e) != 0))
+        goto out;
+    if (tq_model_copy_extras(m, dir, e) != 0)
+        goto out;
+    rc = 0;
+out:
+    if (w)
+        tq_model_writer_abort(w);
+    if (rc)
+        tq_err_prefix(e, "%s: noise baseline", ref);
+    free(cfg);
+    free(raw);
+    free(f);
+    free(decls);
+    tq_model_close(m);
+    return rc;
+}
+
+/* The negative log-likelihood of each step's target (step s predicts ids[s + 1]) from a
+ * logits file of steps x V raw f32. */
+static int step_nll(const char *path, uint64_t V, const int32_t *ids, uint64_t steps, double *nll, tq_err *e)
+{
+    uint64_t size;
+    int fd = tq_open_regular(path, &size, e);
+    if (fd < 0)
+        return -1;
+    float *a = tq_malloc(V * 4, e);
+    int rc = a ? 0 : -1;
+    for (uint64_t s = 0; s < steps && rc == 0; s++) {
+        if ((rc = tq_pread_full(fd, a, V * 4, s * V * 4, path, e)) != 0)
+            break;
+        double mx = -INFINITY, z = 0;
+        for (uint64_t i = 0; i < V; i++)
+            mx = fmax(mx, a[i]);
+        for (uint64_t i = 0; i < V; i++)
+            z += exp(a[i] - mx);
+        uint64_t t = (uint64_t)ids[s + 1];
+        if (t >= V)
+            rc = tq_fail(e, TQ_EDATA, "%s: token %llu beyond the vocabulary", path, (unsigned long long)t);
+        else
+            nll[s] = log(z) + mx - (double)a[t];
+    }
+    free(a);
+    close(fd);
+    return rc;
+}
+
+/* Standard error of the mean of b[s] - a[s]. */
+static double paired_stderr(const double *a, const double *b, uint64_t n)
+{
+    if (n < 2)
+        return 0;
+    double m = 0, v = 0;
+    for (uint64_t s = 0; s < n; s++)
+        m += b[s] - a[s];
+    m /= (double)n;
+    for (uint64_t s = 0; s < n; s++)
+        v += (b[s] - a[s] - m) * (b[s] - a[s] - m);
+    return sqrt(v / (double)(n - 1) / (double)n);
+}
+
 /* One model's evaluation, its scored steps' logits written to logits. */
 static int eval_one(const char *model, const int32_t *ids, size_t n, const tq_quality_opts *o, const char *logits,
                     uint64_t *vocab, tq_run_eval *ev, tq_err *e)
@@ -322,17 +472,18 @@ static int eval_one(const char *model, const int32_t *ids, size_t n, const tq_qu
     return rc;
 }
 
-static int quality_eval(const char *ref, const char *test, const char *dir, const tq_quality_opts *o, tq_quality_eval *q,
-                        tq_err *e)
+static int quality_eval(const char *ref, const char *test, const char *dir, const tq_quality_opts *o,
+                        const tq_quality_report *r, tq_quality_eval *q, tq_err *e)
 {
-    char *text = NULL, *la = NULL, *lb = NULL;
+    char *text = NULL, *la = NULL, *lb = NULL, *ln = NULL, *nd = NULL;
     size_t len = 0, n = 0;
     int32_t *ids = NULL;
+    double *na = NULL, *nb = NULL;
     tq_tok *tok = NULL;
     int rc = -1;
     uint64_t vocab = 0;
-    tq_run_eval ea, eb;
-    tq_run_logits_cmp c;
+    tq_run_eval ea, eb, en;
+    tq_run_logits_cmp c, cn;
     if (tq_read_small_file(o->eval_path, MAX_EVAL_BYTES, &text, &len, e) || tq_tok_load(ref, &tok, e) ||
         tq_tok_encode(tok, text, len, 0, &ids, &n, e))
         goto out;
@@ -340,19 +491,48 @@ static int quality_eval(const char *ref, const char *test, const char *dir, cons
         eval_one(ref, ids, n, o, la, &vocab, &ea, e) || eval_one(test, ids, n, o, lb, &vocab, &eb, e) ||
         tq_run_logits_compare(la, lb, vocab, &c, e))
         goto out;
+    if (c.steps + 1 > n) {
+        tq_fail(e, TQ_EDATA, "%s: %llu scored steps for %zu tokens", o->eval_path, (unsigned long long)c.steps, n);
+        goto out;
+    }
     *q = (tq_quality_eval){
         .tokens = ea.tokens, .scored = ea.scored, .window = ea.window, .stride = ea.stride,
         .ref_ppl = ea.perplexity, .test_ppl = eb.perplexity, .ref_nll = ea.mean_nll, .test_nll = eb.mean_nll,
         .ref_top1 = ea.top1_rate, .test_top1 = eb.top1_rate, .steps = c.steps, .top1_agree = c.top1_agree,
         .top1_rate = c.top1_rate, .mean_kl = c.mean_kl, .max_kl = c.max_kl, .max_rel_diff = c.max_rel_diff,
+        .kl_stderr = c.kl_stderr,
     };
+    if (!(na = tq_calloc(c.steps + 1, sizeof *na, e)) || !(nb = tq_calloc(c.steps + 1, sizeof *nb, e)) ||
+        step_nll(la, vocab, ids, c.steps, na, e) || step_nll(lb, vocab, ids, c.steps, nb, e))
+        goto out;
+    q->nll_diff_stderr = paired_stderr(na, nb, c.steps);
+    if (o->noise && r) {
+        if (!(nd = tq_path_join(dir, "noise", e)) || !(ln = tq_path_join(dir, "noise.f32", e)) ||
+            tq_quality_noise_model(ref, r, o->noise_seed, nd, e) || eval_one(nd, ids, n, o, ln, &vocab, &en, e) ||
+            tq_run_logits_compare(la, ln, vocab, &cn, e) || step_nll(ln, vocab, ids, c.steps, nb, e))
+            goto out;
+        q->has_noise = 1;
+        q->noise_seed = o->noise_seed;
+        q->noise_ppl = en.perplexity;
+        q->noise_nll = en.mean_nll;
+        q->noise_top1 = en.top1_rate;
+        q->noise_top1_rate = cn.top1_rate;
+        q->noise_mean_kl = cn.mean_kl;
+        q->noise_max_kl = cn.max_kl;
+        q->noise_kl_stderr = cn.kl_stderr;
+        q->noise_nll_diff_stderr = paired_stderr(na, nb, c.steps);
+    }
     rc = 0;
 out:
     tq_tok_free(tok);
     free(ids);
     free(text);
+    free(na);
+    free(nb);
     free(la);
     free(lb);
+    free(ln);
+    free(nd);
     return rc;
 }
 
@@ -370,7 +550,7 @@ int tq_quality_run(const char *ref, const char *test, const tq_quality_opts *o, 
     tq_partials_add(dir); /* removed if the tool is interrupted */
     int rc = quality_tensors(ref, test, dir, threads, r, e);
     if (rc == 0 && o->eval_path) {
-        rc = quality_eval(ref, test, dir, &oo, &r->ev, e);
+        rc = quality_eval(ref, test, dir, &oo, r, &r->ev, e);
         r->has_eval = rc == 0;
     }
     tq_partials_forget(dir);
@@ -434,9 +614,25 @@ cJSON *tq_quality_report_json(const tq_quality_report *r)
             {ev, "steps", (double)q->steps},        {ev, "top1_agree", (double)q->top1_agree},
             {ev, "top1_agreement", q->top1_rate},   {ev, "mean_kl", q->mean_kl},
             {ev, "max_kl", q->max_kl},              {ev, "max_rel_diff", q->max_rel_diff},
+            {ev, "kl_stderr", q->kl_stderr},        {ev, "nll_diff_stderr", q->nll_diff_stderr},
         };
         for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
             cJSON_AddNumberToObject(nums[i].o, nums[i].k, nums[i].v);
+        if (q->has_noise) {
+            cJSON *nz = cJSON_AddObjectToObject(ev, "noise");
+            const struct {
+                const char *k;
+                double v;
+            } nn[] = {
+                {"seed", (double)q->noise_seed},        {"perplexity", q->noise_ppl},
+                {"mean_nll", q->noise_nll},             {"top1_rate", q->noise_top1},
+                {"top1_agreement", q->noise_top1_rate}, {"mean_kl", q->noise_mean_kl},
+                {"max_kl", q->noise_max_kl},            {"kl_stderr", q->noise_kl_stderr},
+                {"nll_diff_stderr", q->noise_nll_diff_stderr},
+            };
+            for (size_t i = 0; i < sizeof nn / sizeof *nn; i++)
+                cJSON_AddNumberToObject(nz, nn[i].k, nn[i].v);
+        }
     }
     return j;
 }

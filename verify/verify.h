@@ -255,6 +255,9 @@ typedef struct tq_quality_opts {
     const char *eval_path;    /* text file to evaluate on; NULL: tensors only */
     uint64_t window, stride;  /* sliding window (0: 512, window/2) */
     int threads;              /* 0 = tq_default_threads() */
+    int noise;                /* with eval_path: also evaluate REF plus iid Gaussian noise of TEST's
+                               * error energy per tensor (tq_quality_noise_model) */
+    uint64_t noise_seed;      /* its draws' seed */
 } tq_quality_opts;
 
 typedef struct tq_quality_tensor {
@@ -271,6 +274,13 @@ typedef struct tq_quality_eval {
     double ref_ppl, test_ppl, ref_nll, test_nll, ref_top1, test_top1; /* top1: next-token accuracy */
     uint64_t steps, top1_agree;
     double top1_rate, mean_kl, max_kl, max_rel_diff;                  /* tq_run_logits_cmp */
+    double kl_stderr;        /* standard error of mean_kl over the scored tokens */
+    double nll_diff_stderr;  /* standard error of test_nll - ref_nll (paired per token) */
+    /* --noise: the same for REF plus Gaussian noise (has_noise 1) */
+    int has_noise;
+    uint64_t noise_seed;
+    double noise_ppl, noise_nll, noise_top1, noise_top1_rate, noise_mean_kl, noise_max_kl, noise_kl_stderr,
+        noise_nll_diff_stderr;
 } tq_quality_eval;
 
 typedef struct tq_quality_report {
@@ -291,6 +301,13 @@ typedef struct tq_quality_report {
 } tq_quality_report;
 
 TQ_API int tq_quality_run(const char *ref, const char *test, const tq_quality_opts *o, tq_quality_report *r, tq_err *e);
+/* The noise baseline of --noise: writes into dir (a new directory) REF with every tensor of
+ * r that differs (err2 > 0) replaced by w + σ·z in f32, σ² = err2 / params (TEST's error
+ * energy, spread evenly), z iid standard normal: per tensor, splitmix64 seeded with
+ * seed + CRC-32(name), two draws per Box-Muller pair in double, in element order. Other
+ * tensors and files are copied as they are. Deterministic. */
+TQ_API int tq_quality_noise_model(const char *ref, const tq_quality_report *r, uint64_t seed, const char *dir,
+                                  tq_err *e);
 TQ_API void tq_quality_report_free(tq_quality_report *r);
 TQ_API struct cJSON *tq_quality_report_json(const tq_quality_report *r);
 /* The per-layer plot: an SVG document of the per-layer relative MSE (all differing tensors,

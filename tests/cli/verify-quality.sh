@@ -2,7 +2,9 @@
 # model against its source agrees with tq-convert's own figure (computed while quantizing, in
 # the rotated domain), a model against itself is exact, the evaluation agrees with tq-run's,
 # reports and plots are the same bytes for any thread count, the plot is well-formed XML with
-# one point per layer, and models that do not match are refused naming what differs.
+# one point per layer, the token-level standard errors agree with a recomputation from tq-run's
+# logits, --noise is deterministic per seed and leaves TEST's figures alone, and models that do
+# not match are refused naming what differs.
 set -u
 . "$ROOT/tests/lib/common.sh"
 L=3
@@ -70,6 +72,50 @@ assert e["ref"]["top1_rate"] == a["top1_rate"] and e["scored"] == a["scored"] ==
 assert e["mean_kl"] == c["mean_kl"] and e["top1_agreement"] == c["top1_rate"] and e["max_kl"] == c["max_kl"]
 assert e["mean_kl"] > 0
 PY
+
+# ---- the standard errors, recomputed here from tq-run's logits files (standard-library
+# Python: per-step KL and the NLL of the next token, then sd / sqrt(n) of each)
+tq-run --tokenizer ref --encode < eval.txt > ids.txt || fail "tq-run --encode"
+python3 - q3-eval.json ref.f32 q3.f32 ids.txt <<'PY' || fail "quality --eval standard errors"
+import array, json, math, sys
+e = json.load(open(sys.argv[1]))["eval"]
+a, b = array.array("f"), array.array("f")
+a.frombytes(open(sys.argv[2], "rb").read()); b.frombytes(open(sys.argv[3], "rb").read())
+ids = [int(t) for t in open(sys.argv[4]).read().replace(",", " ").split()]
+n = e["steps"]; V = len(a) // n
+assert len(ids) == n + 1, (len(ids), n)
+def logsm(x):
+    m = max(x); z = math.log(sum(math.exp(v - m) for v in x)); return [v - m - z for v in x]
+kl, d = [], []
+for s in range(n):  # step s predicts ids[s + 1]
+    la, lb = logsm(a[s * V:(s + 1) * V]), logsm(b[s * V:(s + 1) * V])
+    kl.append(max(0.0, sum(math.exp(p) * (p - q) for p, q in zip(la, lb))))
+    d.append(la[ids[s + 1]] - lb[ids[s + 1]])
+def se(v):
+    m = sum(v) / len(v); return math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v))
+assert abs(se(kl) - e["kl_stderr"]) <= 1e-6 * se(kl), (se(kl), e["kl_stderr"])
+assert abs(se(d) - e["nll_diff_stderr"]) <= 1e-6 * se(d), (se(d), e["nll_diff_stderr"])
+assert abs(sum(d) / n - (e["test"]["mean_nll"] - e["ref"]["mean_nll"])) < 1e-9, "the NLL steps are not the scored tokens"
+PY
+
+# ---- --noise: the baseline of Gaussian noise with TEST's error energy, deterministic per seed
+tq-verify quality --json --eval eval.txt --window 32 --stride 16 --noise ref q3 > n0.json || fail "quality --noise"
+tq-verify quality --json --eval eval.txt --window 32 --stride 16 --noise --threads 3 ref q3 > n0b.json ||
+  fail "quality --noise --threads 3"
+tq-verify quality --json --eval eval.txt --window 32 --stride 16 --noise --noise-seed 7 ref q3 > n7.json ||
+  fail "quality --noise --noise-seed 7"
+cmp -s n0.json n0b.json || fail "--noise depends on the thread count"
+python3 - n0.json n7.json q3-eval.json <<'PY' || fail "--noise report"
+import json, sys
+a, b, q = (json.load(open(p))["eval"] for p in sys.argv[1:])
+na, nb = a["noise"], b["noise"]
+assert na["seed"] == 0 and nb["seed"] == 7, (na, nb)
+assert 0 < na["mean_kl"] and 0 < nb["mean_kl"] and na["mean_kl"] != nb["mean_kl"], (na, nb)
+assert {k: v for k, v in a.items() if k != "noise"} == q, "--noise changed the TEST figures"
+assert 0 < na["kl_stderr"] < na["mean_kl"] and 0 < na["top1_agreement"] <= 1, na
+PY
+expect_exit 2 tq-verify quality --noise ref q3 >/dev/null
+expect_exit 2 tq-verify quality --eval eval.txt --noise-seed 3 ref q3 >/dev/null
 
 # ---- an MoE model at 4 bits: per-expert tensors, an experts class
 tq-convert --quiet --bits 4 moe moe4 || fail "tq-convert moe"
