@@ -153,8 +153,8 @@ int main(int argc, char **argv)
         TQ_OPT_INT("bits", 0, &o.bits, 2, 8, "B", "bits per weight: 2, 3 or 4 (default 3); affine 4 (default) or 8"),
         TQ_OPT_CHOICE("group-size", 0, &o.group_size, group_sizes, "G", "32, 64 or 128 inputs per scale (default 64)"),
         TQ_OPT_CHOICE("scale", 0, &o.scale, scales, NULL,
-                      "group scale: RMS (the reference recipe) or least squares for the chosen indices, "
-                      "never worse than rms (default lsq)"),
+                      "group scale: RMS (the reference recipe) or searched indices (better than rms's) with the "
+                      "scale that keeps the weights' size, no shrinkage (default lsq)"),
         TQ_OPT_CHOICE("codebook", 0, &o.codebook, codebooks, NULL,
                       "gaussian (default): the Lloyd-Max table of N(0,1); fitted: a codebook per module fitted "
                       "to its rotated, group-normalised weights, kept where it beats gaussian"),

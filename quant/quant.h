@@ -93,9 +93,10 @@ enum tq_scale_method { TQ_SCALE_RMS = 0, TQ_SCALE_LSQ = 1 };
 TQ_API void tq_quantize_assign(const tq_codebook *cb, const float *v, size_t n, uint8_t *idx);
 /* Quantize n rotated values (n % group == 0): idx[n], scales[n/group] (f16 bits).
  * rms: scale = max(sqrt(mean(w²)), 1e-7), v = w / scale (the reference recipe).
- * lsq: the RMS and a grid of scales around it (0.9, 1.1), each stored as is or refitted
- *      (least-squares scale for its indices, rounded to f16); then the nearest-centroid
- *      indices for the best stored scale, stored as is or refitted — never worse than rms.
+ * lsq: the RMS and a grid of scales around it, each stored as is or refitted (least-squares
+ *      scale for its indices, rounded to f16); then the nearest-centroid indices for the best
+ *      stored scale, stored with the scale Σx²/Σx·c[idx] (no shrinkage: Σx·ŵ = Σx²) where
+ *      that is a finite positive f16, else as is or refitted.
  * err2 / sum2 (may be NULL) receive Σ(w - ŵ)² and Σw² in double, fixed order.
  * Fails (TQ_EDATA) on non-finite values or a scale that overflows f16. */
 TQ_API int tq_quantize_groups(const tq_codebook *cb, int method, size_t group, const float *w, size_t n,

@@ -3,8 +3,9 @@
  * The groups of a row are transposed so that each of 8 float lanes carries one group; the
  * whole per-group search (the RMS and a coarse grid of scales from 0.7 to 1.3 times it, then
  * two finer steps either side of the best so far, each candidate stored as is or refitted;
- * then the nearest indices for the best stored scale, as is or refitted) runs as lane-wise
- * vector arithmetic. Each lane performs the
+ * then the nearest indices for the best stored scale, as is or refitted, and for those
+ * indices the scale Σx²/Σx·c[idx] that keeps the group's size: no shrinkage) runs as
+ * lane-wise vector arithmetic. Each lane performs the
  * IEEE f32 operations a scalar loop over its own group would, in the same order, so results
  * depend neither on the vector unit nor on where a group falls in its block of eight.
  *
@@ -313,6 +314,15 @@ TQ_INLINE int lsq_k(const lsq_book *k, const int nbp, size_t G, const float *w, 
         final_indices(k, nbp, T, G, tq_v_f32(b.scale), I, num, den);
         b.err = z + INFINITY;
         offer(&b, ss, num[0], den[0], b.scale);
+        /* ... and, for those indices, the stored scale s = Σx² / Σ|x|·cp[m] (no shrinkage:
+         * Σx·ŵ = Σx², the error orthogonal to the weights), where it is a finite positive f16;
+         * elsewhere (all-zero groups, overflow) the least-squares result just chosen. */
+        tq_v8i pos = num[0] > z;
+        tq_v8u hu = tq_v_f16(ss / tq_vself(pos, num[0], z + 1.0f));
+        tq_v8f su = tq_v_f32(hu);
+        tq_v8i ok = pos & vfinite(su) & (su > z);
+        b.err = tq_vself(ok, sq_err(ss, num[0], den[0], su), b.err);
+        b.scale = tq_vsel(ok, hu, b.scale);
         transpose_out(I, G, cnt, idx + g0 * G);
         for (size_t l = 0; l < cnt; l++) {
             scales[g0 + l] = (uint16_t)b.scale[l];
