@@ -42,6 +42,9 @@ struct rtm_be {
     uint64_t cap_rs;
     rtm_counts cnt;
     uint64_t pending; /* dispatches since the last sync */
+    /* buffers dropped from the registry that queued work may still use: released at sync */
+    void **retired;
+    size_t n_retired, cap_retired;
 };
 
 /* ------------------------------------------------------------ the registry */
@@ -172,7 +175,11 @@ int rtm_be_sync(rtm_be *b, tq_err *e)
         b->cnt.waits++;
         b->pending = 0;
     }
-    return b->dev->sync(b->dev, e);
+    int rc = b->dev->sync(b->dev, e);
+    for (size_t i = 0; i < b->n_retired; i++)
+        b->dev->release(b->dev, b->retired[i]);
+    b->n_retired = 0;
+    return rc;
 }
 
 void rtm_be_counts(const rtm_be *b, rtm_counts *out)
@@ -211,20 +218,31 @@ void rtm_be_close(rtm_be *b)
     for (size_t i = 0; i < b->nreg; i++)
         b->dev->release(b->dev, b->reg[i].h);
     free(b->reg);
+    for (size_t i = 0; i < b->n_retired; i++)
+        b->dev->release(b->dev, b->retired[i]);
+    free(b->retired);
     b->dev->close(b->dev);
     free(b);
 }
 
-/* Scratch of at least n floats in *p (capacity *cap). Growing first runs the queue, since
- * queued kernels may still use the old buffer. */
+/* Scratch of at least n floats in *p (capacity *cap). Growing retires the old buffer rather
+ * than waiting for the queue (queued kernels may still use it): it leaves the registry now and
+ * is released at the next sync. */
 static int scratch(rtm_be *b, float **p, uint64_t *cap, uint64_t n, tq_err *e)
 {
     if (*p && *cap >= n)
         return 0;
     if (*p) {
-        if (rtm_be_sync(b, e) != 0)
+        long i = reg_find(b, *p);
+        void *grown = tq_grow(b->retired, &b->cap_retired, b->n_retired, sizeof *b->retired, e);
+        if (!grown)
             return -1;
-        rtm_be_free(b, *p);
+        b->retired = grown;
+        if (i >= 0 && b->reg[i].base == (const char *)*p) {
+            b->retired[b->n_retired++] = b->reg[i].h;
+            memmove(b->reg + i, b->reg + i + 1, (b->nreg - (size_t)i - 1) * sizeof *b->reg);
+            b->nreg--;
+        }
         *p = NULL;
     }
     uint64_t bytes;

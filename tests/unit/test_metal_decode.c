@@ -55,17 +55,16 @@ typedef struct ceiling {
     double dispatches, waits, staged_bytes;
 } ceiling;
 static const ceiling ceilings[] = {
-    /* fixture, dispatches, waits, staged bytes per token (x.03125 = 33/32: the first position
-     * grows the backend's scratch once, and that waits for the queue) */
+    /* fixture, dispatches, waits, staged bytes per token */
     {"llama-f32", 36, 1, 0},
     {"llama-bf16", 36, 1, 0},
     {"llama-f16", 36, 1, 0},
-    {"llama-aff4", 51, 1.03125, 0},
-    {"llama-aff8", 51, 1.03125, 0},
-    {"llama-tq3", 51, 1.03125, 0},
-    {"llama-tq4", 51, 1.03125, 0},
-    {"llama-tq2", 51, 1.03125, 0},
-    {"qwen3-tq3", 54, 1.03125, 0},
+    {"llama-aff4", 51, 1, 0},
+    {"llama-aff8", 51, 1, 0},
+    {"llama-tq3", 51, 1, 0},
+    {"llama-tq4", 51, 1, 0},
+    {"llama-tq2", 51, 1, 0},
+    {"qwen3-tq3", 54, 1, 0},
     {"qwen3-bf16", 40, 1, 0},
     {"qwen3-bf16-streamed", 40, 1, 0},
     {"qwen3-bf16-split-resident", 40, 1, 0},
@@ -81,10 +80,10 @@ static const ceiling ceilings[] = {
     {"qwen3_moe-tq2", 79, 3, 0},
     {"qwen3_moe-tq2-streamed", 79, 3, 7680},
     {"qwen3_moe-tq2-split-resident", 79, 3, 0},
-    {"mixtral-tq3", 75, 3.03125, 0},
+    {"mixtral-tq3", 75, 3, 0},
     {"mixtral-f16", 54, 3, 0},
-    {"deepseek_v3-tq4", 131, 6.03125, 0},
-    {"deepseek_v3-aff8", 131, 6.03125, 0},
+    {"deepseek_v3-tq4", 131, 6, 0},
+    {"deepseek_v3-aff8", 131, 6, 0},
     {"deepseek_v3-bf16-hf", 91, 6, 0},
     {"gpt_oss-aff4", 77, 3, 0},
     {"gpt_oss-bf16-hf", 54, 3, 0},
@@ -92,7 +91,7 @@ static const ceiling ceilings[] = {
     {"gpt_oss-bf16-xw", 54, 3, 0},
     {"gpt_oss-bf16-xw-streamed", 54, 3, 101376},
     {"gpt_oss-bf16-xw-split-resident", 54, 3, 0},
-    {"qwen3_next-tq3", 156, 8.03125, 0},
+    {"qwen3_next-tq3", 156, 8, 0},
     {"qwen3_next-bf16-hf", 113, 8, 0},
     {"qwen3_next-all-moe-tq3", 177, 9, 0},
     {"qwen3_next-all-moe-tq3-streamed", 177, 9, 25600},
@@ -101,11 +100,11 @@ static const ceiling ceilings[] = {
     {"qwen3_5_moe-aff8", 191, 7, 0},
     {"qwen3_5_moe-aff8-streamed", 191, 7, 55296},
     {"qwen3_5_moe-aff8-split-resident", 191, 7, 0},
-    {"qwen2-tq3", 74, 1.03125, 0},
+    {"qwen2-tq3", 74, 1, 0},
     {"qwen2-bf16-hf", 53, 1, 0},
-    {"qwen2_moe-aff4", 151, 3.03125, 0},
-    {"qwen2_moe-aff4-streamed", 151, 3.03125, 30720},
-    {"qwen2_moe-aff4-split-resident", 151, 3.03125, 0},
+    {"qwen2_moe-aff4", 151, 3, 0},
+    {"qwen2_moe-aff4-streamed", 151, 3, 30720},
+    {"qwen2_moe-aff4-split-resident", 151, 3, 0},
     {"qwen2_moe-bf16-hf", 103, 3, 0},
 };
 
