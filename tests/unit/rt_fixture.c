@@ -929,8 +929,12 @@ static int fx_write_gemma4_config(const fx_cfg *c, const char *dir)
         fprintf(fp, "%s\"%s\"", l ? ", " : "",
                 (l + 1) % c->full_every && l + 1 < c->layers ? "sliding_attention" : "full_attention");
     fprintf(fp, "]}");
-    if (fx_is_aff(c->kind))
-        fprintf(fp, ", \"quantization\": {\"group_size\": 32, \"bits\": %d}", c->kind == FX_AFF4 ? 4 : 8);
+    if (fx_is_aff(c->kind)) { /* mlx-lm's gemma4_text quant_predicate: router.proj at 8 bits */
+        fprintf(fp, ", \"quantization\": {\"group_size\": 32, \"bits\": %d", c->kind == FX_AFF4 ? 4 : 8);
+        for (int l = 0; c->experts && l < c->layers; l++)
+            fprintf(fp, ", \"language_model.model.layers.%d.router.proj\": {\"group_size\": 32, \"bits\": 8}", l);
+        fprintf(fp, "}");
+    }
     if (fx_is_tq(c->kind))
         fprintf(fp, ", \"quantization\": {\"mode\": \"turboquant\", \"group_size\": 32, \"bits\": %d}",
                 c->kind == FX_TQ3 ? 3 : c->kind == FX_TQ4 ? 4 : 2);
@@ -942,7 +946,7 @@ static int fx_write_gemma4_config(const fx_cfg *c, const char *dir)
  * "model.language_model." with fused experts.gate_up_proj / down_proj (hf_expert_names), or
  * the MLX form under "language_model.model." with experts.switch_glu stacked. Full layers
  * have global_head_dim heads, and with attention_k_eq_v no v_proj. The router's proj stays
- * float (tq-convert keeps routers). */
+ * float (tq-convert keeps routers), or is 8-bit affine in the MLX affine form. */
 #define NMG(s) (snprintf(n, sizeof n, "%s%s", P, s), n)
 static int fx_generate_gemma4(const fx_cfg *c, const char *dir, fx_model *m)
 {
@@ -988,7 +992,9 @@ static int fx_generate_gemma4(const fx_cfg *c, const char *dir, fx_model *m)
         L->moe = c->experts > 0;
         if (!L->moe)
             continue;
-        L->router = fx_matrix(&f, NMG("router.proj"), K, c->experts, H, 0, 0, &sl, 1);
+        /* float, or in the MLX affine form at 8 bits whatever the other layers' bits, as
+         * mlx-lm's quant_predicate quantizes it (the config's per-module entry says so) */
+        L->router = fx_matrix(&f, NMG("router.proj"), aff ? FX_AFF8 : K, c->experts, H, 0, 0, &sl, !aff);
         L->rscale = fx_vec(&f, NMG("router.scale"), H, 1.0, 0.2);
         L->pscale = fx_vec(&f, NMG("router.per_expert_scale"), c->experts, 1.0, 0.2);
         L->pre_ff2 = fx_norm(&f, NMG("pre_feedforward_layernorm_2.weight"), H);
@@ -997,7 +1003,6 @@ static int fx_generate_gemma4(const fx_cfg *c, const char *dir, fx_model *m)
         static const char *const gud[3] = {"gate_proj", "up_proj", "down_proj"};
         fx_experts(&f, c, L, P, "experts", "experts.switch_glu", gud, c->hf_expert_names, 0);
     }
-    (void)aff;
     snprintf(n, sizeof n, "%s/model.safetensors", dir);
     return fx_write(&f, n);
 }
