@@ -665,8 +665,82 @@ FUSED512(1, 4)
 FUSED512(0, 2)
 FUSED512(0, 4)
 
+/* AVX-512F, TurboQuant 3-bit: 8 rows, two per register as above. Each row's word pair
+ * (j/10, j/10+1) is broadcast as one 64-bit value (row B's into the upper half by a masked
+ * broadcast), vpermd picks each lane's word (tq3_sel, +8 for row B), vpsrlvd its bits, and
+ * vpermps over the codebook repeated twice (it reads the low 4 bits) the value. */
+static const int32_t tq3_sel16[5][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8}, {0, 0, 1, 1, 1, 1, 1, 1, 8, 8, 9, 9, 9, 9, 9, 9},
+    {0, 0, 0, 0, 1, 1, 1, 1, 8, 8, 8, 8, 9, 9, 9, 9}, {0, 0, 0, 0, 0, 0, 1, 1, 8, 8, 8, 8, 8, 8, 9, 9},
+    {0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8}};
+
+AVX512 static INL long long tq3_pair(const uint32_t *w, uint64_t k, uint64_t wpr, int last)
+{
+    uint64_t two = w[k];
+    if (!last || k + 1 < wpr) /* the matrix's last word: never read past it */
+        memcpy(&two, w + k, 8);
+    return (long long)two;
+}
+
+/* last: the block holds the matrix's last row, whose last word has no word after it (in the
+ * other rows that word is the next row's first, read but not used). */
+AVX512 static INL void rows512_tq3(const rt_linear *l, uint64_t r, const float *x, const float *cb, float *y,
+                                   const int last)
+{
+    const __m512 cbz = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(cb))));
+    const uint32_t *w[8];
+    for (int i = 0; i < 8; i++)
+        w[i] = (const uint32_t *)l->w + (r + (uint64_t)i) * l->wpr;
+    __m128 acc0 = _mm_setzero_ps(), acc1 = _mm_setzero_ps();
+    const uint64_t G = l->group, ng = l->ngroups, wpr = l->wpr;
+    for (uint64_t g = 0; g < ng; g++) {
+        __m512 a[4];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < 8; i++)
+            _mm_prefetch((const char *)(w[i] + (g * G) / 10) + PF_AHEAD(l), _MM_HINT_T0);
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < 4; p++)
+            a[p] = _mm512_setzero_ps();
+        for (uint64_t j = g * G; j < (g + 1) * G; j += 8) {
+            __m512 xv = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(x + j))));
+            const uint64_t k = j / 10;
+            const int b = (int)((j / 8) % 5);
+            const __m512i sel = _mm512_loadu_si512(tq3_sel16[b]);
+            const __m256i sh8 = _mm256_loadu_si256((const __m256i *)tq3_sh[b]);
+            const __m512i sh = _mm512_inserti64x4(_mm512_castsi256_si512(sh8), sh8, 1);
+            _Pragma("GCC unroll 4")
+            for (int p = 0; p < 4; p++) {
+                __m512i v = _mm512_mask_set1_epi64(_mm512_set1_epi64(tq3_pair(w[2 * p], k, wpr, 0)), 0xF0,
+                                                   tq3_pair(w[2 * p + 1], k, wpr, last && p == 3));
+                v = _mm512_srlv_epi32(_mm512_permutexvar_epi32(sel, v), sh);
+                a[p] = _mm512_add_ps(a[p], _mm512_mul_ps(_mm512_permutexvar_ps(v, cbz), xv));
+            }
+        }
+        __m256 lo[4], hi[4];
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < 4; p++) {
+            lo[p] = _mm512_castps512_ps256(a[p]);
+            hi[p] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[p]), 1));
+        }
+        acc0 = group4_avx2(l, r, g, acc0, hsum8x4_avx2(lo[0], hi[0], lo[1], hi[1]), NULL, 1);
+        acc1 = group4_avx2(l, r + 4, g, acc1, hsum8x4_avx2(lo[2], hi[2], lo[3], hi[3]), NULL, 1);
+    }
+    _mm_storeu_ps(y, acc0);
+    _mm_storeu_ps(y + 4, acc1);
+}
+
+AVX512 static void rows512_tq3_mid(const rt_linear *l, uint64_t r, const float *x, const float *cb, float *y)
+{
+    rows512_tq3(l, r, x, cb, y, 0);
+}
+
+AVX512 static void rows512_tq3_last(const rt_linear *l, uint64_t r, const float *x, const float *cb, float *y)
+{
+    rows512_tq3(l, r, x, cb, y, 1);
+}
+
 /* Rows [b, en) by the x86 kernels when they take l (then 1, else 0), bias added as mv_task does.
- * AVX-512 takes blocks of 8 rows of 2- and 4-bit matrices, AVX2 the rest by 4 rows, then 1. */
+ * AVX-512 takes blocks of 8 rows of 2-, 3- and 4-bit matrices, AVX2 the rest by 4 rows, then 1. */
 static int mv_rows_simd(const rt_linear *l, uint64_t b, uint64_t en, const float *x, const float *aux, float *y)
 {
     const int k = x86_kernel(l);
@@ -690,6 +764,9 @@ static int mv_rows_simd(const rt_linear *l, uint64_t b, uint64_t en, const float
         for (; r < en; r++)
             fused(l, r, 1, x, aux, y + r);
     } else if (k == K_TQ3) {
+        if (simd_level >= 2)
+            for (; r + 8 <= en; r += 8)
+                (r + 8 < l->rows ? rows512_tq3_mid : rows512_tq3_last)(l, r, x, aux, y + r);
         for (; r + RB <= en; r += RB)
             rows_tq3_4(l, r, x, aux, y + r);
         for (; r < en; r++)
