@@ -360,13 +360,16 @@ static int fx_write_config(const fx_cfg *c, const char *dir)
     FILE *fp = fopen(path, "w");
     if (!fp)
         return -1;
-    const char *mt = c->arch == FX_LLAMA ? "llama" : c->arch == FX_QWEN3 ? "qwen3" : "qwen3_moe";
+    /* a llama with a window is Mistral (model_type mistral, sliding_window on every layer) */
+    const char *mt = c->arch == FX_LLAMA ? (c->window ? "mistral" : "llama") : c->arch == FX_QWEN3 ? "qwen3" : "qwen3_moe";
     fprintf(fp, "{\"model_type\": \"%s\", \"hidden_size\": %d, \"intermediate_size\": %d, "
                 "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
                 "\"head_dim\": %d, \"vocab_size\": %d, \"rope_theta\": %g, \"rms_norm_eps\": %g, "
                 "\"tie_word_embeddings\": %s",
             mt, c->hidden, c->inter, c->layers, c->heads, c->kv_heads, c->head_dim, c->vocab, c->theta, c->eps,
             c->tied ? "true" : "false");
+    if (c->arch == FX_LLAMA && c->window)
+        fprintf(fp, ", \"sliding_window\": %d", c->window);
     if (c->rope_linear)
         fprintf(fp, ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %g}", c->rs_factor);
     if (c->rope_llama3)

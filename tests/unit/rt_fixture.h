@@ -25,7 +25,7 @@ typedef struct fx_cfg {
     double theta, eps;
     uint64_t seed;
     /* attention */
-    int window;           /* sliding window (mixtral: every layer; gpt_oss: even layers) */
+    int window;           /* sliding window (mixtral and llama as mistral: every layer; gpt_oss: even layers) */
     int yarn;             /* rope_scaling yarn with the values below */
     double rs_factor, rs_orig, rs_beta_fast, rs_beta_slow, rs_mscale, rs_mscale_all;
     int rs_truncate;

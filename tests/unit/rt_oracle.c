@@ -119,10 +119,18 @@ static void fx_forward_classic(const fx_model *m, fx_state *s, int token, int po
         }
         memcpy(s->kc + ((size_t)l * s->ctx + pos) * kd, k, (size_t)kd * 8);
         memcpy(s->vc + ((size_t)l * s->ctx + pos) * kd, v, (size_t)kd * 8);
+        /* Mistral (a llama with sliding_window): transformers' models/mistral/modeling_mistral.py
+         * masks on every layer the keys with kv_idx <= q_idx - sliding_window
+         * (sliding_window_causal mask): the last `window` positions, this one included */
+        int p0 = c->arch == FX_LLAMA && c->window && pos - c->window + 1 > 0 ? pos - c->window + 1 : 0;
         for (int hh = 0; hh < c->heads; hh++) {
             int kh = hh / (c->heads / c->kv_heads);
             double mx = -1e300, sum = 0;
             for (int p = 0; p <= pos; p++) {
+                if (p < p0) {
+                    sc[p] = -1e300;
+                    continue;
+                }
                 const double *kk = s->kc + ((size_t)l * s->ctx + p) * kd + kh * hd;
                 double d = 0;
                 for (int i = 0; i < hd; i++)
@@ -132,7 +140,7 @@ static void fx_forward_classic(const fx_model *m, fx_state *s, int token, int po
                     mx = sc[p];
             }
             for (int p = 0; p <= pos; p++)
-                sum += (sc[p] = exp(sc[p] - mx));
+                sum += (sc[p] = p < p0 ? 0.0 : exp(sc[p] - mx));
             for (int i = 0; i < hd; i++) {
                 double o = 0;
                 for (int p = 0; p <= pos; p++)

@@ -46,7 +46,9 @@ static double against_oracle(fx_cfg c, const char *what)
     tq_err err = {0};
     CHECK_OK(decode(dir, 2, seq, &b, toks, &err));
     CHECK(b.steps == NSEQ);
-    fx_state s = {.ctx = NSEQ};
+    /* the classic oracle (llama, mistral) keeps its k/v in caller-given caches */
+    size_t kv = (size_t)c.layers * NSEQ * (size_t)c.kv_heads * (size_t)c.head_dim;
+    fx_state s = {.kc = calloc(kv, 8), .vc = calloc(kv, 8), .ctx = NSEQ};
     double *ref = malloc((size_t)c.vocab * sizeof *ref), worst = 0;
     int bad_tokens = 0;
     for (int st = 0; st < NSEQ && b.steps == NSEQ; st++) {
@@ -61,6 +63,8 @@ static double against_oracle(fx_cfg c, const char *what)
     printf("  %-28s max relative logit error %.3g over %d positions, %d token mismatches\n", what, worst, NSEQ,
            bad_tokens);
     free(ref);
+    free(s.kc);
+    free(s.vc);
     fx_state_free(&s);
     free(b.v);
     fx_free(&m);
@@ -126,6 +130,16 @@ static void mixtral_no_window(void)
     against_oracle(c, "mixtral-tq4-full-attention");
 }
 static void mixtral_threads(void) { threads_equal(FX_MIXTRAL, FX_TQ3); }
+
+/* Mistral: the llama row's decode.window_all ("mistral"): with sliding_window set, every layer
+ * attends over the last `window` positions (a window of 5 in a 32-step run), against the
+ * oracle's sliding mask written from transformers' modeling_mistral.py. */
+static void mistral_sliding(void)
+{
+    fx_cfg c = fx_small_cfg(FX_LLAMA, FX_BF16);
+    c.window = 5;
+    against_oracle(c, "mistral-bf16-window5");
+}
 
 static void deepseek_kinds(void) { every_kind(FX_DEEPSEEK); }
 static void deepseek_plain_q(void)
@@ -207,6 +221,7 @@ int main(void)
 {
     RUN(mixtral_kinds);
     RUN(mixtral_no_window);
+    RUN(mistral_sliding);
     RUN(mixtral_threads);
     RUN(deepseek_kinds);
     RUN(deepseek_plain_q);
