@@ -1,5 +1,6 @@
-/* ggml block types: geometry, names, and dequantization to f32 that reproduces ggml's
- * reference dequantize_row_* bit for bit. The arithmetic below keeps ggml's exact
+/* ggml tensor types, one row each (the table at the end): name, geometry, the decoder to f32
+ * that reproduces ggml's reference dequantize_row_* bit for bit, and the checks of
+ * ggml_validate_row_data. The arithmetic below keeps ggml's exact
  * operation order and types (products of a float with an int converted to float, the
  * scale product formed before the quant multiply, subtraction of the min last); the build
  * uses -ffp-contract=off, so no multiply-add is fused where ggml's does not fuse either. */
@@ -15,87 +16,6 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
-
-/* scale_at: byte offsets in a block of its f16 scales (0xff: none), which ggml's own
- * ggml_validate_row_data requires to be finite; Q8_K (f32), IQ1_M (a scale assembled from
- * four nibbles) and MXFP4 (an E8M0 exponent) are checked by code of their own. */
-typedef struct ggml_type_info {
-    const char *name;
-    uint16_t block_elems, block_bytes;
-    uint8_t can_dequant, quantized;
-    uint8_t scale_at[2];
-} ggml_type_info;
-
-#define NO 0xff
-static const ggml_type_info types[] = {
-    [0] = {"F32", 1, 4, 1, 0, {NO, NO}},
-    [1] = {"F16", 1, 2, 1, 0, {NO, NO}},
-    [2] = {"Q4_0", 32, 18, 1, 1, {0, NO}},
-    [3] = {"Q4_1", 32, 20, 1, 1, {0, 2}},
-    [6] = {"Q5_0", 32, 22, 1, 1, {0, NO}},
-    [7] = {"Q5_1", 32, 24, 1, 1, {0, 2}},
-    [8] = {"Q8_0", 32, 34, 1, 1, {0, NO}},
-    [9] = {"Q8_1", 32, 36, 0, 1, {NO, NO}},
-    [10] = {"Q2_K", 256, 84, 1, 1, {80, 82}},
-    [11] = {"Q3_K", 256, 110, 1, 1, {108, NO}},
-    [12] = {"Q4_K", 256, 144, 1, 1, {0, 2}},
-    [13] = {"Q5_K", 256, 176, 1, 1, {0, 2}},
-    [14] = {"Q6_K", 256, 210, 1, 1, {208, NO}},
-    [15] = {"Q8_K", 256, 292, 1, 1, {NO, NO}},
-    [16] = {"IQ2_XXS", 256, 66, 1, 1, {0, NO}},
-    [17] = {"IQ2_XS", 256, 74, 1, 1, {0, NO}},
-    [18] = {"IQ3_XXS", 256, 98, 1, 1, {0, NO}},
-    [19] = {"IQ1_S", 256, 50, 1, 1, {0, NO}},
-    [20] = {"IQ4_NL", 32, 18, 1, 1, {0, NO}},
-    [21] = {"IQ3_S", 256, 110, 1, 1, {0, NO}},
-    [22] = {"IQ2_S", 256, 82, 1, 1, {0, NO}},
-    [23] = {"IQ4_XS", 256, 136, 1, 1, {0, NO}},
-    [24] = {"I8", 1, 1, 0, 0, {NO, NO}},
-    [25] = {"I16", 1, 2, 0, 0, {NO, NO}},
-    [26] = {"I32", 1, 4, 0, 0, {NO, NO}},
-    [27] = {"I64", 1, 8, 0, 0, {NO, NO}},
-    [28] = {"F64", 1, 8, 0, 0, {NO, NO}},
-    [29] = {"IQ1_M", 256, 56, 1, 1, {NO, NO}},
-    [30] = {"BF16", 1, 2, 1, 0, {NO, NO}},
-    [34] = {"TQ1_0", 256, 54, 1, 1, {52, NO}},
-    [35] = {"TQ2_0", 256, 66, 1, 1, {64, NO}},
-    [39] = {"MXFP4", 32, 17, 1, 1, {NO, NO}},
-};
-#undef NO
-#define N_TYPES (sizeof types / sizeof types[0])
-
-static const ggml_type_info *info(uint32_t t)
-{
-    return t < N_TYPES && types[t].name ? &types[t] : NULL;
-}
-
-const char *tq_ggml_type_name(uint32_t type)
-{
-    const ggml_type_info *i = info(type);
-    return i ? i->name : NULL;
-}
-
-int tq_ggml_type_block(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes)
-{
-    const ggml_type_info *i = info(type);
-    if (!i)
-        return -1;
-    *block_elems = i->block_elems;
-    *block_bytes = i->block_bytes;
-    return 0;
-}
-
-int tq_ggml_type_can_dequant(uint32_t type)
-{
-    const ggml_type_info *i = info(type);
-    return i && i->can_dequant;
-}
-
-int tq_ggml_type_is_quantized(uint32_t type)
-{
-    const ggml_type_info *i = info(type);
-    return i && i->quantized;
-}
 
 /* IEEE half to float: exact (every half is a float), so any correct conversion matches
  * ggml's table lookup bit for bit, NaN payloads included. */
@@ -613,45 +533,158 @@ static void deq_mxfp4(const unsigned char *x, float *y, uint64_t nb)
 }
 
 /* ------------------------------------------------------------ validation */
+/* Extra per-block checks of ggml_validate_row_data beyond the f16 scales at scale_at: -1 with
+ * why. */
 static int f16_finite(const unsigned char *p) { return (le16(p) & 0x7c00) != 0x7c00; }
+
+static int f16_refused(const char *what, unsigned v, char *why, size_t cap)
+{
+    snprintf(why, cap, "%s is %s (f16 0x%04x)", what, (v & 0x3ff) ? "NaN" : "infinite", v);
+    return -1;
+}
+
+/* IQ1_M: the f16 super-block scale assembled from four nibbles. */
+static int check_iq1_m(const unsigned char *x, char *why, size_t cap)
+{
+    const uint16_t sb = iq1m_scale(x + 48);
+    const unsigned char hb[2] = {(unsigned char)sb, (unsigned char)(sb >> 8)};
+    return f16_finite(hb) ? 0 : f16_refused("scale", sb, why, cap);
+}
+
+/* Q8_K: an f32 scale. */
+static int check_q8_k(const unsigned char *x, char *why, size_t cap)
+{
+    if ((le32(x) & 0x7f800000u) != 0x7f800000u)
+        return 0;
+    snprintf(why, cap, "scale is %s (f32 0x%08x)", (le32(x) & 0x7fffff) ? "NaN" : "infinite", le32(x));
+    return -1;
+}
+
+/* MXFP4: the E8M0 exponent 0xff is NaN. */
+static int check_mxfp4(const unsigned char *x, char *why, size_t cap)
+{
+    if (x[0] != 0xff)
+        return 0;
+    snprintf(why, cap, "E8M0 scale 0xff is NaN");
+    return -1;
+}
+
+/* ------------------------------------------------------------ the types */
+/* One row per ggml type (ggml's type_traits[] in ggml.c: blck_size, type_size, is_quantized,
+ * to_float). block_elems values of block_bytes bytes each; a tensor's ne[0] must be a multiple
+ * of block_elems (gguf.c). quantized: lossy (ggml_is_quantized, less F32/F16/BF16 which are
+ * not). dtype: a one-element type presented unchanged in this tq_dtype (raw), else presented
+ * as F32 (to_float's output). to_float: NULL where ggml has no dequantization (Q8_1) or tq
+ * presents the bytes as they are (the integers, F64). scale_at: byte offsets of the f16 scales
+ * ggml_validate_row_data requires to be finite (NO: none); check: its other refusals. Adding a
+ * type is one row and its functions. */
+typedef struct ggml_type_row {
+    const char *name;
+    uint16_t block_elems, block_bytes;
+    uint8_t quantized, raw;
+    tq_dtype dtype;
+    uint8_t scale_at[2];
+    void (*to_float)(const unsigned char *x, float *y, uint64_t nblocks);
+    int (*check)(const unsigned char *block, char *why, size_t cap);
+} ggml_type_row;
+
+#define NO 0xff
+#define RAW(NAME, BYTES, DT, DEQ) {NAME, 1, BYTES, 0, 1, DT, {NO, NO}, DEQ, NULL}
+#define BLOCK(NAME, ELEMS, BYTES, S0, S1, DEQ, CHECK) {NAME, ELEMS, BYTES, 1, 0, TQ_DT_F32, {S0, S1}, DEQ, CHECK}
+static const ggml_type_row types[TQ_GGML_COUNT] = {
+    [TQ_GGML_F32] = RAW("F32", 4, TQ_DT_F32, deq_f32),
+    [TQ_GGML_F16] = RAW("F16", 2, TQ_DT_F16, deq_f16),
+    [TQ_GGML_Q4_0] = BLOCK("Q4_0", 32, 18, 0, NO, deq_q4_0, NULL),
+    [TQ_GGML_Q4_1] = BLOCK("Q4_1", 32, 20, 0, 2, deq_q4_1, NULL),
+    [TQ_GGML_Q5_0] = BLOCK("Q5_0", 32, 22, 0, NO, deq_q5_0, NULL),
+    [TQ_GGML_Q5_1] = BLOCK("Q5_1", 32, 24, 0, 2, deq_q5_1, NULL),
+    [TQ_GGML_Q8_0] = BLOCK("Q8_0", 32, 34, 0, NO, deq_q8_0, NULL),
+    [TQ_GGML_Q8_1] = BLOCK("Q8_1", 32, 36, NO, NO, NULL, NULL),
+    [TQ_GGML_Q2_K] = BLOCK("Q2_K", 256, 84, 80, 82, deq_q2_k, NULL),
+    [TQ_GGML_Q3_K] = BLOCK("Q3_K", 256, 110, 108, NO, deq_q3_k, NULL),
+    [TQ_GGML_Q4_K] = BLOCK("Q4_K", 256, 144, 0, 2, deq_q4_k, NULL),
+    [TQ_GGML_Q5_K] = BLOCK("Q5_K", 256, 176, 0, 2, deq_q5_k, NULL),
+    [TQ_GGML_Q6_K] = BLOCK("Q6_K", 256, 210, 208, NO, deq_q6_k, NULL),
+    [TQ_GGML_Q8_K] = BLOCK("Q8_K", 256, 292, NO, NO, deq_q8_k, check_q8_k),
+    [TQ_GGML_IQ2_XXS] = BLOCK("IQ2_XXS", 256, 66, 0, NO, deq_iq2_xxs, NULL),
+    [TQ_GGML_IQ2_XS] = BLOCK("IQ2_XS", 256, 74, 0, NO, deq_iq2_xs, NULL),
+    [TQ_GGML_IQ3_XXS] = BLOCK("IQ3_XXS", 256, 98, 0, NO, deq_iq3_xxs, NULL),
+    [TQ_GGML_IQ1_S] = BLOCK("IQ1_S", 256, 50, 0, NO, deq_iq1_s, NULL),
+    [TQ_GGML_IQ4_NL] = BLOCK("IQ4_NL", 32, 18, 0, NO, deq_iq4_nl, NULL),
+    [TQ_GGML_IQ3_S] = BLOCK("IQ3_S", 256, 110, 0, NO, deq_iq3_s, NULL),
+    [TQ_GGML_IQ2_S] = BLOCK("IQ2_S", 256, 82, 0, NO, deq_iq2_s, NULL),
+    [TQ_GGML_IQ4_XS] = BLOCK("IQ4_XS", 256, 136, 0, NO, deq_iq4_xs, NULL),
+    [TQ_GGML_I8] = RAW("I8", 1, TQ_DT_I8, NULL),
+    [TQ_GGML_I16] = RAW("I16", 2, TQ_DT_I16, NULL),
+    [TQ_GGML_I32] = RAW("I32", 4, TQ_DT_I32, NULL),
+    [TQ_GGML_I64] = RAW("I64", 8, TQ_DT_I64, NULL),
+    [TQ_GGML_F64] = RAW("F64", 8, TQ_DT_F64, NULL),
+    [TQ_GGML_IQ1_M] = BLOCK("IQ1_M", 256, 56, NO, NO, deq_iq1_m, check_iq1_m),
+    [TQ_GGML_BF16] = RAW("BF16", 2, TQ_DT_BF16, deq_bf16),
+    [TQ_GGML_TQ1_0] = BLOCK("TQ1_0", 256, 54, 52, NO, deq_tq1_0, NULL),
+    [TQ_GGML_TQ2_0] = BLOCK("TQ2_0", 256, 66, 64, NO, deq_tq2_0, NULL),
+    [TQ_GGML_MXFP4] = BLOCK("MXFP4", 32, 17, NO, NO, deq_mxfp4, check_mxfp4),
+};
+#undef RAW
+#undef BLOCK
+
+static const ggml_type_row *row_of(uint32_t t)
+{
+    return t < TQ_GGML_COUNT && types[t].name ? &types[t] : NULL;
+}
+
+const char *tq_ggml_type_name(uint32_t type)
+{
+    const ggml_type_row *r = row_of(type);
+    return r ? r->name : NULL;
+}
+
+int tq_ggml_type_block(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes)
+{
+    const ggml_type_row *r = row_of(type);
+    if (!r)
+        return -1;
+    *block_elems = r->block_elems;
+    *block_bytes = r->block_bytes;
+    return 0;
+}
+
+int tq_ggml_type_can_dequant(uint32_t type)
+{
+    const ggml_type_row *r = row_of(type);
+    return r && r->to_float;
+}
+
+int tq_ggml_type_is_quantized(uint32_t type)
+{
+    const ggml_type_row *r = row_of(type);
+    return r && r->quantized;
+}
+
+int tq_ggml_type_dtype(uint32_t type, tq_dtype *dt)
+{
+    const ggml_type_row *r = row_of(type);
+    if (!r || !r->raw)
+        return 0;
+    *dt = r->dtype;
+    return 1;
+}
 
 int tq_ggml_check_blocks(uint32_t type, const void *src, uint64_t nblocks, uint64_t *bad, char *why, size_t cap)
 {
-    const ggml_type_info *ti = info(type);
+    const ggml_type_row *r = row_of(type);
     const unsigned char *x = src;
-    if (!ti || ti->block_elems == 1)
+    if (!r || r->raw)
         return 0;
-    for (uint64_t b = 0; b < nblocks; b++, x += ti->block_bytes) {
-        const char *what = NULL;
-        unsigned v = 0;
-        for (int k = 0; k < 2 && !what; k++)
-            if (ti->scale_at[k] != 0xff && !f16_finite(x + ti->scale_at[k])) {
-                v = le16(x + ti->scale_at[k]);
-                what = k ? "second scale (min)" : "scale";
-            }
-        if (type == 29) {
-            unsigned char hb[2];
-            const uint16_t sb = iq1m_scale(x + 48);
-            hb[0] = (unsigned char)sb;
-            hb[1] = (unsigned char)(sb >> 8);
-            if (!f16_finite(hb)) {
-                v = sb;
-                what = "scale";
-            }
-        }
-        if (type == TQ_GGML_Q8_K && (le32(x) & 0x7f800000u) == 0x7f800000u) {
+    for (uint64_t b = 0; b < nblocks; b++, x += r->block_bytes) {
+        int rc = 0;
+        for (int k = 0; k < 2 && !rc; k++)
+            if (r->scale_at[k] != NO && !f16_finite(x + r->scale_at[k]))
+                rc = f16_refused(k ? "second scale (min)" : "scale", le16(x + r->scale_at[k]), why, cap);
+        if (!rc && r->check)
+            rc = r->check(x, why, cap);
+        if (rc) {
             *bad = b;
-            snprintf(why, cap, "scale is %s (f32 0x%08x)", (le32(x) & 0x7fffff) ? "NaN" : "infinite", le32(x));
-            return -1;
-        }
-        if (type == TQ_GGML_MXFP4 && x[0] == 0xff) {
-            *bad = b;
-            snprintf(why, cap, "E8M0 scale 0xff is NaN");
-            return -1;
-        }
-        if (what) {
-            *bad = b;
-            snprintf(why, cap, "%s is %s (f16 0x%04x)", what, (v & 0x3ff) ? "NaN" : "infinite", v);
             return -1;
         }
     }
@@ -660,34 +693,7 @@ int tq_ggml_check_blocks(uint32_t type, const void *src, uint64_t nblocks, uint6
 
 void tq_ggml_dequant(uint32_t type, const void *src, float *dst, uint64_t nblocks)
 {
-    const unsigned char *x = src;
-    switch (type) {
-    case 0: deq_f32(x, dst, nblocks); break;
-    case 1: deq_f16(x, dst, nblocks); break;
-    case 30: deq_bf16(x, dst, nblocks); break;
-    case 2: deq_q4_0(x, dst, nblocks); break;
-    case 3: deq_q4_1(x, dst, nblocks); break;
-    case 6: deq_q5_0(x, dst, nblocks); break;
-    case 7: deq_q5_1(x, dst, nblocks); break;
-    case 8: deq_q8_0(x, dst, nblocks); break;
-    case 10: deq_q2_k(x, dst, nblocks); break;
-    case 11: deq_q3_k(x, dst, nblocks); break;
-    case 12: deq_q4_k(x, dst, nblocks); break;
-    case 13: deq_q5_k(x, dst, nblocks); break;
-    case 14: deq_q6_k(x, dst, nblocks); break;
-    case 15: deq_q8_k(x, dst, nblocks); break;
-    case 16: deq_iq2_xxs(x, dst, nblocks); break;
-    case 17: deq_iq2_xs(x, dst, nblocks); break;
-    case 18: deq_iq3_xxs(x, dst, nblocks); break;
-    case 19: deq_iq1_s(x, dst, nblocks); break;
-    case 20: deq_iq4_nl(x, dst, nblocks); break;
-    case 21: deq_iq3_s(x, dst, nblocks); break;
-    case 22: deq_iq2_s(x, dst, nblocks); break;
-    case 23: deq_iq4_xs(x, dst, nblocks); break;
-    case 29: deq_iq1_m(x, dst, nblocks); break;
-    case 34: deq_tq1_0(x, dst, nblocks); break;
-    case 35: deq_tq2_0(x, dst, nblocks); break;
-    case 39: deq_mxfp4(x, dst, nblocks); break;
-    default: break; /* callers check tq_ggml_type_can_dequant first */
-    }
+    const ggml_type_row *r = row_of(type);
+    if (r && r->to_float) /* callers check tq_ggml_type_can_dequant first */
+        r->to_float(src, dst, nblocks);
 }

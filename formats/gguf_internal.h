@@ -6,11 +6,51 @@
 
 struct cJSON;
 
-/* ggml type ids used by name. */
-enum {
-    TQ_GGML_F32 = 0, TQ_GGML_F16 = 1, TQ_GGML_Q8_K = 15, TQ_GGML_I8 = 24, TQ_GGML_I16 = 25,
-    TQ_GGML_I32 = 26, TQ_GGML_I64 = 27, TQ_GGML_F64 = 28, TQ_GGML_BF16 = 30, TQ_GGML_MXFP4 = 39
+/* ggml's tensor type ids, as ggml/include/ggml.h numbers them (enum ggml_type; checked against
+ * llama.cpp commit 004eaba8, where 4 and 5 (Q4_2, Q4_3), 31-33 (Q4_0_4_4, Q4_0_4_8, Q4_0_8_8)
+ * and 36-38 (IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8) are removed, and GGML_TYPE_COUNT is 40). The
+ * ids are a file format: ggml only ever adds at the end. gguf_dequant.c has one row per id
+ * (name, geometry, decoder, checks); tests/cli/ggml-types-named.sh keeps bare numbers out of
+ * formats/, and test_gguf_types holds every row's id and name to ggml.h's list. */
+enum tq_ggml_type {
+    TQ_GGML_F32 = 0,
+    TQ_GGML_F16 = 1,
+    TQ_GGML_Q4_0 = 2,
+    TQ_GGML_Q4_1 = 3,
+    TQ_GGML_Q5_0 = 6,
+    TQ_GGML_Q5_1 = 7,
+    TQ_GGML_Q8_0 = 8,
+    TQ_GGML_Q8_1 = 9,
+    TQ_GGML_Q2_K = 10,
+    TQ_GGML_Q3_K = 11,
+    TQ_GGML_Q4_K = 12,
+    TQ_GGML_Q5_K = 13,
+    TQ_GGML_Q6_K = 14,
+    TQ_GGML_Q8_K = 15,
+    TQ_GGML_IQ2_XXS = 16,
+    TQ_GGML_IQ2_XS = 17,
+    TQ_GGML_IQ3_XXS = 18,
+    TQ_GGML_IQ1_S = 19,
+    TQ_GGML_IQ4_NL = 20,
+    TQ_GGML_IQ3_S = 21,
+    TQ_GGML_IQ2_S = 22,
+    TQ_GGML_IQ4_XS = 23,
+    TQ_GGML_I8 = 24,
+    TQ_GGML_I16 = 25,
+    TQ_GGML_I32 = 26,
+    TQ_GGML_I64 = 27,
+    TQ_GGML_F64 = 28,
+    TQ_GGML_IQ1_M = 29,
+    TQ_GGML_BF16 = 30,
+    TQ_GGML_TQ1_0 = 34,
+    TQ_GGML_TQ2_0 = 35,
+    TQ_GGML_MXFP4 = 39,
+    TQ_GGML_COUNT = 40,
 };
+
+/* The dtype a one-element ggml type is presented in unchanged (F32, F16, BF16, F64, I8..I64):
+ * 1 with *dt set; 0 for block types and unknown ids (presented as their F32 dequantization). */
+int tq_ggml_type_dtype(uint32_t type, tq_dtype *dt);
 
 /* The i-quant lattices (gguf_iq_tables.c): entry k holds grid point k, element j in byte j. */
 extern const uint64_t tq_ggml_iq2xxs_grid[256], tq_ggml_iq2xs_grid[512], tq_ggml_iq2s_grid[1024], tq_ggml_iq1s_grid[2048];

@@ -309,20 +309,12 @@ static int resolve_files(const char *path, char ***out, size_t *n_out, tq_err *e
 
 /* --------------------------------------------------------------- the model */
 /* One-element ggml types keep their dtype (F16 stays F16); block types are presented as the
- * exact F32 of their dequantization. */
+ * exact F32 of their dequantization (the type's row, gguf_dequant.c). */
 static tq_dtype presented_dtype(uint32_t ggml_type, int *raw)
 {
-    static const struct { uint32_t g; tq_dtype d; } same[] = {
-        {TQ_GGML_F32, TQ_DT_F32}, {TQ_GGML_F16, TQ_DT_F16}, {TQ_GGML_BF16, TQ_DT_BF16}, {TQ_GGML_F64, TQ_DT_F64},
-        {TQ_GGML_I8, TQ_DT_I8}, {TQ_GGML_I16, TQ_DT_I16}, {TQ_GGML_I32, TQ_DT_I32}, {TQ_GGML_I64, TQ_DT_I64},
-    };
-    for (size_t i = 0; i < sizeof same / sizeof *same; i++)
-        if (same[i].g == ggml_type) {
-            *raw = 1;
-            return same[i].d;
-        }
-    *raw = 0;
-    return TQ_DT_F32;
+    tq_dtype d = TQ_DT_F32;
+    *raw = tq_ggml_type_dtype(ggml_type, &d);
+    return d;
 }
 
 /* llama.cpp's converter writes an F16 or BF16 file (general.file_type LLAMA_FTYPE_MOSTLY_F16

@@ -89,6 +89,48 @@ static void test_lattices(void)
                         "05826b5d3e472a3a78f196be62ac78acf81df0f909626e12ab9fa2a5d490dd54") == 2);
 }
 
+/* The type ids against ggml's own numbering: enum ggml_type in ggml/include/ggml.h (llama.cpp
+ * commit 004eaba8), restated here by hand as id, name, with the removed ids (4, 5 Q4_2/Q4_3;
+ * 31-33 Q4_0_4_4/Q4_0_4_8/Q4_0_8_8; 36-38 IQ4_NL_4_4/_4_8/_8_8, "support has been removed")
+ * absent and GGML_TYPE_COUNT = 40. Correctness: formats/'s names (the row of each id) and its
+ * enum's values must both agree with that list. */
+static void test_ids_are_ggml_h(void)
+{
+    static const char *const ggml_h[40] = {
+        "F32", "F16", "Q4_0", "Q4_1", NULL, NULL, "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K",
+        "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S",
+        "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16", NULL, NULL, NULL, "TQ1_0", "TQ2_0",
+        NULL, NULL, NULL, "MXFP4",
+    };
+    for (uint32_t id = 0; id < 40; id++) {
+        const char *got = tq_ggml_type_name(id);
+        CHECKF(ggml_h[id] ? got && !strcmp(got, ggml_h[id]) : !got, "id %u: %s, ggml.h %s", id, got ? got : "(none)",
+               ggml_h[id] ? ggml_h[id] : "(removed)");
+    }
+    CHECK(TQ_GGML_COUNT == 40 && !tq_ggml_type_name(40) && !tq_ggml_type_name(UINT32_MAX));
+#define ID(NAME) {TQ_GGML_##NAME, #NAME}
+    static const struct { uint32_t id; const char *name; } named[] = {
+        ID(F32), ID(F16), ID(Q4_0), ID(Q4_1), ID(Q5_0), ID(Q5_1), ID(Q8_0), ID(Q8_1), ID(Q2_K), ID(Q3_K),
+        ID(Q4_K), ID(Q5_K), ID(Q6_K), ID(Q8_K), ID(IQ2_XXS), ID(IQ2_XS), ID(IQ3_XXS), ID(IQ1_S), ID(IQ4_NL),
+        ID(IQ3_S), ID(IQ2_S), ID(IQ4_XS), ID(I8), ID(I16), ID(I32), ID(I64), ID(F64), ID(IQ1_M), ID(BF16),
+        ID(TQ1_0), ID(TQ2_0), ID(MXFP4),
+    };
+#undef ID
+    size_t n_named = sizeof named / sizeof *named, n_h = 0;
+    for (size_t i = 0; i < n_named; i++)
+        CHECKF(named[i].id < 40 && ggml_h[named[i].id] && !strcmp(ggml_h[named[i].id], named[i].name),
+               "TQ_GGML_%s = %u, ggml.h has %s there", named[i].name, named[i].id,
+               named[i].id < 40 && ggml_h[named[i].id] ? ggml_h[named[i].id] : "nothing");
+    for (int id = 0; id < 40; id++)
+        n_h += ggml_h[id] != NULL;
+    CHECK(n_named == n_h); /* every type ggml.h names has its enum constant */
+    /* one-element types are presented in their own dtype, block types are not */
+    tq_dtype dt;
+    CHECK(tq_ggml_type_dtype(TQ_GGML_BF16, &dt) == 1 && dt == TQ_DT_BF16);
+    CHECK(tq_ggml_type_dtype(TQ_GGML_I16, &dt) == 1 && dt == TQ_DT_I16);
+    CHECK(tq_ggml_type_dtype(TQ_GGML_Q4_K, &dt) == 0 && tq_ggml_type_dtype(31, &dt) == 0);
+}
+
 /* Geometry agrees between formats/ and the reference for every type. */
 static void test_geometry(void)
 {
@@ -269,7 +311,7 @@ static void test_malformed_per_type(void)
                 p[0] = p[1] = 0, p[2] = 0x80, p[3] = 0xff, want = "scale is infinite (f32 0xff800000)";
             else
                 p[0] = 0xff, want = "E8M0 scale 0xff is NaN";
-        } else if (type == 29) {
+        } else if (type == TQ_GGML_IQ1_M) {
             for (int k = 0; k < 4; k++)
                 bad[bb + 48 + 2 * k + 1] |= 0xf0; /* super-block scale 0xffff: NaN */
             want = "scale is NaN (f16 0xffff)";
@@ -355,6 +397,7 @@ static void test_every_grid_index_decodes(void)
 int main(void)
 {
     RUN(test_lattices);
+    RUN(test_ids_are_ggml_h);
     RUN(test_geometry);
     RUN(test_reference_known_values);
     RUN(test_every_type_against_reference);
