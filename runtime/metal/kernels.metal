@@ -140,7 +140,7 @@ RTM_KERNEL rtm_k_mv_dense(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
                           RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *bias RTM_BUF(3),
                           RTM_CONST rtm_mv_args *a RTM_BUF(4), RTM_GROUP_ARGS)
 {
-    RTM_TGMEM float part[RTM_TG];
+    RTM_TG_ARRAY(float, part, RTM_TG);
     RTM_PHASE(lid) {
         uint r = rtm_tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
         float acc = 0.0f;
@@ -195,7 +195,7 @@ RTM_KERNEL rtm_k_mv_mxfp4(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
                           RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *scales RTM_BUF(3),
                           RTM_DEV const uchar *bias RTM_BUF(4), RTM_CONST rtm_mv_args *a RTM_BUF(5), RTM_GROUP_ARGS)
 {
-    RTM_TGMEM float part[RTM_TG];
+    RTM_TG_ARRAY(float, part, RTM_TG);
     RTM_PHASE(lid) {
         uint r = rtm_tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
         float acc = 0.0f;
@@ -290,9 +290,9 @@ RTM_KERNEL rtm_k_mv_tq(RTM_DEV const uint *w RTM_BUF(0), RTM_DEV const float *xr
                        RTM_DEV const uchar *scales RTM_BUF(3), RTM_DEV const uchar *codebook RTM_BUF(4),
                        RTM_DEV const uchar *bias RTM_BUF(5), RTM_CONST rtm_mv_args *a RTM_BUF(6), RTM_GROUP_ARGS)
 {
-    RTM_TGMEM float part[RTM_TG];
-    RTM_TGMEM float acc[RTM_TG];
-    RTM_TGMEM float lut[256];
+    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_TG_ARRAY(float, acc, RTM_TG);
+    RTM_TG_ARRAY(float, lut, 256);
     rtm_mv_quant(w, xr, y, scales, codebook, scales, xr, bias, a, 0u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
 }
 
@@ -301,9 +301,9 @@ RTM_KERNEL rtm_k_mv_affine(RTM_DEV const uint *w RTM_BUF(0), RTM_DEV const float
                            RTM_DEV const float *gsum RTM_BUF(5), RTM_DEV const uchar *bias RTM_BUF(6),
                            RTM_CONST rtm_mv_args *a RTM_BUF(7), RTM_GROUP_ARGS)
 {
-    RTM_TGMEM float part[RTM_TG];
-    RTM_TGMEM float acc[RTM_TG];
-    RTM_TGMEM float lut[256];
+    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_TG_ARRAY(float, acc, RTM_TG);
+    RTM_TG_ARRAY(float, lut, 256);
     rtm_mv_quant(w, x, y, scales, scales, biases, gsum, bias, a, 1u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
 }
 
@@ -399,8 +399,8 @@ RTM_FN float rtm_groups_max(RTM_TGMEM const float *part)
 RTM_KERNEL rtm_k_rmsnorm(RTM_DEV const float *x RTM_BUF(0), RTM_DEV float *out RTM_BUF(1), RTM_DEV const float *w RTM_BUF(2),
                          RTM_CONST rtm_rms_args *a RTM_BUF(3), RTM_GROUP_ARGS)
 {
-    RTM_TGMEM float part[RTM_TG];
-    RTM_TGMEM float inv_s[1];
+    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_TG_ARRAY(float, inv_s, 1);
     const ulong base = (ulong)rtm_tgid * a->n;
     RTM_PHASE(lid) {
         float s = 0.0f;
@@ -462,8 +462,8 @@ RTM_KERNEL rtm_k_attention(RTM_DEV const float *q RTM_BUF(0), RTM_DEV const floa
                            RTM_DEV float *att RTM_BUF(4), RTM_DEV float *out RTM_BUF(5),
                            RTM_CONST rtm_att_args *a RTM_BUF(6), RTM_GROUP_ARGS)
 {
-    RTM_TGMEM float red[RTM_TG];
-    RTM_TGMEM float sh[2];
+    RTM_TG_ARRAY(float, red, RTM_TG);
+    RTM_TG_ARRAY(float, sh, 2);
     const uint h = rtm_tgid, kh = h / a->group;
     RTM_DEV const float *qh = q + (ulong)h * a->hd;
     RTM_DEV float *sc = att + (ulong)h * a->att_stride;
@@ -573,8 +573,8 @@ RTM_FN void rtm_softmax_tg(RTM_DEV float *v, uint n, RTM_TGMEM float *red, RTM_T
 /* Softmax of row tgid (x + tgid·stride, n values), in place. */
 RTM_KERNEL rtm_k_softmax(RTM_DEV float *x RTM_BUF(0), RTM_CONST rtm_softmax_args *a RTM_BUF(1), RTM_GROUP_ARGS)
 {
-    RTM_TGMEM float red[RTM_TG];
-    RTM_TGMEM float sh[1];
+    RTM_TG_ARRAY(float, red, RTM_TG);
+    RTM_TG_ARRAY(float, sh, 1);
     rtm_softmax_tg(x + (ulong)rtm_tgid * a->stride, a->n, red, sh RTM_TGFN_ARGS);
 }
 
@@ -627,10 +627,10 @@ RTM_KERNEL rtm_k_route(RTM_DEV const float *logits RTM_BUF(0), RTM_DEV const flo
                        RTM_DEV float *scratch RTM_BUF(2), RTM_DEV uint *ids RTM_BUF(3), RTM_DEV float *w RTM_BUF(4),
                        RTM_CONST rtm_route_args *a RTM_BUF(5), RTM_GROUP_ARGS)
 {
-    RTM_TGMEM float red[RTM_TG];
-    RTM_TGMEM uint ri[RTM_TG];
-    RTM_TGMEM float sh[1];
-    RTM_TGMEM uint chosen[RTM_MAX_TOPK];
+    RTM_TG_ARRAY(float, red, RTM_TG);
+    RTM_TG_ARRAY(uint, ri, RTM_TG);
+    RTM_TG_ARRAY(float, sh, 1);
+    RTM_TG_ARRAY(uint, chosen, RTM_MAX_TOPK);
     RTM_DEV float *p = scratch, *choice = scratch + a->E, *gscore = scratch + 2u * a->E;
     RTM_DEV const float *sel = p;
     if (a->mode == RTM_ROUTE_SIGMOID_GROUP) {

@@ -44,6 +44,11 @@ struct rtm_dev {
 int rtm_shim_open(rtm_dev **d, tq_err *e);
 /* 1: the shim runs each threadgroup's threads from the last to the first (tests). */
 extern int rtm_shim_reverse;
+/* 1: the shim's syncs run with subnormals flushed to zero (FTZ and DAZ; docs/metal.md, A4). */
+extern int rtm_shim_ftz;
+/* "fma" when shim.c was built with contraction (-ffp-contract=fast -DTQ_SHIM_FMA: products and
+ * sums fused as a GPU compiler may; docs/metal.md, A2), else "ieee". */
+extern const char *const rtm_shim_fp;
 /* The system's default Metal device (metal.m); without Metal in the build, TQ_EUSAGE with a
  * message saying so (backend.c). */
 int rtm_metal_open(rtm_dev **d, tq_err *e);

@@ -7,10 +7,12 @@
  *  - A kernel is one function per threadgroup of RTM_TG threads, written as phases:
  *      RTM_PHASE(lid) { ... }       the body runs once for each thread lid of the group
  *      RTM_BARRIER() / RTM_BARRIER_DEV()   between phases (threadgroup / device memory)
- *    On the GPU a phase is the plain body of the thread whose index is lid; in C it is a loop
- *    over lid = 0 .. RTM_TG-1 (or RTM_TG-1 .. 0 when rtm_shim_reverse is set: a kernel whose
- *    result depends on that order reads, inside one phase, what another thread writes — a
- *    data race on the GPU; the tests run every kernel both ways).
+ *    A phase is the plain body of the thread whose index is lid, on the GPU and in C, where
+ *    each thread runs on its own fiber and a barrier waits for the whole group (shim.c); the
+ *    threads run between barriers in order 0 .. RTM_TG-1, or RTM_TG-1 .. 0 when
+ *    rtm_shim_reverse is set: a kernel whose result depends on that order reads, between two
+ *    barriers, what another thread writes — a data race on the GPU; the tests run both ways).
+ *  - Threadgroup arrays are declared with RTM_TG_ARRAY(type, name, count) at kernel scope.
  *  - A value a thread needs in a later phase lives in threadgroup memory (RTM_TGMEM arrays
  *    indexed by lid) or device memory, never in a local variable.
  *  - Control flow around phases, barriers and collectives is uniform (the same for every
@@ -45,6 +47,7 @@ using namespace metal;
 #define RTM_DEV device
 #define RTM_CONST constant
 #define RTM_TGMEM threadgroup
+#define RTM_TG_ARRAY(T, name, n) threadgroup T name[n]
 #define RTM_TABLE constant
 #define RTM_BUF(n) [[buffer(n)]]
 #define RTM_GROUP_ARGS uint rtm_tgid [[threadgroup_position_in_grid]], uint rtm_lid [[thread_position_in_threadgroup]]
@@ -104,7 +107,7 @@ typedef unsigned short ushort;
 typedef unsigned char uchar;
 typedef unsigned long ulong;
 
-/* 1: phases run their threads from the last to the first (race check). */
+/* 1: threads run between barriers from the last to the first (race check). */
 extern int rtm_shim_reverse;
 /* f16 bits to f32, exactly (formats/dtype.c). */
 float rtm_shim_h2f(uint16_t h);
@@ -119,11 +122,16 @@ float rtm_shim_h2f(uint16_t h);
 #define RTM_GROUP_ARGS uint rtm_tgid
 #define RTM_TGFN_PARAMS
 #define RTM_TGFN_ARGS
-#define RTM_PHASE(lid)                                                                \
-    for (uint rtm_t_ = 0, lid = 0;                                                    \
-         rtm_t_ < RTM_TG && ((lid = rtm_shim_reverse ? RTM_TG - 1 - rtm_t_ : rtm_t_), 1); rtm_t_++)
-#define RTM_BARRIER() ((void)0)
-#define RTM_BARRIER_DEV() ((void)0)
+/* Each thread of a group runs the kernel function on its own fiber (shim.c): a phase is the
+ * plain body of the running thread, a barrier a real one (the thread waits until every thread
+ * of its group reaches it), threadgroup arrays one poisoned arena shared by the group. */
+uint rtm_shim_lid(void);
+void rtm_shim_barrier(int line);
+void *rtm_shim_tgmem(size_t n);
+#define RTM_TG_ARRAY(T, name, n) T *const name = (T *)rtm_shim_tgmem(sizeof(T) * (n))
+#define RTM_PHASE(lid) for (uint lid = rtm_shim_lid(), rtm_once_ = 1u; rtm_once_; rtm_once_ = 0u)
+#define RTM_BARRIER() rtm_shim_barrier(__LINE__)
+#define RTM_BARRIER_DEV() rtm_shim_barrier(__LINE__)
 
 static inline float rtm_shim_as_float(uint u)
 {
@@ -142,33 +150,16 @@ static inline uint rtm_shim_as_uint(float f)
 #define RTM_H2F(h) rtm_shim_h2f((uint16_t)(h))
 #define RTM_SQRT(x) sqrtf(x) /* IEEE: correctly rounded */
 
-/* The collectives, lane by lane: at each mask every lane reads the values all lanes held
- * before that step (what simd_shuffle_xor returns), then all lanes update. */
-static inline void rtm_shim_simd_sum(float *buf, uint n, uint width)
-{
-    for (uint s = 0; s < n; s += 32)
-        for (uint m = 1; m < width; m <<= 1) {
-            float t[32];
-            for (uint l = 0; l < 32; l++)
-                t[l] = buf[s + l] + buf[s + (l ^ m)];
-            memcpy(buf + s, t, sizeof t);
-        }
-}
-static inline void rtm_shim_simd_max(float *buf, uint n)
-{
-    for (uint s = 0; s < n; s += 32)
-        for (uint m = 1; m < 32; m <<= 1) {
-            float t[32];
-            for (uint l = 0; l < 32; l++) {
-                float v = buf[s + l], o = buf[s + (l ^ m)];
-                t[l] = o > v ? o : v;
-            }
-            memcpy(buf + s, t, sizeof t);
-        }
-}
-#define RTM_SIMD_SUM(buf, width) rtm_shim_simd_sum((buf), RTM_TG, (width))
-#define RTM_SIMD_MAX(buf) rtm_shim_simd_max((buf), RTM_TG)
-#define RTM_SIMD_ARGMAX(vals, idx) rtm_shim_simd_argmax((vals), (idx), RTM_TG)
+/* The collectives, thread by thread as on the GPU: each lane publishes its value in the
+ * shim's own exchange slots (not the kernel's threadgroup memory, so a missing barrier around
+ * buf still shows), all threads of the group meet there (line -1: like a barrier, every thread
+ * must reach it), then each lane computes its own result from its cluster's published values
+ * with the butterfly's steps in order: at mask m lane l's value becomes (own + lane l^m's),
+ * the same bits as simd_shuffle_xor (shim.c). */
+void rtm_shim_simd(float *buf, uint *idx, int op, uint width);
+#define RTM_SIMD_SUM(buf, width) rtm_shim_simd((buf), NULL, 0, (width))
+#define RTM_SIMD_MAX(buf) rtm_shim_simd((buf), NULL, 1, 32)
+#define RTM_SIMD_ARGMAX(vals, idx) rtm_shim_simd((vals), (idx), 2, 32)
 #endif
 
 /* ------------------------------------------------------------ both */
@@ -184,23 +175,5 @@ RTM_FN int rtm_better(float v, uint i, float cv, uint ci)
     return v > cv || (v == cv && i < ci);
 }
 
-#ifndef __METAL_VERSION__
-static inline void rtm_shim_simd_argmax(float *vals, uint *idx, uint n)
-{
-    for (uint s = 0; s < n; s += 32)
-        for (uint m = 1; m < 32; m <<= 1) {
-            float tv[32];
-            uint ti[32];
-            for (uint l = 0; l < 32; l++) {
-                uint o = s + (l ^ m);
-                int take = rtm_better(vals[o], idx[o], vals[s + l], idx[s + l]);
-                tv[l] = take ? vals[o] : vals[s + l];
-                ti[l] = take ? idx[o] : idx[s + l];
-            }
-            memcpy(vals + s, tv, sizeof tv);
-            memcpy(idx + s, ti, sizeof ti);
-        }
-}
-#endif
 
 #endif
