@@ -450,6 +450,82 @@ int tq_run_decode_warning(const cJSON *config, char *buf, size_t cap)
     return 1;
 }
 
+/* The "quantization" (or "quantization_config") block: MLX affine defaults (4 bits, groups of
+ * 64), TurboQuant's rotation, and the TurboQuant-MLX features tq cannot run. */
+static int cfg_quantization(rt_config *c, const cJSON *j, const char *path, tq_err *e)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "quantization");
+    if (!cJSON_IsObject(q))
+        q = cJSON_GetObjectItemCaseSensitive(j, "quantization_config");
+    c->q_bits = 4;
+    c->q_group = 64;
+    if (cJSON_IsObject(q)) {
+        cfgsrc qs = {q, q, path};
+        if (get_u64(&qs, "bits", &c->q_bits, 0, 32, e) || get_u64(&qs, "group_size", &c->q_group, 0, 1u << 20, e))
+            return -1;
+        /* TurboQuant's rotation, and the TurboQuant-MLX features tq cannot run */
+        const cJSON *rot = cJSON_GetObjectItemCaseSensitive(q, "rotation");
+        if (cJSON_IsString(rot) && !strcmp(rot->valuestring, "none"))
+            c->tq_norot = 1;
+        else if (rot && !cJSON_IsNull(rot) &&
+                 (!cJSON_IsString(rot) || (strcmp(rot->valuestring, "hadamard") && strcmp(rot->valuestring, "blockwise_hadamard")))) {
+            tq_fail(e, TQ_EUNSUP, "%s: quantization.rotation %s%s%s is not supported (hadamard, blockwise_hadamard, none)",
+                    path, cJSON_IsString(rot) ? "\"" : "", cJSON_IsString(rot) ? rot->valuestring : "(not a string)",
+                    cJSON_IsString(rot) ? "\"" : "");
+            return -1;
+        }
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "use_qjl"))) {
+            tq_fail(e, TQ_EUNSUP, "%s: quantization.use_qjl is true: QJL residual correction is not supported", path);
+            return -1;
+        }
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "ternary_experts"))) {
+            tq_fail(e, TQ_EUNSUP, "%s: quantization.ternary_experts is true: ternary (trit) experts are not supported", path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The "streaming" block of a tq-split directory: its files, each inside the model directory,
+ * and its layer and expert counts, which must agree with the model's. */
+static int cfg_streaming(rt_config *c, const cJSON *j, const char *path, tq_err *e)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "streaming");
+    if (cJSON_IsObject(st)) {
+        c->split = 1;
+        strcpy(c->pinned_file, "pinned.safetensors");
+        strcpy(c->expert_dir, "experts/");
+        strcpy(c->ffn_dir, "ffn_aligned/");
+        if (get_str(st, "pinned_file", c->pinned_file, sizeof c->pinned_file, path, e) ||
+            get_str(st, "expert_dir", c->expert_dir, sizeof c->expert_dir, path, e) ||
+            get_str(st, "ffn_dir", c->ffn_dir, sizeof c->ffn_dir, path, e))
+            return -1;
+        if (strstr(c->pinned_file, "..") || c->pinned_file[0] == '/' || strstr(c->expert_dir, "..") ||
+            c->expert_dir[0] == '/' || strstr(c->ffn_dir, "..") || c->ffn_dir[0] == '/') {
+            tq_fail(e, TQ_EDATA, "%s: streaming paths must stay inside the model directory", path);
+            return -1;
+        }
+        cfgsrc ss = {st, st, path};
+        uint64_t v = 0;
+        if (get_u64(&ss, "num_layers", &v, 0, 4096, e))
+            return -1;
+        if (v && v != c->layers) {
+            tq_fail(e, TQ_EDATA, "%s: streaming.num_layers %llu != num_hidden_layers %llu", path,
+                    (unsigned long long)v, (unsigned long long)c->layers);
+            return -1;
+        }
+        v = 0;
+        if (get_u64(&ss, "num_experts", &v, 0, 1u << 16, e))
+            return -1;
+        if (v && v != c->experts) {
+            tq_fail(e, TQ_EDATA, "%s: streaming.num_experts %llu != num_experts %llu", path,
+                    (unsigned long long)v, (unsigned long long)c->experts);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
 {
     memset(c, 0, sizeof *c);
@@ -604,69 +680,8 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         c->att_scale = 1.0 / sqrt((double)c->head_dim);
     if (rope_table(c, rs, max_pos, path, e))
         goto out;
-    /* MLX affine defaults. */
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "quantization");
-    if (!cJSON_IsObject(q))
-        q = cJSON_GetObjectItemCaseSensitive(j, "quantization_config");
-    c->q_bits = 4;
-    c->q_group = 64;
-    if (cJSON_IsObject(q)) {
-        cfgsrc qs = {q, q, path};
-        if (get_u64(&qs, "bits", &c->q_bits, 0, 32, e) || get_u64(&qs, "group_size", &c->q_group, 0, 1u << 20, e))
-            goto out;
-        /* TurboQuant's rotation, and the TurboQuant-MLX features tq cannot run */
-        const cJSON *rot = cJSON_GetObjectItemCaseSensitive(q, "rotation");
-        if (cJSON_IsString(rot) && !strcmp(rot->valuestring, "none"))
-            c->tq_norot = 1;
-        else if (rot && !cJSON_IsNull(rot) &&
-                 (!cJSON_IsString(rot) || (strcmp(rot->valuestring, "hadamard") && strcmp(rot->valuestring, "blockwise_hadamard")))) {
-            tq_fail(e, TQ_EUNSUP, "%s: quantization.rotation %s%s%s is not supported (hadamard, blockwise_hadamard, none)",
-                    path, cJSON_IsString(rot) ? "\"" : "", cJSON_IsString(rot) ? rot->valuestring : "(not a string)",
-                    cJSON_IsString(rot) ? "\"" : "");
-            goto out;
-        }
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "use_qjl"))) {
-            tq_fail(e, TQ_EUNSUP, "%s: quantization.use_qjl is true: QJL residual correction is not supported", path);
-            goto out;
-        }
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "ternary_experts"))) {
-            tq_fail(e, TQ_EUNSUP, "%s: quantization.ternary_experts is true: ternary (trit) experts are not supported", path);
-            goto out;
-        }
-    }
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "streaming");
-    if (cJSON_IsObject(st)) {
-        c->split = 1;
-        strcpy(c->pinned_file, "pinned.safetensors");
-        strcpy(c->expert_dir, "experts/");
-        strcpy(c->ffn_dir, "ffn_aligned/");
-        if (get_str(st, "pinned_file", c->pinned_file, sizeof c->pinned_file, path, e) ||
-            get_str(st, "expert_dir", c->expert_dir, sizeof c->expert_dir, path, e) ||
-            get_str(st, "ffn_dir", c->ffn_dir, sizeof c->ffn_dir, path, e))
-            goto out;
-        if (strstr(c->pinned_file, "..") || c->pinned_file[0] == '/' || strstr(c->expert_dir, "..") ||
-            c->expert_dir[0] == '/' || strstr(c->ffn_dir, "..") || c->ffn_dir[0] == '/') {
-            tq_fail(e, TQ_EDATA, "%s: streaming paths must stay inside the model directory", path);
-            goto out;
-        }
-        cfgsrc ss = {st, st, path};
-        uint64_t v = 0;
-        if (get_u64(&ss, "num_layers", &v, 0, 4096, e))
-            goto out;
-        if (v && v != c->layers) {
-            tq_fail(e, TQ_EDATA, "%s: streaming.num_layers %llu != num_hidden_layers %llu", path,
-                    (unsigned long long)v, (unsigned long long)c->layers);
-            goto out;
-        }
-        v = 0;
-        if (get_u64(&ss, "num_experts", &v, 0, 1u << 16, e))
-            goto out;
-        if (v && v != c->experts) {
-            tq_fail(e, TQ_EDATA, "%s: streaming.num_experts %llu != num_experts %llu", path,
-                    (unsigned long long)v, (unsigned long long)c->experts);
-            goto out;
-        }
-    }
+    if (cfg_quantization(c, j, path, e) || cfg_streaming(c, j, path, e))
+        goto out;
     rc = 0;
 out:
     free(path);
