@@ -10,14 +10,20 @@ BIN     ?= bin
 
 PKGS := libzstd libcrypto libcjson libarchive libpcre2-8 libutf8proc
 
-# Install missing libraries once (Debian/Ubuntu: apt-get, macOS: brew), then go on.
-ifeq ($(filter clean help,$(MAKECMDGOALS)),)
+# A machine without the libraries: make (any goal but deps, clean, help and print-*) names
+# the ones pkg-config cannot find and runs scripts/install-deps check, which lists each
+# package it will install and why before installing it (apt-get or brew): what the build and
+# make check need, so that `make demo` then `make check` work on a fresh machine. `make deps`
+# runs the same on request (scripts/install-deps --dry-run SET only lists; SET build, check,
+# bench or ci).
+ifeq ($(filter clean help deps print-%,$(MAKECMDGOALS)),)
 PKG_OK := $(shell pkg-config --exists $(PKGS) && echo yes)
 ifneq ($(PKG_OK),yes)
-$(info tq: pkg-config cannot find all of: $(PKGS); running scripts/install-deps)
-DEPS_RC := $(shell ./scripts/install-deps >&2; echo $$?)
+PKG_MISSING := $(strip $(foreach p,$(PKGS),$(if $(shell pkg-config --exists $(p) && echo yes),,$(p))))
+$(info tq: pkg-config cannot find $(PKG_MISSING); running scripts/install-deps check (make deps does this on its own))
+DEPS_RC := $(shell ./scripts/install-deps check >&2; echo $$?)
 ifneq ($(DEPS_RC),0)
-$(error scripts/install-deps failed; install $(PKGS) development packages by hand)
+$(error scripts/install-deps failed; install the development packages of $(PKG_MISSING) by hand)
 endif
 endif
 endif
@@ -120,7 +126,7 @@ MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
 .SECONDARY:
-.PHONY: all headers tools lib tests bench-build check check-asan check-long check-arm64 check-metal demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
+.PHONY: deps all headers tools lib tests bench-build check check-asan check-long check-arm64 check-metal demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
 all: metal-note $(LIB) $(SHLIB) $(TOOLS) completions headers
 lib: $(LIB) $(SHLIB)
 headers: $(INC_HDR)
@@ -331,5 +337,9 @@ clean:
 print-%:
 	@echo '$($*)'
 
+# What the build and make check need, each package named with its reason before installing.
+deps:
+	./scripts/install-deps check
+
 help:
-	@echo "targets: all check check-asan check-long check-metal demo bench bench-build verify mutate fuzz fuzz-build install uninstall clean"
+	@echo "targets: deps all check check-asan check-long check-metal demo bench bench-build verify mutate fuzz fuzz-build install uninstall clean"
