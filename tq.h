@@ -11,7 +11,8 @@
  * library's soname carries the major version (libtq.so.0); it exports only the functions and
  * variables declared with TQ_API in these headers, all named tq_.
  *
- * Stability. While the major version is 0, the promise is per part:
+ * Stability. While the major version is 0, the promise is per header, in three tiers; every
+ * installed header is in exactly one (tests/cli/exports.sh checks):
  *
  *   stable: what a program that reads, checks and verifies model files uses. An incompatible
  *     change to these comes only with a new minor version and a line in its release notes:
@@ -21,10 +22,23 @@
  *                           model directories (tq_model_), GGUF reading
  *       verify/verify.h     manifests, SHA256SUMS, check, compare, bundles, signatures
  *
- *   experimental: the pipelines and the decoder, whose options and report structures follow
- *     the tools and may change in any release (structure layouts included):
- *       formats/family.h, formats/flash.h, quant/quant.h, quant/convert/convert.h,
- *       layout/split/split.h, layout/rows/rows.h, runtime/runtime.h, tokenizer/tokenizer.h
+ *   experimental: the pipelines and the decoder, one entry point each and its options and
+ *     report structures, which follow the tools and may change in any release (structure
+ *     layouts included):
+ *       quant/convert/convert.h   tq_convert (tq-convert)
+ *       layout/split/split.h      tq_split (tq-split)
+ *       layout/rows/rows.h        tq_rows_ (tq-rowlayout)
+ *       runtime/runtime.h         tq_run_, tq_runner_ (tq-run)
+ *       tokenizer/tokenizer.h     tq_tok_, tq_chat_
+ *
+ *   internal: the tools' own machinery, installed and exported only because the experimental
+ *     headers use their types or the tools share them; no promise at all, not meant for
+ *     programs, and they may change or leave the installed set in any release:
+ *       formats/family.h    the family table (tq_family_): tensor names per model family
+ *       formats/flash.h     the split layer files and split.json (split.h uses its types)
+ *       quant/quant.h       the TurboQuant and MLX affine kernels (convert.h uses
+ *                           tq_codebook); the row recipe tq-convert runs is not even here
+ *                           (quant_internal.h)
  *
  * The conventions of every function (0 / -1 and a tq_err that names the file, tensor and
  * byte offset; nothing printed) are in common/common.h and README.md. */

@@ -31,8 +31,13 @@ comm -13 declared exported >extra
 # declaration (a type at column 0) of a tq_ name followed by "(".
 (cd "$ROOT" && grep -nE '^[a-z_][a-zA-Z0-9_ *]*[ *]tq_[a-z0-9_]+\(' $hdrs | grep -vE ':(TQ_API|typedef|static|return) ') >untagged
 [ ! -s untagged ] || fail "public declarations without TQ_API: $(head -10 untagged)"
-# tq.h, the one header, includes every public header.
+# tq.h, the one header, includes every public header, and its Stability paragraph names each
+# in exactly one of its tiers (stable, experimental, internal).
+sed -n '/^ \* Stability\./,/^ \* The conventions/p' "$ROOT/tq.h" >tiers
+for t in stable experimental internal; do grep -q "^ \*   $t:" tiers || fail "tq.h has no '$t:' tier"; done
 for h in $hdrs; do
   grep -qx "#include \"$h\"" "$ROOT/tq.h" || fail "tq.h does not include $h"
+  n=$(grep -oE "(^|[ ,])$h([ ,]|\$)" tiers | wc -l)
+  [ "$n" -eq 1 ] || fail "tq.h's stability tiers name $h $n times, not once"
 done
 echo "libtq.so exports $(wc -l <exported) symbols, all tq_ and declared with TQ_API: ok"
