@@ -2,6 +2,8 @@
 # and each lives in one row of formats/gguf_dequant.c (name, geometry, decoder, checks): no
 # library file compares a type with a bare number or passes one to tq_ggml_*, and the rows are
 # neither indexed nor switched on by number (issue 38). First shown to catch each on a copy.
+# (The tests' reference, tests/unit/ggml_ref.c, keeps ggml.h's numbers on purpose: it is the
+# oracle the enum is checked against, so it must not use the enum.)
 . "$ROOT/tests/lib/common.sh"
 set -u
 lib="cmd common formats layout quant runtime tokenizer verify testdata/mkmodel"

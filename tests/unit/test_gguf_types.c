@@ -11,8 +11,15 @@
 
 static tq_err err;
 
-static const uint32_t all_types[] = {0, 1, 30, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18,
-                                     19, 20, 21, 22, 23, 29, 34, 35, 39};
+/* Every type tq dequantizes (by formats/'s names, held to ggml.h's numbers by
+ * test_ids_are_ggml_h; the reference, ggml_ref.c, keeps ggml.h's numbers itself so that it
+ * does not lean on the enum it checks). */
+static const uint32_t all_types[] = {
+    TQ_GGML_F32,     TQ_GGML_F16,    TQ_GGML_BF16,    TQ_GGML_Q4_0,  TQ_GGML_Q4_1,   TQ_GGML_Q5_0,   TQ_GGML_Q5_1,
+    TQ_GGML_Q8_0,    TQ_GGML_Q2_K,   TQ_GGML_Q3_K,    TQ_GGML_Q4_K,  TQ_GGML_Q5_K,   TQ_GGML_Q6_K,   TQ_GGML_Q8_K,
+    TQ_GGML_IQ2_XXS, TQ_GGML_IQ2_XS, TQ_GGML_IQ3_XXS, TQ_GGML_IQ1_S, TQ_GGML_IQ4_NL, TQ_GGML_IQ3_S,  TQ_GGML_IQ2_S,
+    TQ_GGML_IQ4_XS,  TQ_GGML_IQ1_M,  TQ_GGML_TQ1_0,   TQ_GGML_TQ2_0, TQ_GGML_MXFP4,
+};
 #define N_ALL (sizeof all_types / sizeof *all_types)
 
 static void hex(const unsigned char *d, char *out)
@@ -141,7 +148,7 @@ static void test_geometry(void)
         CHECKF(tq_ggml_type_can_dequant(all_types[i]), "%s", gg_type_name(all_types[i]));
         CHECK(strcmp(tq_ggml_type_name(all_types[i]), gg_type_name(all_types[i])) == 0);
     }
-    CHECK(!tq_ggml_type_can_dequant(9)); /* Q8_1: ggml has no dequantization for it */
+    CHECK(!tq_ggml_type_can_dequant(TQ_GGML_Q8_1)); /* ggml has no dequantization for it */
 }
 
 enum { ROWS = 3, BLOCKS_PER_ROW = 4 };
