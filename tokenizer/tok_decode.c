@@ -199,13 +199,42 @@ int tok_decode_raw(const tq_tok *t, const int32_t *ids, size_t n, tq_sb *out, tq
     return rc;
 }
 
+/* transformers' clean_up_tokenization (tokenization_utils_base.py; transformers.js
+ * tokenizers.js, clean_up_tokenization, the same list): these replacements of every
+ * occurrence, left to right without overlaps, one after another over the whole text. Applied
+ * after the decode when tokenizer_config.json has clean_up_tokenization_spaces: true
+ * (Llama 3's). Rewrites b in place; the text only shrinks. */
+static const char *const cleanup_from[10] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+static const char *const cleanup_to[10] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+
+static void cleanup(tq_sb *b)
+{
+    for (int k = 0; k < 10; k++) {
+        size_t fl = strlen(cleanup_from[k]), tl = strlen(cleanup_to[k]), r = 0, w = 0;
+        while (r < b->len) {
+            if (b->len - r >= fl && !memcmp(b->s + r, cleanup_from[k], fl)) {
+                memmove(b->s + w, cleanup_to[k], tl);
+                w += tl;
+                r += fl;
+            } else {
+                b->s[w++] = b->s[r++];
+            }
+        }
+        b->len = w;
+    }
+}
+
 int tq_tok_decode(const tq_tok *t, const int32_t *ids, size_t n, char **text, size_t *len, tq_err *e)
 {
     *text = NULL;
     *len = 0;
     tq_sb raw = {0}, out = {0};
     int rc = tok_decode_raw(t, ids, n, &raw, e);
-    if (!rc && (tok_utf8_sanitize(&out, raw.s, raw.len) || tq_sb_put(&out, "", 0)))
+    if (!rc && tok_utf8_sanitize(&out, raw.s, raw.len))
+        rc = tq_fail(e, TQ_ENOMEM, "out of memory");
+    if (!rc && t->cleanup)
+        cleanup(&out);
+    if (!rc && tq_sb_put(&out, "", 0))
         rc = tq_fail(e, TQ_ENOMEM, "out of memory");
     tq_sb_free(&raw);
     if (rc) {
@@ -262,7 +291,21 @@ static int stream_emit(tq_tok_stream *s, int final, const char **text, size_t *l
                          !memcmp(s->raw.s + stable - s->strip_len, s->strip, s->strip_len); k++)
             stable -= s->strip_len;
     }
-    if (tok_utf8_sanitize(&s->clean, s->raw.s, stable) || tq_sb_put(&s->clean, "", 0))
+    if (tok_utf8_sanitize(&s->clean, s->raw.s, stable))
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    if (s->t->cleanup) {
+        /* Every cleanup pattern starts with a space and spans at most 4 bytes, and a
+         * replacement only removes spaces: text cut where none of its last 3 bytes is a space
+         * cleans up to a prefix of what any longer text cleans up to. Hold back from a space
+         * that close to the end. */
+        for (size_t k = 1; !final && k <= 3 && k <= s->clean.len; k++)
+            if (s->clean.s[s->clean.len - k] == ' ') {
+                s->clean.len -= k;
+                k = 0;
+            }
+        cleanup(&s->clean);
+    }
+    if (tq_sb_put(&s->clean, "", 0))
         return tq_fail(e, TQ_ENOMEM, "out of memory");
     if (s->clean.len < s->emitted) {
         *text = "";

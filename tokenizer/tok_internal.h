@@ -161,6 +161,7 @@ struct tq_tok {
     int32_t *post_single; /* ids of the single-sequence template; -1 marks the sequence */
     size_t n_post;
     int32_t bos, eos;
+    int cleanup;      /* tokenizer_config.json clean_up_tokenization_spaces: true (tok_decode.c) */
 };
 
 /* ---- UTF-8 ---- */

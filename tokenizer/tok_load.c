@@ -854,6 +854,12 @@ static int load_all(tq_tok *t, const cJSON *j, const cJSON *cfg, tq_err *e)
             return tq_fail(e, TQ_EDATA, "post_processor: token id %d is not in the vocabulary", (int)t->post_single[i]);
     t->bos = config_token(t, cfg, "bos_token");
     t->eos = config_token(t, cfg, "eos_token");
+    /* decode's cleanup only when the config asks for it: transformers' PreTrainedTokenizerBase
+     * defaults to False without the key (tokenization_utils_base.py), transformers.js to true */
+    const cJSON *cu = item(cfg, "clean_up_tokenization_spaces");
+    if (cu && !cJSON_IsBool(cu) && !cJSON_IsNull(cu))
+        return tq_fail(e, TQ_EDATA, "tokenizer_config.json: clean_up_tokenization_spaces must be true or false");
+    t->cleanup = cJSON_IsTrue(cu);
     return 0;
 }
 

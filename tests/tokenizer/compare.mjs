@@ -5,7 +5,9 @@
 //         tq-tokenizer-golden 1
 //         records N
 //         then per record two lines: the ids (comma-separated, empty for none), and "=" when
-//         transformers.js decodes them back to the record, else "~" and its decoded text as JSON;
+//         transformers.js decodes them back to the record, else "~" and its decoded text as JSON
+//         (decoded with the cleanup of spaces when tokenizer_config.json says
+//         clean_up_tokenization_spaces: true);
 //         then "special" and, for the first SPECIAL records, their ids with add_special_tokens.
 //   node compare.mjs bench TOKENIZER_DIR CORPUS
 //       prints MB per CPU second (and per wall second) for encoding the corpus records one after
@@ -46,7 +48,18 @@ const [mode, dir, corpus, out] = process.argv.slice(2);
 const tok = load(dir);
 const recs = records(corpus);
 const plain = { add_special_tokens: false };
-const dopts = { skip_special_tokens: false, clean_up_tokenization_spaces: false };
+// transformers.js' own cleanup (tokenizers.js, clean_up_tokenization) when tokenizer_config.json
+// asks for it (Llama 3's: true); without the key transformers.js would clean up too, where
+// transformers (tokenization_utils_base.py) and tq do not, so the config's value is passed.
+const cfg = (() => {
+  try {
+    return JSON.parse(readFileSync(`${dir}/tokenizer_config.json`, "utf8"));
+  } catch (e) {
+    if (e.code !== "ENOENT") throw e;
+    return {};
+  }
+})();
+const dopts = { skip_special_tokens: false, clean_up_tokenization_spaces: cfg.clean_up_tokenization_spaces === true };
 
 if (mode === "golden") {
   const lines = ["tq-tokenizer-golden 1", `records ${recs.length}`];

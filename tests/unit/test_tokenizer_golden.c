@@ -272,6 +272,74 @@ TOKENIZER(gemma3)
 TOKENIZER(llama2)
 TOKENIZER(mkmodel)
 
+/* tokenizer_config.json's clean_up_tokenization_spaces: true (Llama 3's) cleans the decoded
+ * text as transformers' clean_up_tokenization does; the expected texts are what transformers.js
+ * (@lenml/tokenizers 3.7.2, tokenizers.js clean_up_tokenization, the same list of ten
+ * replacements) decoded from the committed qwen3 tokenizer's ids of each text with
+ * clean_up_tokenization_spaces true (an independent oracle; llama3's golden, from its npm
+ * package, covers 782 corpus records when installed). Streamed a token at a time, the text
+ * adds up to the same. false or no key: no cleanup (transformers' default; transformers.js
+ * would clean without the key, so compare.mjs passes the config's value); anything other
+ * than a boolean or null is refused naming the key. */
+static void cleanup(void)
+{
+    static const char *const cases[][2] = {
+        {"It 's a dog . Isn 't it ? Yes ! I 'm sure , they 're here and we 've seen it ' s .",
+         "It's a dog. Isn 't it? Yes! I'm sure, they're here and we've seen it's."},
+        {"don 't stop n't ' ' x", "don 't stopn't'' x"},
+        {"a  ' ' b ' c , , .. ? !", "a '' b'c,,..?!"},
+        {"x n ' t y ' m ' s ' ve ' re", "xn't y'm's've're"},
+        {" ' ' ' ", "'''"},
+        {"Bonjour , le monde ! \xc3\x87" "a va ? L ' \xc3\xa9t\xc3\xa9 's fin .",
+         "Bonjour, le monde! \xc3\x87" "a va? L'\xc3\xa9t\xc3\xa9's fin."},
+    };
+    char p[1024];
+    snprintf(p, sizeof p, "%s/testdata/tokenizers/qwen3/tokenizer.json.zst", root());
+    size_t jn = 0;
+    char *json = slurp(p, &jn);
+    CHECKF(json, "cannot read %s", p);
+    if (!json)
+        return;
+    static const char *const cfgs[3] = {"{\"clean_up_tokenization_spaces\": true}",
+                                        "{\"clean_up_tokenization_spaces\": false}", "{}"};
+    for (int c = 0; c < 3; c++) {
+        tq_tok *t = NULL;
+        tq_err err = {0};
+        CHECK_OK(tq_tok_load_mem(json, jn, cfgs[c], strlen(cfgs[c]), "qwen3", &t, &err));
+        for (size_t i = 0; t && i < sizeof cases / sizeof *cases; i++) {
+            const char *want = cases[i][c == 0];
+            int32_t *ids = NULL;
+            size_t n = 0, tl = 0, got = 0;
+            char *text = NULL;
+            CHECK_OK(tq_tok_encode(t, cases[i][0], strlen(cases[i][0]), 0, &ids, &n, &err));
+            CHECK_OK(tq_tok_decode(t, ids, n, &text, &tl, &err));
+            CHECKF(text && tl == strlen(want) && !memcmp(text, want, tl), "%s: \"%s\" decoded to \"%s\", want \"%s\"",
+                   cfgs[c], cases[i][0], text ? text : "", want);
+            tq_tok_stream *st = NULL;
+            int ok = tq_tok_stream_new(t, &st, &err) == 0;
+            for (size_t k = 0; ok && k <= n; k++) {
+                const char *q;
+                size_t ql;
+                ok = (k < n ? tq_tok_stream_push(st, ids[k], &q, &ql, &err) : tq_tok_stream_finish(st, &q, &ql, &err)) == 0 &&
+                     got + ql <= strlen(want) && !memcmp(want + got, q, ql);
+                got += ok ? ql : 0;
+            }
+            CHECKF(ok && got == strlen(want), "%s: \"%s\" streamed differs after %zu bytes", cfgs[c], cases[i][0], got);
+            tq_tok_stream_free(st);
+            free(text);
+            free(ids);
+        }
+        tq_tok_free(t);
+    }
+    tq_tok *t = NULL;
+    tq_err err = {0};
+    const char *bad = "{\"clean_up_tokenization_spaces\": \"yes\"}";
+    CHECKF(tq_tok_load_mem(json, jn, bad, strlen(bad), "qwen3", &t, &err) == -1 &&
+               strstr(err.msg, "clean_up_tokenization_spaces must be true or false"), "got: %s", err.msg);
+    tq_tok_free(t);
+    free(json);
+}
+
 int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : getenv("TQ_TOKENIZER_ONLY");
@@ -290,5 +358,7 @@ int main(int argc, char **argv)
     ONE(gemma3);
     ONE(llama2);
     ONE(mkmodel);
+    if (!only || !*only || strstr(only, "cleanup"))
+        RUN(cleanup);
     TEST_MAIN_END();
 }
