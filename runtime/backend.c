@@ -265,6 +265,27 @@ static int runner_region(void *user, const void *p, const void **base, uint64_t 
     return 0;
 }
 
+/* The expert cache's block buffers in the device's memory: the kernels read a block where
+ * io read it (no staging copy, none on a hit). Safe while every rt_cache_acquire follows a
+ * sync (the route's: forward.c), so no queued kernel reads a buffer the cache refills; a
+ * buffer it evicts while kernels are queued is released at the next sync (rtm_be_free). */
+static void *cache_alloc(void *user, uint64_t n, uint64_t align, tq_err *e)
+{
+    void *p = rtm_be_alloc(user, n, e);
+    if (p && align && (uintptr_t)p % align) {
+        rtm_be_free(user, p);
+        tq_fail(e, TQ_EUNSUP, "GPU backend: device memory is not aligned to %llu bytes for expert reads",
+                (unsigned long long)align);
+        return NULL;
+    }
+    return p;
+}
+
+static void cache_free(void *user, void *p)
+{
+    rtm_be_free(user, p);
+}
+
 int rt_backend_open(tq_runner *r, tq_err *e)
 {
     rtm_dev *d = NULL;
@@ -292,6 +313,8 @@ int rt_backend_open(tq_runner *r, tq_err *e)
         return -1;
     r->bctx = b;
     r->be = &dev_backend;
+    if (r->cache)
+        rt_cache_set_mem(r->cache, &(rt_cache_mem){cache_alloc, cache_free, b});
     return 0;
 }
 

@@ -104,8 +104,8 @@ void tq_runner_close(tq_runner *r)
     if (!r)
         return;
     free_state(r);
-    rt_backend_close(r); /* before the weights it may have mapped */
-    rt_cache_destroy(r->cache);
+    rt_cache_destroy(r->cache); /* its blocks may be the backend's memory */
+    rt_backend_close(r);        /* before the weights it may have mapped */
     rt_model_free(r);
     rt_pool_destroy(r->pool);
     cJSON_Delete(r->cfg);

@@ -216,7 +216,25 @@ struct rt_cache {
     uint64_t hits, misses, bytes_read, reads;
     double io_s;
     io_pool io;
+    rt_cache_mem mem;
 };
+
+static void *host_alloc(void *user, uint64_t n, uint64_t align, tq_err *e)
+{
+    (void)user;
+    return rt_alloc_aligned(n, align, e);
+}
+
+static void host_free(void *user, void *p)
+{
+    (void)user;
+    free(p);
+}
+
+void rt_cache_set_mem(rt_cache *c, const rt_cache_mem *m)
+{
+    c->mem = *m;
+}
 
 int rt_cache_create(rt_cache **out, uint64_t budget, uint64_t layers, uint64_t experts, int io_threads,
                     tq_err *e)
@@ -230,6 +248,7 @@ int rt_cache_create(rt_cache **out, uint64_t budget, uint64_t layers, uint64_t e
     c->budget = budget;
     c->layers = layers;
     c->experts = experts;
+    c->mem = (rt_cache_mem){host_alloc, host_free, NULL};
     c->map = tq_calloc(n ? n : 1, sizeof *c->map, e);
     if (!c->map) {
         free(c);
@@ -295,7 +314,7 @@ static int evict_one(rt_cache *c, uint64_t keep, uint8_t **reuse)
     if (reuse && !*reuse && x->size == keep)
         *reuse = x->buf;
     else
-        free(x->buf);
+        c->mem.free(c->mem.user, x->buf);
     free(x);
     return 1;
 }
@@ -314,7 +333,7 @@ void rt_cache_destroy(rt_cache *c)
     while (c->mru) {
         ent *x = c->mru;
         unlink_ent(c, x);
-        free(x->buf);
+        c->mem.free(c->mem.user, x->buf);
         free(x);
     }
     free(c->map);
@@ -337,7 +356,7 @@ static void undo(rt_cache *c, uint64_t layer, const uint64_t *ids, size_t n, ent
         unlink_ent(c, fresh[k]);
         c->map[fresh[k]->layer * c->experts + fresh[k]->ex] = NULL;
         c->bytes -= fresh[k]->size;
-        free(fresh[k]->buf);
+        c->mem.free(c->mem.user, fresh[k]->buf);
         free(fresh[k]);
     }
 }
@@ -368,10 +387,11 @@ int rt_cache_acquire(rt_cache *c, rt_block_src *src, uint64_t layer, const uint6
         while (c->bytes + src->block_size > c->budget && evict_one(c, src->block_size, &buf))
             ;
         if (!buf)
-            buf = rt_alloc_aligned(src->block_size, src->align, e);
+            buf = c->mem.alloc(c->mem.user, src->block_size, src->align, e);
         x = buf ? calloc(1, sizeof *x) : NULL;
         if (!x) {
-            free(buf);
+            if (buf)
+                c->mem.free(c->mem.user, buf);
             undo(c, layer, ids, i, fresh, nj);
             return tq_fail(e, TQ_ENOMEM, "out of memory for an expert block (%llu bytes)",
                            (unsigned long long)src->block_size);

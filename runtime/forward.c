@@ -151,7 +151,8 @@ static int moe(tq_runner *r, uint64_t l, const float *rin, const float *xin, flo
         rt_emat_bind(&L->ed, ids[k], blk, &d);
         rc = swiglu(r, &g, &u, &d, xin, r->eo, e) || be->axpy(r, out, r->eo, w[k], NULL, H, e); /* out += w_k eo */
     }
-    /* a device has copied the blocks' bytes as it queued their products */
+    /* a device backend reads the blocks in its own memory: a block evicted now is released
+     * only after the queued products ran (runtime/backend.c, cache_alloc) */
     if (L->streamed && !L->resident_blocks)
         rt_cache_release(r->cache, l, ids, K);
     if (rc != 0)

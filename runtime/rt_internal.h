@@ -185,6 +185,16 @@ typedef struct rt_block_src {
 } rt_block_src;
 
 typedef struct rt_cache rt_cache;
+/* Where the cache's block buffers come from: rt_alloc_aligned and free unless set. A device
+ * backend sets its own memory (runtime/backend.c), so kernels read the blocks where they were
+ * read, with no staging copy. free may defer the release until queued work has run. */
+typedef struct rt_cache_mem {
+    void *(*alloc)(void *user, uint64_t n, uint64_t align, tq_err *e);
+    void (*free)(void *user, void *p);
+    void *user;
+} rt_cache_mem;
+/* Before the first acquire. */
+void rt_cache_set_mem(rt_cache *c, const rt_cache_mem *m);
 int rt_cache_create(rt_cache **c, uint64_t budget, uint64_t layers, uint64_t experts,
                     int io_threads, tq_err *e);
 void rt_cache_destroy(rt_cache *c);

@@ -157,6 +157,8 @@ void *rtm_be_alloc(rtm_be *b, uint64_t n, tq_err *e)
     return host;
 }
 
+/* Queued kernels may still use p: with work queued, its buffer leaves the registry now and is
+ * released at the next sync (or, where the list cannot grow, after running the queue now). */
 void rtm_be_free(rtm_be *b, void *p)
 {
     if (!b || !p)
@@ -164,9 +166,20 @@ void rtm_be_free(rtm_be *b, void *p)
     long i = reg_find(b, p);
     if (i < 0 || b->reg[i].base != (const char *)p || !b->reg[i].alloc)
         return;
-    b->dev->release(b->dev, b->reg[i].h);
+    void *h = b->reg[i].h;
     memmove(b->reg + i, b->reg + i + 1, (b->nreg - (size_t)i - 1) * sizeof *b->reg);
     b->nreg--;
+    if (b->pending) {
+        tq_err e = {0};
+        void *grown = tq_grow(b->retired, &b->cap_retired, b->n_retired, sizeof *b->retired, &e);
+        if (grown) {
+            b->retired = grown;
+            b->retired[b->n_retired++] = h;
+            return;
+        }
+        (void)rtm_be_sync(b, &e);
+    }
+    b->dev->release(b->dev, h);
 }
 
 int rtm_be_sync(rtm_be *b, tq_err *e)
@@ -225,24 +238,14 @@ void rtm_be_close(rtm_be *b)
     free(b);
 }
 
-/* Scratch of at least n floats in *p (capacity *cap). Growing retires the old buffer rather
- * than waiting for the queue (queued kernels may still use it): it leaves the registry now and
- * is released at the next sync. */
+/* Scratch of at least n floats in *p (capacity *cap). Growing does not wait for the queue
+ * (queued kernels may still use the old buffer): rtm_be_free releases it at the next sync. */
 static int scratch(rtm_be *b, float **p, uint64_t *cap, uint64_t n, tq_err *e)
 {
     if (*p && *cap >= n)
         return 0;
     if (*p) {
-        long i = reg_find(b, *p);
-        void *grown = tq_grow(b->retired, &b->cap_retired, b->n_retired, sizeof *b->retired, e);
-        if (!grown)
-            return -1;
-        b->retired = grown;
-        if (i >= 0 && b->reg[i].base == (const char *)*p) {
-            b->retired[b->n_retired++] = b->reg[i].h;
-            memmove(b->reg + i, b->reg + i + 1, (b->nreg - (size_t)i - 1) * sizeof *b->reg);
-            b->nreg--;
-        }
+        rtm_be_free(b, *p);
         *p = NULL;
     }
     uint64_t bytes;

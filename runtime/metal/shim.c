@@ -506,9 +506,10 @@ static int shim_wrap(rtm_dev *d, const void *p, uint64_t n, void **h, tq_err *e)
 static int shim_alloc(rtm_dev *d, uint64_t n, void **h, void **host, tq_err *e)
 {
     (void)d;
-    void *c = tq_calloc(1, n ? n : 1, e);
-    if (!c)
-        return -1;
+    void *c = NULL; /* page-aligned like a Metal buffer's contents (expert blocks are read into it with O_DIRECT) */
+    if (n > SIZE_MAX - RTM_PAGE || posix_memalign(&c, RTM_PAGE, n ? (size_t)n : 1) != 0)
+        return tq_fail(e, TQ_ENOMEM, "shim: out of memory (%llu bytes)", (unsigned long long)n);
+    memset(c, 0, n ? (size_t)n : 1);
     *h = *host = c;
     return 0;
 }
