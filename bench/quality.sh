@@ -17,6 +17,13 @@
 # name (a regex). After each table, what tq-convert chose for the fitted and budget rows: the
 # (bits, group size) mix and on how many modules the fitted codebook was kept (tq-convert
 # keeps a module's fitted codebook only where it beats the Gaussian one).
+# Claims beyond noise (issue 36): TQ_QUALITY_SEEDS (default "42 1 2") converts every tq row at
+# each rotation seed (tq-convert --seed); the table gives the first seed's figures, the token-
+# level standard error of its KL (and of its perplexity change, from the paired per-token NLL
+# difference), and the min..max over the seeds of the perplexity change and the KL (affine
+# and K-quant rows have no rotation: one run). Every tq row also gets the noise baseline at
+# the first seed (tq-verify quality --noise: REF plus iid Gaussian noise of that row's error
+# energy in each tensor); TQ_QUALITY_NOISE=0 leaves it out.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 bench_needs quality tq-convert tq-run tq-verify
@@ -50,23 +57,43 @@ if [ -n "${TQ_GGML_SRC:-}" ]; then
     -o "$LIBQ" "$TQ_GGML_SRC/src/ggml-quants.c" "$ROOT/bench/kquant/ggml_stubs.c" -lm
   echo "quality: ggml K-quants from $TQ_GGML_SRC ($(git -C "$TQ_GGML_SRC" rev-parse --short HEAD 2>/dev/null || echo 'not a git checkout'))"
 fi
-# row NAME BITS/WEIGHT MODEL_DIR: tq-verify quality of one model against the bf16 one: its
-# perplexity, KL and top-1 agreement over the same tokens, and the relative MSE of every
-# tensor that differs from bf16 (dequantized and compared by tq-verify)
+SEEDS=(${TQ_QUALITY_SEEDS:-42 1 2})
+# measure Q [--noise]: tq-verify quality of one model against the bf16 one into Q.quality.json:
+# perplexity, KL and top-1 agreement over the same tokens, the relative MSE of every tensor
+# that differs from bf16 (dequantized and compared by tq-verify), with --noise the baseline
+measure() {
+  local Q=$1
+  shift
+  "$BIN/tq-verify" quality --json "$@" --eval "$EVAL" --window $W --stride $S "$M" "$Q" > "$Q.quality.json"
+}
+# row NAME BITS/WEIGHT QUALITY_JSON...: one table row; the first report's figures, the spread
+# over all of them
 row() {
-  local name=$1 bpw=$2 Q=$3
-  "$BIN/tq-verify" quality --json --eval "$EVAL" --window $W --stride $S "$M" "$Q" > "$Q.quality.json"
-  python3 - "$Q.quality.json" "$name" "$bpw" "$ref" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1])); e = r["eval"]; ref = float(sys.argv[4])
-if e["ref"]["perplexity"] != ref:
-    sys.exit("quality: tq-verify's bf16 perplexity %r is not tq-run's %r" % (e["ref"]["perplexity"], ref))
+  local name=$1 bpw=$2
+  shift 2
+  python3 - "$name" "$bpw" "$ref" "$@" <<'PY'
+import json, math, sys
+name, bpw, ref = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+rs = [json.load(open(p)) for p in sys.argv[4:]]
+for r in rs:
+    if r["eval"]["ref"]["perplexity"] != ref:
+        sys.exit("quality: tq-verify's bf16 perplexity %r is not tq-run's %r" % (r["eval"]["ref"]["perplexity"], ref))
+r = rs[0]; e = r["eval"]
 ppl = e["test"]["perplexity"]
-print("| %s | %.3f | %.5f | %.3f | %+.2f%% | %.5f | %.4f |" % (sys.argv[2], float(sys.argv[3]), r["rel_mse"], ppl,
-      100 * (ppl / ref - 1), e["mean_kl"], e["top1_agreement"]))
+dp = [100 * (x["eval"]["test"]["perplexity"] / ref - 1) for x in rs]
+kl = [x["eval"]["mean_kl"] for x in rs]
+# perplexity ratio = exp(NLL difference): its standard error, in percent
+sp = 100 * ppl / ref * e["nll_diff_stderr"]
+spread = lambda v, f: (f + "…" + f) % (min(v), max(v)) if len(v) > 1 else "—"
+noise = "—"
+if "noise" in e:
+    noise = "%.5f (%+.2f%%)" % (e["noise"]["mean_kl"], 100 * (e["noise"]["perplexity"] / ref - 1))
+print("| %s | %.3f | %.5f | %.3f | %+.2f%% ± %.2f | %s | %.5f ± %.5f | %s | %.4f | %s |" % (
+    name, bpw, r["rel_mse"], ppl, dp[0], sp, spread(dp, "%+.2f%%"), e["mean_kl"], e["kl_stderr"],
+    spread(kl, "%.5f"), e["top1_agreement"], noise))
 PY
 }
-echo "quality: tq at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo " (with uncommitted changes)"), eval text $(wc -c < "$EVAL") bytes, window $W, stride $S; load $(cut -d' ' -f1 /proc/loadavg)"
+echo "quality: tq at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo " (with uncommitted changes)"), eval text $(wc -c < "$EVAL") bytes, window $W, stride $S, rotation seeds ${SEEDS[*]}; load $(cut -d' ' -f1 /proc/loadavg)"
 for m in ${TQ_QUALITY_MODELS:-qwen3-tiny qwen3-moe-tiny}; do
   M=$ROOT/testdata/models/$m
   "$BIN/tq-run" "$M" --eval "$EVAL" --window $W --stride $S --json > "$D/$m-ref.json"
@@ -74,16 +101,32 @@ for m in ${TQ_QUALITY_MODELS:-qwen3-tiny qwen3-moe-tiny}; do
   echo
   echo "### $m: $(jget "$D/$m-ref.json" scored) tokens scored, bf16 perplexity $(printf %.3f "$ref") (top-1 $(printf %.4f "$(jget "$D/$m-ref.json" top1_rate)"))"
   echo
-  echo "| weights | bits/weight (quantized tensors) | rel. MSE (quantized tensors) | perplexity | vs bf16 | mean KL (nats/token) | top-1 agreement with bf16 |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| weights | bits/weight (quantized tensors) | rel. MSE (quantized tensors) | perplexity | vs bf16 (± token s.e.) | vs bf16 over seeds | mean KL (nats/token, ± token s.e.) | KL over seeds | top-1 agreement with bf16 | same-energy Gaussian noise: KL (vs bf16) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   chosen=()
   for c in "${CONFIGS[@]}"; do
     name=${c%%:*} args=${c#*:}
     [[ $name =~ ${TQ_QUALITY_CONFIGS:-.} ]] || continue
     Q=$D/$m-$name
-    # shellcheck disable=SC2086
-    "$BIN/tq-convert" $args --json --quiet "$M" "$Q" > "$Q.convert.json"
-    row "$name" "$(jget "$Q.convert.json" bits_per_weight_quantized)" "$Q"
+    reports=()
+    case $name in
+      tq-*)
+        for s in "${SEEDS[@]}"; do
+          Qs=$Q-s$s
+          # shellcheck disable=SC2086
+          "$BIN/tq-convert" $args --seed "$s" --json --quiet "$M" "$Qs" > "$Qs.convert.json"
+          if [ ${#reports[@]} = 0 ] && [ "${TQ_QUALITY_NOISE:-1}" != 0 ]; then measure "$Qs" --noise; else measure "$Qs"; fi
+          reports+=("$Qs.quality.json")
+          [ ${#reports[@]} = 1 ] || rm -rf "$Qs"
+        done
+        Q=$Q-s${SEEDS[0]} ;;
+      *)
+        # shellcheck disable=SC2086
+        "$BIN/tq-convert" $args --json --quiet "$M" "$Q" > "$Q.convert.json"
+        measure "$Q"
+        reports=("$Q.quality.json") ;;
+    esac
+    row "$name" "$(jget "$Q.convert.json" bits_per_weight_quantized)" "${reports[@]}"
     case $name in *-fitted|tq-bpw-*) chosen+=("$name:$Q.convert.json") ;; esac
   done
   if [ -n "$LIBQ" ] && [ "$m" = qwen3-tiny ]; then
@@ -96,7 +139,8 @@ print(' '.join(t['source'] for t in json.load(sys.stdin)['tensors'] if t.get('qu
       Q=$D/$m-kquant-$t
       # shellcheck disable=SC2086
       /usr/bin/python3 "$ROOT/bench/kquant/kquant.py" "$LIBQ" $t "$M" "$Q" $names > "$Q.json"
-      row "llama.cpp ${t^^} (pure)" "$(jget1 "$Q.json" bits_per_weight)" "$Q"
+      measure "$Q"
+      row "llama.cpp ${t^^} (pure)" "$(jget1 "$Q.json" bits_per_weight)" "$Q.quality.json"
     done
   fi
   # what tq-convert chose per quantized module for the fitted and budget rows
