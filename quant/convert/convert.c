@@ -265,8 +265,10 @@ static int fill_report(const cv_plan *p, tq_convert_report *r, tq_err *e)
                     t->choices[k] = (struct tq_convert_choice){c->bits, c->group, c->bytes,
                                                                c->sum2 > 0 ? c->err2 / c->sum2 : 0, c->fitted};
                 }
-                r->objective += it->importance * it->err2;
-                r->objective_est += it->importance * ch->err2;
+                /* importance · weights · relative error, measured and as estimated */
+                double w = (double)t->params;
+                r->objective += it->sum2 > 0 ? it->importance * w * (it->err2 / it->sum2) : 0;
+                r->objective_est += ch->sum2 > 0 ? it->importance * w * (ch->err2 / ch->sum2) : 0;
             }
             t->bytes = t->params / it->cols * (tq_pack_words(it->cols, it->bits) * 4 + it->cols / it->group * 2) +
                        ((uint64_t)it->cb->n + it->cols) * 2;

@@ -7,11 +7,13 @@
  *      only where it beats the Gaussian codebook on the sample;
  *   2. with --target-bpw / --target-size, quantized at every setting (bits 2, 3, 4 x group 32,
  *      64, 128) to measure each setting's error, and one setting per module chosen to minimise
- *      Σ importance · Σ(w-ŵ)² under the byte budget.
+ *      Σ importance · weights · relative error under the byte budget (importance: the
+ *      module's role factor, times k/E for routed experts).
  * Jobs are fixed runs of sample rows; histograms add integers (any order gives the same bits)
  * and error sums go to per-job slots added in job order, so nothing depends on the threads. */
 #include "quant/convert/convert_internal.h"
 #include "quant/quant_internal.h"
+#include "formats/family.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -203,7 +205,7 @@ static int fit_item(cv_plan *p, cv_item *it, fit_ctx *c, tq_err *e)
     return rc;
 }
 
-/* Squared error of stacked experts counts k/E (each token meets k of the E experts); 1 else. */
+/* Error of stacked experts counts k/E (each token meets k of the E experts); 1 else. */
 static double importance(const cv_plan *p, const cv_item *it)
 {
     if (it->E <= 1 || !p->m->config)
@@ -217,7 +219,52 @@ static double importance(const cv_plan *p, const cv_item *it)
     return k->valuedouble / (double)it->E;
 }
 
-static double cost(const cv_item *it, int k) { return it->importance * it->choices[k].err2; }
+/* The role factor (docs/quantization.md, Byte budgets): what a unit of relative error in one
+ * weight of this module costs in KL, relative to the others, from the module's leaf name and
+ * its layer (the first costs more, the last less), data-free. Measured on the trained
+ * qwen3-tiny (2 against 4 bits, one class or one layer at a time, KL per weight and unit of
+ * relative MSE; docs/quality.md, Byte budgets by role). */
+static double role_factor(const cv_plan *p, const cv_item *it)
+{
+    static const struct {
+        const char *leaf;
+        double f;
+    } roles[] = {
+        {"lm_head", 30}, {"v_proj", 12}, {"k_proj", 5}, {"o_proj", 2.5}, {"q_proj", 2.3},
+        {"down_proj", 1.4}, {"gate_proj", 0.6}, {"up_proj", 0.35},
+    };
+    const char *end = strrchr(it->name, '.'), *leaf = it->name;
+    if (!end || strcmp(end, ".weight"))
+        end = it->name + strlen(it->name);
+    for (const char *q = it->name; q < end; q++)
+        if (*q == '.')
+            leaf = q + 1;
+    double f = 1;
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++)
+        if ((size_t)(end - leaf) == strlen(roles[i].leaf) && !strncmp(leaf, roles[i].leaf, (size_t)(end - leaf))) {
+            f = roles[i].f;
+            break;
+        }
+    uint64_t L = 0;
+    const cJSON *tc = p->m->config ? tq_family_text_config(p->m->config) : NULL;
+    const cJSON *nl = tc ? cJSON_GetObjectItemCaseSensitive(tc, "num_hidden_layers") : NULL;
+    if (cJSON_IsNumber(nl) && nl->valuedouble >= 2 && nl->valuedouble < 1e9)
+        L = (uint64_t)nl->valuedouble;
+    tq_name_info ni;
+    tq_family_name(p->m->config ? tq_family_detect(p->m->config) : NULL, L, it->name, &ni);
+    if (L && ni.has_layer && ni.layer == 0)
+        f *= 3.5;
+    else if (L && ni.has_layer && ni.layer == L - 1)
+        f *= 0.45;
+    return f;
+}
+
+/* A setting's cost: importance · weights · relative error on the sample. */
+static double cost(const cv_item *it, int k)
+{
+    const cv_choice *c = &it->choices[k];
+    return c->sum2 > 0 ? it->importance * (double)(it->E * it->rows * it->cols) * (c->err2 / c->sum2) : 0;
+}
 
 /* Choose one setting per module: start from the cheapest, then take upgrades along each
  * module's lower convex hull of (bytes, cost) by decreasing cost saved per byte while they fit,
@@ -389,7 +436,7 @@ int cv_fit(cv_plan *p, tq_err *e)
         q[nq++] = it;
         qparams += it->E * it->rows * it->cols;
         qbytes += cv_quant_bytes(it, it->bits, it->group);
-        it->importance = importance(p, it);
+        it->importance = importance(p, it) * role_factor(p, it);
         rc = make_choices(p, it, budget, e) || fit_item(p, it, &c, e) ? -1 : 0;
     }
     if (rc == 0 && budget) {

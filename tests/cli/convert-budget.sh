@@ -16,6 +16,17 @@ import json, os, sys
 sys.path.insert(0, os.path.join(sys.argv[4], "tests/consumers"))
 from consumers import Model
 b, u, cfg = (json.load(open(p)) for p in sys.argv[1:4])
+# the role factors of docs/quantization.md (Byte budgets), restated: by leaf name, the first
+# layer x3.5, the last x0.45
+ROLE = {"lm_head": 30, "v_proj": 12, "k_proj": 5, "o_proj": 2.5, "q_proj": 2.3, "down_proj": 1.4,
+        "gate_proj": 0.6, "up_proj": 0.35}
+def role(name, layers):
+    parts = name[: -len(".weight")].split(".")
+    f = ROLE.get(parts[-1], 1)
+    if "layers" in parts:
+        l = int(parts[parts.index("layers") + 1])
+        f *= 3.5 if l == 0 else 0.45 if l == layers - 1 else 1
+    return f
 assert 2.45 < b["bits_per_weight_quantized"] <= 2.5, b["bits_per_weight_quantized"]
 assert b["budget"]["target_bpw"] == 2.5 and b["quantized_bytes"] <= b["budget"]["bytes"], b["budget"]
 # better than every module at 2 bits group 64 (which fits the budget): the error estimates
@@ -31,7 +42,7 @@ for t in b["tensors"]:
     assert len(s) == 9 and sum(x["chosen"] for x in s) == 1, t["name"]
     c = [x for x in s if x["chosen"]][0]
     assert (c["bits"], c["group_size"]) == (t["bits"], t["group_size"]), t["name"]
-    assert all(x["rel_mse_sample"] > 0 for x in s) and t["importance"] == 1, t
+    assert all(x["rel_mse_sample"] > 0 for x in s) and abs(t["importance"] - role(t["name"], 2)) <= 1e-12 * t["importance"], t
     P = t["name"][: -len(".weight")]
     entry = q.get(P, {"bits": q["bits"], "group_size": q["group_size"]})
     assert (entry["bits"], entry["group_size"]) == (t["bits"], t["group_size"]), (P, entry)
@@ -55,11 +66,17 @@ tq-convert --quiet --json --target-bpw 2.75 e v > v.json || fail "moe budget"
 python3 - v.json e/config.json <<'PY' || fail "expert importance"
 import json, sys
 v, c = (json.load(open(p)) for p in sys.argv[1:])
-k, n = c["num_experts_per_tok"], c["num_experts"]
+k, n, L = c["num_experts_per_tok"], c["num_experts"], c["num_hidden_layers"]
+ROLE = {"lm_head": 30, "v_proj": 12, "k_proj": 5, "o_proj": 2.5, "q_proj": 2.3, "down_proj": 1.4,
+        "gate_proj": 0.6, "up_proj": 0.35}
 imp = {t["name"]: t["importance"] for t in v["tensors"] if t["quantized"]}
 assert any("switch_mlp" in x for x in imp), imp
 for name, i in imp.items():
-    assert i == (k / n if "switch_mlp" in name else 1), (name, i)
+    parts = name[: -len(".weight")].split(".")
+    f = ROLE.get(parts[-1], 1) * (k / n if "switch_mlp" in name else 1)
+    l = int(parts[parts.index("layers") + 1]) if "layers" in parts else -1
+    f *= 3.5 if l == 0 else 0.45 if l == L - 1 else 1
+    assert abs(i - f) <= 1e-12 * f, (name, i, f)
 PY
 # --target-size: every output tensor byte counts
 sz=$(jget b.json bytes)
