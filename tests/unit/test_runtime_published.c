@@ -1,0 +1,489 @@
+/* Every family tq-run decodes, laid out as transformers saves it and configured with the keys
+ * and ratios of one real published config.json (scaled down; the values and their source are
+ * below, with each case), through every path: unsplit, split (streamed), converted with every
+ * tensor kept float (tq_convert), converted then split; each against the independent f64
+ * oracle (rt_oracle.c, written from the transformers modeling files) with relative logit
+ * error <= 1e-4 and the same greedy token at all 16 teacher-forced positions: correctness, not
+ * consistency. Each family also runs a square case (hidden = intermediate = expert width =
+ * heads * head_dim) where a transposed [out, in] read passes every shape check and only the
+ * logits can catch it. The tensor layouts the fixture writes (rt_fixture.c) are restated from
+ * transformers' modeling_<family>.py; docs/compatibility.md holds the audit table (issue 33).
+ *
+ * Where a published config spells a key differently from what the fixture writes (no
+ * head_dim, rope_scaling "type" instead of "rope_type", no yarn "truncate"), the config is
+ * rewritten here to the published spelling so the key tq reads is the one the world writes. */
+#include "layout/split/split.h"
+#include "quant/convert/convert.h"
+#include "runtime/runtime.h"
+#include "tests/unit/check.h"
+#include "tests/unit/rt_fixture.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#define NSEQ 16
+
+static void dir_of(char *buf, size_t cap, const char *what, const char *suffix)
+{
+    snprintf(buf, cap, "%s/rtp-%s-%d%s", t_tmpdir(), what, (int)getpid(), suffix);
+}
+
+/* config.json of dir rewritten: keys in drop removed (a "a.b" path removes b inside a), then
+ * every member of the JSON object `set` put in place (replacing one of that name). */
+static void patch_config(const char *dir, const char *const *drop, const char *set)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *txt = NULL;
+    size_t n = 0;
+    tq_err err = {0};
+    CHECK_OK(tq_read_small_file(path, 1u << 20, &txt, &n, &err));
+    cJSON *root = txt ? cJSON_ParseWithLength(txt, n) : NULL;
+    free(txt);
+    CHECK(root != NULL);
+    if (!root)
+        return;
+    for (int i = 0; drop && drop[i]; i++) {
+        const char *dot = strchr(drop[i], '.');
+        if (!dot) {
+            cJSON_DeleteItemFromObjectCaseSensitive(root, drop[i]);
+            continue;
+        }
+        char outer[64];
+        snprintf(outer, sizeof outer, "%.*s", (int)(dot - drop[i]), drop[i]);
+        cJSON *o = cJSON_GetObjectItemCaseSensitive(root, outer);
+        CHECKF(cJSON_IsObject(o), "no object %s in %s", outer, path);
+        cJSON_DeleteItemFromObjectCaseSensitive(o, dot + 1);
+    }
+    cJSON *add = set ? cJSON_Parse(set) : NULL;
+    CHECK(!set || add);
+    for (cJSON *it = add ? add->child : NULL; it; it = it->next) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, it->string);
+        cJSON_AddItemToObject(root, it->string, cJSON_Duplicate(it, 1));
+    }
+    cJSON_Delete(add);
+    char *out = cJSON_Print(root);
+    cJSON_Delete(root);
+    FILE *fp = fopen(path, "w");
+    CHECK(fp && out && fputs(out, fp) >= 0);
+    if (fp)
+        fclose(fp);
+    free(out);
+}
+
+static int split_dir(const char *src, const char *dst, tq_err *err)
+{
+    tq_split_opts so = {0};
+    so.threads = 2;
+    so.quiet = 1;
+    tq_split_result res;
+    return tq_split(src, dst, &so, &res, err);
+}
+
+static int convert_keep(const char *src, const char *dst, tq_err *err)
+{
+    static const char *const all[] = {"."};
+    tq_convert_opts o;
+    tq_convert_opts_default(&o);
+    o.n_keep = 1;
+    o.keep_re = all;
+    o.quiet = 1;
+    o.threads = 2;
+    tq_convert_report r;
+    memset(&r, 0, sizeof r);
+    int rc = tq_convert(src, dst, &o, &r, err);
+    tq_convert_report_free(&r);
+    return rc;
+}
+
+/* Decode dir teacher-forced against the oracle m. */
+static void against(const fx_model *m, const fx_cfg *c, const char *dir, int resident, const char *what)
+{
+    int32_t seq[NSEQ], toks[NSEQ];
+    fx_sequence(c->vocab, c->seed, NSEQ, seq);
+    fx_logits b = {calloc((size_t)NSEQ * (size_t)c->vocab, sizeof(float)), 0, 0, NSEQ};
+    tq_run_opts o;
+    tq_run_opts_default(&o);
+    o.threads = 2;
+    o.resident = resident;
+    tq_err err = {0};
+    int ok = fx_decode_forced(dir, &o, seq, NSEQ, &b, toks, &err) == 0;
+    CHECKF(ok, "%s: %s", what, err.msg);
+    size_t kv = (size_t)c->layers * NSEQ * (size_t)c->kv_heads * (size_t)c->head_dim;
+    fx_state s = {.kc = calloc(kv, 8), .vc = calloc(kv, 8), .ctx = NSEQ};
+    double *ref = malloc((size_t)c->vocab * sizeof *ref), worst = 0;
+    int bad = 0;
+    for (int st = 0; ok && st < NSEQ; st++) {
+        fx_forward(m, &s, seq[st], st, ref);
+        int am;
+        worst = fmax(worst, fx_rel_err(ref, b.v + (size_t)st * c->vocab, c->vocab, &am));
+        bad += am != toks[st];
+        CHECKF(am == toks[st], "%s step %d: oracle argmax %d, runtime %d", what, st, am, toks[st]);
+    }
+    CHECKF(ok && worst < 1e-4, "%s: relative logit error %.3g", what, worst);
+    CHECKF(!ok || worst > 0, "%s: suspiciously exact", what);
+    printf("  %-40s max relative logit error %.3g over %d positions, %d token mismatches\n", what, worst, NSEQ, bad);
+    free(ref);
+    free(s.kc);
+    free(s.vc);
+    fx_state_free(&s);
+    free(b.v);
+}
+
+/* c (HF layout) with its config rewritten by drop/set, through every path. */
+static void every_path(fx_cfg c, const char *what, const char *const *drop, const char *set)
+{
+    char src[512], sp[600], cv[600], cvs[600], name[200];
+    dir_of(src, sizeof src, what, "");
+    dir_of(sp, sizeof sp, what, ".split");
+    dir_of(cv, sizeof cv, what, ".conv");
+    dir_of(cvs, sizeof cvs, what, ".conv.split");
+    fx_model m;
+    CHECK(fx_generate(&c, src, &m) == 0);
+    if (drop || set)
+        patch_config(src, drop, set);
+    tq_err err = {0};
+    int moe = c.experts > 0 && c.arch != FX_LLAMA && c.arch != FX_QWEN3 && c.arch != FX_QWEN2;
+    const char *dirs[4] = {src, sp, cv, cvs};
+    const char *how[4] = {"unsplit", "split", "converted", "converted, split"};
+    int have[4] = {1, 0, 0, 0};
+    if (moe) { /* tq-split takes MoE models only */
+        have[1] = split_dir(src, sp, &err) == 0;
+        CHECKF(have[1], "%s: split: %s", what, err.msg);
+    }
+    have[2] = convert_keep(src, cv, &err) == 0;
+    CHECKF(have[2], "%s: convert: %s", what, err.msg);
+    if (moe && have[2]) {
+        have[3] = split_dir(cv, cvs, &err) == 0;
+        CHECKF(have[3], "%s: split of converted: %s", what, err.msg);
+    }
+    for (int i = 0; i < 4; i++) {
+        if (!have[i])
+            continue;
+        snprintf(name, sizeof name, "%s %s", what, how[i]);
+        against(&m, &c, dirs[i], i == 0 || i == 2, name);
+    }
+    fx_free(&m);
+}
+
+static fx_cfg base(int arch)
+{
+    fx_cfg c = fx_family_cfg(arch, FX_BF16);
+    c.hf_expert_names = 1;
+    return c;
+}
+
+/* ---- llama: meta-llama/Llama-3.1-8B, config.json
+ * (https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json): LlamaForCausalLM,
+ * hidden_size 4096, intermediate_size 14336 (3.5x), num_attention_heads 32,
+ * num_key_value_heads 8, no head_dim key (4096 / 32 = 128), rms_norm_eps 1e-05, rope_theta
+ * 500000.0, rope_scaling {factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0,
+ * original_max_position_embeddings 8192, rope_type "llama3"}, tie_word_embeddings false.
+ * Scaled: hidden 128, intermediate 448, 8 heads : 2 kv heads of 16. */
+static const char *const no_head_dim[] = {"head_dim", NULL};
+static void llama31_8b(void)
+{
+    fx_cfg c = fx_small_cfg(FX_LLAMA, FX_BF16);
+    c.hidden = 128;
+    c.inter = 448;
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.head_dim = 16;
+    c.eps = 1e-5;
+    c.theta = 500000;
+    c.tied = 0;
+    c.rope_llama3 = 1;
+    c.rs_factor = 8;
+    c.rs_low_freq = 1;
+    c.rs_high_freq = 4;
+    c.rs_orig = 8192;
+    every_path(c, "llama-3.1-8b", no_head_dim, NULL);
+}
+static void llama_square(void)
+{
+    fx_cfg c = fx_small_cfg(FX_LLAMA, FX_BF16);
+    c.inter = 64;
+    c.heads = 4;
+    c.kv_heads = 4;
+    every_path(c, "llama-square", no_head_dim, NULL);
+}
+
+/* ---- mistral: mistralai/Mistral-7B-v0.1, config.json
+ * (https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json): MistralForCausalLM,
+ * model_type mistral, hidden_size 4096, intermediate_size 14336, 32 heads, 8 kv heads, no
+ * head_dim key, rms_norm_eps 1e-05, rope_theta 10000.0, sliding_window 4096,
+ * tie_word_embeddings false. Scaled as llama above; the window scaled to 6 of 16 positions
+ * so it acts (4096 of 32768 positions in the release). */
+static void mistral_7b(void)
+{
+    fx_cfg c = fx_small_cfg(FX_LLAMA, FX_BF16);
+    c.hidden = 128;
+    c.inter = 448;
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.head_dim = 16;
+    c.eps = 1e-5;
+    c.theta = 10000;
+    c.tied = 0;
+    c.window = 6;
+    every_path(c, "mistral-7b-v0.1", no_head_dim, NULL);
+}
+
+/* ---- qwen2: Qwen/Qwen2.5-7B-Instruct, config.json
+ * (https://huggingface.co/Qwen/Qwen2.5-7B-Instruct/blob/main/config.json): Qwen2ForCausalLM,
+ * hidden_size 3584, intermediate_size 18944 (37/7 of hidden), 28 heads, 4 kv heads (7 : 1),
+ * no head_dim key (128), rms_norm_eps 1e-06, rope_theta 1000000.0, use_sliding_window false,
+ * sliding_window 131072, max_window_layers 28 (= num_hidden_layers), tie_word_embeddings
+ * false; q/k/v with bias (Qwen2Attention). Scaled: hidden 112, intermediate 592, 7 heads :
+ * 1 kv head of 16. */
+static void qwen25_7b(void)
+{
+    fx_cfg c = base(FX_QWEN2);
+    c.hidden = 112;
+    c.inter = 592;
+    c.heads = 7;
+    c.kv_heads = 1;
+    c.head_dim = 16;
+    c.window = 131072;
+    c.tied = 0;
+    every_path(c, "qwen2.5-7b-instruct", NULL, NULL);
+}
+static void qwen2_square(void)
+{
+    fx_cfg c = base(FX_QWEN2);
+    c.inter = 64;
+    c.kv_heads = 4;
+    every_path(c, "qwen2-square", NULL, NULL);
+}
+
+/* ---- qwen2_moe: Qwen/Qwen1.5-MoE-A2.7B, config.json
+ * (https://huggingface.co/Qwen/Qwen1.5-MoE-A2.7B/blob/main/config.json; the same numbers in
+ * Qwen/Qwen1.5-MoE-A2.7B-Chat-GPTQ-Int4's): Qwen2MoeForCausalLM, hidden_size 2048,
+ * intermediate_size 5632, 16 heads = 16 kv heads, moe_intermediate_size 1408,
+ * shared_expert_intermediate_size 5632, num_experts 60, num_experts_per_tok 4,
+ * norm_topk_prob false, decoder_sparse_step 1, rms_norm_eps 1e-06, rope_theta 1000000.0,
+ * tie_word_embeddings false; experts as per-expert modules mlp.experts.<e>.{gate,up,down}_proj.
+ * Scaled by 1/32: hidden 64, intermediate 176, expert 44, 60 experts top 4. */
+static void qwen15_moe_a27b(void)
+{
+    fx_cfg c = base(FX_QWEN2_MOE);
+    c.kv_heads = 4;
+    c.inter = 176;
+    c.moe_inter = 44;
+    c.shared_inter = 176;
+    c.experts = 60;
+    c.top_k = 4;
+    c.norm_topk = 0;
+    c.mlp_only = 0;
+    c.tied = 0;
+    every_path(c, "qwen1.5-moe-a2.7b", NULL, NULL);
+}
+static void qwen2_moe_square(void)
+{
+    fx_cfg c = base(FX_QWEN2_MOE);
+    c.kv_heads = 4;
+    c.inter = 64;
+    c.moe_inter = 64;
+    c.shared_inter = 64;
+    every_path(c, "qwen2_moe-square", NULL, NULL);
+}
+
+/* ---- qwen3: Qwen/Qwen3-8B, config.json (https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json):
+ * Qwen3ForCausalLM, hidden_size 4096, intermediate_size 12288 (3x), 32 heads, 8 kv heads,
+ * head_dim 128, rms_norm_eps 1e-06, rope_theta 1000000, tie_word_embeddings false; q_norm /
+ * k_norm over head_dim. Scaled: hidden 128, intermediate 384, 8 : 2 heads of 16. */
+static void qwen3_8b(void)
+{
+    fx_cfg c = fx_small_cfg(FX_QWEN3, FX_BF16);
+    c.hidden = 128;
+    c.inter = 384;
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.head_dim = 16;
+    c.theta = 1e6;
+    c.tied = 0;
+    every_path(c, "qwen3-8b", NULL, NULL);
+}
+static void qwen3_square(void)
+{
+    fx_cfg c = fx_small_cfg(FX_QWEN3, FX_BF16);
+    c.inter = 64;
+    c.kv_heads = 4;
+    every_path(c, "qwen3-square", NULL, NULL);
+}
+
+/* ---- qwen3_moe: Qwen/Qwen3-30B-A3B, config.json
+ * (https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json): Qwen3MoeForCausalLM,
+ * hidden_size 2048, intermediate_size 6144, moe_intermediate_size 768, 32 heads, 4 kv heads,
+ * head_dim 128 (so q_proj is [4096, 2048]: heads * head_dim = 2 * hidden), num_experts 128,
+ * num_experts_per_tok 8, norm_topk_prob true, decoder_sparse_step 1, mlp_only_layers [],
+ * rms_norm_eps 1e-06, rope_theta 1000000.0, tie_word_embeddings false; per-expert modules
+ * mlp.experts.<e>.{gate,up,down}_proj. Scaled by 1/32: hidden 64, expert 24, 128 experts top
+ * 8, 8 : 1 heads of 16 (q 128 = 2 * hidden). */
+static void qwen3_30b_a3b(void)
+{
+    fx_cfg c = fx_small_cfg(FX_QWEN3_MOE, FX_BF16);
+    c.hf_expert_names = 1;
+    c.inter = 192;
+    c.moe_inter = 24;
+    c.experts = 128;
+    c.top_k = 8;
+    c.heads = 8;
+    c.kv_heads = 1;
+    c.head_dim = 16;
+    c.theta = 1e6;
+    c.norm_topk = 1;
+    every_path(c, "qwen3-30b-a3b", NULL, NULL);
+}
+static void qwen3_moe_square(void)
+{
+    fx_cfg c = fx_small_cfg(FX_QWEN3_MOE, FX_BF16);
+    c.hf_expert_names = 1;
+    c.inter = 64;
+    c.moe_inter = 64;
+    c.kv_heads = 4;
+    every_path(c, "qwen3_moe-square", NULL, NULL);
+}
+
+/* ---- mixtral: mistralai/Mixtral-8x7B-v0.1, config.json
+ * (https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json):
+ * MixtralForCausalLM, hidden_size 4096, intermediate_size 14336, 32 heads, 8 kv heads,
+ * num_local_experts 8, num_experts_per_tok 2, rms_norm_eps 1e-05, rope_theta 1000000.0,
+ * sliding_window null, tie_word_embeddings false, no head_dim key; per-expert modules
+ * block_sparse_moe.experts.<e>.{w1,w2,w3}. Scaled: hidden 128, intermediate 448, 8 : 2 heads
+ * of 16. */
+static void mixtral_8x7b(void)
+{
+    fx_cfg c = base(FX_MIXTRAL);
+    c.hidden = 128;
+    c.inter = 448;
+    c.moe_inter = 448;
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.head_dim = 16;
+    c.window = 0;
+    c.tied = 0;
+    every_path(c, "mixtral-8x7b", no_head_dim, NULL);
+}
+static void mixtral_square(void)
+{
+    fx_cfg c = base(FX_MIXTRAL);
+    c.inter = 64;
+    c.moe_inter = 64;
+    c.kv_heads = 4;
+    every_path(c, "mixtral-square", no_head_dim, NULL);
+}
+
+/* ---- deepseek_v3: deepseek-ai/DeepSeek-V3, config.json
+ * (https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json):
+ * DeepseekV3ForCausalLM, hidden_size 7168, intermediate_size 18432, moe_intermediate_size
+ * 2048, 128 heads, q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128,
+ * qk_rope_head_dim 64, v_head_dim 128, n_routed_experts 256, num_experts_per_tok 8,
+ * n_shared_experts 1, first_k_dense_replace 3, n_group 8, topk_group 4, routed_scaling_factor
+ * 2.5, norm_topk_prob true, scoring_func sigmoid, topk_method noaux_tc, rms_norm_eps 1e-06,
+ * rope_theta 10000, rope_scaling {beta_fast 32, beta_slow 1, factor 40, mscale 1.0,
+ * mscale_all_dim 1.0, original_max_position_embeddings 4096, "type": "yarn"} (the old key
+ * "type", and no "truncate": transformers' default, true), tie_word_embeddings false.
+ * Scaled: 4 layers, 3 dense; 2 heads; q_lora 48, kv_lora 16, nope 16, rope 8, v 16; 32 experts
+ * in 8 groups, top 4 groups, top 8. */
+static const char *const ds_drop[] = {"rope_scaling", NULL};
+#define DS_ROPE                                                                                                        \
+    "{\"rope_scaling\": {\"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 1.0, " \
+    "\"original_max_position_embeddings\": 4096, \"type\": \"yarn\"}}"
+static void deepseek_v3(void)
+{
+    fx_cfg c = base(FX_DEEPSEEK);
+    c.hidden = 112;
+    c.inter = 288;
+    c.moe_inter = 32;
+    c.layers = 4;
+    c.first_dense = 3;
+    c.heads = 2;
+    c.kv_heads = 2;
+    c.q_lora = 48;
+    c.kv_lora = 16;
+    c.experts = 32;
+    c.n_group = 8;
+    c.topk_group = 4;
+    c.top_k = 8;
+    c.norm_topk = 1;
+    c.route_scale = 2.5;
+    c.rs_truncate = 1;
+    every_path(c, "deepseek-v3", ds_drop, DS_ROPE);
+}
+static void deepseek_square(void)
+{
+    fx_cfg c = base(FX_DEEPSEEK);
+    c.inter = 64;
+    c.moe_inter = 64;
+    c.q_lora = 64;
+    c.rs_truncate = 1;
+    every_path(c, "deepseek-square", ds_drop, DS_ROPE);
+}
+
+/* ---- qwen3_next: Qwen/Qwen3-Next-80B-A3B-Instruct, config.json
+ * (https://huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct/blob/main/config.json):
+ * Qwen3NextForCausalLM, hidden_size 2048, intermediate_size 5120, 16 heads, 2 kv heads,
+ * head_dim 256 (q_proj 2 * 16 * 256 rows: query and gate), linear_num_key_heads 16,
+ * linear_num_value_heads 32, linear_key_head_dim 128, linear_value_head_dim 128,
+ * linear_conv_kernel_dim 4, full_attention_interval 4, num_experts 512, num_experts_per_tok
+ * 10, moe_intermediate_size 512, shared_expert_intermediate_size 512, norm_topk_prob true,
+ * decoder_sparse_step 1, mlp_only_layers [], partial_rotary_factor 0.25, rope_theta 10000000,
+ * rms_norm_eps 1e-06, tie_word_embeddings false. Scaled by 1/32: hidden 64, 8 : 1 heads of 16,
+ * linear 4 key heads and 8 value heads of 16, 64 experts top 10 of 16, shared 16. */
+static void qwen3_next_80b(void)
+{
+    fx_cfg c = base(FX_QWEN3_NEXT);
+    c.heads = 8;
+    c.kv_heads = 1;
+    c.head_dim = 16;
+    c.inter = 160;
+    c.lk_heads = 4;
+    c.lv_heads = 8;
+    c.lk_dim = 16;
+    c.lv_dim = 16;
+    c.conv_k = 4;
+    c.full_interval = 4;
+    c.experts = 64;
+    c.top_k = 10;
+    c.moe_inter = 16;
+    c.shared_inter = 16;
+    c.norm_topk = 1;
+    c.mlp_only = 0;
+    c.prf = 0.25;
+    c.theta = 1e7;
+    c.tied = 0;
+    every_path(c, "qwen3-next-80b-a3b", NULL, NULL);
+}
+static void qwen3_next_square(void)
+{
+    fx_cfg c = base(FX_QWEN3_NEXT);
+    c.moe_inter = 64;
+    c.shared_inter = 64;
+    c.inter = 64;
+    every_path(c, "qwen3_next-square", NULL, NULL);
+}
+
+int main(void)
+{
+    RUN(llama31_8b);
+    RUN(llama_square);
+    RUN(mistral_7b);
+    RUN(qwen25_7b);
+    RUN(qwen2_square);
+    RUN(qwen15_moe_a27b);
+    RUN(qwen2_moe_square);
+    RUN(qwen3_8b);
+    RUN(qwen3_square);
+    RUN(qwen3_30b_a3b);
+    RUN(qwen3_moe_square);
+    RUN(mixtral_8x7b);
+    RUN(mixtral_square);
+    RUN(deepseek_v3);
+    RUN(deepseek_square);
+    RUN(qwen3_next_80b);
+    RUN(qwen3_next_square);
+    TEST_MAIN_END();
+}
