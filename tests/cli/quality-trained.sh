@@ -9,11 +9,12 @@
 # (bench/quality.sh), docs/quality.md.
 #
 # Thresholds, from the spread over rotation seeds 42 (the default, used here), 1, 2, 3 and 4
-# (tq-convert --seed; docs/quality.md, Seed spread) at a8ac05e (the no-shrinkage lsq scales):
+# (tq-convert --seed; docs/quality.md, "No shrinkage, seed spread and the noise baseline") at
+# ba50364 (the no-shrinkage lsq scales):
 #   mean KL, 4 bits: 0.00142-0.00163 (dense), 0.00124-0.00194 (MoE); 3 bits: 0.00582-0.00665
 #   (dense), 0.00502-0.00728 (MoE). KL4_MAX = 0.003 lies between them, so a 4 -> 3-bit
-#   regression fails at every seed (checked by hand at seed 42 with --bits 3: KL 0.0063 and
-#   0.0056). Perplexity cannot tell them apart on 948 tokens (4 bits -0.47%..+0.34%, 3 bits
+#   regression fails at every seed (checked by hand at seed 42 with --bits 3: the test fails;
+#   3-bit KL there is 0.0063 and 0.0056). Perplexity cannot tell them apart on 948 tokens (4 bits -0.47%..+0.34%, 3 bits
 #   -0.12%..+1.34%): MARGIN4 only catches a gross failure.
 #   2 bits, dense: KL 0.0256-0.0298 against the noise baseline's 0.0330-0.0341 (noise seed 0;
 #   0.033-0.040 over noise seeds 0-2 at rotation seed 42).
