@@ -118,6 +118,16 @@ FUZZ_PROGS  := $(patsubst tests/fuzz/%.c,$(BUILD)/%,$(FUZZ_SRC))
 SAN_CFLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_LDFLAGS := -fsanitize=address,undefined
 
+# Variants of the metal tests with another build of the shim (runtime/metal/shim.c), run by
+# tests/cli/metal-shim-barriers.sh and metal-shim-modes.sh (docs/metal.md, The shim): -mut is
+# built from a copy of kernels.metal whose barriers TQ_SHIM_MUT deletes or makes divergent
+# (scripts/shim-barriers); -fma with floating-point contraction (fused multiply-adds, as a GPU
+# compiler may emit; x86-64 needs -mfma for them, and a CPU with FMA to run them).
+SHIMVAR      := $(BUILD)/shimvar
+SHIM_FMA_CFLAGS := -ffp-contract=fast -DTQ_SHIM_FMA=1 $(if $(filter x86_64 amd64,$(shell uname -m)),-mfma)
+SHIMVAR_BIN  := $(SHIMVAR)/test_metal_kernels-mut $(SHIMVAR)/test_metal_kernels-fma $(SHIMVAR)/test_metal_decode-fma
+SHIM_DEPS     = runtime/metal/shim.c runtime/metal/kernels.metal $(wildcard runtime/metal/*.h) $(LIB_CFLAGS_STAMP)
+
 # Benchmark programs (bench/*.c), run by the bench/*.sh scripts: $(BUILD)/bench/NAME.
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
@@ -131,7 +141,7 @@ all: metal-note $(LIB) $(SHLIB) $(TOOLS) completions headers
 lib: $(LIB) $(SHLIB)
 headers: $(INC_HDR)
 tools: $(TOOLS)
-tests: $(TEST_BIN) $(FUZZ_REPLAY)
+tests: $(TEST_BIN) $(FUZZ_REPLAY) $(SHIMVAR_BIN)
 bench-build: $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
@@ -229,6 +239,23 @@ $(BIN)/tq-%: $(BUILD)/cmd/tq-%.o $(CMD_COMMON_OBJ) $(LIB)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(MKLIB) $(LIB)
 	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(SHIMVAR)/kernels/runtime/metal/kernels.metal: runtime/metal/kernels.metal scripts/shim-barriers
+	@mkdir -p $(dir $@)
+	scripts/shim-barriers $< $@ > $(SHIMVAR)/barriers.count
+
+$(SHIMVAR)/shim-mut.o: $(SHIM_DEPS) $(SHIMVAR)/kernels/runtime/metal/kernels.metal
+	$(CC) $(CFLAGS) $(LIB_OBJ_FLAGS) -iquote $(SHIMVAR)/kernels -c $< -o $@
+
+$(SHIMVAR)/shim-fma.o: $(SHIM_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LIB_OBJ_FLAGS) $(SHIM_FMA_CFLAGS) -c $< -o $@
+
+$(SHIMVAR)/%-mut: $(BUILD)/tests/unit/%.o $(SHIMVAR)/shim-mut.o $(TEST_COMMON_OBJ) $(MKLIB) $(LIB)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(SHIMVAR)/%-fma: $(BUILD)/tests/unit/%.o $(SHIMVAR)/shim-fma.o $(TEST_COMMON_OBJ) $(MKLIB) $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # The option tables' test links the front-ends' shared code (cmd/cli.c, cmd/opts.c) too.
