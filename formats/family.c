@@ -429,7 +429,12 @@ void tq_family_name(const tq_family *f, uint64_t n_layers, const char *name, tq_
                 o->expert = ex;
                 return;
             }
-            if ((f->store == TQ_EXP_FUSED || f->xw_fused) && (!strcmp(x, "gate_up_proj") || !strcmp(x, "down_proj"))) {
+            /* fused: the families stored so, and the per-expert families too, whose modules
+             * transformers 5 holds fused in memory (MixtralExperts and the classes built on it:
+             * gate_up_proj [E, 2I, H], down_proj [E, H, I]), which is what a state dict saved
+             * without reverting its conversion mapping holds */
+            if ((f->store == TQ_EXP_FUSED || f->store == TQ_EXP_SEPARATE || f->xw_fused) &&
+                (!strcmp(x, "gate_up_proj") || !strcmp(x, "down_proj"))) {
                 o->role = TQ_ROLE_EXPERT;
                 o->form = f->xw_fused ? TQ_FORM_FUSED_XW : TQ_FORM_FUSED;
                 o->proj = x[0] == 'g' ? TQ_PROJ_GATE_UP : TQ_PROJ_DOWN;

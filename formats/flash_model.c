@@ -143,7 +143,7 @@ static char *fused_name(const tq_family *f, const char *prefix, const char *tail
         if (strlen(tq_flash_projs[k]) == (size_t)(dot - tail) && !strncmp(tail, tq_flash_projs[k], (size_t)(dot - tail)))
             proj = k;
     const char *blk = *f->moe_block ? f->moe_block : "";
-    if (f->store == TQ_EXP_FUSED && proj >= 0 && !strcmp(dot + 1, "weight"))
+    if ((f->store == TQ_EXP_FUSED || f->store == TQ_EXP_SEPARATE) && proj >= 0 && !strcmp(dot + 1, "weight"))
         return tq_asprintf(e, "%s%s%sexperts.%s", prefix, blk, *blk ? "." : "", tq_flash_projs[proj]);
     if (f->store == TQ_EXP_MXFP4 && proj >= 0 &&
         (!strcmp(dot + 1, "blocks") || !strcmp(dot + 1, "scales") || !strcmp(dot + 1, "bias")))

@@ -870,7 +870,7 @@ static int fx_generate_family(const fx_cfg *c, const char *dir, fx_model *m)
             L->sg = fx_matrix(&f, NM("mlp.shared_experts.gate_proj"), K, c->n_shared * c->moe_inter, H, 0, 0, &sl, 0);
             L->su = fx_matrix(&f, NM("mlp.shared_experts.up_proj"), K, c->n_shared * c->moe_inter, H, 0, 0, &sl, 0);
             L->sd = fx_matrix(&f, NM("mlp.shared_experts.down_proj"), K, H, c->n_shared * c->moe_inter, 0, 0, &sl, 0);
-            fx_experts(&f, c, L, P, "mlp.experts", "mlp.switch_mlp", gud, 0, 0);
+            fx_experts(&f, c, L, P, "mlp.experts", "mlp.switch_mlp", gud, c->hf_expert_names == 3, 0);
             break;
         case FX_GPT_OSS: /* the MLX form: stacked mlp.experts.* with biases */
             L->router = fx_matrix(&f, NM("mlp.router"), K, c->experts, H, 0, 0, &sl, !aff);
@@ -884,7 +884,7 @@ static int fx_generate_family(const fx_cfg *c, const char *dir, fx_model *m)
             L->sd = fx_matrix(&f, NM("mlp.shared_expert.down_proj"), K, H, c->shared_inter, 0, 0, &sl, 0);
             L->sgate = fx_matrix(&f, NM("mlp.shared_expert_gate"), K, 1, H, 0, 0, &sl, 1);
             fx_experts(&f, c, L, P, "mlp.experts", "mlp.switch_mlp", gud,
-                       c->arch == FX_QWEN3_5_MOE && c->hf_expert_names, 0);
+                       (c->arch == FX_QWEN3_5_MOE && c->hf_expert_names) || c->hf_expert_names == 3, 0);
             break;
         }
     }

@@ -466,6 +466,41 @@ static void qwen3_next_square(void)
     every_path(c, "qwen3_next-square", NULL, NULL);
 }
 
+/* ---- transformers 5's in-memory expert layout. MixtralExperts
+ * (transformers/models/mixtral/modeling_mixtral.py) and the classes built on it
+ * (Qwen2MoeExperts, Qwen3NextExperts, DeepseekV3's experts) hold gate_up_proj [E, 2I, H]
+ * (gate rows first, .chunk(2)) and down_proj [E, H, I] as bare parameters; loading fuses the
+ * hub's per-expert tensors into them and save_pretrained reverts that (core_model_loading.py,
+ * revert_weight_conversion), but a state dict saved without the revert holds the fused form.
+ * tq-run and tq-convert --keep read it; tq-split refused it ("named like a routed expert but
+ * not one tq-split can place") and tq-convert kept it under the HF name, where mlx-lm's
+ * sanitize (which stacks experts.<e>.*) cannot load it. Now split keeps it fused and convert
+ * writes mlx-lm's switch_mlp stack. */
+static void fused_case(int arch, const char *what)
+{
+    fx_cfg c = base(arch);
+    c.hf_expert_names = 3;
+    if (arch == FX_DEEPSEEK)
+        c.rs_truncate = 1;
+    every_path(c, what, arch == FX_DEEPSEEK ? ds_drop : NULL, arch == FX_DEEPSEEK ? DS_ROPE : NULL);
+    char cv[600];
+    dir_of(cv, sizeof cv, what, ".conv");
+    tq_model *m = NULL;
+    tq_err err = {0};
+    CHECK_OK(tq_model_open(&m, cv, &err));
+    int stacked = 0, fused = 0;
+    for (size_t i = 0; m && i < m->n_tensors; i++) {
+        stacked += strstr(m->tensors[i].info.name, "mlp.switch_mlp.gate_proj.weight") != NULL;
+        fused += strstr(m->tensors[i].info.name, "experts.gate_up_proj") != NULL;
+    }
+    CHECKF(stacked > 0 && fused == 0, "%s: converted holds %d switch_mlp gate stacks and %d fused tensors", what,
+           stacked, fused);
+    tq_model_close(m);
+}
+static void qwen2_moe_fused(void) { fused_case(FX_QWEN2_MOE, "qwen2_moe-fused"); }
+static void qwen3_next_fused(void) { fused_case(FX_QWEN3_NEXT, "qwen3_next-fused"); }
+static void deepseek_fused(void) { fused_case(FX_DEEPSEEK, "deepseek-fused"); }
+
 int main(void)
 {
     RUN(llama31_8b);
@@ -485,5 +520,8 @@ int main(void)
     RUN(deepseek_square);
     RUN(qwen3_next_80b);
     RUN(qwen3_next_square);
+    RUN(qwen2_moe_fused);
+    RUN(qwen3_next_fused);
+    RUN(deepseek_fused);
     TEST_MAIN_END();
 }
