@@ -59,7 +59,11 @@ endif
 
 # The library: the toolbox, the formats, the kernels and one folder per pipeline.
 LIBDIRS  := common formats quant quant/convert layout/split layout/rows verify runtime runtime/metal tokenizer
-LIB_SRC  := $(sort $(wildcard $(addsuffix /*.c,$(LIBDIRS))))
+# common/platform_*.c: the one place with OS-specific calls (common/platform.h); each build
+# takes its system's file only.
+PLATFORM := $(if $(filter Darwin,$(shell uname -s)),macos,linux)
+LIB_SRC  := $(filter-out $(filter-out common/platform_$(PLATFORM).c,$(wildcard common/platform_*.c)),\
+              $(sort $(wildcard $(addsuffix /*.c,$(LIBDIRS)))))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB      := $(BUILD)/libtq.a
 # The shared library beside it, with the soname of the major version: libtq.so.0.1.0,
@@ -136,7 +140,7 @@ MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
 .SECONDARY:
-.PHONY: deps all headers tools lib tests bench-build check check-asan check-long check-arm64 check-metal demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
+.PHONY: deps all headers tools lib tests bench-build check check-asan check-long check-arm64 check-metal posix-syntax demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
 all: metal-note $(LIB) $(SHLIB) $(TOOLS) completions headers
 lib: $(LIB) $(SHLIB)
 headers: $(INC_HDR)
@@ -306,6 +310,14 @@ endif
 # installs the cross compiler, qemu-user and arm64 libraries). Not in check or CI: slow.
 check-arm64:
 	@./scripts/check-arm64
+
+# The portable part (every source but common/platform_*.c) compiled as POSIX.1-2008 with its
+# XSI extension and without _GNU_SOURCE, syntax only: a Linux-only call outside the platform
+# layer (common/platform.h) is an implicit declaration here. tests/cli/platform-layer.sh.
+PORTABLE_SRC := $(filter-out common/platform_%.c,$(LIB_SRC) $(CMD_SRC) $(CMD_COMMON_SRC) $(MK_SRC))
+posix-syntax:
+	@printf '%s\n' $(PORTABLE_SRC) | xargs -P2 -n8 $(CC) $(CSTD) -D_POSIX_C_SOURCE=200809L -D_XOPEN_SOURCE=700 \
+	  -D_FILE_OFFSET_BITS=64 $(WARN) -ffp-contract=off -pthread -I. $(PKG_CFLAGS) -fsyntax-only
 
 check-long: all tests
 	@BIN=$(abspath $(BIN)) BUILD=$(abspath $(BUILD)) TQ_LONG=1 ./tests/run-tests

@@ -34,6 +34,7 @@
  *   internal: the tools' own machinery, installed and exported only because the experimental
  *     headers use their types or the tools share them; no promise at all, not meant for
  *     programs, and they may change or leave the installed set in any release:
+ *       common/platform.h   the OS layer (tq_plat_): the only OS-specific calls
  *       formats/family.h    the family table (tq_family_): tensor names per model family
  *       formats/flash.h     the split layer files and split.json (split.h uses its types)
  *       quant/quant.h       the TurboQuant and MLX affine kernels (convert.h uses
@@ -46,6 +47,7 @@
 #define TQ_H
 
 #include "common/common.h"
+#include "common/platform.h"
 #include "formats/formats.h"
 #include "formats/family.h"
 #include "formats/flash.h"

@@ -1,5 +1,6 @@
 /* Atomic output files: FILE.partial-XXXXXX, fsynced and published by tq_publish, or removed. */
 #include "common/common.h"
+#include "common/platform.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,7 +44,7 @@ int tq_afile_create(tq_afile *f, tq_err *e)
     }
     memcpy(f->tmp_path, f->final_path, n);
     memcpy(f->tmp_path + n, ".partial-XXXXXX", sizeof ".partial-XXXXXX");
-    f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
+    f->fd = tq_plat_mkstemp_cloexec(f->tmp_path);
     if (f->fd < 0) {
         int err = errno;
         free(f->tmp_path);

@@ -32,8 +32,11 @@ static void wait_if_stopping(void)
     sigset_t pending;
     if (!have_stop_set || sigpending(&pending) != 0)
         return;
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sigismember(&stop_set, sig) == 1 && sigismember(&pending, sig) == 1)
+    /* POSIX has no bound on signal numbers (NSIG is an extension): the signals a stop set
+     * can hold are the named ones that end a process by default (cmd/cli.c uses three). */
+    static const int named[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE, SIGXCPU, SIGXFSZ};
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+        if (sigismember(&stop_set, named[i]) == 1 && sigismember(&pending, named[i]) == 1)
             for (;;)
                 pause();
 }

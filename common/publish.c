@@ -11,9 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/syscall.h>
-#endif
+
+#include "common/platform.h"
 
 /* ------------------------------------------------------------ test hooks */
 
@@ -59,20 +58,7 @@ static int rename_flags(const char *from, const char *to, int how)
         errno = ENOSYS;
         return -1;
     }
-#if defined(__linux__) && defined(SYS_renameat2)
-    /* The syscall directly: glibc before 2.28 has no renameat2() wrapper. Flag values are
-     * the kernel's (include/uapi/linux/fs.h). */
-    unsigned flags = how == R_NOREPLACE ? 1u /* RENAME_NOREPLACE */ : 2u /* RENAME_EXCHANGE */;
-    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, flags);
-#elif defined(__APPLE__) && defined(RENAME_EXCL)
-    return renamex_np(from, to, how == R_NOREPLACE ? RENAME_EXCL : RENAME_SWAP);
-#else
-    (void)from;
-    (void)to;
-    (void)how;
-    errno = ENOSYS;
-    return -1;
-#endif
+    return tq_plat_rename(from, to, how == R_EXCHANGE);
 }
 
 static int unsupported(int err)

@@ -1,6 +1,7 @@
 /* Inputs read over time: their identity (device, inode, size, mtime, ctime, a hash of the
  * first bytes) is recorded when a tool starts and compared again before it publishes. */
 #include "common/common.h"
+#include "common/platform.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,11 +17,6 @@
 #define MAX_DEPTH 8
 #define MAX_ENTRIES 1000000
 
-static int64_t ns_of(struct timespec t)
-{
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 void tq_file_id_stat(const struct stat *st, tq_file_id *id)
 {
     memset(id, 0, sizeof *id);
@@ -28,13 +24,7 @@ void tq_file_id_stat(const struct stat *st, tq_file_id *id)
     id->ino = (uint64_t)st->st_ino;
     id->size = S_ISDIR(st->st_mode) ? 0 : (uint64_t)st->st_size;
     id->is_dir = S_ISDIR(st->st_mode);
-#ifdef __APPLE__
-    id->mtime_ns = ns_of(st->st_mtimespec);
-    id->ctime_ns = ns_of(st->st_ctimespec);
-#else
-    id->mtime_ns = ns_of(st->st_mtim);
-    id->ctime_ns = ns_of(st->st_ctim);
-#endif
+    tq_plat_stat_times(st, &id->mtime_ns, &id->ctime_ns);
 }
 
 /* The hash of the first HEAD_BYTES of a regular file, read without blocking on anything that

@@ -1,4 +1,5 @@
 /* What tq-verify ls prints, and the end-to-end read behind ls --read. */
+#include "common/platform.h"
 #include "formats/formats_internal.h"
 
 #include <cjson/cJSON.h>
@@ -97,14 +98,14 @@ int tq_model_read_all(const tq_model *m, size_t chunk, uint64_t *bytes, tq_err *
      * one sequential pass over that range reads every tensor's bytes in large requests */
     for (size_t i = 0; rc == 0 && i < m->n_files; i++) {
         const tq_st_file *f = m->files[i];
-        posix_fadvise(f->fd, (off_t)f->data_start, 0, POSIX_FADV_SEQUENTIAL);
+        tq_plat_advise(f->fd, f->data_start, 0, TQ_ADV_SEQUENTIAL);
         uint64_t ahead = f->data_start; /* bytes up to here have been asked for */
         for (uint64_t pos = f->data_start; rc == 0 && pos < f->file_size;) {
             size_t n = f->file_size - pos < chunk ? (size_t)(f->file_size - pos) : chunk;
             /* keep PREFETCH chunks of asynchronous readahead in flight beyond this read,
              * so the disk never waits for the copy (cat gets this from small reads) */
             while (ahead < f->file_size && ahead < pos + (uint64_t)(PREFETCH + 1) * chunk) {
-                posix_fadvise(f->fd, (off_t)ahead, (off_t)chunk, POSIX_FADV_WILLNEED);
+                tq_plat_advise(f->fd, ahead, chunk, TQ_ADV_WILLNEED);
                 ahead += chunk;
             }
             rc = tq_pread_full(f->fd, buf, n, pos, f->path, e);

@@ -4,6 +4,7 @@
  * layer are read in parallel by io threads. Only the decoding thread touches the cache
  * structure; io threads only fill buffers. */
 #include "runtime/rt_internal.h"
+#include "common/platform.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,8 +26,8 @@ void *rt_alloc_aligned(uint64_t n, uint64_t align, tq_err *e)
 
 uint64_t rt_map_page(void)
 {
-    long pg = sysconf(_SC_PAGESIZE);
-    return pg > (long)RT_MAP_PAGE ? (uint64_t)pg : RT_MAP_PAGE;
+    uint64_t pg = tq_plat_page_size();
+    return pg > RT_MAP_PAGE ? pg : RT_MAP_PAGE;
 }
 
 uint64_t rt_map_round(uint64_t n)
@@ -49,12 +50,10 @@ int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
         s->io = io_mode;
         s->fd = tq_open_regular(path, &size, e);
     } else {
-#if defined(__linux__) && defined(O_DIRECT)
-        s->io = TQ_RUN_IO_DIRECT;
-        tq_err le;
-        s->fd = tq_open_regular_flags(path, O_DIRECT, &size, &le);
-        if (s->fd >= 0) {
-            /* Some filesystems accept the flag at open and refuse the read: probe once. */
+        s->io = TQ_RUN_IO_FADVISE;
+        s->fd = tq_open_regular(path, &size, e);
+        if (s->fd >= 0 && tq_plat_uncached(s->fd, 1) == 0) {
+            /* Some filesystems accept O_DIRECT and refuse the read: probe once. */
             uint64_t a = s->align ? s->align : 4096;
             void *probe = rt_alloc_aligned(a, a, e);
             if (!probe) {
@@ -64,31 +63,17 @@ int rt_block_src_open(rt_block_src *s, const char *path, int io_mode, tq_err *e)
             }
             ssize_t got = pread(s->fd, probe, (size_t)a, 0);
             free(probe);
-            if (got < 0) {
-                close(s->fd);
-                s->fd = -1;
-            }
+            if (got >= 0)
+                s->io = TQ_RUN_IO_DIRECT;
+            else
+                (void)tq_plat_uncached(s->fd, 0);
         }
-        if (s->fd < 0) {
-            s->io = TQ_RUN_IO_FADVISE;
-            s->fd = tq_open_regular(path, &size, e);
-        }
-#else
-        s->io = TQ_RUN_IO_FADVISE;
-        s->fd = tq_open_regular(path, &size, e);
-#if defined(__APPLE__) && defined(F_NOCACHE)
-        if (s->fd >= 0 && fcntl(s->fd, F_NOCACHE, 1) == 0)
-            s->io = TQ_RUN_IO_DIRECT;
-#endif
-#endif
     }
     if (s->fd < 0)
         return -1;
-#ifdef POSIX_FADV_DONTNEED
     /* the header page was read through the page cache when the file was parsed */
     if (s->io != TQ_RUN_IO_BUFFERED)
-        posix_fadvise(s->fd, 0, 0, POSIX_FADV_DONTNEED);
-#endif
+        tq_plat_advise(s->fd, 0, 0, TQ_ADV_DONTNEED);
     uint64_t need;
     if (tq_mul_u64(s->block_size, s->n_experts, &need) || tq_add_u64(need, s->data_start, &need) ||
         need > size)
@@ -125,10 +110,8 @@ static int read_block(rt_block_src *s, uint64_t ex, uint8_t *buf, int check, tq_
     uint64_t off = s->data_start + ex * s->block_size;
     if (tq_pread_full(s->fd, buf, s->block_size, off, s->path, e) != 0)
         return tq_err_prefix(e, "expert %llu (%s read)", (unsigned long long)ex, rt_io_name(s->io));
-#ifdef POSIX_FADV_DONTNEED
     if (s->io == TQ_RUN_IO_FADVISE)
-        posix_fadvise(s->fd, (off_t)off, (off_t)s->block_size, POSIX_FADV_DONTNEED);
-#endif
+        tq_plat_advise(s->fd, off, s->block_size, TQ_ADV_DONTNEED);
     if (check && s->have_sha) {
         unsigned char d[32];
         tq_sha256_buf(buf, s->block_size, d);

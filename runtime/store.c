@@ -1,5 +1,6 @@
 /* Resident tensors: read on first use from a model directory, or from a split directory's
  * pinned file and flash_aligned_v1 dense FFN files. */
+#include "common/platform.h"
 #include "runtime/rt_internal.h"
 #include "formats/flash.h"
 
@@ -171,16 +172,12 @@ void rt_store_close(rt_store *s)
 
 void rt_store_drop_cache(rt_store *s)
 {
-#ifdef POSIX_FADV_DONTNEED
     for (size_t i = 0; i < s->m->n_files; i++)
         if (s->m->files[i] && s->m->files[i]->fd >= 0)
-            posix_fadvise(s->m->files[i]->fd, 0, 0, POSIX_FADV_DONTNEED);
+            tq_plat_advise(s->m->files[i]->fd, 0, 0, TQ_ADV_DONTNEED);
     for (uint64_t l = 0; l < s->n_ffn; l++)
         if (s->ffn_fd[l] >= 0)
-            posix_fadvise(s->ffn_fd[l], 0, 0, POSIX_FADV_DONTNEED);
-#else
-    (void)s;
-#endif
+            tq_plat_advise(s->ffn_fd[l], 0, 0, TQ_ADV_DONTNEED);
 }
 
 static int in_alloc(const void *p, const void *d, uint64_t nbytes, const void **base, uint64_t *n)

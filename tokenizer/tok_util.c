@@ -4,6 +4,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* memmem(3) (a GNU/BSD extension, POSIX only since 2024): the first `nl` bytes of `ndl` in
+ * `hay`, NULL when absent; an empty needle is found at `hay`. */
+static const char *find_bytes(const char *hay, size_t hn, const char *ndl, size_t nl)
+{
+    if (nl == 0)
+        return hay;
+    while (nl <= hn) {
+        const char *p = memchr(hay, ndl[0], hn - nl + 1);
+        if (!p)
+            return NULL;
+        if (memcmp(p, ndl, nl) == 0)
+            return p;
+        hn -= (size_t)(p - hay) + 1;
+        hay = p + 1;
+    }
+    return NULL;
+}
+
 const char *const tok_norm_names[] = {"NFC",      "NFD",   "NFKC",      "NFKD",        "Replace",
                                      "Prepend",  "Strip", "Lowercase", "StripAccents"};
 const char *const tok_dec_names[] = {"ByteLevel", "Metaspace", "Replace", "ByteFallback", "Fuse", "Strip"};
@@ -318,7 +336,7 @@ static const char *pcre2_only(const char *s, size_t n, size_t *at)
         }
         if (in_class) {
             if (c == '[' && d == ':') { /* [:alpha:] inside a class */
-                const char *e = memmem(s + i + 2, n - i - 2, ":]", 2);
+                const char *e = find_bytes(s + i + 2, n - i - 2, ":]", 2);
                 if (e)
                     i = (size_t)(e - s) + 1;
             } else if (c == ']') {
@@ -414,7 +432,7 @@ int tok_pattern_next(const tok_pattern *p, pcre2_match_data *md, const char *s, 
                      size_t *me, tq_err *e)
 {
     if (p->lit) {
-        const char *f = from < n ? memmem(s + from, n - from, p->lit, p->lit_len) : NULL;
+        const char *f = from < n ? find_bytes(s + from, n - from, p->lit, p->lit_len) : NULL;
         if (!f)
             return 1;
         *ms = (size_t)(f - s);

@@ -1,4 +1,5 @@
 /* Parallel hashing of files and of byte ranges inside them, in large sequential reads. */
+#include "common/platform.h"
 #include "verify/verify_internal.h"
 
 #include <errno.h>
@@ -126,9 +127,7 @@ static void run_job(tq_work *q, job *j, char *buf)
         j->failed = 1;
         return;
     }
-#ifdef POSIX_FADV_SEQUENTIAL
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
+    tq_plat_advise(fd, 0, 0, TQ_ADV_SEQUENTIAL);
     tq_vhasher vh;
     uint64_t from = 0, to = 0;
     int until_eof = j->whole;

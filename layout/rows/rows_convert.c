@@ -1,5 +1,6 @@
 /* SOURCE -> row file: interleave chunk by chunk, read every chunk back from the partial
  * file and compare it with the source rows, fsync, re-check the source, rename. */
+#include "common/platform.h"
 #include "layout/rows/rows.h"
 #include "layout/rows/rows_internal.h"
 
@@ -176,7 +177,7 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
         goto done;
     if (rows_io_init(&io[0], &g, o->chunk_bytes, e) != 0 || rows_io_init(&io[1], &g, o->chunk_bytes, e) != 0)
         goto done;
-    posix_fadvise(t.st->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    tq_plat_advise(t.st->fd, 0, 0, TQ_ADV_SEQUENTIAL);
     tq_progress pg;
     tq_progress_init(&pg, "rows", g.data_bytes, o->quiet);
     fill_job job[2] = {{.io = &io[0], .t = &t, .source = source}, {.io = &io[1], .t = &t, .source = source}};
@@ -212,10 +213,8 @@ int tq_rows_convert(const char *source, const char *out, const tq_rows_opts *o, 
             pthread_join(th, NULL);
         if (bad)
             goto done;
-#ifdef __linux__
         /* Start writeback now so the final fsync does not find the whole file dirty. */
-        sync_file_range(af.fd, (off_t)(data_start + o0), (off_t)n, SYNC_FILE_RANGE_WRITE);
-#endif
+        tq_plat_writeback(af.fd, data_start + o0, n);
         tq_progress_add(&pg, n);
     }
     tq_progress_end(&pg);

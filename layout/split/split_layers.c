@@ -1,5 +1,6 @@
 /* The layer files: moe_flash_v1 (one block per expert, workers in parallel, the file hash in
  * block order) and flash_aligned_v1 (one dense FFN layer per worker). */
+#include "common/platform.h"
 #include "layout/split/split_internal.h"
 
 #include <errno.h>
@@ -62,7 +63,7 @@ static void prefetch_expert(const split_layer *L, uint64_t x)
         if (!t->file)
             continue;
         uint64_t off = t->info.offset + (sl->stacked ? x * sl->expert_bytes : 0);
-        posix_fadvise(t->file->fd, (off_t)off, (off_t)sl->expert_bytes, POSIX_FADV_WILLNEED);
+        tq_plat_advise(t->file->fd, off, sl->expert_bytes, TQ_ADV_WILLNEED);
     }
 }
 

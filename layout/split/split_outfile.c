@@ -1,6 +1,7 @@
 /* Output files of tq_split: created in the staging directory, hashed while written, O_DIRECT
  * where possible, fsynced together at the end; and the run's list of finished files, which the
  * layer and pinned writers add to. */
+#include "common/platform.h"
 #include "layout/split/split_internal.h"
 
 #include <errno.h>
@@ -107,23 +108,16 @@ void *split_aligned_zeroed(size_t n)
 
 void split_of_try_direct(out_file *f)
 {
-#ifdef O_DIRECT
-    int fl = fcntl(f->fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(f->fd, F_SETFL, fl | O_DIRECT);
-#endif
+    (void)tq_plat_uncached(f->fd, 1);
 }
 
 int split_write_direct(out_file *f, const void *buf, size_t len, uint64_t off, tq_err *e)
 {
     if (tq_pwrite_full(f->fd, buf, len, off, f->path, e) == 0)
         return 0;
-#ifdef O_DIRECT
     /* accepted at open, refused on write (EINVAL): once more through the page cache */
-    int fl = fcntl(f->fd, F_GETFL);
-    if (fl >= 0 && (fl & O_DIRECT) && fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) == 0)
+    if (tq_plat_is_uncached(f->fd) && tq_plat_uncached(f->fd, 0) == 0)
         return tq_pwrite_full(f->fd, buf, len, off, f->path, e);
-#endif
     return -1;
 }
 

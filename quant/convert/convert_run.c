@@ -1,6 +1,7 @@
 /* Running a plan: jobs of bounded size (a few MiB of input each), taken by worker threads
  * in any order. Each job reads its rows with pread, computes, and writes a disjoint byte
  * range of the output; its error sums go to its own slot and are added up in job order. */
+#include "common/platform.h"
 #include "quant/convert/convert_internal.h"
 #include "quant/quant_internal.h"
 
@@ -387,7 +388,7 @@ static void prefetch(const cv_shared *sh, size_t k)
     uint64_t off, len;
     job_src_range(&sh->jobs[k], &fd, &off, &len);
     if (len)
-        posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+        tq_plat_advise(fd, off, len, TQ_ADV_WILLNEED);
 }
 
 static int run_job(tq_work *w, void *ctx, int worker, uint64_t k, tq_err *e)
