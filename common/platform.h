@@ -44,6 +44,10 @@ TQ_API uint64_t tq_plat_peak_rss(void);
 /* The VM page size: 4 KiB on x86-64 Linux, 16 KiB on Apple silicon (sysconf(_SC_PAGESIZE)). */
 TQ_API uint64_t tq_plat_page_size(void);
 
+/* `n` bytes of zeroed, private, readable and writable memory from mmap(2) with MAP_ANON
+ * (Linux and macOS; POSIX only since 2024), to be released with munmap; NULL on failure. */
+TQ_API void *tq_plat_map_anon(size_t n);
+
 /* Reserve `size` bytes for `fd` so that a full disk fails now, not half way: 0 when reserved
  * or when the filesystem cannot reserve (the bytes then come as written); -1 with errno
  * ENOSPC / EFBIG / EDQUOT when there is no room. Linux: fallocate(2); macOS: nothing. */

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -97,6 +98,12 @@ uint64_t tq_plat_page_size(void)
 {
     long pg = sysconf(_SC_PAGESIZE);
     return pg > 0 ? (uint64_t)pg : 4096;
+}
+
+void *tq_plat_map_anon(size_t n)
+{
+    void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+    return m == MAP_FAILED ? NULL : m;
 }
 
 int tq_plat_reserve(int fd, uint64_t size)

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/sysctl.h>
 #include <sys/types.h>
@@ -98,6 +99,12 @@ uint64_t tq_plat_page_size(void)
 {
     long pg = sysconf(_SC_PAGESIZE); /* 16384 on Apple silicon */
     return pg > 0 ? (uint64_t)pg : 16384;
+}
+
+void *tq_plat_map_anon(size_t n)
+{
+    void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+    return m == MAP_FAILED ? NULL : m;
 }
 
 int tq_plat_reserve(int fd, uint64_t size)

@@ -10,6 +10,7 @@
  * to write that alloc did not make, gets wrong results here as it would on the GPU. */
 #include "runtime/metal/rtm_internal.h"
 #include "formats/formats.h"
+#include "common/platform.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -752,12 +753,11 @@ static shim_sched *shim_sched_new(tq_err *e)
     shim_sched *r = tq_calloc(1, sizeof *r, e);
     if (!r)
         return NULL;
-    long pg = sysconf(_SC_PAGESIZE);
-    size_t page = pg > 0 ? (size_t)pg : 4096u;
+    size_t page = (size_t)tq_plat_page_size();
     r->stack_step = page + ((SHIM_STACK + page - 1) / page) * page;
     r->map_size = r->stack_step * RTM_TG;
-    void *m = mmap(NULL, r->map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
-    if (m == MAP_FAILED) {
+    void *m = tq_plat_map_anon(r->map_size);
+    if (!m) {
         free(r);
         tq_fail(e, TQ_EIO, "shim: cannot map %zu bytes of fiber stacks", (size_t)RTM_TG * SHIM_STACK);
         return NULL;
