@@ -1066,6 +1066,13 @@ int fx_generate(const fx_cfg *c, const char *dir, fx_model *m)
             L->sd = fx_matrix(&f, NM("mlp.shared_expert.down_proj"), K, c->hidden, c->shared_inter, 0, 0, &sl, 0);
             L->sgate = fx_matrix(&f, NM("mlp.shared_expert_gate"), K, 1, c->hidden, 0, 0, &sl, 1);
         }
+        if (c->hf_expert_names == 3) { /* fused, as transformers 5 holds Qwen3MoeExperts */
+            static const char *const gud[3] = {"gate_proj", "up_proj", "down_proj"};
+            char P[64];
+            snprintf(P, sizeof P, "model.layers.%d.", l);
+            fx_experts(&f, c, L, P, "mlp.experts", "mlp.switch_mlp", gud, 1, 0);
+            continue;
+        }
         L->eg = calloc((size_t)c->experts, sizeof(dmat));
         L->eu = calloc((size_t)c->experts, sizeof(dmat));
         L->ed = calloc((size_t)c->experts, sizeof(dmat));

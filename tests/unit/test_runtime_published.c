@@ -468,7 +468,7 @@ static void qwen3_next_square(void)
 
 /* ---- transformers 5's in-memory expert layout. MixtralExperts
  * (transformers/models/mixtral/modeling_mixtral.py) and the classes built on it
- * (Qwen2MoeExperts, Qwen3NextExperts, DeepseekV3's experts) hold gate_up_proj [E, 2I, H]
+ * (Qwen2MoeExperts, Qwen3MoeExperts, Qwen3NextExperts, DeepseekV3's experts) hold gate_up_proj [E, 2I, H]
  * (gate rows first, .chunk(2)) and down_proj [E, H, I] as bare parameters; loading fuses the
  * hub's per-expert tensors into them and save_pretrained reverts that (core_model_loading.py,
  * revert_weight_conversion), but a state dict saved without the revert holds the fused form.
@@ -478,7 +478,7 @@ static void qwen3_next_square(void)
  * writes mlx-lm's switch_mlp stack. */
 static void fused_case(int arch, const char *what)
 {
-    fx_cfg c = base(arch);
+    fx_cfg c = arch == FX_QWEN3_MOE ? fx_small_cfg(arch, FX_BF16) : base(arch);
     c.hf_expert_names = 3;
     if (arch == FX_DEEPSEEK)
         c.rs_truncate = 1;
@@ -500,6 +500,7 @@ static void fused_case(int arch, const char *what)
 static void qwen2_moe_fused(void) { fused_case(FX_QWEN2_MOE, "qwen2_moe-fused"); }
 static void qwen3_next_fused(void) { fused_case(FX_QWEN3_NEXT, "qwen3_next-fused"); }
 static void deepseek_fused(void) { fused_case(FX_DEEPSEEK, "deepseek-fused"); }
+static void qwen3_moe_fused(void) { fused_case(FX_QWEN3_MOE, "qwen3_moe-fused"); }
 
 int main(void)
 {
@@ -523,5 +524,6 @@ int main(void)
     RUN(qwen2_moe_fused);
     RUN(qwen3_next_fused);
     RUN(deepseek_fused);
+    RUN(qwen3_moe_fused);
     TEST_MAIN_END();
 }
