@@ -91,7 +91,7 @@ runm 1 "$TQ_BENCH_DIR/decode-moe-warm.json" # warms the page cache for the pinne
 mv=$(jget "$M.tq4/config.json" vocab_size) mh=$(jget "$M.tq4/config.json" hidden_size)
 ml=$(jget "$M.tq4/config.json" num_hidden_layers) mk=$(jget "$M.tq4/config.json" num_experts_per_tok)
 pinned=$(stat -c %s "$M.tq4s/pinned.safetensors")
-eblock=$(grep -o '"length": *[0-9]*' "$M.tq4s/split.json" | head -n1 | grep -o '[0-9]*$')
+eblock=$(awk 'match($0, /"length": *[0-9]+/) { s = substr($0, RSTART, RLENGTH); sub(/.*: */, "", s); print s; exit }' "$M.tq4s/split.json")
 # weights per token: the pinned file (all but the embedding; safetensors header included)
 # and one embedding row, and mk experts in each layer (one expert block of the split each)
 mbpt=$((pinned - mv * mh * 2 + mh * 2 + ml * mk * eblock))
