@@ -140,7 +140,7 @@ MAN1 := $(wildcard man/*.1)
 MAN5 := $(wildcard man/*.5)
 
 .SECONDARY:
-.PHONY: deps all headers tools lib tests bench-build check check-asan check-long check-arm64 check-metal posix-syntax demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
+.PHONY: deps all headers tools lib tests bench-build check check-asan check-tsan check-long check-arm64 check-metal posix-syntax demo bench verify mutate fuzz fuzz-build fuzz-progs install uninstall completions clean help metal-note
 all: metal-note $(LIB) $(SHLIB) $(TOOLS) completions headers
 lib: $(LIB) $(SHLIB)
 headers: $(INC_HDR)
@@ -291,6 +291,23 @@ check-asan:
 	$(MAKE) check BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
 	  EXTRA_CFLAGS="$(SAN_CFLAGS)" EXTRA_LDFLAGS="$(SAN_LDFLAGS)"
 
+# The metal tests under ThreadSanitizer, in their own tree (docs/metal.md, The shim): the
+# shim's fibers are announced to it as threads, and only barriers, simd collectives and the
+# start and end of a threadgroup order them, so a kernel thread that reads another's write with
+# no barrier between is reported as a race (halt_on_error: the test dies and fails); the
+# same tests with every barrier deleted must get such a report. test_metal_decode is not run
+# here: under ThreadSanitizer it takes more than the runner's 600 s.
+check-tsan:
+	$(MAKE) BUILD=build-tsan BIN=build-tsan/bin OPT=-O1 EXTRA_CFLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+	  EXTRA_LDFLAGS="-fsanitize=thread" build-tsan/tests/test_metal_kernels build-tsan/shimvar/test_metal_kernels-mut
+	@BIN=$(abspath build-tsan/bin) BUILD=$(abspath build-tsan) TSAN_OPTIONS="halt_on_error=1 $(TSAN_OPTIONS)" \
+	  TQ_TEST_FILTER='^test_metal_kernels$$' ./tests/run-tests
+	@cd build-tsan && TQ_METAL_CASES="rmsnorm softmax" TQ_SHIM_MUT=-1 TSAN_OPTIONS=halt_on_error=1 \
+	  shimvar/test_metal_kernels-mut > tsan-nobarrier.out 2>&1; \
+	  grep 'ThreadSanitizer: data race' tsan-nobarrier.out >/dev/null || \
+	  { echo "check-tsan: with every barrier deleted, ThreadSanitizer reports no race (build-tsan/tsan-nobarrier.out)" >&2; exit 1; }; \
+	  echo "check-tsan: with every barrier deleted, ThreadSanitizer reports a race, as it must"
+
 # On a Mac with Xcode's Metal toolchain: the GPU backend's checks, which must run on the GPU
 # (TQ_REQUIRE_METAL: a test that cannot open it fails instead of skipping): every kernel against
 # its reference (test_metal_kernels), whole decodes of every family against the CPU backend
@@ -370,7 +387,7 @@ uninstall:
 	./scripts/install-tree uninstall "$(DESTDIR)$(PREFIX)"
 
 clean:
-	rm -rf build build-asan $(FUZZ_BUILD) build-o0 bin
+	rm -rf build build-asan build-tsan $(FUZZ_BUILD) build-o0 bin
 
 # make print-VAR: a variable's value, for a script that must agree with the build.
 print-%:
@@ -381,4 +398,4 @@ deps:
 	./scripts/install-deps check
 
 help:
-	@echo "targets: deps all check check-asan check-long check-metal demo bench bench-build verify mutate fuzz fuzz-build install uninstall clean"
+	@echo "targets: deps all check check-asan check-tsan check-long check-metal demo bench bench-build verify mutate fuzz fuzz-build install uninstall clean"

@@ -117,8 +117,10 @@ TQ_INLINE tq_v8f tq_v_f32(tq_v8u h)
 
 /* Hot loops get AVX2 and AVX-512 (x86-64-v4: twice the vector registers, so fewer spills)
  * clones on x86-64 Linux (ifunc); results are identical to the default clone because the
- * operations are the same lane-wise IEEE operations (tests/cli/determinism-builds.sh). */
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+ * operations are the same lane-wise IEEE operations (tests/cli/determinism-builds.sh). Not
+ * under ASan or ThreadSanitizer: the instrumented resolvers run before the sanitizer starts. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #if __GNUC__ >= 11
 #define TQ_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
