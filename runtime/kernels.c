@@ -5,6 +5,9 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +26,11 @@ static void f16_init(void)
         f16_table[i] = tq_f16_to_f32((uint16_t)i);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+    /* F16C by CPUID leaf 1, ECX bit 29 (bit_F16C of <cpuid.h>): clang 14's
+     * __builtin_cpu_supports does not know "f16c". */
+    unsigned int c1a = 0, c1b = 0, c1c = 0, c1d = 0;
+    int f16c = __get_cpuid(1, &c1a, &c1b, &c1c, &c1d) && (c1c & bit_F16C);
+    if (__builtin_cpu_supports("avx2") && f16c)
         simd_hw = __builtin_cpu_supports("avx512f") ? 2 : 1;
 #elif defined(__aarch64__) && defined(__ARM_NEON)
     simd_hw = 1;
