@@ -78,24 +78,6 @@ static int encode_stdin(const tq_tok *t, int add_special)
     return fflush(stdout) ? write_out("x", 1) : 0;
 }
 
-/* "id,id,..." with white space around it (none at all: no ids) from buf[len] (NUL-terminated
- * there, trimmed in place). */
-static int parse_id_text(char *buf, size_t len, int32_t **ids, size_t *n, tq_err *e)
-{
-    const char *nul = memchr(buf, 0, len);
-    if (nul) /* "1\0002" would otherwise read as "1" */
-        return tq_fail(e, TQ_EUSAGE, "a NUL byte at offset %zu: token ids are text", (size_t)(nul - buf));
-    char *p = buf, *end = buf + len;
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-        p++;
-    while (end > p && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r' || end[-1] == '\t'))
-        end--;
-    *end = 0;
-    *ids = NULL;
-    *n = 0;
-    return p < end ? tq_parse_ids(p, ids, n, e) : 0;
-}
-
 /* --decode: "id,id,..." (white space around it is ignored) on standard input -> text. */
 static int decode_stdin(const tq_tok *t)
 {
@@ -106,7 +88,7 @@ static int decode_stdin(const tq_tok *t)
     if (read_stdin(&in, &len, &err))
         return tq_cli_fail(&err);
     int rc = 0;
-    if (parse_id_text(in, len, &ids, &n, &err)) {
+    if (tq_parse_id_text(in, len, &ids, &n, &err)) {
         tq_err_prefix(&err, "standard input");
         rc = tq_cli_fail(&err);
     } else if (tq_tok_decode(t, ids, n, &text, &tl, &err)) {
@@ -211,30 +193,6 @@ static int64_t chat_now(void)
     return (int64_t)time(NULL);
 }
 
-/* The tokenizer directory's chat template applied to one user message (--chat). */
-static int chat_prompt(const char *dir, const char *text, size_t len, char **out, size_t *olen, tq_err *e)
-{
-    char *msg = tq_malloc(len + 1, e), *js = NULL;
-    if (!msg)
-        return -1;
-    memcpy(msg, text, len);
-    msg[len] = 0;
-    cJSON *m = cJSON_CreateArray(), *u = cJSON_CreateObject();
-    int rc = -1;
-    if (m && u && cJSON_AddItemToArray(m, u) && cJSON_AddStringToObject(u, "role", "user") &&
-        cJSON_AddStringToObject(u, "content", msg) && (js = cJSON_PrintUnformatted(m)))
-        rc = tq_chat_render_dir(dir, js, strlen(js), 1, chat_now(), out, olen, e);
-    else {
-        tq_fail(e, TQ_ENOMEM, "out of memory");
-        if (u && !u->prev && m && !m->child)
-            cJSON_Delete(u);
-    }
-    cJSON_Delete(m);
-    free(js);
-    free(msg);
-    return rc;
-}
-
 /* --chat-render FILE: the rendered prompt on standard output. */
 static int chat_render(const char *dir, const char *path)
 {
@@ -313,35 +271,12 @@ static int evaluate(const char *model, tq_run_opts *o, const char *path, int is_
                     uint64_t window, uint64_t stride, int json)
 {
     tq_err err = {0};
-    char *text = NULL;
-    size_t len = 0, n = 0;
-    int32_t *ids = NULL;
-    tq_tok *tok = NULL;
-    tq_runner *r = NULL;
-    int rc = 1;
-    if (tq_read_small_file(path, MAX_INPUT_BYTES, &text, &len, &err))
-        goto out;
-    if (is_ids) {
-        if (parse_id_text(text, len, &ids, &n, &err)) {
-            tq_err_prefix(&err, "%s", path);
-            if (err.code == TQ_EUSAGE)
-                err.code = TQ_EDATA; /* a bad file, not a bad argument */
-            goto out;
-        }
-    } else if (tq_tok_load(tok_dir ? tok_dir : model, &tok, &err) ||
-               tq_tok_encode(tok, text, len, 0, &ids, &n, &err)) {
-        if (tok)
-            tq_err_prefix(&err, "%s", path);
-        goto out;
-    }
     tq_run_eval ev;
     tq_run_stats st;
-    if (tq_runner_open(&r, model, o, &err) != 0)
-        goto out;
-    if (tq_runner_eval(r, ids, n, window, stride ? stride : window / 2, &ev, &st, &err) != 0) {
-        tq_err_prefix(&err, "%s", path);
-        goto out;
-    }
+    if (tq_run_eval_file(model, o, path, MAX_INPUT_BYTES, is_ids, tok_dir, window, stride ? stride : window / 2, &ev,
+                         &st, &err) != 0)
+        return tq_cli_fail(&err);
+    int rc;
     if (json) {
         cJSON *j = cJSON_CreateObject();
         char hex[65];
@@ -371,13 +306,6 @@ static int evaluate(const char *model, tq_run_opts *o, const char *path, int is_
         printf("speed: %llu forward passes in %.3f s\n", (unsigned long long)st.forward_passes, st.decode_s);
         rc = 0;
     }
-out:
-    if (rc == 1 && err.code)
-        rc = tq_cli_fail(&err);
-    tq_runner_close(r);
-    tq_tok_free(tok);
-    free(ids);
-    free(text);
     return rc;
 }
 
@@ -578,61 +506,24 @@ int main(int argc, char **argv)
         return tq_cli_usage_error("--chat goes with --prompt or --prompt-file");
     if ((rc = logits_vs_inputs(&o, prompt_file, tok_dir)) != 0)
         return rc;
-    const char *model = cli.args[0];
-    tq_err err = {0};
-    tq_tok *tok = NULL;
-    char *ftext = NULL;
-    size_t flen = 0;
-    if (text_mode && (tq_tok_load(tok_dir ? tok_dir : model, &tok, &err) ||
-                      (prompt_file && tq_read_small_file(prompt_file, MAX_INPUT_BYTES, &ftext, &flen, &err)))) {
-        tq_tok_free(tok);
-        return tq_cli_fail(&err);
-    }
-    char *chat_text = NULL; /* --chat: the template's rendering of the prompt */
-    size_t chat_len = 0;
-    if (chat && chat_prompt(tok_dir ? tok_dir : model, prompt_text ? prompt_text : ftext,
-                            prompt_text ? strlen(prompt_text) : flen, &chat_text, &chat_len, &err)) {
-        tq_tok_free(tok);
-        free(ftext);
-        return tq_cli_fail(&err);
-    }
     o.force_tokens = force.v;
     o.n_force = force.n;
-    tq_runner *r;
+    tq_err err = {0};
+    text_out tout = {0};
+    tq_run_job job = {.model_dir = cli.args[0], .tok_dir = tok_dir, .text = text_mode, .ids = tokens.v,
+                      .n_ids = tokens.n, .prompt = prompt_text, .prompt_file = prompt_file,
+                      .max_input = MAX_INPUT_BYTES, .chat = chat, .chat_now = chat ? chat_now() : 0,
+                      .t = {.max_tokens = (size_t)max_tokens, .add_special = add_special, .stop_at_eos = !ignore_eos,
+                            .prompt_name = prompt_file ? prompt_file : "--prompt",
+                            .on_text = json ? NULL : on_text, .user = &tout}};
+    tq_run_text_result res;
     tq_run_stats st;
-    if (tq_runner_open(&r, model, &o, &err) != 0) {
-        tq_tok_free(tok);
-        free(ftext);
-        free(chat_text);
-        return tq_cli_fail(&err);
-    }
+    if (tq_run_job_run(&job, &o, &res, &st, &err) != 0)
+        return tq_cli_fail(tout.failed ? &tout.err : &err);
+    const int32_t *ids = res.tokens;
     rc = 0;
-    tq_run_text_result res = {0};
-    int32_t *ids = NULL; /* the generated ids, from res.tokens or this buffer */
-    if (text_mode) {
-        text_out tout = {0};
-        tq_run_text_opts to = {.max_tokens = (size_t)max_tokens, .add_special = add_special,
-                               .stop_at_eos = !ignore_eos, .prompt_name = prompt_file ? prompt_file : "--prompt",
-                               .on_text = json ? NULL : on_text, .user = &tout};
-        int grc = tokens.v ? tq_runner_generate_text_ids(r, tok, tokens.v, tokens.n, &to, &res, &st, &err)
-                           : tq_runner_generate_text(r, tok, chat_text ? chat_text : prompt_text ? prompt_text : ftext,
-                                                     chat_text ? chat_len : prompt_text ? strlen(prompt_text) : flen,
-                                                     &to, &res, &st, &err);
-        if (grc != 0) {
-            rc = tq_cli_fail(tout.failed ? &tout.err : &err);
-        } else if (!json && (write_out("\n", 1) || fflush(stdout))) { /* the end of the text's line */
-            rc = 1;
-        }
-        ids = res.tokens;
-    } else {
-        if (!(ids = malloc((size_t)max_tokens * sizeof *ids))) {
-            fprintf(stderr, "tq-run: out of memory\n");
-            rc = 1;
-        } else if (tq_runner_generate(r, tokens.v, tokens.n, (size_t)max_tokens, ids, &st, &err) != 0) {
-            rc = tq_cli_fail(&err);
-        }
-    }
-    tq_runner_close(r);
+    if (text_mode && !json && (write_out("\n", 1) || fflush(stdout))) /* the end of the text's line */
+        rc = 1;
     if (rc == 0 && json) {
         cJSON *j = tq_run_stats_json(&st, ids, st.generated_tokens);
         if (j && text_mode) { /* the prompt's ids and the generated text */
@@ -653,11 +544,6 @@ int main(int argc, char **argv)
         if (!quiet && rc == 0)
             report(stderr, &st, ids, !text_mode);
     }
-    if (!text_mode)
-        free(ids);
     tq_run_text_result_free(&res);
-    tq_tok_free(tok);
-    free(ftext);
-    free(chat_text);
     return rc;
 }

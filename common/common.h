@@ -453,6 +453,9 @@ TQ_API const char *tq_parse_udec(const char *s, uint64_t max, uint64_t *out);
  * Digits only: no sign, no spaces, no empty item (",1", "1,,2", "1," are refused) and at
  * least one id. Returns -1 with a message naming the bad item on bad syntax or range. */
 TQ_API int tq_parse_ids(const char *s, int32_t **out, size_t *n, tq_err *e);
+/* The same from buf[len] (NUL-terminated there, trimmed in place), with white space around the
+ * ids; none at all: no ids (*ids NULL, *n 0). A NUL byte inside is refused with its offset. */
+TQ_API int tq_parse_id_text(char *buf, size_t len, int32_t **ids, size_t *n, tq_err *e);
 /* Human-readable bytes, e.g. "1.50 GiB". */
 TQ_API void tq_format_size(uint64_t n, char *buf, size_t cap);
 /* Worker threads when none are asked for: the CPUs this process may run on

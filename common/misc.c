@@ -165,3 +165,19 @@ int tq_align_up(uint64_t x, uint64_t a, uint64_t *out)
     *out = t & ~(a - 1);
     return 0;
 }
+
+int tq_parse_id_text(char *buf, size_t len, int32_t **ids, size_t *n, tq_err *e)
+{
+    const char *nul = memchr(buf, 0, len);
+    if (nul) /* "1\0002" would otherwise read as "1" */
+        return tq_fail(e, TQ_EUSAGE, "a NUL byte at offset %zu: token ids are text", (size_t)(nul - buf));
+    char *p = buf, *end = buf + len;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r' || end[-1] == '\t'))
+        end--;
+    *end = 0;
+    *ids = NULL;
+    *n = 0;
+    return p < end ? tq_parse_ids(p, ids, n, e) : 0;
+}

@@ -1,7 +1,8 @@
-/* Text generation: a prompt string through the tokenizer, the decode, and each token's text to a callback as it comes (runtime.h, tq_runner_generate_text). */
+/* Text generation: a prompt string through the tokenizer, the decode, and each token's text to a callback as it comes (runtime.h, tq_runner_generate_text); tq_run_job_run, the whole decode tq-run runs. */
 #include "runtime/rt_internal.h"
 #include "tokenizer/tokenizer.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,5 +145,111 @@ int tq_runner_generate_text(tq_runner *r, const tq_tok *tok, const char *prompt,
     }
     int rc = tq_runner_generate_text_ids(r, tok, ids, n, o, res, st, e);
     free(ids);
+    return rc;
+}
+
+/* The tokenizer directory's chat template applied to one user message. */
+static int chat_prompt(const char *dir, const char *text, size_t len, int64_t now, char **out, size_t *olen,
+                       tq_err *e)
+{
+    char *msg = tq_malloc(len + 1, e), *js = NULL;
+    if (!msg)
+        return -1;
+    memcpy(msg, text, len);
+    msg[len] = 0;
+    cJSON *m = cJSON_CreateArray(), *u = cJSON_CreateObject();
+    int rc = -1;
+    if (m && u && cJSON_AddItemToArray(m, u) && cJSON_AddStringToObject(u, "role", "user") &&
+        cJSON_AddStringToObject(u, "content", msg) && (js = cJSON_PrintUnformatted(m)))
+        rc = tq_chat_render_dir(dir, js, strlen(js), 1, now, out, olen, e);
+    else {
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+        if (u && !u->prev && m && !m->child)
+            cJSON_Delete(u);
+    }
+    cJSON_Delete(m);
+    free(js);
+    free(msg);
+    return rc;
+}
+
+int tq_run_job_run(const tq_run_job *j, const tq_run_opts *o, tq_run_text_result *res, tq_run_stats *st,
+                   tq_err *e)
+{
+    memset(res, 0, sizeof *res);
+    const char *tdir = j->tok_dir ? j->tok_dir : j->model_dir;
+    tq_tok *tok = NULL;
+    tq_runner *r = NULL;
+    char *ftext = NULL, *chat_text = NULL;
+    size_t flen = 0, chat_len = 0;
+    int rc = -1;
+    if (j->text && (tq_tok_load(tdir, &tok, e) ||
+                    (j->prompt_file && tq_read_small_file(j->prompt_file, j->max_input, &ftext, &flen, e))))
+        goto out;
+    const char *prompt = j->prompt ? j->prompt : ftext;
+    size_t plen = j->prompt ? strlen(j->prompt) : flen;
+    if (j->chat && chat_prompt(tdir, prompt, plen, j->chat_now, &chat_text, &chat_len, e))
+        goto out;
+    if (chat_text) {
+        prompt = chat_text;
+        plen = chat_len;
+    }
+    if (tq_runner_open(&r, j->model_dir, o, e) != 0)
+        goto out;
+    if (j->text) {
+        rc = j->ids ? tq_runner_generate_text_ids(r, tok, j->ids, j->n_ids, &j->t, res, st, e)
+                    : tq_runner_generate_text(r, tok, prompt, plen, &j->t, res, st, e);
+    } else if ((res->tokens = tq_malloc(j->t.max_tokens * sizeof *res->tokens, e)) != NULL &&
+               tq_runner_generate(r, j->ids, j->n_ids, j->t.max_tokens, res->tokens, st, e) == 0) {
+        res->n_tokens = st->generated_tokens;
+        res->stopped = st->stopped;
+        rc = 0;
+    }
+out:
+    tq_runner_close(r);
+    if (rc != 0)
+        tq_run_text_result_free(res);
+    tq_tok_free(tok);
+    free(ftext);
+    free(chat_text);
+    return rc;
+}
+
+int tq_run_eval_file(const char *model_dir, const tq_run_opts *o, const char *path, size_t max_input, int is_ids,
+                     const char *tok_dir, uint64_t window, uint64_t stride, tq_run_eval *ev, tq_run_stats *st,
+                     tq_err *e)
+{
+    char *text = NULL;
+    size_t len = 0, n = 0;
+    int32_t *ids = NULL;
+    tq_tok *tok = NULL;
+    tq_runner *r = NULL;
+    int rc = -1;
+    if (tq_read_small_file(path, max_input, &text, &len, e))
+        goto out;
+    if (is_ids) {
+        if (tq_parse_id_text(text, len, &ids, &n, e)) {
+            tq_err_prefix(e, "%s", path);
+            if (e->code == TQ_EUSAGE)
+                e->code = TQ_EDATA; /* a bad file, not a bad argument */
+            goto out;
+        }
+    } else if (tq_tok_load(tok_dir ? tok_dir : model_dir, &tok, e) || tq_tok_encode(tok, text, len, 0, &ids, &n, e)) {
+        if (tok)
+            tq_err_prefix(e, "%s", path);
+        goto out;
+    }
+    if (tq_runner_open(&r, model_dir, o, e) != 0)
+        goto out;
+    if (tq_runner_eval(r, ids, n, window, stride, ev, st, e) != 0) {
+        tq_err_prefix(e, "%s", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    tq_runner_close(r);
+    tq_tok_free(tok);
+    free(ids);
+    free(text);
     return rc;
 }

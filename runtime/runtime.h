@@ -184,6 +184,28 @@ TQ_API int tq_runner_generate_text_ids(tq_runner *r, const struct tq_tok *tok, c
                                        const tq_run_text_opts *o, tq_run_text_result *res, tq_run_stats *st,
                                        tq_err *e);
 
+/* A whole decode from a model directory, as tq-run runs it: the tokenizer loaded (text), the
+ * prompt file read, the text prompt put through the tokenizer's chat template (chat), the
+ * runner opened with o, the decode (tq_runner_generate_text / _ids, or tq_runner_generate for
+ * ids out), the runner closed. res->tokens holds the generated ids in both modes (res->text and
+ * res->prompt_ids only with text). Errors name the file or step, in that order of work.
+ * Library code: it never prints; the text goes to t.on_text. On failure res holds nothing. */
+typedef struct tq_run_job {
+    const char *model_dir;
+    const char *tok_dir;     /* the tokenizer's directory (NULL: model_dir) */
+    int text;                /* text out through the tokenizer; 0: prompt ids in, ids out */
+    const int32_t *ids;      /* the prompt: these ids, */
+    size_t n_ids;
+    const char *prompt;      /* or this NUL-terminated text, */
+    const char *prompt_file; /* or this file's text (at most max_input bytes) */
+    size_t max_input;
+    int chat;                /* the text prompt as one user message through the chat template */
+    int64_t chat_now;        /* the template's strftime_now date, seconds since the epoch */
+    tq_run_text_opts t;      /* max_tokens, add_special, stop_at_eos, prompt_name, on_text */
+} tq_run_job;
+TQ_API int tq_run_job_run(const tq_run_job *j, const tq_run_opts *o, tq_run_text_result *res, tq_run_stats *st,
+                          tq_err *e);
+
 /* Perplexity of a token sequence, teacher-forced with a sliding window: windows of `window`
  * tokens start every `stride` tokens (1 <= stride < window), each from an empty state, and
  * each scores only the next-token predictions no earlier window scored, so every token but
@@ -201,6 +223,13 @@ typedef struct tq_run_eval {
 } tq_run_eval;
 TQ_API int tq_runner_eval(tq_runner *r, const int32_t *ids, size_t n, uint64_t window, uint64_t stride,
                           tq_run_eval *ev, tq_run_stats *st, tq_err *e);
+/* The same from a file, as tq-run --eval / --eval-ids runs it: path read (at most max_input
+ * bytes), its text encoded with the tokenizer in tok_dir (NULL: model_dir) or, is_ids, its
+ * comma-separated ids parsed (tq_parse_id_text), the runner opened with o, the evaluation,
+ * the runner closed. Errors about the input name path. */
+TQ_API int tq_run_eval_file(const char *model_dir, const tq_run_opts *o, const char *path, size_t max_input,
+                            int is_ids, const char *tok_dir, uint64_t window, uint64_t stride, tq_run_eval *ev,
+                            tq_run_stats *st, tq_err *e);
 
 /* Open + generate + close: the golden decode tq-verify compares. out_tokens holds
  * max_tokens ids; sha256 is the SHA-256 of the raw f32 logits stream (what --logits writes). */

@@ -51,6 +51,24 @@ static void test_parse_ids(void)
     CHECK(tq_parse_ids("1,2a", &v, &n, &err) == -1 && strstr(err.msg, "id 2 ('2a')"));
 }
 
+/* tq_parse_id_text: what tq-run --decode and --eval-ids read (moved from cmd/tq-run.c; a
+ * consistency test of that behaviour, which tests/cli/run-*.sh pin end to end). */
+static void test_parse_id_text(void)
+{
+    tq_err err = {0};
+    int32_t *v = NULL;
+    size_t n = 9;
+    char a[] = " \t3,1,4\r\n";
+    CHECK(tq_parse_id_text(a, sizeof a - 1, &v, &n, &err) == 0 && n == 3 && v[0] == 3 && v[2] == 4);
+    free(v);
+    char b[] = " \n\t";
+    CHECK(tq_parse_id_text(b, sizeof b - 1, &v, &n, &err) == 0 && n == 0 && !v); /* nothing: no ids */
+    char c[] = "1\0002";
+    CHECK(tq_parse_id_text(c, sizeof c - 1, &v, &n, &err) == -1 && strstr(err.msg, "NUL byte at offset 1"));
+    char d[] = "1, 2";
+    CHECK(tq_parse_id_text(d, sizeof d - 1, &v, &n, &err) == -1 && err.code == TQ_EUSAGE);
+}
+
 /* tq_parse_udec: canonical unsigned decimals (no sign, no leading zero) up to a bound, which
  * layer/expert indices in tensor names, GGUF block numbers and MTPLX metadata all use. */
 static void test_parse_udec(void)
@@ -471,6 +489,7 @@ int main(void)
     RUN(test_parse_size);
     RUN(test_escaped);
     RUN(test_parse_ids);
+    RUN(test_parse_id_text);
     RUN(test_parse_udec);
     RUN(test_overflow);
     RUN(test_work_queue);
