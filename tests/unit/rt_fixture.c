@@ -4,6 +4,8 @@
  * (dequantized up front, rotation undone by the O(n²) Hadamard definition) for a naive
  * reference forward pass written independently of runtime/. */
 #include "rt_fixture.h"
+#include "layout/split/split.h"
+#include "quant/convert/convert.h"
 #include "runtime/runtime.h"
 
 #include <stdint.h>
@@ -1151,6 +1153,70 @@ int fx_decode_forced(const char *dir, tq_run_opts *o, const int32_t *seq, int n,
     o->n_force = n - 1;
     b->steps = 0;
     return tq_run_validate(dir, seq, 1, n, o, toks, NULL, e);
+}
+
+int fx_oracle_compare(const fx_model *m, const char *dir, tq_run_opts *o, int n, double *worst, int *first_bad,
+                      float **keep, tq_err *e)
+{
+    const fx_cfg *c = &m->c;
+    int32_t *seq = malloc((size_t)n * sizeof *seq), *toks = malloc((size_t)n * sizeof *toks);
+    fx_logits b = {calloc((size_t)n * (size_t)c->vocab, sizeof(float)), 0, 0, (uint64_t)n};
+    /* the classic oracle (llama, mistral, qwen3) keeps its k/v in caller-given caches */
+    size_t kv = (size_t)c->layers * (size_t)n * (size_t)c->kv_heads * (size_t)c->head_dim;
+    fx_state s = {.kc = calloc(kv ? kv : 1, 8), .vc = calloc(kv ? kv : 1, 8), .ctx = n};
+    double *ref = malloc((size_t)c->vocab * sizeof *ref);
+    int bad = -1;
+    *worst = 0;
+    *first_bad = -1;
+    if (seq && toks && b.v && s.kc && s.vc && ref) {
+        fx_sequence(c->vocab, c->seed, n, seq);
+        if (fx_decode_forced(dir, o, seq, n, &b, toks, e) == 0 && b.steps == (uint64_t)n) {
+            bad = 0;
+            for (int st = 0; st < n; st++) {
+                fx_forward(m, &s, seq[st], st, ref);
+                int am;
+                *worst = fmax(*worst, fx_rel_err(ref, b.v + (size_t)st * c->vocab, c->vocab, &am));
+                if (am != toks[st] && bad++ == 0)
+                    *first_bad = st;
+            }
+        }
+    }
+    free(ref);
+    free(s.kc);
+    free(s.vc);
+    fx_state_free(&s);
+    free(seq);
+    free(toks);
+    if (keep) /* zeros where the decode failed */
+        *keep = b.v;
+    else
+        free(b.v);
+    return bad;
+}
+
+int fx_split_dir(const char *src, const char *dst, tq_err *e)
+{
+    tq_split_opts so = {0};
+    so.threads = 2;
+    so.quiet = 1;
+    tq_split_result res;
+    return tq_split(src, dst, &so, &res, e);
+}
+
+int fx_convert_keep(const char *src, const char *dst, tq_err *e)
+{
+    static const char *const all[] = {"."};
+    tq_convert_opts o;
+    tq_convert_opts_default(&o);
+    o.n_keep = 1;
+    o.keep_re = all;
+    o.quiet = 1;
+    o.threads = 2;
+    tq_convert_report r;
+    memset(&r, 0, sizeof r);
+    int rc = tq_convert(src, dst, &o, &r, e);
+    tq_convert_report_free(&r);
+    return rc;
 }
 
 int fx_collect(void *user, uint64_t step, const float *l, uint64_t vocab)

@@ -134,5 +134,17 @@ int fx_decode_forced(const char *dir, struct tq_run_opts *o, const int32_t *seq,
                      struct tq_err *e);
 /* One step's logits against the oracle's: max |ref - got| / max |ref|, and ref's argmax. */
 double fx_rel_err(const double *ref, const float *got, int n, int *ref_argmax);
+/* The oracle comparison of the runtime tests: dir decoded teacher-forced under o over the
+ * n-step sequence of m's config (fx_sequence), and the oracle m run over the same tokens.
+ * *worst: the largest fx_rel_err of a step; returns how many steps' greedy tokens differ from
+ * the oracle's argmax (the first at *first_bad, else -1), or -1 when the decode fails (e).
+ * The logits (n x vocab, zeros after a failed decode) go to *keep when keep is not NULL
+ * (caller frees). */
+int fx_oracle_compare(const fx_model *m, const char *dir, struct tq_run_opts *o, int n, double *worst, int *first_bad,
+                      float **keep, struct tq_err *e);
+/* tq_split of src into dst (2 threads, quiet), and tq_convert with every tensor kept as it is
+ * (--keep '.', 2 threads): the library calls the family tests put a model through. */
+int fx_split_dir(const char *src, const char *dst, struct tq_err *e);
+int fx_convert_keep(const char *src, const char *dst, struct tq_err *e);
 
 #endif

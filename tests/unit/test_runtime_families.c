@@ -40,33 +40,19 @@ static double against_oracle(fx_cfg c, const char *what)
     snprintf(dir, sizeof dir, "%s/rtf-%s-%d", t_tmpdir(), what, (int)getpid());
     fx_model m;
     CHECK(fx_generate(&c, dir, &m) == 0);
-    int32_t seq[NSEQ], toks[NSEQ];
-    sequence(c.vocab, c.seed, seq);
-    fx_logits b = {calloc((size_t)NSEQ * (size_t)c.vocab, sizeof(float)), 0, 0, NSEQ};
+    tq_run_opts o;
+    tq_run_opts_default(&o);
+    o.threads = 2;
     tq_err err = {0};
-    CHECK_OK(decode(dir, 2, seq, &b, toks, &err));
-    CHECK(b.steps == NSEQ);
-    /* the classic oracle (llama, mistral) keeps its k/v in caller-given caches */
-    size_t kv = (size_t)c.layers * NSEQ * (size_t)c.kv_heads * (size_t)c.head_dim;
-    fx_state s = {.kc = calloc(kv, 8), .vc = calloc(kv, 8), .ctx = NSEQ};
-    double *ref = malloc((size_t)c.vocab * sizeof *ref), worst = 0;
-    int bad_tokens = 0;
-    for (int st = 0; st < NSEQ && b.steps == NSEQ; st++) {
-        fx_forward(&m, &s, seq[st], st, ref);
-        int am;
-        worst = fmax(worst, fx_rel_err(ref, b.v + (size_t)st * c.vocab, c.vocab, &am));
-        bad_tokens += am != toks[st];
-        CHECKF(am == toks[st], "%s step %d: oracle argmax %d, runtime %d", what, st, am, toks[st]);
-    }
-    CHECKF(worst < 1e-4, "%s: relative logits error %.3g", what, worst);
+    double worst;
+    int first, bad_tokens = fx_oracle_compare(&m, dir, &o, NSEQ, &worst, &first, NULL, &err);
+    CHECKF(bad_tokens >= 0, "%s: %s", what, err.msg);
+    CHECKF(bad_tokens == 0, "%s: %d greedy tokens differ from the oracle's, the first at step %d", what, bad_tokens,
+           first);
+    CHECKF(bad_tokens >= 0 && worst < 1e-4, "%s: relative logits error %.3g", what, worst);
     CHECKF(worst > 0 || c.kind == FX_F32, "%s: suspiciously exact (%.3g)", what, worst);
     printf("  %-28s max relative logit error %.3g over %d positions, %d token mismatches\n", what, worst, NSEQ,
            bad_tokens);
-    free(ref);
-    free(s.kc);
-    free(s.vc);
-    fx_state_free(&s);
-    free(b.v);
     fx_free(&m);
     return worst;
 }

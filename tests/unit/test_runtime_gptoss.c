@@ -65,67 +65,22 @@ static void dir_of(char *buf, size_t cap, const char *what, const char *suffix)
     snprintf(buf, cap, "%s/rtg-%s-%d%s", t_tmpdir(), what, (int)getpid(), suffix);
 }
 
-static int split_dir(const char *src, const char *dst, tq_err *err)
+/* Decode dir teacher-forced (resident or streamed) against the oracle m (fx_oracle_compare);
+ * the logits kept in *keep (caller frees). */
+static void against(const fx_model *m, const char *dir, int resident, const char *what, float **keep)
 {
-    tq_split_opts so = {0};
-    so.threads = 2;
-    so.quiet = 1;
-    tq_split_result res;
-    return tq_split(src, dst, &so, &res, err);
-}
-
-/* every tensor kept as it is (the experts only renamed / decoded / transposed) */
-static int convert_keep(const char *src, const char *dst, tq_err *err)
-{
-    static const char *const all[] = {"."};
-    tq_convert_opts o;
-    tq_convert_opts_default(&o);
-    o.n_keep = 1;
-    o.keep_re = all;
-    o.quiet = 1;
-    o.threads = 2;
-    tq_convert_report r;
-    memset(&r, 0, sizeof r);
-    int rc = tq_convert(src, dst, &o, &r, err);
-    tq_convert_report_free(&r);
-    return rc;
-}
-
-/* Decode dir teacher-forced (resident or streamed) against the oracle m; the worst relative
- * logit error, the logits kept in *keep (caller frees) when keep is not NULL. */
-static double against(const fx_model *m, const fx_cfg *c, const char *dir, int resident, const char *what,
-                      float **keep)
-{
-    int32_t seq[NSEQ], toks[NSEQ];
-    fx_sequence(c->vocab, c->seed, NSEQ, seq);
-    fx_logits b = {calloc((size_t)NSEQ * (size_t)c->vocab, sizeof(float)), 0, 0, NSEQ};
     tq_run_opts o;
     tq_run_opts_default(&o);
     o.threads = 2;
     o.resident = resident;
     tq_err err = {0};
-    int ok = fx_decode_forced(dir, &o, seq, NSEQ, &b, toks, &err) == 0;
-    CHECKF(ok, "%s: %s", what, err.msg);
-    fx_state s = {.ctx = NSEQ};
-    double *ref = malloc((size_t)c->vocab * sizeof *ref), worst = 0;
-    int bad = 0;
-    for (int st = 0; ok && st < NSEQ; st++) {
-        fx_forward(m, &s, seq[st], st, ref);
-        int am;
-        worst = fmax(worst, fx_rel_err(ref, b.v + (size_t)st * c->vocab, c->vocab, &am));
-        bad += am != toks[st];
-        CHECKF(am == toks[st], "%s step %d: oracle argmax %d, runtime %d", what, st, am, toks[st]);
-    }
-    CHECKF(ok && worst < 1e-4, "%s: relative logit error %.3g", what, worst);
-    CHECKF(worst > 0, "%s: suspiciously exact", what);
+    double worst;
+    int first, bad = fx_oracle_compare(m, dir, &o, NSEQ, &worst, &first, keep, &err);
+    CHECKF(bad >= 0, "%s: %s", what, err.msg);
+    CHECKF(bad == 0, "%s: %d greedy tokens differ from the oracle's, the first at step %d", what, bad, first);
+    CHECKF(bad >= 0 && worst < 1e-4, "%s: relative logit error %.3g", what, worst);
+    CHECKF(bad < 0 || worst > 0, "%s: suspiciously exact", what);
     printf("  %-34s max relative logit error %.3g over %d positions, %d token mismatches\n", what, worst, NSEQ, bad);
-    fx_state_free(&s);
-    free(ref);
-    if (keep)
-        *keep = b.v;
-    else
-        free(b.v);
-    return worst;
 }
 
 /* One model through every path: unsplit, split (streamed and --resident), converted with
@@ -140,16 +95,16 @@ static void every_path(fx_cfg c, const char *what)
     fx_model m;
     CHECK(fx_generate(&c, src, &m) == 0);
     tq_err err = {0};
-    CHECK_OK(split_dir(src, sp, &err));
-    CHECK_OK(convert_keep(src, cv, &err));
-    CHECK_OK(split_dir(cv, cvs, &err));
+    CHECK_OK(fx_split_dir(src, sp, &err));
+    CHECK_OK(fx_convert_keep(src, cv, &err));
+    CHECK_OK(fx_split_dir(cv, cvs, &err));
     const char *dirs[5] = {src, sp, sp, cv, cvs};
     const char *how[5] = {"unsplit", "split", "split --resident", "converted", "converted, split"};
     float *l[5];
     size_t n = (size_t)NSEQ * (size_t)c.vocab;
     for (int i = 0; i < 5; i++) {
         snprintf(name, sizeof name, "%s %s", what, how[i]);
-        against(&m, &c, dirs[i], i != 1, name, &l[i]);
+        against(&m, dirs[i], i != 1, name, &l[i]);
     }
     for (int i = 1; i < 5; i++) {
         CHECKF(memcmp(l[0], l[i], n * 4) == 0, "%s: %s logits differ from unsplit", what, how[i]);
@@ -197,7 +152,7 @@ static void yarn_truncate(void)
         dir_of(src, sizeof src, t ? "yarn-truncate" : "yarn-exact", "");
         fx_model m;
         CHECK(fx_generate(&c[t], src, &m) == 0);
-        against(&m, &c[t], src, 1, t ? "20b values, truncate true" : "20b values, truncate false", &l[t]);
+        against(&m, src, 1, t ? "20b values, truncate true" : "20b values, truncate false", &l[t]);
         fx_free(&m);
     }
     CHECKF(memcmp(l[0], l[1], (size_t)NSEQ * (size_t)c[0].vocab * 4) != 0, "truncate true and false decode alike");
@@ -221,8 +176,8 @@ static void xw_join(void)
     CHECK(fx_generate(&c, src, &m) == 0);
     fx_free(&m);
     tq_err err = {0};
-    CHECK_OK(split_dir(src, sp, &err));
-    CHECK_OK(convert_keep(src, cv, &err));
+    CHECK_OK(fx_split_dir(src, sp, &err));
+    CHECK_OK(fx_convert_keep(src, cv, &err));
     tq_split_join_opts jo = {.quiet = 1, .threads = 2};
     CHECK_OK(tq_split_join(sp, j, &jo, &err));
     jo.naming = TQ_NAMING_MLX;

@@ -73,63 +73,21 @@ static void patch_config(const char *dir, const char *const *drop, const char *s
     free(out);
 }
 
-static int split_dir(const char *src, const char *dst, tq_err *err)
+/* Decode dir teacher-forced against the oracle m (fx_oracle_compare). */
+static void against(const fx_model *m, const char *dir, int resident, const char *what)
 {
-    tq_split_opts so = {0};
-    so.threads = 2;
-    so.quiet = 1;
-    tq_split_result res;
-    return tq_split(src, dst, &so, &res, err);
-}
-
-static int convert_keep(const char *src, const char *dst, tq_err *err)
-{
-    static const char *const all[] = {"."};
-    tq_convert_opts o;
-    tq_convert_opts_default(&o);
-    o.n_keep = 1;
-    o.keep_re = all;
-    o.quiet = 1;
-    o.threads = 2;
-    tq_convert_report r;
-    memset(&r, 0, sizeof r);
-    int rc = tq_convert(src, dst, &o, &r, err);
-    tq_convert_report_free(&r);
-    return rc;
-}
-
-/* Decode dir teacher-forced against the oracle m. */
-static void against(const fx_model *m, const fx_cfg *c, const char *dir, int resident, const char *what)
-{
-    int32_t seq[NSEQ], toks[NSEQ];
-    fx_sequence(c->vocab, c->seed, NSEQ, seq);
-    fx_logits b = {calloc((size_t)NSEQ * (size_t)c->vocab, sizeof(float)), 0, 0, NSEQ};
     tq_run_opts o;
     tq_run_opts_default(&o);
     o.threads = 2;
     o.resident = resident;
     tq_err err = {0};
-    int ok = fx_decode_forced(dir, &o, seq, NSEQ, &b, toks, &err) == 0;
-    CHECKF(ok, "%s: %s", what, err.msg);
-    size_t kv = (size_t)c->layers * NSEQ * (size_t)c->kv_heads * (size_t)c->head_dim;
-    fx_state s = {.kc = calloc(kv, 8), .vc = calloc(kv, 8), .ctx = NSEQ};
-    double *ref = malloc((size_t)c->vocab * sizeof *ref), worst = 0;
-    int bad = 0;
-    for (int st = 0; ok && st < NSEQ; st++) {
-        fx_forward(m, &s, seq[st], st, ref);
-        int am;
-        worst = fmax(worst, fx_rel_err(ref, b.v + (size_t)st * c->vocab, c->vocab, &am));
-        bad += am != toks[st];
-        CHECKF(am == toks[st], "%s step %d: oracle argmax %d, runtime %d", what, st, am, toks[st]);
-    }
-    CHECKF(ok && worst < 1e-4, "%s: relative logit error %.3g", what, worst);
-    CHECKF(!ok || worst > 0, "%s: suspiciously exact", what);
+    double worst;
+    int first, bad = fx_oracle_compare(m, dir, &o, NSEQ, &worst, &first, NULL, &err);
+    CHECKF(bad >= 0, "%s: %s", what, err.msg);
+    CHECKF(bad == 0, "%s: %d greedy tokens differ from the oracle's, the first at step %d", what, bad, first);
+    CHECKF(bad >= 0 && worst < 1e-4, "%s: relative logit error %.3g", what, worst);
+    CHECKF(bad < 0 || worst > 0, "%s: suspiciously exact", what);
     printf("  %-40s max relative logit error %.3g over %d positions, %d token mismatches\n", what, worst, NSEQ, bad);
-    free(ref);
-    free(s.kc);
-    free(s.vc);
-    fx_state_free(&s);
-    free(b.v);
 }
 
 /* c (HF layout) with its config rewritten by drop/set, through every path. */
@@ -150,20 +108,20 @@ static void every_path(fx_cfg c, const char *what, const char *const *drop, cons
     const char *how[4] = {"unsplit", "split", "converted", "converted, split"};
     int have[4] = {1, 0, 0, 0};
     if (moe) { /* tq-split takes MoE models only */
-        have[1] = split_dir(src, sp, &err) == 0;
+        have[1] = fx_split_dir(src, sp, &err) == 0;
         CHECKF(have[1], "%s: split: %s", what, err.msg);
     }
-    have[2] = convert_keep(src, cv, &err) == 0;
+    have[2] = fx_convert_keep(src, cv, &err) == 0;
     CHECKF(have[2], "%s: convert: %s", what, err.msg);
     if (moe && have[2]) {
-        have[3] = split_dir(cv, cvs, &err) == 0;
+        have[3] = fx_split_dir(cv, cvs, &err) == 0;
         CHECKF(have[3], "%s: split of converted: %s", what, err.msg);
     }
     for (int i = 0; i < 4; i++) {
         if (!have[i])
             continue;
         snprintf(name, sizeof name, "%s %s", what, how[i]);
-        against(&m, &c, dirs[i], i == 0 || i == 2, name);
+        against(&m, dirs[i], i == 0 || i == 2, name);
     }
     fx_free(&m);
 }
