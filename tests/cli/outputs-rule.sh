@@ -80,7 +80,7 @@ while IFS=$'\t' read -r key kind; do
   case_of "$key"
   echo "== $key ($kind)"
   output_appears "$OUT" 1 -- "${CMD[@]}"
-  [ "$TWO" = 0 ] || TWO_AT=1 two_writers "$OUT" 1 -- "${CMD[@]}"
+  [ "$TWO" = 0 ] || TWO_OWN=$([ "$REPL" = own ] && echo 1 || echo 0) TWO_AT=1 two_writers "$OUT" 1 -- "${CMD[@]}"
   existing
   rm -rf "$OUT" "$OUT".partial-*
   n=$((n + 1))

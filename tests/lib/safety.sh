@@ -287,8 +287,13 @@ two_writers() {
     "$@" >/dev/null 2>w1.err & p1=$!
     "$@" >/dev/null 2>w2.err & p2=$!
     wait "$p1"; r1=$?; wait "$p2"; r2=$?
-    [ "$((r1 + r2))" -eq 1 ] && [ "$((r1 * r2))" -eq 0 ] ||
-      fail "free round $i: exits $r1 and $r2, expected one 0 and one 1 ($(cat w1.err w2.err))"
+    # TWO_OWN=1: CMD replaces its own earlier output by design (tq-formats(5), OUTPUTS), so
+    # when the second run starts after the first has published, both exit 0
+    if [ "${TWO_OWN:-0}" = 1 ] && [ "$r1" -eq 0 ] && [ "$r2" -eq 0 ]; then :
+    else
+      [ "$((r1 + r2))" -eq 1 ] && [ "$((r1 * r2))" -eq 0 ] ||
+        fail "free round $i: exits $r1 and $r2, expected one 0 and one 1 ($(cat w1.err w2.err))"
+    fi
     [ "$(tree_hash "$out")" = "$ref" ] || fail "free round $i: $out is not the complete output"
     partials "$out" | xargs -r rm -rf
   done
