@@ -16,6 +16,15 @@ PKGS := libzstd libcrypto libcjson libarchive libpcre2-8 libutf8proc
 # make check need, so that `make demo` then `make check` work on a fresh machine. `make deps`
 # runs the same on request (scripts/install-deps --dry-run SET only lists; SET build, check,
 # bench or ci).
+# macOS with Homebrew: openssl@3 and libarchive are keg-only (formulae.brew.sh; see
+# scripts/install-deps), so their .pc files are not in brew's pkgconfig folder; put their
+# folders on PKG_CONFIG_PATH (what `brew info libarchive` advises). Never run on a Mac here.
+ifeq ($(shell uname -s),Darwin)
+BREW_PREFIX := $(shell brew --prefix 2>/dev/null)
+ifneq ($(BREW_PREFIX),)
+export PKG_CONFIG_PATH := $(BREW_PREFIX)/opt/openssl@3/lib/pkgconfig:$(BREW_PREFIX)/opt/libarchive/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+endif
+endif
 ifeq ($(filter clean help deps print-%,$(MAKECMDGOALS)),)
 PKG_OK := $(shell pkg-config --exists $(PKGS) && echo yes)
 ifneq ($(PKG_OK),yes)
