@@ -3,7 +3,7 @@
 # missing of the set asked for (build < check), and nothing under --dry-run; make names the
 # libraries pkg-config misses and runs it with 'check'. apt-get, dpkg-query and pkg-config
 # are stubs here (nothing is installed): MISSING lists the packages the stub dpkg-query
-# reports as not installed.
+# reports as not installed. The brew branch (macOS) runs with a stub brew at the end.
 . "$ROOT/tests/lib/common.sh"
 set -u
 mkdir stub
@@ -63,3 +63,26 @@ grep -x 'APT install -y -qq libzstd-dev' log >/dev/null || fail "make did not in
 MISSING="zsh" make -s --no-print-directory -C "$ROOT" BUILD="$PWD/b" BIN="$PWD/bin" deps > make.out 2>> log || fail "make deps failed: $(cat log)"
 grep -x 'APT install -y -qq zsh' log >/dev/null || fail "make deps: $(cat log)"
 [ "$(grep -c '^APT install' log)" = 1 ] || fail "make deps installed twice: $(cat log)"
+
+# brew (macOS): a PATH without apt-get, a stub brew that reports MISSING as not installed.
+# Asks brew for the formula names of BREW_TABLE (pkgconf, not its alias pkg-config), installs
+# only the missing ones of the set, and names the keg-only kegs for PKG_CONFIG_PATH.
+mkdir brewpath
+cat > brewpath/brew <<'SH'
+#!/bin/sh
+case $1 in
+list) for p in $MISSING; do [ "$p" = "$3" ] && exit 1; done; echo "$3 1.0"; exit 0 ;;
+--prefix) echo "/opt/homebrew/opt/$2"; exit 0 ;;
+*) echo "BREW $*" >> "$LOG" ;;
+esac
+SH
+chmod +x brewpath/brew
+ln -s "$(command -v cut)" brewpath/cut
+: > log
+MISSING="pkgconf libarchive node" PATH="$PWD/brewpath" "$ROOT/scripts/install-deps" check 2>> log || fail "brew: install-deps check failed: $(cat log)"
+grep -x 'BREW install pkgconf libarchive' log >/dev/null || fail "brew not asked for exactly the missing formulae: $(cat log)"
+grep -F 'PKG_CONFIG_PATH: /opt/homebrew/opt/openssl@3/lib/pkgconfig:/opt/homebrew/opt/libarchive/lib/pkgconfig' log >/dev/null ||
+  fail "brew: the keg-only pkgconfig folders are not named: $(cat log)"
+: > log
+MISSING="" PATH="$PWD/brewpath" "$ROOT/scripts/install-deps" check 2>> log || fail "brew, nothing missing: failed"
+[ ! -s log ] || fail "brew, nothing missing, yet: $(cat log)"
