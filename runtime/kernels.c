@@ -1207,7 +1207,12 @@ int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scrat
         c.aux = s->xr;
         lut_build(&lut, (uint32_t)l->bits, NULL);
     }
-    rt_pool_for(p, l->rows, mv_task, &c);
+    /* Chunks of whole 8-row blocks (the SIMD kernels' unit) of at least ~64 KiB of weights:
+     * smaller ones cost more in hand-over than a second thread saves. */
+    uint64_t rowbytes = l->kind == RT_DENSE ? l->cols * tq_dtype_size(l->wdt)
+                      : l->kind == RT_MXFP4 ? l->cols / 2 : l->wpr * 4;
+    uint64_t grain = rowbytes ? ((65536 / rowbytes + 7) & ~(uint64_t)7) : l->rows;
+    rt_pool_for_grain(p, l->rows, grain ? grain : 8, mv_task, &c);
     if (c.nomem)
         return tq_fail(e, TQ_ENOMEM, "out of memory (a row of %llu weights)", (unsigned long long)l->cols);
     if (c.bad_scale)

@@ -1,62 +1,65 @@
-/* Persistent compute threads: rt_pool_for splits [0, n) into one contiguous chunk per thread.
+/* Persistent compute threads: rt_pool_for hands out [0, n) in chunks that threads claim.
  * Callers compute each item whole inside one thread, so results never depend on the split. */
 #include "runtime/rt_internal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
+/* The caller never waits for a worker to wake: it claims chunks itself from the same counter,
+ * and a worker that wakes late finds none left and skips the job (it joins only while the job
+ * is open). So a worker that is not scheduled (a loaded machine, fewer cores than threads)
+ * costs a wake-up call, not a whole chunk's delay at every barrier. */
 struct rt_pool {
     int n;
     pthread_t *tid;
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     uint64_t gen;
-    int pending;
+    int open;  /* the current job still takes workers */
+    int busy;  /* workers inside the current job */
     int quit;
     rt_task_fn fn;
     void *ctx;
-    uint64_t total;
+    uint64_t total, grain;
+    _Atomic uint64_t next; /* first item not yet claimed */
 };
 
-static void chunk(uint64_t n, int parts, int i, uint64_t *b, uint64_t *e)
+/* Claims and runs chunks of the current job until none is left. */
+static void run_chunks(rt_pool *p, rt_task_fn fn, void *ctx, uint64_t total, uint64_t grain)
 {
-    *b = n * (uint64_t)i / (uint64_t)parts;
-    *e = n * (uint64_t)(i + 1) / (uint64_t)parts;
+    for (;;) {
+        uint64_t b = atomic_fetch_add_explicit(&p->next, grain, memory_order_relaxed);
+        if (b >= total)
+            return;
+        fn(ctx, b, b + grain < total ? b + grain : total);
+    }
 }
-
-struct worker_arg {
-    rt_pool *p;
-    int idx;
-};
 
 static void *worker(void *arg)
 {
-    struct worker_arg *wa = arg;
-    rt_pool *p = wa->p;
-    int idx = wa->idx;
-    free(wa);
+    rt_pool *p = arg;
     uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
     for (;;) {
-        pthread_mutex_lock(&p->mu);
         while (p->gen == seen && !p->quit)
             pthread_cond_wait(&p->go, &p->mu);
-        if (p->quit) {
-            pthread_mutex_unlock(&p->mu);
-            return NULL;
-        }
+        if (p->quit)
+            break;
         seen = p->gen;
+        if (!p->open)
+            continue; /* finished before this thread woke */
+        p->busy++;
         rt_task_fn fn = p->fn;
         void *ctx = p->ctx;
-        uint64_t total = p->total;
+        uint64_t total = p->total, grain = p->grain;
         pthread_mutex_unlock(&p->mu);
-        uint64_t b, en;
-        chunk(total, p->n, idx, &b, &en);
-        if (b < en)
-            fn(ctx, b, en);
+        run_chunks(p, fn, ctx, total, grain);
         pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0)
+        if (--p->busy == 0 && !p->open)
             pthread_cond_signal(&p->done);
-        pthread_mutex_unlock(&p->mu);
     }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
 }
 
 int rt_pool_create(rt_pool **out, int threads, tq_err *e)
@@ -67,6 +70,7 @@ int rt_pool_create(rt_pool **out, int threads, tq_err *e)
     if (!p)
         return -1;
     p->n = threads;
+    atomic_init(&p->next, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->go, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -75,15 +79,9 @@ int rt_pool_create(rt_pool **out, int threads, tq_err *e)
         free(p);
         return -1;
     }
-    /* Thread 0 is the caller; workers take chunks 1..n-1. */
+    /* Thread 0 is the caller; workers are 1..n-1. */
     for (int i = 1; i < threads; i++) {
-        struct worker_arg *wa = malloc(sizeof *wa);
-        if (wa) {
-            wa->p = p;
-            wa->idx = i;
-        }
-        if (!wa || pthread_create(&p->tid[i], NULL, worker, wa) != 0) {
-            free(wa);
+        if (pthread_create(&p->tid[i], NULL, worker, p) != 0) {
             p->n = i;
             rt_pool_destroy(p);
             return tq_fail(e, TQ_ENOMEM, "cannot start compute thread %d", i);
@@ -115,11 +113,13 @@ int rt_pool_threads(const rt_pool *p)
     return p->n;
 }
 
-void rt_pool_for(rt_pool *p, uint64_t n, rt_task_fn fn, void *ctx)
+void rt_pool_for_grain(rt_pool *p, uint64_t n, uint64_t grain, rt_task_fn fn, void *ctx)
 {
     if (n == 0)
         return;
-    if (p->n == 1 || n == 1) {
+    if (grain < 1)
+        grain = 1;
+    if (p->n == 1 || n <= grain) {
         fn(ctx, 0, n);
         return;
     }
@@ -127,16 +127,22 @@ void rt_pool_for(rt_pool *p, uint64_t n, rt_task_fn fn, void *ctx)
     p->fn = fn;
     p->ctx = ctx;
     p->total = n;
-    p->pending = p->n - 1;
+    p->grain = grain;
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    p->open = 1;
     p->gen++;
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
-    uint64_t b, en;
-    chunk(n, p->n, 0, &b, &en);
-    if (b < en)
-        fn(ctx, b, en);
+    run_chunks(p, fn, ctx, n, grain);
     pthread_mutex_lock(&p->mu);
-    while (p->pending > 0)
+    p->open = 0;
+    while (p->busy > 0)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
+}
+
+void rt_pool_for(rt_pool *p, uint64_t n, rt_task_fn fn, void *ctx)
+{
+    /* a few chunks per thread, so that a late or slow thread leaves less behind */
+    rt_pool_for_grain(p, n, (n + 4 * (uint64_t)p->n - 1) / (4 * (uint64_t)p->n), fn, ctx);
 }

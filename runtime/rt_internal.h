@@ -147,6 +147,8 @@ int rt_pool_threads(const rt_pool *p);
 /* Split [0, n) in contiguous chunks over the threads and wait. Results must not depend on
  * the chunking (each item computed whole by one thread). */
 void rt_pool_for(rt_pool *p, uint64_t n, rt_task_fn fn, void *ctx);
+/* The same in chunks of grain items (the last may be shorter); n <= grain runs in the caller. */
+void rt_pool_for_grain(rt_pool *p, uint64_t n, uint64_t grain, rt_task_fn fn, void *ctx);
 
 /* ------------------------------------------------------------ kernels */
 /* Scratch of rt_matvec, grown on demand and reused by every call. */
