@@ -8,7 +8,9 @@
 /* The caller never waits for a worker to wake: it claims chunks itself from the same counter,
  * and a worker that wakes late finds none left and skips the job (it joins only while the job
  * is open). So a worker that is not scheduled (a loaded machine, fewer cores than threads)
- * costs a wake-up call, not a whole chunk's delay at every barrier. */
+ * costs a wake-up call, not a whole chunk's delay at every barrier; and after a job that the
+ * workers missed, the caller runs the next ones alone (backoff). Which thread runs a chunk
+ * never changes a result. */
 struct rt_pool {
     int n;
     pthread_t *tid;
@@ -21,16 +23,19 @@ struct rt_pool {
     rt_task_fn fn;
     void *ctx;
     uint64_t total, grain;
+    uint64_t helped;  /* chunks the workers ran in the current job */
+    unsigned backoff; /* jobs the caller runs alone after one the workers missed (0: none) */
+    unsigned skip;    /* of which this many are left */
     _Atomic uint64_t next; /* first item not yet claimed */
 };
 
-/* Claims and runs chunks of the current job until none is left. */
-static void run_chunks(rt_pool *p, rt_task_fn fn, void *ctx, uint64_t total, uint64_t grain)
+/* Claims and runs chunks of the current job until none is left; returns how many it ran. */
+static uint64_t run_chunks(rt_pool *p, rt_task_fn fn, void *ctx, uint64_t total, uint64_t grain)
 {
-    for (;;) {
+    for (uint64_t ran = 0;; ran++) {
         uint64_t b = atomic_fetch_add_explicit(&p->next, grain, memory_order_relaxed);
         if (b >= total)
-            return;
+            return ran;
         fn(ctx, b, b + grain < total ? b + grain : total);
     }
 }
@@ -53,8 +58,9 @@ static void *worker(void *arg)
         void *ctx = p->ctx;
         uint64_t total = p->total, grain = p->grain;
         pthread_mutex_unlock(&p->mu);
-        run_chunks(p, fn, ctx, total, grain);
+        uint64_t ran = run_chunks(p, fn, ctx, total, grain);
         pthread_mutex_lock(&p->mu);
+        p->helped += ran;
         if (--p->busy == 0 && !p->open)
             pthread_cond_signal(&p->done);
     }
@@ -123,11 +129,17 @@ void rt_pool_for_grain(rt_pool *p, uint64_t n, uint64_t grain, rt_task_fn fn, vo
         fn(ctx, 0, n);
         return;
     }
+    if (p->skip > 0) { /* the workers missed a recent job: no wake-up calls for a while */
+        p->skip--;
+        fn(ctx, 0, n);
+        return;
+    }
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
     p->total = n;
     p->grain = grain;
+    p->helped = 0;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     p->open = 1;
     p->gen++;
@@ -138,6 +150,14 @@ void rt_pool_for_grain(rt_pool *p, uint64_t n, uint64_t grain, rt_task_fn fn, vo
     p->open = 0;
     while (p->busy > 0)
         pthread_cond_wait(&p->done, &p->mu);
+    /* Workers that ran nothing were not scheduled in time (other load, fewer free cores than
+     * threads): waking them only took time from the caller, so the next 1, 2, 4 … 64 jobs run
+     * in the caller alone, and the pool tries again after that. */
+    if (p->helped == 0)
+        p->backoff = p->backoff ? (p->backoff < 64 ? 2 * p->backoff : 64) : 1;
+    else
+        p->backoff = 0;
+    p->skip = p->backoff;
     pthread_mutex_unlock(&p->mu);
 }
 
