@@ -137,7 +137,9 @@ SAN_LDFLAGS := -fsanitize=address,undefined
 # (scripts/shim-barriers); -fma with floating-point contraction (fused multiply-adds, as a GPU
 # compiler may emit; x86-64 needs -mfma for them, and a CPU with FMA to run them).
 SHIMVAR      := $(BUILD)/shimvar
-SHIM_FMA_CFLAGS := -ffp-contract=fast -DTQ_SHIM_FMA=1 $(if $(filter x86_64-% amd64-%,$(shell $(CC) -dumpmachine)),-mfma)
+# -O2 after $(OPT): GCC forms fused multiply-adds only with -fexpensive-optimizations (-O2 and
+# up), and check-asan builds at -O1, where the fma variant would have none
+SHIM_FMA_CFLAGS := -O2 -ffp-contract=fast -DTQ_SHIM_FMA=1 $(if $(filter x86_64-% amd64-%,$(shell $(CC) -dumpmachine)),-mfma)
 SHIMVAR_BIN  := $(SHIMVAR)/test_metal_kernels-mut $(SHIMVAR)/test_metal_kernels-fma $(SHIMVAR)/test_metal_decode-fma
 SHIM_DEPS     = runtime/metal/shim.c runtime/metal/kernels.metal $(wildcard runtime/metal/*.h) $(LIB_CFLAGS_STAMP)
 
