@@ -267,14 +267,32 @@ static int get_ffn(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
     return 1;
 }
 
-int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
+/* The model's tensor NAME under the store's root: 1 with *mt, 0 when there is none, -1 when the
+ * name is too long (e). */
+static int store_find(rt_store *s, const char *name, const tq_model_tensor **mt, tq_err *e)
 {
     char full[512];
     if (strlen(name) + sizeof s->root >= sizeof full)
         return tq_fail(e, TQ_EDATA, "tensor name too long: %s", name);
-    const tq_model_tensor *mt = tq_model_find(s->m, rt_store_name(s, name, full, sizeof full));
-    if (!mt)
-        return s->n_ffn ? get_ffn(s, name, t, e) : 0;
+    *mt = tq_model_find(s->m, rt_store_name(s, name, full, sizeof full));
+    return *mt != NULL;
+}
+
+/* t described as mt is stored (dtype, shape, bytes); t->data is the caller's */
+static void store_describe(const tq_model_tensor *mt, rt_tensor *t)
+{
+    t->dt = mt->info.dtype;
+    t->ndim = mt->info.ndim;
+    memcpy(t->shape, mt->info.shape, sizeof t->shape);
+    t->nbytes = mt->info.nbytes;
+}
+
+int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
+{
+    const tq_model_tensor *mt;
+    int found = store_find(s, name, &mt, e);
+    if (found <= 0)
+        return found < 0 ? -1 : s->n_ffn ? get_ffn(s, name, t, e) : 0;
     size_t i = (size_t)(mt - s->m->tensors);
     if (!s->data[i]) {
         void *buf = alloc_pages(mt->info.nbytes, e);
@@ -287,10 +305,7 @@ int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
         s->data[i] = buf;
         s->bytes += mt->info.nbytes;
     }
-    t->dt = mt->info.dtype;
-    t->ndim = mt->info.ndim;
-    memcpy(t->shape, mt->info.shape, sizeof t->shape);
-    t->nbytes = mt->info.nbytes;
+    store_describe(mt, t);
     t->data = s->data[i];
     return 1;
 }
@@ -298,12 +313,10 @@ int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
 int rt_store_get_xw(rt_store *s, const char *name, int part, uint64_t E, uint64_t I, uint64_t H, rt_tensor *t,
                     tq_err *e)
 {
-    char full[512];
-    if (strlen(name) + sizeof s->root >= sizeof full)
-        return tq_fail(e, TQ_EDATA, "tensor name too long: %s", name);
-    const tq_model_tensor *mt = tq_model_find(s->m, rt_store_name(s, name, full, sizeof full));
-    if (!mt)
-        return 0;
+    const tq_model_tensor *mt;
+    int found = store_find(s, name, &mt, e);
+    if (found <= 0)
+        return found;
     const tq_xw_part p = tq_flash_xw_part(part, I, H);
     size_t esz = tq_dtype_size(mt->info.dtype);
     uint64_t in = mt->info.nbytes / (E ? E : 1), out = p.rows * p.cols * esz; /* bytes per expert */
@@ -346,16 +359,11 @@ int rt_store_get_xw(rt_store *s, const char *name, int part, uint64_t E, uint64_
 
 int rt_store_get_info(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
 {
-    char full[512];
-    if (strlen(name) + sizeof s->root >= sizeof full)
-        return tq_fail(e, TQ_EDATA, "tensor name too long: %s", name);
-    const tq_model_tensor *mt = tq_model_find(s->m, rt_store_name(s, name, full, sizeof full));
-    if (!mt)
-        return 0;
-    t->dt = mt->info.dtype;
-    t->ndim = mt->info.ndim;
-    memcpy(t->shape, mt->info.shape, sizeof t->shape);
-    t->nbytes = mt->info.nbytes;
+    const tq_model_tensor *mt;
+    int found = store_find(s, name, &mt, e);
+    if (found <= 0)
+        return found;
+    store_describe(mt, t);
     t->data = NULL;
     return 1;
 }
