@@ -92,6 +92,36 @@ float rt_load_f(tq_dtype dt, const void *p, uint64_t i)
     }
 }
 
+#if (defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))) || (defined(__aarch64__) && defined(__ARM_NEON))
+/* ---- shared by the SIMD paths below */
+#define INL inline __attribute__((always_inline))
+
+/* rt_load_f inlined (the same values: f16 through the same table). */
+static INL float load_f_inl(tq_dtype dt, const void *p, uint64_t i)
+{
+    if (dt == TQ_DT_F16) {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return f16_table[h];
+    }
+    if (dt == TQ_DT_BF16) {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return bf16f(h);
+    }
+    return rt_load_f(dt, p, i);
+}
+
+/* One row's term of group gi, from s, its sum of weight x activation over the group, in the
+ * order every path uses (docs/runtime.md, matvec summation orders): TurboQuant s * scale;
+ * affine scale * s + bias * auxg (auxg: the group's activation sum). */
+static INL float group1(const rt_linear *l, uint64_t gi, float s, float auxg, int tq)
+{
+    return tq ? s * load_f_inl(l->sdt, l->scales, gi)
+              : load_f_inl(l->sdt, l->scales, gi) * s + load_f_inl(l->zdt, l->biases, gi) * auxg;
+}
+#endif
+
 uint64_t rt_linear_wbytes(const rt_linear *l)
 {
     if (l->kind == RT_DENSE)
@@ -271,7 +301,6 @@ static int row_mxfp4(const rt_linear *l, uint64_t r, const float *x, float *wv, 
 
 #define AVX2 __attribute__((target("avx2,f16c")))
 #define AVX512 __attribute__((target("avx512f,avx2,f16c")))
-#define INL inline __attribute__((always_inline))
 #define RB 4
 /* Each row's words are prefetched one block of 8 rows ahead (the same place in row r+8): the
  * rows of a block are read side by side, so the next block's rows are the next bytes the
@@ -336,21 +365,6 @@ static int x86_kernel(const rt_linear *l)
             (out) = _mm256_i32gather_ps(cb, ix_, 4);                                           \
     } while (0)
 
-/* rt_load_f inlined (the same values: f16 through the same table). */
-static INL float load_f_inl(tq_dtype dt, const void *p, uint64_t i)
-{
-    if (dt == TQ_DT_F16) {
-        uint16_t h;
-        memcpy(&h, (const char *)p + 2 * i, 2);
-        return f16_table[h];
-    }
-    if (dt == TQ_DT_BF16) {
-        uint16_t h;
-        memcpy(&h, (const char *)p + 2 * i, 2);
-        return bf16f(h);
-    }
-    return rt_load_f(dt, p, i);
-}
 
 /* Group g's scale (and bias) of rows r..r+3 as one vector, and acc += the group's terms
  * exactly as row_tq (acc + s·scale) and row_affine (acc + (scale·s + bias·gsum)) write them. */
@@ -409,11 +423,7 @@ AVX2 static INL void rows_fused(const rt_linear *l, uint64_t r, int nr, const fl
             acc4 = group4_avx2(l, r, g, acc4, hsum8x4_avx2(a[0], a[1], a[2], a[3]), aux, tq);
         } else {
             float s = hsum8_avx2(a[0]);
-            uint64_t gi = r * ng + g;
-            if (tq)
-                acc1 += s * load_f_inl(l->sdt, l->scales, gi);
-            else
-                acc1 += load_f_inl(l->sdt, l->scales, gi) * s + load_f_inl(l->zdt, l->biases, gi) * aux[g];
+            acc1 += group1(l, r * ng + g, s, tq ? 0.0f : aux[g], tq);
         }
     }
     if (nr == RB)
@@ -808,23 +818,7 @@ static int mv_rows_simd(const rt_linear *l, uint64_t b, uint64_t en, const float
 #define RT_SIMD 1
 #include <arm_neon.h>
 
-#define INL inline __attribute__((always_inline))
 #define RN 4
-
-static INL float load_f_inl(tq_dtype dt, const void *p, uint64_t i)
-{
-    if (dt == TQ_DT_F16) {
-        uint16_t h;
-        memcpy(&h, (const char *)p + 2 * i, 2);
-        return f16_table[h];
-    }
-    if (dt == TQ_DT_BF16) {
-        uint16_t h;
-        memcpy(&h, (const char *)p + 2 * i, 2);
-        return bf16f(h);
-    }
-    return rt_load_f(dt, p, i);
-}
 
 static INL float hsum8_neon(float32x4_t lo, float32x4_t hi)
 {
@@ -951,11 +945,7 @@ static INL void rows_q_neon(const rt_linear *l, uint64_t r, int nr, const float 
                 acc4 = vaddq_f32(acc4, vaddq_f32(vmulq_f32(vld1q_f32(sc), s), vmulq_f32(vld1q_f32(bi), vdupq_n_f32(aux[g]))));
         } else {
             float s = hsum8_neon(lo[0], hi[0]);
-            uint64_t gi = r * ng + g;
-            if (tq)
-                acc1 += s * load_f_inl(l->sdt, l->scales, gi);
-            else
-                acc1 += load_f_inl(l->sdt, l->scales, gi) * s + load_f_inl(l->zdt, l->biases, gi) * aux[g];
+            acc1 += group1(l, r * ng + g, s, tq ? 0.0f : aux[g], tq);
         }
     }
     if (nr == RN)
