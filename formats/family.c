@@ -118,10 +118,13 @@ static const tq_family families[TQ_FAM_COUNT] = {
                             .decode = QWEN3_NEXT_DECODE},
     /* mlx_lm/models/mixtral.py: block_sparse_moe.gate (nn.Linear router) and
      * block_sparse_moe.switch_mlp (SwitchGLU); sanitize() stacks
-     * block_sparse_moe.experts.<e>.{w1,w2,w3} as switch_mlp.{gate,down,up}_proj. */
+     * block_sparse_moe.experts.<e>.{w1,w2,w3} as switch_mlp.{gate,down,up}_proj.
+     * transformers 5 holds the block as mlp (v5_block, formats/family.h): mlp.gate and
+     * mlp.experts.{gate_up_proj,down_proj} fused, which tq reads too and tq-convert writes
+     * back under the mlx-lm names above (mlx-lm's sanitize knows only block_sparse_moe). */
     [TQ_FAM_MIXTRAL] = {.id = TQ_FAM_MIXTRAL, .name = "mixtral", .model_types = L("mixtral"),
                         .architectures = L("MixtralForCausalLM"), .source = "mlx_lm/models/mixtral.py",
-                        .store = TQ_EXP_SEPARATE, .moe_block = "block_sparse_moe",
+                        .store = TQ_EXP_SEPARATE, .moe_block = "block_sparse_moe", .v5_block = "mlp",
                         .hf_proj = {"w1", "w3", NULL, "w2"}, .mlx_container = "block_sparse_moe.switch_mlp",
                         .experts_key = "num_local_experts", .topk_key = "num_experts_per_tok",
                         .moe_inter_key = "intermediate_size", .dense = TQ_DENSE_ALL,
@@ -385,36 +388,11 @@ static int in_module(const char *rel, const char *m)
 
 static const char *const roots[] = {"model.language_model.", "language_model.model.", "model."};
 
-void tq_family_name(const tq_family *f, uint64_t n_layers, const char *name, tq_name_info *o)
+/* The role of R, a tensor name relative to its layer, in family f's MoE block or dense MLP
+ * (o's layer fields already set). v5: R is a name under v5_block rewritten to moe_block; a
+ * family with a v5_block keeps its fused experts only there. */
+static void block_name(const tq_family *f, const char *r, int v5, tq_name_info *o)
 {
-    if (!f)
-        f = &families[TQ_FAM_QWEN3_MOE]; /* no config: the layout tq has always read */
-    memset(o, 0, sizeof *o);
-    o->proj = -1;
-    const char *rest = NULL;
-    if (f->mtp == TQ_MTP_PREFIX && (rest = skip_prefix(name, "mtp."))) {
-        o->role = TQ_ROLE_MTP;
-        o->root_len = 4;
-    } else {
-        for (size_t i = 0; i < sizeof roots / sizeof *roots && !rest; i++)
-            if ((rest = skip_prefix(name, roots[i])))
-                o->root_len = strlen(roots[i]);
-        if (!rest)
-            return;
-    }
-    const char *r = skip_prefix(rest, "layers.");
-    uint64_t layer;
-    if (!r || !(r = parse_index(r, &layer)))
-        return;
-    o->has_layer = 1;
-    o->layer = layer;
-    o->layer_len = (size_t)(r - name);
-    if (o->role == TQ_ROLE_MTP)
-        return;
-    if (f->mtp == TQ_MTP_EXTRA_LAYER && n_layers && layer >= n_layers) {
-        o->role = TQ_ROLE_MTP;
-        return;
-    }
     /* routed experts, HF forms: <B>experts. */
     if (f->store != TQ_EXP_NONE) {
         char blk[64];
@@ -433,7 +411,7 @@ void tq_family_name(const tq_family *f, uint64_t n_layers, const char *name, tq_
              * transformers 5 holds fused in memory (MixtralExperts and the classes built on it:
              * gate_up_proj [E, 2I, H], down_proj [E, H, I]), which is what a state dict saved
              * without reverting its conversion mapping holds */
-            if ((f->store == TQ_EXP_FUSED || f->store == TQ_EXP_SEPARATE || f->xw_fused) &&
+            if ((f->store == TQ_EXP_FUSED || f->store == TQ_EXP_SEPARATE || f->xw_fused) && (!f->v5_block || v5) &&
                 (!strcmp(x, "gate_up_proj") || !strcmp(x, "down_proj"))) {
                 o->role = TQ_ROLE_EXPERT;
                 o->form = f->xw_fused ? TQ_FORM_FUSED_XW : TQ_FORM_FUSED;
@@ -489,6 +467,56 @@ void tq_family_name(const tq_family *f, uint64_t n_layers, const char *name, tq_
         o->role = TQ_ROLE_FFN;
 }
 
+void tq_family_name(const tq_family *f, uint64_t n_layers, const char *name, tq_name_info *o)
+{
+    if (!f)
+        f = &families[TQ_FAM_QWEN3_MOE]; /* no config: the layout tq has always read */
+    memset(o, 0, sizeof *o);
+    o->proj = -1;
+    const char *rest = NULL;
+    if (f->mtp == TQ_MTP_PREFIX && (rest = skip_prefix(name, "mtp."))) {
+        o->role = TQ_ROLE_MTP;
+        o->root_len = 4;
+    } else {
+        for (size_t i = 0; i < sizeof roots / sizeof *roots && !rest; i++)
+            if ((rest = skip_prefix(name, roots[i])))
+                o->root_len = strlen(roots[i]);
+        if (!rest)
+            return;
+    }
+    const char *r = skip_prefix(rest, "layers.");
+    uint64_t layer;
+    if (!r || !(r = parse_index(r, &layer)))
+        return;
+    o->has_layer = 1;
+    o->layer = layer;
+    o->layer_len = (size_t)(r - name);
+    if (o->role == TQ_ROLE_MTP)
+        return;
+    if (f->mtp == TQ_MTP_EXTRA_LAYER && n_layers && layer >= n_layers) {
+        o->role = TQ_ROLE_MTP;
+        return;
+    }
+    if (f->v5_block && f->store != TQ_EXP_NONE) {
+        /* transformers 5's block path (formats/family.h, v5_block): only the router and the
+         * fused experts live there; anything else under it is left to the generic rules */
+        const char *t = skip_prefix(r, f->v5_block);
+        char buf[256];
+        int n = t && *t == '.' ? snprintf(buf, sizeof buf, "%s%s", f->moe_block, t) : -1;
+        if (n > 0 && (size_t)n < sizeof buf) {
+            tq_name_info v = *o;
+            block_name(f, buf, 1, &v);
+            if (v.role == TQ_ROLE_ROUTER || (v.role == TQ_ROLE_EXPERT && v.form == TQ_FORM_FUSED)) {
+                v.v5 = 1;
+                v.suffix = v.role == TQ_ROLE_EXPERT ? name + strlen(name) : NULL; /* fused: no suffix */
+                *o = v;
+                return;
+            }
+        }
+    }
+    block_name(f, r, 0, o);
+}
+
 int tq_family_looks_like_expert(const char *name)
 {
     static const char *const marks[] = {".experts.", ".switch_mlp.", ".switch_glu."};
@@ -504,9 +532,29 @@ static int put(char *out, size_t cap, const char *a, const char *b)
     return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
+const char *tq_family_fused_block(const tq_family *f)
+{
+    return f->v5_block ? f->v5_block : f->moe_block;
+}
+
+int tq_family_v5_path(const tq_family *f, const char *rel, char *out, size_t cap)
+{
+    const char *t = f && f->v5_block ? skip_prefix(rel, f->moe_block) : NULL;
+    return t && *t == '.' ? put(out, cap, f->v5_block, t) : -1;
+}
+
 int tq_family_mlx_name(const tq_family *f, const char *name, char *out, size_t cap)
 {
     const char *r;
+    tq_name_info ni;
+    if (f && f->v5_block) { /* the router goes back where mlx-lm's model class has it */
+        tq_family_name(f, 0, name, &ni);
+        if (ni.v5 && ni.role == TQ_ROLE_ROUTER) {
+            int n = snprintf(out, cap, "%.*s%s%s", (int)ni.layer_len, name, f->moe_block,
+                             name + ni.layer_len + strlen(f->v5_block));
+            return n < 0 || (size_t)n >= cap ? -1 : 0;
+        }
+    }
     if (f && f->wrapped) {
         if ((r = skip_prefix(name, "model.language_model.")))
             return put(out, cap, "language_model.model.", r);

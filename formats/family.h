@@ -122,6 +122,16 @@ typedef struct tq_family {
     /* ---- routed experts */
     tq_expert_store store;              /* how the HF checkpoint stores them */
     const char *moe_block;              /* "mlp", "block_sparse_moe", "" (gemma4: layer itself) */
+    const char *v5_block;               /* where transformers 5 keeps the MoE block when it
+                                         * renames moe_block, or NULL. Mixtral: "mlp"
+                                         * (transformers' conversion_mapping.py, "mixtral":
+                                         * WeightRenaming .block_sparse_moe.gate -> .mlp.gate,
+                                         * experts.*.w1 / w3 stacked and concatenated into
+                                         * mlp.experts.gate_up_proj [E, 2I, H], w2 into
+                                         * mlp.experts.down_proj [E, H, I]). A state dict saved
+                                         * without reverting that mapping holds the router
+                                         * and the fused experts there; nothing else is read
+                                         * under this path */
     const char *hf_proj[TQ_PROJ_COUNT]; /* HF per-expert projection names (SEPARATE) */
     const char *mlx_container;          /* stacked experts in mlx-lm: "mlp.switch_mlp", ... */
     int expert_bias;                    /* experts carry a bias per projection (gpt-oss) */
@@ -237,6 +247,7 @@ typedef struct tq_name_info {
     size_t root_len;      /* "model." / "model.language_model." / "language_model.model." /
                            * "mtp." (MTP head) */
     size_t layer_len;     /* length of "<root>layers.<L>." (0 without a layer) */
+    int v5;               /* the router or fused experts under the family's v5_block */
     uint64_t expert;      /* TQ_FORM_SEPARATE */
     int proj;             /* enum tq_proj for expert tensors, else -1 */
     const char *suffix;   /* into name: "weight", "scales", "biases", "bias", "codebook",
@@ -252,9 +263,19 @@ TQ_API void tq_family_name(const tq_family *f, uint64_t n_layers, const char *na
  * pinned when the family does not explain it. */
 TQ_API int tq_family_looks_like_expert(const char *name);
 
+/* The block that holds the family's fused experts (<block>.experts.gate_up_proj): v5_block
+ * when the family has one, else moe_block. */
+TQ_API const char *tq_family_fused_block(const tq_family *f);
+/* The transformers 5 path (v5_block) of a module path relative to the layer under moe_block
+ * ("block_sparse_moe.gate" -> "mlp.gate"), into out (cap bytes): 0, or -1 when the family
+ * renames nothing there or it does not fit. */
+TQ_API int tq_family_v5_path(const tq_family *f, const char *rel, char *out, size_t cap);
+
 /* The MLX (post-sanitize) name of a non-expert tensor name: the wrapped root
  * "model.language_model." becomes "language_model.model.", "lm_head." becomes
- * "language_model.lm_head." (wrapped families only); everything else is unchanged.
+ * "language_model.lm_head." (wrapped families only), a router under v5_block goes back under
+ * moe_block (mlx-lm's model classes have the hub's module paths); everything else is
+ * unchanged.
  * Writes at most cap bytes; returns 0 or -1 when it does not fit. */
 TQ_API int tq_family_mlx_name(const tq_family *f, const char *name, char *out, size_t cap);
 /* The inverse (HF name of an MLX name), for --dequantize. */

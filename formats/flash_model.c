@@ -142,9 +142,10 @@ static char *fused_name(const tq_family *f, const char *prefix, const char *tail
     for (int k = TQ_FLASH_GATE_UP; k <= TQ_FLASH_DOWN && dot; k++)
         if (strlen(tq_flash_projs[k]) == (size_t)(dot - tail) && !strncmp(tail, tq_flash_projs[k], (size_t)(dot - tail)))
             proj = k;
-    const char *blk = *f->moe_block ? f->moe_block : "";
+    /* float fused experts sit where transformers 5 keeps the block (formats/family.h, v5_block) */
+    const char *fb = tq_family_fused_block(f), *blk = *f->moe_block ? f->moe_block : "";
     if ((f->store == TQ_EXP_FUSED || f->store == TQ_EXP_SEPARATE) && proj >= 0 && !strcmp(dot + 1, "weight"))
-        return tq_asprintf(e, "%s%s%sexperts.%s", prefix, blk, *blk ? "." : "", tq_flash_projs[proj]);
+        return tq_asprintf(e, "%s%s%sexperts.%s", prefix, fb, *fb ? "." : "", tq_flash_projs[proj]);
     if (f->store == TQ_EXP_MXFP4 && proj >= 0 &&
         (!strcmp(dot + 1, "blocks") || !strcmp(dot + 1, "scales") || !strcmp(dot + 1, "bias")))
         return tq_asprintf(e, "%s%s%sexperts.%s_%s", prefix, blk, *blk ? "." : "", tq_flash_projs[proj], dot + 1);

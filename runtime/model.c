@@ -182,11 +182,16 @@ typedef struct moe_names {
     const char *proj[3];     /* HF per-expert names of gate, up, down (NULL: none) */
     const char *shared;      /* shared expert MLP, or NULL */
     const char *shared_gate; /* its sigmoid gate, or NULL */
+    char v5_router[64];      /* the router under the family's v5_block */
 } moe_names;
 
-static void names_of(const rt_config *c, moe_names *n)
+/* The names of layer l's MoE tensors. A family whose MoE block transformers 5 renames
+ * (formats/family.h, v5_block: Mixtral's block_sparse_moe is mlp there) is read under the
+ * new path when the layer's router is there and not under the hub's path; only the fused
+ * experts live beside it (<v5_block>.experts.gate_up_proj / down_proj). */
+static int names_of(tq_runner *r, uint64_t l, moe_names *n, tq_err *e)
 {
-    const tq_family *f = c->fam;
+    const tq_family *f = r->c.fam;
     n->router = f->routers && *f->routers[0] ? f->routers[0] : "mlp.gate";
     n->stacked = f->mlx_container ? f->mlx_container : "mlp.switch_mlp";
     snprintf(n->experts, sizeof n->experts, "%s%sexperts", f->moe_block ? f->moe_block : "mlp",
@@ -196,6 +201,20 @@ static void names_of(const rt_config *c, moe_names *n)
     n->proj[2] = f->hf_proj[TQ_PROJ_DOWN];
     n->shared = f->shared;
     n->shared_gate = f->shared_gate;
+    if (!f->v5_block || tq_family_v5_path(f, n->router, n->v5_router, sizeof n->v5_router) != 0)
+        return 0;
+    char hub[300], v5[300];
+    snprintf(hub, sizeof hub, "model.layers.%llu.%s.weight", (unsigned long long)l, n->router);
+    snprintf(v5, sizeof v5, "model.layers.%llu.%s.weight", (unsigned long long)l, n->v5_router);
+    int rc = has_tensor(r, hub, NULL, e), rc5 = rc == 0 ? has_tensor(r, v5, NULL, e) : 0;
+    if (rc < 0 || rc5 < 0)
+        return -1;
+    if (rc5) {
+        n->router = n->v5_router;
+        snprintf(n->experts, sizeof n->experts, "%s.experts", f->v5_block);
+        n->proj[0] = n->proj[1] = n->proj[2] = NULL; /* no per-expert tensors there */
+    }
+    return 0;
 }
 
 /* Bind em's template to a stacked tensor set (expert axis first). */
@@ -436,7 +455,8 @@ static int load_experts_resident(tq_runner *r, uint64_t l, rt_emat *em[3], tq_er
 {
     const rt_config *c = &r->c;
     moe_names names, *nm = &names;
-    names_of(c, nm);
+    if (names_of(r, l, nm, e) != 0)
+        return -1;
     uint64_t dims[3][2] = {{c->moe_inter, c->hidden}, {c->moe_inter, c->hidden}, {c->hidden, c->moe_inter}};
     char module[256], wname[300], down[300];
     snprintf(module, sizeof module, "model.layers.%llu.%s.%s", (unsigned long long)l, nm->stacked, proj_name[0]);
@@ -579,7 +599,8 @@ static int load_experts_split(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *
 {
     const rt_config *c = &r->c;
     moe_names names, *nm = &names;
-    names_of(c, nm);
+    if (names_of(r, l, nm, e) != 0)
+        return -1;
     rt_layer *L = &r->L[l];
     char *path = rt_split_file(r->dir, r->c.expert_dir, l, e);
     if (!path)
@@ -875,7 +896,6 @@ static int load_mlp(tq_runner *r, uint64_t l, tq_err *e)
     const rt_config *c = &r->c;
     rt_layer *L = &r->L[l];
     moe_names names, *nm = &names;
-    names_of(c, nm);
     char n[256];
     L->moe = rt_layer_is_moe(c, l);
     if ((!L->moe || c->arch == RT_GEMMA4) && /* gemma4: the dense MLP beside the experts */
@@ -885,6 +905,8 @@ static int load_mlp(tq_runner *r, uint64_t l, tq_err *e)
         return -1;
     if (!L->moe)
         return 0;
+    if (names_of(r, l, nm, e) != 0)
+        return -1;
     /* gemma4's router is a module whose linear layer is router.proj */
     snprintf(n, sizeof n, "model.layers.%llu.%s%s", (unsigned long long)l, nm->router, c->arch == RT_GEMMA4 ? ".proj" : "");
     if (load_linear(r, n, c->experts, c->hidden, &L->router, e) != 0)

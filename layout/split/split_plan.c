@@ -274,7 +274,7 @@ static int check_fused(const split_plan *p, const split_layer *L, uint64_t n_exp
             uint64_t shape[4] = {n_exp, out, sfx[j] == 0 ? in : in / 32, 16};
             int nd = sfx[j] == 0 ? 3 : sfx[j] == 1 ? 4 : sfx[j] == 2 ? 3 : 2;
             if (!sl) {
-                const char *blk = *f->moe_block ? f->moe_block : "";
+                const char *blk = tq_family_fused_block(f);
                 return tq_fail(e, TQ_EDATA, "%s: layer %u: '%s%s%sexperts.%s%s%s' is missing (the %s experts are fused)",
                                p->m->path, L->layer, L->prefix, blk, *blk ? "." : "", tq_flash_projs[proj], mx ? "_" : "",
                                mx ? tq_flash_suffixes[sfx[j]] : "", f->name);

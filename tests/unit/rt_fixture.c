@@ -863,6 +863,16 @@ static int fx_generate_family(const fx_cfg *c, const char *dir, fx_model *m)
         static const char *const w132[3] = {"w1", "w3", "w2"};
         switch (c->arch) {
         case FX_MIXTRAL:
+            if (c->hf_expert_names == 3) {
+                /* as transformers 5 holds it: transformers src/transformers/conversion_mapping.py,
+                 * "mixtral": WeightRenaming(".block_sparse_moe.gate", ".mlp.gate"), then
+                 * block_sparse_moe.experts.*.w1 / w3 stacked (MergeModulelist(dim=0)) and
+                 * concatenated (Concatenate(dim=1)) into mlp.experts.gate_up_proj [E, 2I, H],
+                 * gate (w1) rows first, and w2 stacked into mlp.experts.down_proj [E, H, I] */
+                L->router = fx_matrix(&f, NM("mlp.gate"), K, c->experts, H, 0, 0, &sl, !aff);
+                fx_experts(&f, c, L, P, "mlp.experts", "block_sparse_moe.switch_mlp", w132, 1, 0);
+                break;
+            }
             L->router = fx_matrix(&f, NM("block_sparse_moe.gate"), K, c->experts, H, 0, 0, &sl, !aff);
             fx_experts(&f, c, L, P, "block_sparse_moe.experts", "block_sparse_moe.switch_mlp", w132, 0, 0);
             break;

@@ -21,8 +21,9 @@ typedef struct fx_cfg {
                           * "model.language_model." root; gpt_oss: MXFP4 as released, or with 2
                           * the float layout transformers saves, x @ W); else the MLX form
                           * (stacked experts; qwen3_next/qwen3_5: norms stored as 1 + w);
-                          * 3 (qwen2_moe, qwen3_moe, qwen3_next, deepseek_v3): experts fused as
-                          * transformers 5 holds them, gate_up_proj [E, 2I, H] + down_proj */
+                          * 3 (qwen2_moe, qwen3_moe, qwen3_next, deepseek_v3, mixtral): experts
+                          * fused as transformers 5 holds them, gate_up_proj [E, 2I, H] +
+                          * down_proj (mixtral: under mlp, its router mlp.gate) */
     int tied;
     double theta, eps;
     uint64_t seed;

@@ -88,6 +88,28 @@ static void test_names(void)
     CHECK(ni.role == TQ_ROLE_ROUTER);
     name(mx, "model.layers.01.block_sparse_moe.gate.weight", &ni); /* leading zero: not a layer */
     CHECK(ni.role == TQ_ROLE_OTHER && !ni.has_layer);
+    /* transformers 5 (conversion_mapping.py, "mixtral"): the router at mlp.gate and the experts
+     * fused at mlp.experts; nothing else is written there, and the fused form is not spelled
+     * under block_sparse_moe */
+    name(mx, "model.layers.2.mlp.gate.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_ROUTER && ni.v5 && ni.layer == 2);
+    name(mx, "model.layers.2.mlp.experts.gate_up_proj", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_FUSED && ni.proj == TQ_PROJ_GATE_UP && ni.v5 &&
+          ni.suffix && !*ni.suffix);
+    name(mx, "model.layers.2.mlp.experts.down_proj", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_FUSED && ni.proj == TQ_PROJ_DOWN && ni.v5);
+    name(mx, "model.layers.2.mlp.experts.0.w1.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_OTHER);
+    name(mx, "model.layers.2.block_sparse_moe.experts.gate_up_proj", &ni);
+    CHECK(ni.role == TQ_ROLE_OTHER);
+    name(mx, "model.layers.2.block_sparse_moe.experts.0.w1.weight", &ni);
+    CHECK(ni.role == TQ_ROLE_EXPERT && !ni.v5);
+    char v5[64];
+    CHECK(tq_family_v5_path(mx, "block_sparse_moe.gate", v5, sizeof v5) == 0 && !strcmp(v5, "mlp.gate"));
+    CHECK(tq_family_v5_path(q35, "mlp.gate", v5, sizeof v5) == -1);
+    CHECK(!strcmp(tq_family_fused_block(mx), "mlp") && !strcmp(tq_family_fused_block(q35), "mlp"));
+    CHECK(tq_family_mlx_name(mx, "model.layers.2.mlp.gate.weight", v5, sizeof v5) == 0 &&
+          !strcmp(v5, "model.layers.2.block_sparse_moe.gate.weight"));
     name(q35, "model.language_model.layers.3.mlp.experts.gate_up_proj", &ni);
     CHECK(ni.role == TQ_ROLE_EXPERT && ni.form == TQ_FORM_FUSED && ni.proj == TQ_PROJ_GATE_UP &&
           ni.layer_len == strlen("model.language_model.layers.3."));

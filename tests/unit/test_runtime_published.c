@@ -12,6 +12,7 @@
  * Where a published config spells a key differently from what the fixture writes (no
  * head_dim, rope_scaling "type" instead of "rope_type", no yarn "truncate"), the config is
  * rewritten here to the published spelling so the key tq reads is the one the world writes. */
+#include "formats/flash.h"
 #include "layout/split/split.h"
 #include "quant/convert/convert.h"
 #include "runtime/runtime.h"
@@ -334,6 +335,141 @@ static void mixtral_square(void)
     every_path(c, "mixtral-square", no_head_dim, NULL);
 }
 
+/* ---- mixtral as transformers 5 holds and saves it. transformers
+ * src/transformers/conversion_mapping.py, _build_checkpoint_conversion_mapping, "mixtral":
+ * WeightRenaming(".block_sparse_moe.gate", ".mlp.gate"); WeightConverter of
+ * block_sparse_moe.experts.*.w1 / *.w3 -> mlp.experts.gate_up_proj (MergeModulelist(dim=0):
+ * torch.stack over experts, then Concatenate(dim=1): w1 rows, then w3 rows: [E, 2I, H]) and of
+ * *.w2 -> mlp.experts.down_proj (stacked: [E, H, I]); MixtralExperts computes
+ * linear(x, gate_up_proj[e]).chunk(2) as gate, up. A state dict saved without reverting the
+ * mapping (core_model_loading.py, revert_weight_conversion) holds exactly mlp.gate.weight and
+ * mlp.experts.{gate_up_proj,down_proj}. Its config.json (models/mixtral/configuration_mixtral.py
+ * in transformers 5: MixtralConfig takes rope_parameters instead of rope_theta, default_theta
+ * 1e6, and keeps head_dim None) has "head_dim": null and rope_parameters {"rope_theta",
+ * "rope_type": "default"} and no rope_theta. Before, tq-run refused it ("block_sparse_moe.gate
+ * is missing"), tq-split refused the experts and tq-convert kept mlp.* names mlx-lm's
+ * Mixtral (sanitize: block_sparse_moe only) cannot load. The values are Mixtral-8x7B's as
+ * above. */
+static const char *const v5_drop[] = {"head_dim", "rope_theta", NULL};
+#define MIXTRAL_V5 "{\"head_dim\": null, \"rope_parameters\": {\"rope_theta\": 1000000.0, \"rope_type\": \"default\"}}"
+
+/* The bytes of every layer file of split directory d after its header, in layer order. */
+static unsigned char *split_data(const char *d, uint64_t *n)
+{
+    tq_flash_manifest *man = NULL;
+    tq_err err = {0};
+    unsigned char *all = NULL;
+    *n = 0;
+    CHECK_OK(tq_flash_manifest_load(&man, d, &err));
+    for (size_t i = 0; man && i < man->n_layers; i++) {
+        char path[800];
+        snprintf(path, sizeof path, "%s/%s", d, man->layers[i].file);
+        tq_flash_header h;
+        memset(&h, 0, sizeof h);
+        CHECK_OK(tq_flash_read(&h, path, &err));
+        char *txt = NULL;
+        size_t len = 0;
+        CHECK_OK(tq_read_small_file(path, 1u << 28, &txt, &len, &err));
+        if (txt && h.data_start <= len) {
+            unsigned char *g = realloc(all, *n + (len - h.data_start) + 1);
+            CHECK(g != NULL);
+            if (g) {
+                all = g;
+                memcpy(all + *n, txt + h.data_start, len - h.data_start);
+                *n += len - h.data_start;
+            }
+        }
+        free(txt);
+        tq_flash_header_free(&h);
+    }
+    tq_flash_manifest_free(man);
+    return all;
+}
+
+static void mixtral_v5_case(fx_cfg c, const char *what)
+{
+    c.theta = 1e6;
+    c.hf_expert_names = 3;
+    every_path(c, what, v5_drop, MIXTRAL_V5);
+    char src[512], sp[600], cv[600], hub[600], hubsp[600], j[600];
+    dir_of(src, sizeof src, what, "");
+    dir_of(sp, sizeof sp, what, ".split");
+    dir_of(cv, sizeof cv, what, ".conv");
+    dir_of(hub, sizeof hub, what, ".hub");
+    dir_of(hubsp, sizeof hubsp, what, ".hub.split");
+    dir_of(j, sizeof j, what, ".joined");
+    tq_err err = {0};
+    /* converted: mlx-lm's Mixtral names (mlx_lm/models/mixtral.py: block_sparse_moe.gate and
+     * block_sparse_moe.switch_mlp.*), nothing left under mlp */
+    tq_model *m = NULL;
+    CHECK_OK(tq_model_open(&m, cv, &err));
+    int stacked = 0, router = 0, v5 = 0;
+    for (size_t i = 0; m && i < m->n_tensors; i++) {
+        const char *n = m->tensors[i].info.name;
+        stacked += strstr(n, ".block_sparse_moe.switch_mlp.gate_proj.weight") != NULL;
+        router += strstr(n, ".block_sparse_moe.gate.weight") != NULL;
+        v5 += strstr(n, ".mlp.") != NULL;
+    }
+    CHECKF(stacked == c.layers && router == c.layers && v5 == 0,
+           "%s: converted holds %d switch_mlp gate stacks, %d block_sparse_moe routers, %d mlp.* tensors", what, stacked,
+           router, v5);
+    tq_model_close(m);
+    /* split: the same weights saved the hub's way (block_sparse_moe.experts.<e>.w1/w3/w2) give
+     * byte-identical expert blocks (each expert's gate rows, up rows, down) */
+    fx_cfg h = c;
+    h.hf_expert_names = 1;
+    fx_model hm;
+    CHECK(fx_generate(&h, hub, &hm) == 0);
+    fx_free(&hm);
+    CHECK_OK(fx_split_dir(hub, hubsp, &err));
+    uint64_t na = 0, nb = 0;
+    unsigned char *a = split_data(sp, &na), *b = split_data(hubsp, &nb);
+    CHECKF(a && b && na == nb && na > 0 && memcmp(a, b, na) == 0,
+           "%s: split expert data (%llu bytes) differs from the hub layout's split (%llu bytes)", what,
+           (unsigned long long)na, (unsigned long long)nb);
+    free(a);
+    free(b);
+    /* --join gives the source names and bytes back */
+    tq_split_join_opts jo = {.quiet = 1, .threads = 2};
+    CHECK_OK(tq_split_join(sp, j, &jo, &err));
+    tq_model *x = NULL, *y = NULL;
+    CHECK_OK(tq_model_open(&x, src, &err));
+    CHECK_OK(tq_model_open(&y, j, &err));
+    CHECKF(x && y && x->n_tensors == y->n_tensors, "%s: joined has %zu tensors, source %zu", what,
+           y ? y->n_tensors : 0, x ? x->n_tensors : 0);
+    for (size_t i = 0; x && y && i < x->n_tensors; i++) {
+        const char *n = x->tensors[i].info.name;
+        uint64_t la = 0, lb = 0;
+        void *p = t_read_tensor(x, n, &la), *q = t_read_tensor(y, n, &lb);
+        CHECKF(p && q && la == lb && memcmp(p, q, la) == 0, "%s: joined tensor '%s' differs from the source", what, n);
+        free(p);
+        free(q);
+    }
+    tq_model_close(x);
+    tq_model_close(y);
+}
+static void mixtral_v5(void)
+{
+    fx_cfg c = base(FX_MIXTRAL);
+    c.hidden = 128;
+    c.inter = 448;
+    c.moe_inter = 448;
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.head_dim = 16;
+    c.window = 0;
+    c.tied = 0;
+    mixtral_v5_case(c, "mixtral-v5");
+}
+static void mixtral_v5_square(void)
+{
+    fx_cfg c = base(FX_MIXTRAL);
+    c.inter = 64;
+    c.moe_inter = 64;
+    c.kv_heads = 4;
+    mixtral_v5_case(c, "mixtral-v5-square");
+}
+
 /* ---- deepseek_v3: deepseek-ai/DeepSeek-V3, config.json
  * (https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json):
  * DeepseekV3ForCausalLM, hidden_size 7168, intermediate_size 18432, moe_intermediate_size
@@ -475,6 +611,8 @@ int main(void)
     RUN(qwen3_moe_square);
     RUN(mixtral_8x7b);
     RUN(mixtral_square);
+    RUN(mixtral_v5);
+    RUN(mixtral_v5_square);
     RUN(deepseek_v3);
     RUN(deepseek_square);
     RUN(qwen3_next_80b);
