@@ -190,20 +190,27 @@ static int dev_attention(tq_runner *r, const rt_layer *L, uint64_t pos, uint64_t
     return rtm_be_attention(BE(r), &a, e);
 }
 
-static int dev_route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w, tq_err *e)
+/* The route of layer L (enum rt_route) as the route kernel's arguments. */
+static void route_args(tq_runner *r, const rt_layer *L, rtm_route *out)
 {
     const rt_config *c = &r->c;
-    rtm_route a = {.logits = r->rl,
-                   .bias = c->route == RT_ROUTE_SIGMOID_GROUP ? L->score_bias : NULL,
-                   .E = c->experts,
-                   .K = c->top_k,
-                   .n_group = c->route == RT_ROUTE_SIGMOID_GROUP ? c->n_group : 1,
-                   .topk_group = c->topk_group,
-                   .mode = c->route == RT_ROUTE_SIGMOID_GROUP  ? (int)RTM_ROUTE_SIGMOID_GROUP
-                           : c->route == RT_ROUTE_TOPK_SOFTMAX ? (int)RTM_ROUTE_TOPK_SOFTMAX
-                                                               : (int)RTM_ROUTE_SOFTMAX,
-                   .norm_topk = c->norm_topk,
-                   .route_scale = (float)c->route_scale};
+    *out = (rtm_route){.logits = r->rl,
+                       .bias = c->route == RT_ROUTE_SIGMOID_GROUP ? L->score_bias : NULL,
+                       .E = c->experts,
+                       .K = c->top_k,
+                       .n_group = c->route == RT_ROUTE_SIGMOID_GROUP ? c->n_group : 1,
+                       .topk_group = c->topk_group,
+                       .mode = c->route == RT_ROUTE_SIGMOID_GROUP  ? (int)RTM_ROUTE_SIGMOID_GROUP
+                               : c->route == RT_ROUTE_TOPK_SOFTMAX ? (int)RTM_ROUTE_TOPK_SOFTMAX
+                                                                   : (int)RTM_ROUTE_SOFTMAX,
+                       .norm_topk = c->norm_topk,
+                       .route_scale = (float)c->route_scale};
+}
+
+static int dev_route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w, tq_err *e)
+{
+    rtm_route a;
+    route_args(r, L, &a);
     return rtm_be_route(BE(r), &a, ids, w, e);
 }
 
@@ -228,6 +235,41 @@ static int dev_copy(tq_runner *r, float *dst, const float *src, uint64_t blocks,
     return rtm_be_gather(BE(r), dst, src, blocks, len, stride, 0, e);
 }
 
+static int dev_route_keep(tq_runner *r, const rt_layer *L, tq_err *e)
+{
+    rtm_route a;
+    route_args(r, L, &a);
+    return rtm_be_route_keep(BE(r), &a, e);
+}
+
+/* Expert id's part i: at base[i] + id·stride[i] (stacked tensors) or in its resident block,
+ * resident_blocks + id·block_size + off[i] (rt_experts_indexed). */
+static int dev_expert_matvec(tq_runner *r, const rt_layer *L, const rt_emat *m, uint64_t k, const float *x, float *y,
+                             tq_err *e)
+{
+    rtm_expert ex = {.t = &m->t, .E = r->c.experts};
+    const void *has[4] = {m->t.w, m->t.scales, m->t.biases, m->t.bias};
+    for (int i = 0; i < 4; i++) {
+        if (!has[i])
+            continue;
+        if (m->base[i]) {
+            ex.part[i] = m->base[i];
+            ex.stride[i] = m->stride[i];
+        } else if (L->resident_blocks) {
+            ex.part[i] = L->resident_blocks + m->off[i];
+            ex.stride[i] = L->src.block_size;
+        } else {
+            return tq_fail(e, TQ_EUSAGE, "GPU backend: a streamed expert matrix indexed on the device");
+        }
+    }
+    return rtm_be_matvec_ex(BE(r), &ex, k, x, y, e);
+}
+
+static int dev_axpy_rank(tq_runner *r, float *y, const float *x, uint64_t k, uint64_t n, tq_err *e)
+{
+    return rtm_be_axpy_rank(BE(r), y, x, k, n, e);
+}
+
 static const rt_backend dev_backend = {
     .name = "device",
     .alloc = dev_alloc,
@@ -242,6 +284,9 @@ static const rt_backend dev_backend = {
     .axpy = dev_axpy,
     .gate = dev_gate,
     .copy = dev_copy,
+    .route_keep = dev_route_keep,
+    .expert_matvec = dev_expert_matvec,
+    .axpy_rank = dev_axpy_rank,
 };
 
 /* Stable weights the device may map once: the store's tensors, the model's float vectors and

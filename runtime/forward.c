@@ -40,7 +40,21 @@ static void top_k(const float *v, uint64_t n, uint64_t k, uint64_t *ids)
 }
 
 /* Router logits rl [E] → the K chosen experts ids [K] and their weights w [K] (enum rt_route):
- * the CPU backend's route. */
+ * the CPU backend's route, and the rule the route kernel (runtime/metal/kernels.metal) keeps.
+ * The rules are transformers' (src/transformers/models/):
+ *  - softmax: qwen2_moe/modeling_qwen2_moe.py and qwen3_moe/modeling_qwen3_moe.py,
+ *    Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock.forward (softmax in f32 over all experts,
+ *    torch.topk, divided by the top-k sum when norm_topk_prob), mixtral/modeling_mixtral.py,
+ *    MixtralSparseMoeBlock.forward (the same, always divided: family.c sets norm_topk);
+ *  - top-k then softmax: gpt_oss/modeling_gpt_oss.py, GptOssTopKRouter.forward (F.linear with
+ *    the router bias, torch.topk of the logits, softmax over those k);
+ *  - sigmoid, group-limited: deepseek_v3/modeling_deepseek_v3.py, DeepseekV3MoE.
+ *    route_tokens_to_experts (sigmoid; + e_score_correction_bias for choosing; group score =
+ *    the sum of a group's two best; topk_group groups kept, the rest masked to 0; top-k; the
+ *    weights are the sigmoids gathered at the chosen ids, divided by their sum + 1e-20 when
+ *    norm_topk_prob, times routed_scaling_factor).
+ * torch.topk leaves the order of equal values unspecified; tq's top_k breaks ties to the lower
+ * index, and so does the route kernel (test_metal_kernels, route_cpu, holds the two equal). */
 int rt_route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w, tq_err *e)
 {
     (void)e;
@@ -121,6 +135,29 @@ int rt_route(tq_runner *r, const rt_layer *L, uint64_t *ids, float *w, tq_err *e
     return 0;
 }
 
+/* out [H] += the shared expert of L on xin [H]: sigmoid(shared_expert_gate · xin) ·
+ * shared_expert(xin) (qwen) or shared_experts(xin) (DeepSeek); nothing without one. */
+static int shared_expert(tq_runner *r, const rt_layer *L, const float *xin, float *out, tq_err *e)
+{
+    const rt_backend *be = r->be;
+    uint64_t H = r->c.hidden;
+    if (!L->has_shared)
+        return 0;
+    float *gl = r->rl + 2 * r->c.experts; /* [1] the shared expert's gate logit */
+    if (swiglu(r, &L->sg, &L->su, &L->sd, xin, r->eo, e))
+        return -1;
+    if (L->has_sgate)
+        return be->matvec(r, &L->sgate, xin, gl, e) || be->axpy(r, out, r->eo, 0.0f, gl, H, e); /* sigmoid(gl) eo */
+    return be->axpy(r, out, r->eo, 1.0f, NULL, H, e);
+}
+
+int rt_experts_indexed(const rt_layer *L)
+{
+    if (L->eg.per_expert || L->eu.per_expert || L->ed.per_expert)
+        return 0;
+    return !L->streamed || L->resident_blocks != NULL;
+}
+
 /* Routed experts of layer l: rin [H] → router logits rl [E] → route() → out [H] = Σ_k w_k ·
  * expert_k(xin), in rank order, each expert's output through eo [H]; plus the shared expert:
  * sigmoid(shared_expert_gate · xin) · shared_expert(xin) (qwen) or shared_experts(xin)
@@ -134,6 +171,18 @@ static int moe(tq_runner *r, uint64_t l, const float *rin, const float *xin, flo
     uint64_t K = c->top_k, H = c->hidden;
     if (be->matvec(r, &L->router, rin, r->rl, e) != 0)
         return -1;
+    if (be->route_keep && rt_experts_indexed(L)) {
+        /* a device backend with the experts in memory: the choice stays on the device, each
+         * expert kernel reads its id there (runtime/backend.c; no CPU wait) */
+        if (be->route_keep(r, L, e) || be->gate(r, out, NULL, H, RT_GATE_ZERO, e))
+            return -1;
+        for (uint64_t k = 0; k < K; k++)
+            if (be->expert_matvec(r, L, &L->eg, k, xin, r->g, e) || be->expert_matvec(r, L, &L->eu, k, xin, r->u, e) ||
+                be->act(r, L->eg.t.rows, e) || be->expert_matvec(r, L, &L->ed, k, r->g, r->eo, e) ||
+                be->axpy_rank(r, out, r->eo, k, H, e)) /* out += w_k eo */
+                return -1;
+        return shared_expert(r, L, xin, out, e);
+    }
     uint64_t ids[64]; /* [K] chosen experts, by rank */
     float w[64];      /* [K] their weights */
     if (be->route(r, L, ids, w, e) != 0)
@@ -157,15 +206,7 @@ static int moe(tq_runner *r, uint64_t l, const float *rin, const float *xin, flo
         rt_cache_release(r->cache, l, ids, K);
     if (rc != 0)
         return -1;
-    if (L->has_shared) {
-        float *gl = r->rl + 2 * c->experts; /* [1] the shared expert's gate logit */
-        if (swiglu(r, &L->sg, &L->su, &L->sd, xin, r->eo, e))
-            return -1;
-        if (L->has_sgate)
-            return be->matvec(r, &L->sgate, xin, gl, e) || be->axpy(r, out, r->eo, 0.0f, gl, H, e); /* sigmoid(gl) eo */
-        return be->axpy(r, out, r->eo, 1.0f, NULL, H, e);
-    }
-    return 0;
+    return shared_expert(r, L, xin, out, e);
 }
 
 /* One gemma4 decoder layer (transformers' models/gemma4/modeling_gemma4.py,

@@ -314,7 +314,20 @@ typedef struct rt_backend {
     /* dst[b·len + i] = src[b·stride + i] for b < blocks, i < len (dst and src do not overlap) */
     int (*copy)(struct tq_runner *r, float *dst, const float *src, uint64_t blocks, uint64_t len, uint64_t stride,
                 tq_err *e);
+    /* Optional (NULL on the CPU): routed experts whose choice never leaves the device, for a
+     * layer whose experts rt_experts_indexed accepts. route_keep routes layer L as route does
+     * but keeps ids and weights on the device; expert_matvec computes y = W x for the expert it
+     * chose at rank k of matrix m; axpy_rank does y += w_k·x with its weight at rank k. */
+    int (*route_keep)(struct tq_runner *r, const struct rt_layer *L, tq_err *e);
+    int (*expert_matvec)(struct tq_runner *r, const struct rt_layer *L, const rt_emat *m, uint64_t k, const float *x,
+                         float *y, tq_err *e);
+    int (*axpy_rank)(struct tq_runner *r, float *y, const float *x, uint64_t k, uint64_t n, tq_err *e);
 } rt_backend;
+/* 1 when every routed expert matrix of L lies in memory loaded with the model at a fixed
+ * stride per expert (stacked tensors, or the resident blocks of a split), so that a kernel
+ * can find an expert's weights from its id; 0 for HF per-expert tensors (one allocation
+ * each) and streamed blocks (read from disk by id, so the CPU must learn the ids). */
+int rt_experts_indexed(const struct rt_layer *L);
 /* r->o.backend's operations into r->be (and r->bctx). */
 int rt_backend_open(struct tq_runner *r, tq_err *e);
 void rt_backend_close(struct tq_runner *r);

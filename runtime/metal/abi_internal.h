@@ -36,6 +36,15 @@ typedef struct rtm_mv_args {
     uint rstep;          /* bias entry (and MXFP4 weight row) of row r: r·rstep */
 } rtm_mv_args;
 
+/* A routed expert's product (the _ex matvec kernels): mv for the matrix of expert
+ * id = ids[rank] (id < E), whose part i (0 weights, 1 scales, 2 affine biases, 3 output bias)
+ * starts id·stride[i] bytes after expert 0's in its buffer slot; stride 0 for an absent part. */
+typedef struct rtm_mvx_args {
+    rtm_mv_args mv;
+    uint rank, E;
+    uint stride[4];
+} rtm_mvx_args;
+
 /* gsum[g] = Σ x[g·group .. (g+1)·group), in order */
 typedef struct rtm_gsum_args {
     uint ngroups, group;
@@ -84,9 +93,9 @@ typedef struct rtm_act_args {
     float alpha, limit;
 } rtm_act_args;
 
-/* y[i] += a·x[i] (a from the block, or sigmoid(sa[0]) when a_sigmoid) */
+/* y[i] += a·x[i]: a from the block (a_mode 0), sigmoid(sa[0]) (1) or sa[0] (2) */
 typedef struct rtm_axpy_args {
-    uint n, a_sigmoid;
+    uint n, a_mode;
     float a;
 } rtm_axpy_args;
 
@@ -117,7 +126,11 @@ typedef struct rtm_gather_args {
     X(axpy, 4)              \
     X(gate, 3)              \
     X(gather, 3)            \
-    X(unary, 3)
+    X(unary, 3)             \
+    X(mv_dense_ex, 6)       \
+    X(mv_mxfp4_ex, 7)       \
+    X(mv_tq_ex, 8)          \
+    X(mv_affine_ex, 9)
 
 #define RTM_KERNEL_ENUM_(name, nbuf) RTM_K_##name,
 enum rtm_kernel_id { RTM_KERNELS(RTM_KERNEL_ENUM_) RTM_K_COUNT };

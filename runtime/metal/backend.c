@@ -40,6 +40,10 @@ struct rtm_be {
     float *rs, *rw;
     uint32_t *rid;
     uint64_t cap_rs;
+    uint64_t route_E, route_K; /* of the last route queued: what rid and rw hold */
+    /* expert matrices whose every MXFP4 block scale was checked (by expert 0's weights) */
+    const void **checked;
+    size_t n_checked, cap_checked;
     rtm_counts cnt;
     uint64_t pending; /* dispatches since the last sync */
     /* buffers dropped from the registry that queued work may still use: released at sync */
@@ -234,6 +238,7 @@ void rtm_be_close(rtm_be *b)
     for (size_t i = 0; i < b->n_retired; i++)
         b->dev->release(b->dev, b->retired[i]);
     free(b->retired);
+    free(b->checked);
     b->dev->close(b->dev);
     free(b);
 }
@@ -256,7 +261,7 @@ static int scratch(rtm_be *b, float **p, uint64_t *cap, uint64_t n, tq_err *e)
 }
 
 /* ------------------------------------------------------------ dispatch helpers */
-#define MAX_SLOTS 8
+#define MAX_SLOTS 10
 
 typedef struct slot_in {
     const void *p;
@@ -483,7 +488,8 @@ int rtm_be_softmax(rtm_be *b, float *x, uint64_t n, uint64_t count, uint64_t str
     return run(b, RTM_K_softmax, s, 1, &a, sizeof a, count, e);
 }
 
-int rtm_be_route(rtm_be *b, const rtm_route *r, uint64_t *ids, float *w, tq_err *e)
+/* Queues the route kernel: ids and weights into b->rid / b->rw (device memory). */
+static int route_queue(rtm_be *b, const rtm_route *r, tq_err *e)
 {
     if (r->K == 0 || r->K > RTM_MAX_TOPK || r->K > r->E || r->n_group > RTM_MAX_GROUPS ||
         (r->n_group > 1 && (r->E % r->n_group || r->E / r->n_group < 2 || r->topk_group > r->n_group)) ||
@@ -502,7 +508,16 @@ int rtm_be_route(rtm_be *b, const rtm_route *r, uint64_t *ids, float *w, tq_err 
                    {b->rs, (2 * r->E + RTM_MAX_GROUPS) * 4, WR},
                    {b->rid, r->K * 4, WR},
                    {b->rw, r->K * 4, WR}};
-    if (run(b, RTM_K_route, s, 5, &a, sizeof a, 1, e) || rtm_be_sync(b, e))
+    if (run(b, RTM_K_route, s, 5, &a, sizeof a, 1, e))
+        return -1;
+    b->route_E = r->E;
+    b->route_K = r->K;
+    return 0;
+}
+
+int rtm_be_route(rtm_be *b, const rtm_route *r, uint64_t *ids, float *w, tq_err *e)
+{
+    if (route_queue(b, r, e) || rtm_be_sync(b, e))
         return -1;
     for (uint64_t k = 0; k < r->K; k++) {
         if (b->rid[k] >= r->E)
@@ -512,6 +527,118 @@ int rtm_be_route(rtm_be *b, const rtm_route *r, uint64_t *ids, float *w, tq_err 
         w[k] = b->rw[k];
     }
     return 0;
+}
+
+int rtm_be_route_keep(rtm_be *b, const rtm_route *r, tq_err *e)
+{
+    return route_queue(b, r, e);
+}
+
+/* The MXFP4 refusals of mxfp4_check for every expert of x, once per matrix: the host cannot
+ * check only the chosen expert, which it does not learn. */
+static int mxfp4_check_all(rtm_be *b, const rtm_expert *x, uint64_t rstep, tq_err *e)
+{
+    for (size_t i = 0; i < b->n_checked; i++)
+        if (b->checked[i] == x->part[0])
+            return 0;
+    rt_linear l = *x->t;
+    for (uint64_t id = 0; id < x->E; id++) {
+        l.w = (const uint8_t *)x->part[0] + id * x->stride[0];
+        l.scales = (const uint8_t *)x->part[1] + id * x->stride[1];
+        if (mxfp4_check(&l, rstep, e) != 0) {
+            char why[sizeof e->msg];
+            memcpy(why, e->msg, sizeof why);
+            return tq_fail(e, e->code, "expert %llu: %s", (unsigned long long)id, why);
+        }
+    }
+    void *grown = tq_grow(b->checked, &b->cap_checked, b->n_checked, sizeof *b->checked, e);
+    if (!grown)
+        return -1;
+    b->checked = grown;
+    b->checked[b->n_checked++] = x->part[0];
+    return 0;
+}
+
+int rtm_be_matvec_ex(rtm_be *b, const rtm_expert *x, uint64_t rank, const float *in, float *y, tq_err *e)
+{
+    const rt_linear *l = x->t;
+    rtm_mvx_args a;
+    uint64_t bias_n;
+    memset(&a, 0, sizeof a);
+    if (l->rows == 0)
+        return 0;
+    if (!b->rid || rank >= b->route_K || x->E != b->route_E)
+        return tq_fail(e, TQ_EUSAGE, "GPU backend: expert rank %llu of a route of %llu (of %llu experts) not queued",
+                       (unsigned long long)rank, (unsigned long long)b->route_K, (unsigned long long)b->route_E);
+    if (mv_args(l, &a.mv, &bias_n, e))
+        return -1;
+    /* each part's slot spans every expert's: E - 1 strides and one expert's bytes */
+    uint64_t nb = l->cols / 32, span = (l->rows - 1) * a.mv.rstep + 1;
+    uint64_t n[4] = {l->kind == RT_MXFP4 ? span * nb * 16 : rt_linear_wbytes(l),
+                     l->kind == RT_MXFP4 ? span * nb : l->kind == RT_DENSE ? 0 : rt_linear_sbytes(l),
+                     l->kind == RT_AFFINE ? rt_linear_sbytes(l) : 0, bias_n};
+    const void *p[4];
+    uint64_t all[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = n[i] ? x->part[i] : NULL;
+        uint64_t st = n[i] ? x->stride[i] : 0;
+        if (n[i] && (!p[i] || fits(st, "an expert stride", e)))
+            return p[i] ? -1 : tq_fail(e, TQ_EUSAGE, "GPU backend: an expert matrix without part %d", i);
+        a.stride[i] = (uint)st;
+        all[i] = n[i] ? (x->E - 1) * st + n[i] : 0;
+    }
+    if (fits(x->E, "an expert count", e))
+        return -1;
+    a.rank = (uint)rank;
+    a.E = (uint)x->E;
+    uint64_t groups = groups_for(l->rows, RTM_MV_ROWS);
+    slot_in ids = {b->rid, b->route_K * 4, RD};
+    if (l->kind == RT_DENSE) {
+        slot_in s[] = {{p[0], all[0], WT}, {in, l->cols * 4, RD}, {y, l->rows * 4, WR}, {p[3], all[3], WT}, ids};
+        return run(b, RTM_K_mv_dense_ex, s, 5, &a, sizeof a, groups, e);
+    }
+    if (l->kind == RT_MXFP4) {
+        if (mxfp4_check_all(b, x, a.mv.rstep, e))
+            return -1;
+        slot_in s[] = {{p[0], all[0], WT}, {in, l->cols * 4, RD}, {y, l->rows * 4, WR}, {p[1], all[1], WT},
+                       {p[3], all[3], WT}, ids};
+        return run(b, RTM_K_mv_mxfp4_ex, s, 6, &a, sizeof a, groups, e);
+    }
+    if (l->kind == RT_AFFINE) {
+        if (scratch(b, &b->gsum, &b->cap_g, l->ngroups, e))
+            return -1;
+        rtm_gsum_args ga = {(uint)l->ngroups, (uint)l->group};
+        slot_in sg[] = {{in, l->cols * 4, RD}, {b->gsum, l->ngroups * 4, WR}};
+        if (run(b, RTM_K_group_sums, sg, 2, &ga, sizeof ga, groups_for(l->ngroups, RTM_TG), e))
+            return -1;
+        slot_in s[] = {{p[0], all[0], WT},   {in, l->cols * 4, RD},          {y, l->rows * 4, WR},
+                       {p[1], all[1], WT},   {p[2], all[2], WT},             {b->gsum, l->ngroups * 4, RD},
+                       {p[3], all[3], WT},   ids};
+        return run(b, RTM_K_mv_affine_ex, s, 8, &a, sizeof a, groups, e);
+    }
+    /* TurboQuant: the rotation (signs shared by the layer's experts) does not depend on the id */
+    if (scratch(b, &b->xr, &b->cap_x, l->cols, e) || rtm_be_rotate(b, in, l->signs, l->gdt, l->cols, b->xr, e))
+        return -1;
+    slot_in s[] = {{p[0], all[0], WT},
+                   {b->xr, l->cols * 4, RD},
+                   {y, l->rows * 4, WR},
+                   {p[1], all[1], WT},
+                   {l->codebook, ((uint64_t)1 << l->bits) * tq_dtype_size(l->cdt), WT},
+                   {p[3], all[3], WT},
+                   ids};
+    return run(b, RTM_K_mv_tq_ex, s, 7, &a, sizeof a, groups, e);
+}
+
+int rtm_be_axpy_rank(rtm_be *b, float *y, const float *x, uint64_t rank, uint64_t n, tq_err *e)
+{
+    if (fits(n, "a vector length", e))
+        return -1;
+    if (!b->rw || rank >= b->route_K)
+        return tq_fail(e, TQ_EUSAGE, "GPU backend: the weight of expert rank %llu was not routed",
+                       (unsigned long long)rank);
+    rtm_axpy_args a = {(uint)n, 2u, 0.0f};
+    slot_in s[] = {{y, n * 4, WR}, {x, n * 4, RD}, {b->rw + rank, 4, RD}};
+    return run(b, RTM_K_axpy, s, 3, &a, sizeof a, groups_for(n, RTM_TG), e);
 }
 
 int rtm_be_act(rtm_be *b, float *g, const float *u, uint64_t n, int clamped, float alpha, float limit, tq_err *e)

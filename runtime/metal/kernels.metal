@@ -135,14 +135,13 @@ RTM_FN uint rtm_hm_row(uint m, uint r)
 
 /* ------------------------------------------------------------ matrix-vector products */
 
-/* Dense rows (f32 / f16 / bf16): grid = ceil(rows / RTM_MV_ROWS) threadgroups. */
-RTM_KERNEL rtm_k_mv_dense(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
-                          RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *bias RTM_BUF(3),
-                          RTM_CONST rtm_mv_args *a RTM_BUF(4), RTM_GROUP_ARGS)
+/* Dense rows (f32 / f16 / bf16): grid = ceil(rows / RTM_MV_ROWS) threadgroups; threadgroup tgid
+ * of the product (rtm_k_mv_dense, and rtm_k_mv_dense_ex for a routed expert). */
+RTM_FN void rtm_mv_dense(RTM_DEV const uchar *w, RTM_DEV const float *x, RTM_DEV float *y, RTM_DEV const uchar *bias,
+                         RTM_CONST rtm_mv_args *a, uint tgid, RTM_TGMEM float *part RTM_TGFN_PARAMS)
 {
-    RTM_TG_ARRAY(float, part, RTM_TG);
     RTM_PHASE(lid) {
-        uint r = rtm_tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+        uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
         float acc = 0.0f;
         if (r < a->rows) {
             ulong base = (ulong)r * a->cols;
@@ -171,7 +170,7 @@ RTM_KERNEL rtm_k_mv_dense(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
     }
     RTM_SIMD_SUM(part, RTM_MV_LANES);
     RTM_PHASE(lid) {
-        uint r = rtm_tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+        uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
         if (lid % RTM_MV_LANES != 0u || r >= a->rows)
             continue;
         float v = part[lid];
@@ -183,6 +182,14 @@ RTM_KERNEL rtm_k_mv_dense(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
     }
 }
 
+RTM_KERNEL rtm_k_mv_dense(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
+                          RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *bias RTM_BUF(3),
+                          RTM_CONST rtm_mv_args *a RTM_BUF(4), RTM_GROUP_ARGS)
+{
+    RTM_TG_ARRAY(float, part, RTM_TG);
+    rtm_mv_dense(w, x, y, bias, a, rtm_tgid, part RTM_TGFN_ARGS);
+}
+
 /* FP4 E2M1 values as formats/mxfp4.c (ggml) decodes them: sign bit 3, then 0, .5, 1, 1.5, 2,
  * 3, 4, 6; code 8 is +0 as in ggml. */
 RTM_TABLE float rtm_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
@@ -191,13 +198,12 @@ RTM_TABLE float rtm_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f, 
 /* MXFP4 rows (gpt-oss experts), row r stored at r·rstep: element j is E2M1(nibble j%2 of byte
  * j/2) · 2^(s - 127), s the E8M0 scale of its block of 32 — exact in f32 (2^-127 is a subnormal;
  * the host refuses scales that make NaN or infinity) — then the dense rows' 8-lane order. */
-RTM_KERNEL rtm_k_mv_mxfp4(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
-                          RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *scales RTM_BUF(3),
-                          RTM_DEV const uchar *bias RTM_BUF(4), RTM_CONST rtm_mv_args *a RTM_BUF(5), RTM_GROUP_ARGS)
+RTM_FN void rtm_mv_mxfp4(RTM_DEV const uchar *w, RTM_DEV const float *x, RTM_DEV float *y, RTM_DEV const uchar *scales,
+                         RTM_DEV const uchar *bias, RTM_CONST rtm_mv_args *a, uint tgid,
+                         RTM_TGMEM float *part RTM_TGFN_PARAMS)
 {
-    RTM_TG_ARRAY(float, part, RTM_TG);
     RTM_PHASE(lid) {
-        uint r = rtm_tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+        uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
         float acc = 0.0f;
         if (r < a->rows) {
             ulong rr = (ulong)r * a->rstep;
@@ -214,7 +220,7 @@ RTM_KERNEL rtm_k_mv_mxfp4(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
     }
     RTM_SIMD_SUM(part, RTM_MV_LANES);
     RTM_PHASE(lid) {
-        uint r = rtm_tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
+        uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
         if (lid % RTM_MV_LANES != 0u || r >= a->rows)
             continue;
         float v = part[lid];
@@ -224,6 +230,14 @@ RTM_KERNEL rtm_k_mv_mxfp4(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
         }
         y[r] = v;
     }
+}
+
+RTM_KERNEL rtm_k_mv_mxfp4(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
+                          RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *scales RTM_BUF(3),
+                          RTM_DEV const uchar *bias RTM_BUF(4), RTM_CONST rtm_mv_args *a RTM_BUF(5), RTM_GROUP_ARGS)
+{
+    RTM_TG_ARRAY(float, part, RTM_TG);
+    rtm_mv_mxfp4(w, x, y, scales, bias, a, rtm_tgid, part RTM_TGFN_ARGS);
 }
 
 /* Quantized rows, TurboQuant (affine = 0: value = codebook[q], x rotated) or MLX affine
@@ -305,6 +319,68 @@ RTM_KERNEL rtm_k_mv_affine(RTM_DEV const uint *w RTM_BUF(0), RTM_DEV const float
     RTM_TG_ARRAY(float, acc, RTM_TG);
     RTM_TG_ARRAY(float, lut, 256);
     rtm_mv_quant(w, x, y, scales, scales, biases, gsum, bias, a, 1u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
+}
+
+/* Routed experts without the CPU (docs/metal.md, One wait per token): the product of the
+ * expert the route kernel chose at rank a->rank, whose id the kernel reads from ids (the route's
+ * output, in device memory: the CPU never learns it). Each slot holds the part of every expert
+ * of the layer, expert id's starting id·stride[i] bytes after expert 0's (i: 0 weights,
+ * 1 scales, 2 affine biases, 3 output bias); then the plain kernel's body, so an expert's
+ * product is that kernel's bit for bit. The route never writes an id ≥ E (the host refuses
+ * K > E); an id ≥ E is read as expert 0 all the same, so no kernel reads outside its slot. */
+RTM_FN ulong rtm_ex_off(RTM_DEV const uint *ids, RTM_CONST rtm_mvx_args *a, uint part)
+{
+    uint id = ids[a->rank];
+    id = id < a->E ? id : 0u;
+    return (ulong)id * a->stride[part];
+}
+
+RTM_KERNEL rtm_k_mv_dense_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
+                             RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *bias RTM_BUF(3),
+                             RTM_DEV const uint *ids RTM_BUF(4), RTM_CONST rtm_mvx_args *a RTM_BUF(5), RTM_GROUP_ARGS)
+{
+    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_DEV const uchar *we = w + rtm_ex_off(ids, a, 0u), *be = bias + rtm_ex_off(ids, a, 3u);
+    rtm_mv_dense(we, x, y, be, &a->mv, rtm_tgid, part RTM_TGFN_ARGS);
+}
+
+RTM_KERNEL rtm_k_mv_mxfp4_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
+                             RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *scales RTM_BUF(3),
+                             RTM_DEV const uchar *bias RTM_BUF(4), RTM_DEV const uint *ids RTM_BUF(5),
+                             RTM_CONST rtm_mvx_args *a RTM_BUF(6), RTM_GROUP_ARGS)
+{
+    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_DEV const uchar *we = w + rtm_ex_off(ids, a, 0u), *se = scales + rtm_ex_off(ids, a, 1u);
+    RTM_DEV const uchar *be = bias + rtm_ex_off(ids, a, 3u);
+    rtm_mv_mxfp4(we, x, y, se, be, &a->mv, rtm_tgid, part RTM_TGFN_ARGS);
+}
+
+RTM_KERNEL rtm_k_mv_tq_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *xr RTM_BUF(1),
+                          RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *scales RTM_BUF(3),
+                          RTM_DEV const uchar *codebook RTM_BUF(4), RTM_DEV const uchar *bias RTM_BUF(5),
+                          RTM_DEV const uint *ids RTM_BUF(6), RTM_CONST rtm_mvx_args *a RTM_BUF(7), RTM_GROUP_ARGS)
+{
+    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_TG_ARRAY(float, acc, RTM_TG);
+    RTM_TG_ARRAY(float, lut, 256);
+    RTM_DEV const uint *we = (RTM_DEV const uint *)(w + rtm_ex_off(ids, a, 0u));
+    RTM_DEV const uchar *se = scales + rtm_ex_off(ids, a, 1u), *be = bias + rtm_ex_off(ids, a, 3u);
+    rtm_mv_quant(we, xr, y, se, codebook, se, xr, be, &a->mv, 0u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
+}
+
+RTM_KERNEL rtm_k_mv_affine_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
+                              RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *scales RTM_BUF(3),
+                              RTM_DEV const uchar *biases RTM_BUF(4), RTM_DEV const float *gsum RTM_BUF(5),
+                              RTM_DEV const uchar *bias RTM_BUF(6), RTM_DEV const uint *ids RTM_BUF(7),
+                              RTM_CONST rtm_mvx_args *a RTM_BUF(8), RTM_GROUP_ARGS)
+{
+    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_TG_ARRAY(float, acc, RTM_TG);
+    RTM_TG_ARRAY(float, lut, 256);
+    RTM_DEV const uint *we = (RTM_DEV const uint *)(w + rtm_ex_off(ids, a, 0u));
+    RTM_DEV const uchar *se = scales + rtm_ex_off(ids, a, 1u), *ze = biases + rtm_ex_off(ids, a, 2u);
+    RTM_DEV const uchar *be = bias + rtm_ex_off(ids, a, 3u);
+    rtm_mv_quant(we, x, y, se, se, ze, gsum, be, &a->mv, 1u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
 }
 
 /* gsum[g] = Σ_k x[g·group + k], k in order from 0: one thread per group. */
@@ -745,7 +821,8 @@ RTM_KERNEL rtm_k_act(RTM_DEV float *g RTM_BUF(0), RTM_DEV const float *u RTM_BUF
     }
 }
 
-/* y[i] += a·x[i] with a from the block, or a = sigmoid(sa[0]) (a shared expert's gate). */
+/* y[i] += a·x[i] with a from the block (a_mode 0), a = sigmoid(sa[0]) (1: a shared expert's
+ * gate) or a = sa[0] (2: a routed expert's weight, from the route kernel's output). */
 RTM_KERNEL rtm_k_axpy(RTM_DEV float *y RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1), RTM_DEV const float *sa RTM_BUF(2),
                       RTM_CONST rtm_axpy_args *a RTM_BUF(3), RTM_GROUP_ARGS)
 {
@@ -753,7 +830,7 @@ RTM_KERNEL rtm_k_axpy(RTM_DEV float *y RTM_BUF(0), RTM_DEV const float *x RTM_BU
         uint i = rtm_tgid * RTM_TG + lid;
         if (i >= a->n)
             continue;
-        float s = a->a_sigmoid != 0u ? rtm_sigmoid(sa[0]) : a->a;
+        float s = a->a_mode == 1u ? rtm_sigmoid(sa[0]) : a->a_mode == 2u ? sa[0] : a->a;
         float t = s * x[i];
         y[i] = y[i] + t;
     }

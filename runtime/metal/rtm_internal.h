@@ -115,6 +115,23 @@ typedef struct rtm_route {
 } rtm_route;
 /* Runs the queue: ids [K] and weights [K] come back to the CPU (the experts to read). */
 int rtm_be_route(rtm_be *b, const rtm_route *r, uint64_t *ids, float *w, tq_err *e);
+/* The same route, queued without waiting: ids and weights stay in device memory, where
+ * rtm_be_matvec_ex and rtm_be_axpy_rank read them (docs/metal.md, One wait per token). */
+int rtm_be_route_keep(rtm_be *b, const rtm_route *r, tq_err *e);
+/* The experts of one matrix of a layer, all in stable memory: expert id's part i (0 weights,
+ * 1 scales, 2 affine biases, 3 output bias) at part[i] + id·stride[i]; t gives the shapes,
+ * kinds and the parts the experts share (codebook, signs). */
+typedef struct rtm_expert {
+    const rt_linear *t;
+    const void *part[4];
+    uint64_t stride[4];
+    uint64_t E;
+} rtm_expert;
+/* y = W_id in, W_id the expert the last rtm_be_route_keep chose at rank `rank`: the GPU reads
+ * id from the route's output. */
+int rtm_be_matvec_ex(rtm_be *b, const rtm_expert *x, uint64_t rank, const float *in, float *y, tq_err *e);
+/* y += w_rank · x, w_rank the last rtm_be_route_keep's weight at rank `rank`, read on the GPU. */
+int rtm_be_axpy_rank(rtm_be *b, float *y, const float *x, uint64_t rank, uint64_t n, tq_err *e);
 int rtm_be_act(rtm_be *b, float *g, const float *u, uint64_t n, int clamped, float alpha, float limit, tq_err *e);
 /* y += a·x; with sa (one device float), a = sigmoid(sa[0]) instead. */
 int rtm_be_axpy(rtm_be *b, float *y, const float *x, float a, const float *sa, uint64_t n, tq_err *e);

@@ -465,6 +465,22 @@ static void run_unary(void *const *s, const void *a, uint g)
 {
     rtm_k_unary(s[0], s[1], a, g);
 }
+static void run_mv_dense_ex(void *const *s, const void *a, uint g)
+{
+    rtm_k_mv_dense_ex(s[0], s[1], s[2], s[3], s[4], a, g);
+}
+static void run_mv_mxfp4_ex(void *const *s, const void *a, uint g)
+{
+    rtm_k_mv_mxfp4_ex(s[0], s[1], s[2], s[3], s[4], s[5], a, g);
+}
+static void run_mv_tq_ex(void *const *s, const void *a, uint g)
+{
+    rtm_k_mv_tq_ex(s[0], s[1], s[2], s[3], s[4], s[5], s[6], a, g);
+}
+static void run_mv_affine_ex(void *const *s, const void *a, uint g)
+{
+    rtm_k_mv_affine_ex(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], a, g);
+}
 
 #define SHIM_FN_(name, nbuf) run_##name,
 static const shim_fn shim_fns[RTM_K_COUNT] = {RTM_KERNELS(SHIM_FN_)};
@@ -475,7 +491,7 @@ const char *const rtm_kernel_names[RTM_K_COUNT] = {RTM_KERNELS(KNAME_)};
 const int rtm_kernel_slots[RTM_K_COUNT] = {RTM_KERNELS(KSLOTS_)};
 
 /* ------------------------------------------------------------ the queue */
-#define SHIM_MAX_SLOTS 8
+#define SHIM_MAX_SLOTS 10
 
 typedef struct shim_cmd {
     int k;

@@ -1015,6 +1015,190 @@ static void route(void)
     }
 }
 
+/* The route kernel against the CPU runtime's own routing (runtime/forward.c, rt_route, whose
+ * rules are transformers': see there), in every mode, on random logits and on tie-heavy ones
+ * (every logit and correction bias from a grid of five values, so most experts tie with
+ * others and, in DeepSeek-V3's mode, whole groups tie): the same ids in the same rank order —
+ * ties go to the lower index on both — and weights within a relative 1e-5 (exp and the
+ * softmax sum are computed differently: docs/metal.md, Routing; the bound against exact
+ * arithmetic is route's). Equal logits give equal scores on both sides (the same function of
+ * the same bits), and the grid's distinct values are far apart, so the ids must agree exactly.
+ * A consistency check of the GPU against the CPU decoder, which is what a GPU decode has to
+ * reproduce to take the same path. */
+static void route_cpu(void)
+{
+    static const uint64_t Es[] = {8, 16, 60, 64, 128, 256};
+    static const int rt_modes[] = {RT_ROUTE_SOFTMAX, RT_ROUTE_TOPK_SOFTMAX, RT_ROUTE_SIGMOID_GROUP};
+    tq_err err = {0};
+    int tied_ranks = 0;
+    for (int c = 0; c < 36; c++) {
+        int mode = c % 3, ties = (c / 3) % 2, norm = (c / 6) % 2;
+        uint64_t E = Es[(c / 6) % 6], K = 1 + irand(E < 8 ? E : 8), ng = 1, tg = 1;
+        if (mode == 2 && E % 8 == 0 && E >= 16) {
+            ng = c % 4 == 2 ? 4 : 8;
+            tg = 1 + irand(ng / 2);
+            if (K > tg * (E / ng))
+                K = tg * (E / ng);
+        }
+        float *ld = dmem(E), *rl = malloc(3 * E * 4 + 8), *bias = malloc(E * 4);
+        for (uint64_t i = 0; i < E; i++) {
+            ld[i] = ties ? (float)(0.5 * (double)irand(5) - 1.0) : (float)(nrand() * 2);
+            bias[i] = ties ? (float)(0.0625 * (double)irand(2)) : (float)(urand() * 0.05);
+        }
+        memcpy(rl, ld, E * 4);
+        tq_runner r;
+        rt_layer L;
+        memset(&r, 0, sizeof r);
+        memset(&L, 0, sizeof L);
+        r.c.experts = E;
+        r.c.top_k = K;
+        r.c.route = rt_modes[mode];
+        r.c.norm_topk = norm;
+        r.c.route_scale = mode == 2 ? 2.5 : 1.0;
+        r.c.n_group = ng;
+        r.c.topk_group = tg;
+        r.rl = rl;
+        L.score_bias = mode == 2 ? bias : NULL;
+        uint64_t ids_cpu[64], ids[64];
+        float w_cpu[64], w[64];
+        CHECK_OK(rt_route(&r, &L, ids_cpu, w_cpu, &err));
+        rtm_route rt = {ld, L.score_bias, E, K, ng, tg, mode, norm, (float)r.c.route_scale};
+        CHECK_OK(rtm_be_route(BE, &rt, ids, w, &err));
+        CHECKF(memcmp(ids, ids_cpu, K * 8) == 0,
+               "route mode %d%s E %llu K %llu groups %llu/%llu: the experts differ from the CPU runtime's (rank 0: %llu vs %llu)",
+               mode, ties ? " (ties)" : "", (unsigned long long)E, (unsigned long long)K, (unsigned long long)tg,
+               (unsigned long long)ng, (unsigned long long)ids[0], (unsigned long long)ids_cpu[0]);
+        for (uint64_t k = 0; k < K; k++) {
+            CHECKF(fabs((double)w[k] - w_cpu[k]) <= 1e-5 * fabs((double)w_cpu[k]),
+                   "route mode %d%s weight %llu: %.9g vs the CPU's %.9g", mode, ties ? " (ties)" : "",
+                   (unsigned long long)k, w[k], w_cpu[k]);
+            /* consecutive ranks with equal logits (and biases): the tie rule ordered them */
+            if (ties && k + 1 < K && ld[ids[k]] == ld[ids[k + 1]] && (mode != 2 || bias[ids[k]] == bias[ids[k + 1]]))
+                tied_ranks++;
+        }
+        rtm_be_free(BE, ld);
+        free(rl);
+        free(bias);
+    }
+    CHECKF(tied_ranks >= 20, "the tie-heavy routes decided only %d ranks by the tie rule", tied_ranks);
+    printf("  %s: routes equal to the CPU runtime's, %d ranks decided by ties\n", DEV, tied_ranks);
+}
+
+/* Routed experts read by id on the device (docs/metal.md, One wait per token): E experts of
+ * one matrix of each kind stacked at a fixed stride per part, with padding between experts as
+ * stacked tensors and split blocks have, a route queued by rtm_be_route_keep whose choice the
+ * host never reads, then for each rank the id-indexed product (rtm_be_matvec_ex) and the
+ * weighted sum (rtm_be_axpy_rank). Each must equal, bit for bit, the plain kernel on the
+ * expert the same logits choose (read back by rtm_be_route) and axpy with its weight: the same
+ * kernel bodies on the same device, so this rests on no assumption about the arithmetic. It
+ * shows that the kernels pick the right expert's bytes; the matvec cases above hold the
+ * arithmetic to the CPU's. */
+static void experts_ex(void)
+{
+    tq_err err = {0};
+    int off_diag = 0;
+    for (int c = 0; c < 12; c++) {
+        int kind = c % 4;
+        uint64_t E = 5 + irand(12), K = 1 + irand(4), rows = 1 + irand(70), cols, rstep = 1;
+        int bias = c % 3 != 0;
+        mat m[16];
+        for (uint64_t x = 0; x < E; x++) {
+            if (kind == 0) {
+                cols = 1 + (c * 37) % 200;
+                make_dense(&m[x], rows, cols, c % 8 < 4 ? TQ_DT_BF16 : TQ_DT_F32, 0);
+            } else if (kind == 1) {
+                cols = c % 8 < 4 ? 96 : 144;
+                make_tq(&m[x], rows, cols, 2 + c % 3, cols == 96 ? 32 : 36, TQ_DT_F16, TQ_DT_F32, TQ_DT_BF16, 0);
+            } else if (kind == 2) {
+                cols = 64 * (1 + c % 3);
+                make_affine(&m[x], rows, cols, c % 8 < 4 ? 4 : 8, 64, TQ_DT_BF16, 0);
+            } else {
+                cols = 32 * (1 + c % 5);
+                rstep = 1 + (uint64_t)(c % 2);
+                make_mxfp4(&m[x], rows, cols, rstep, 0);
+            }
+            if (bias) {
+                m[x].l.biasdt = TQ_DT_BF16;
+                m[x].bias = rand_vals(TQ_DT_BF16, rows * rstep, 1.0);
+                m[x].l.bias = m[x].bias;
+            }
+        }
+        /* the parts stacked: expert x's part i at stack[i] + x·stride[i] */
+        uint64_t nb = cols / 32, n[4];
+        n[0] = kind == 3 ? rows * rstep * nb * 16 : rt_linear_wbytes(&m[0].l);
+        n[1] = kind == 3 ? rows * rstep * nb : kind == 0 ? 0 : rt_linear_sbytes(&m[0].l);
+        n[2] = kind == 2 ? rt_linear_sbytes(&m[0].l) : 0;
+        n[3] = bias ? rows * rstep * 2 : 0;
+        uint8_t *stack[4] = {0};
+        rtm_expert ex = {.t = &m[0].l, .E = E};
+        for (int i = 0; i < 4; i++) {
+            if (!n[i])
+                continue;
+            ex.stride[i] = (n[i] + 15) / 16 * 16 + 16 * irand(3);
+            stack[i] = calloc(E, ex.stride[i]);
+            ex.part[i] = stack[i];
+            for (uint64_t x = 0; x < E; x++) {
+                const void *src[4] = {m[x].l.w, m[x].l.scales, m[x].l.biases, m[x].l.bias};
+                memcpy(stack[i] + x * ex.stride[i], src[i], n[i]);
+            }
+        }
+        for (uint64_t x = 0; x < E; x++) { /* the plain products read the stack too */
+            m[x].l.w = stack[0] + x * ex.stride[0];
+            if (n[1])
+                m[x].l.scales = stack[1] + x * ex.stride[1];
+            if (n[2])
+                m[x].l.biases = stack[2] + x * ex.stride[2];
+            if (n[3])
+                m[x].l.bias = stack[3] + x * ex.stride[3];
+            m[x].l.codebook = m[0].l.codebook; /* shared by a layer's experts */
+            m[x].l.signs = m[0].l.signs;
+        }
+        float *ld = dmem(E), *x = dmem(cols), *y_ex = dmem(K * rows), *y_pl = dmem(K * rows);
+        float *acc_ex = dmem(rows), *acc_pl = dmem(rows);
+        for (uint64_t i = 0; i < E; i++)
+            ld[i] = (float)nrand();
+        for (uint64_t j = 0; j < cols; j++)
+            x[j] = (float)nrand();
+        int mode = c % 3;
+        rtm_route rt = {ld, NULL, E, K, 1, 1, mode, 1, 1.0f};
+        CHECK_OK(rtm_be_route_keep(BE, &rt, &err));
+        for (uint64_t k = 0; k < K; k++) {
+            CHECK_OK(rtm_be_matvec_ex(BE, &ex, k, x, y_ex + k * rows, &err));
+            CHECK_OK(rtm_be_axpy_rank(BE, acc_ex, y_ex + k * rows, k, rows, &err));
+        }
+        uint64_t ids[64];
+        float w[64];
+        CHECK_OK(rtm_be_route(BE, &rt, ids, w, &err)); /* runs the queue, then reads the same route */
+        for (uint64_t k = 0; k < K; k++) {
+            off_diag += ids[k] != k;
+            CHECK_OK(rtm_be_matvec(BE, &m[ids[k]].l, x, y_pl + k * rows, &err));
+            CHECK_OK(rtm_be_axpy(BE, acc_pl, y_pl + k * rows, w[k], NULL, rows, &err));
+        }
+        if (sync_ok()) {
+            static const char *const kn[] = {"dense", "tq", "affine", "mxfp4"};
+            CHECKF(memcmp(y_ex, y_pl, K * rows * 4) == 0, "%s experts (E %llu, K %llu): the id-indexed products differ",
+                   kn[kind], (unsigned long long)E, (unsigned long long)K);
+            CHECKF(memcmp(acc_ex, acc_pl, rows * 4) == 0, "%s experts: the weighted sum by rank differs", kn[kind]);
+        }
+        /* a rank the route did not choose, or no route of this many experts, is refused */
+        CHECK(rtm_be_matvec_ex(BE, &ex, K, x, y_ex, &err) != 0 && err.code == TQ_EUSAGE);
+        ex.E = E + 1;
+        CHECK(rtm_be_matvec_ex(BE, &ex, 0, x, y_ex, &err) != 0 && err.code == TQ_EUSAGE);
+        sync_ok();
+        for (uint64_t i = 0; i < E; i++)
+            mat_free(&m[i]);
+        for (int i = 0; i < 4; i++)
+            free(stack[i]);
+        rtm_be_free(BE, ld);
+        rtm_be_free(BE, x);
+        rtm_be_free(BE, y_ex);
+        rtm_be_free(BE, y_pl);
+        rtm_be_free(BE, acc_ex);
+        rtm_be_free(BE, acc_pl);
+    }
+    CHECKF(off_diag >= 12, "only %d ranks chose an expert other than the rank's own number", off_diag);
+}
+
 /* ---------------------------------------------------------------- element-wise */
 
 static void elementwise(void)
@@ -1175,7 +1359,7 @@ static const tcase cases[] = {
     {"matvec_mxfp4", matvec_mxfp4},   {"unpack_bits", unpack_bits},   {"rmsnorm", rmsnorm},
     {"rope_bits", rope_bits},
     {"softmax", softmax},             {"attention", attention},       {"route", route},
-    {"elementwise", elementwise},
+    {"elementwise", elementwise},     {"route_cpu", route_cpu},       {"experts_ex", experts_ex},
 };
 
 /* TQ_METAL_CASES="name name ...": only those cases (tests/cli/metal-shim-barriers.sh runs the
