@@ -249,6 +249,12 @@ uint64_t rt_store_bytes(const rt_store *s);
  * for all E experts: [E, rows, cols] (a bias [E, rows]) in the stored dtype, built once at load
  * in the store's memory (the stored tensor itself is read expert by expert, not kept). The
  * caller has checked the stored shape against E, I and H. 1 filled, 0 absent, -1 error. */
+/* The n model tensors names[0..n) read one after another into one allocation (tensor x at
+ * data + x·nbytes), when all exist with the same dtype and shape: 1 and *t describing one of
+ * them (its dtype, shape and nbytes; data the allocation), 0 when one is missing or differs
+ * (nothing read), -1 on error. HF checkpoints' per-expert tensors, stacked so that a device
+ * backend can find an expert by id (rt_experts_indexed). */
+int rt_store_get_stack(rt_store *s, const char *const *names, uint64_t n, rt_tensor *t, tq_err *e);
 /* rt_store_get's dtype and shape of a model tensor, without reading it (data NULL). */
 int rt_store_get_info(rt_store *s, const char *name, rt_tensor *t, tq_err *e);
 int rt_store_get_xw(rt_store *s, const char *name, int part, uint64_t E, uint64_t I, uint64_t H, rt_tensor *t,

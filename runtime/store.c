@@ -357,6 +357,48 @@ int rt_store_get_xw(rt_store *s, const char *name, int part, uint64_t E, uint64_
     return 1;
 }
 
+int rt_store_get_stack(rt_store *s, const char *const *names, uint64_t n, rt_tensor *t, tq_err *e)
+{
+    const tq_model_tensor *first = NULL, *mt;
+    for (uint64_t x = 0; x < n; x++) {
+        int found = store_find(s, names[x], &mt, e);
+        if (found <= 0)
+            return found;
+        if (!first)
+            first = mt;
+        else if (mt->info.dtype != first->info.dtype || mt->info.ndim != first->info.ndim ||
+                 memcmp(mt->info.shape, first->info.shape, sizeof mt->info.shape) != 0)
+            return 0;
+    }
+    uint64_t one = first ? first->info.nbytes : 0, all;
+    if (!first || one == 0 || tq_mul_u64(one, n, &all))
+        return 0;
+    void **made = realloc(s->made, (s->n_made + 1) * sizeof *made);
+    if (made)
+        s->made = made;
+    uint64_t *mb = made ? realloc(s->made_bytes, (s->n_made + 1) * sizeof *mb) : NULL;
+    if (mb)
+        s->made_bytes = mb;
+    if (!made || !mb)
+        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    unsigned char *buf = alloc_pages(all, e);
+    if (!buf)
+        return -1;
+    for (uint64_t x = 0; x < n; x++) {
+        (void)store_find(s, names[x], &mt, e);
+        if (tq_model_read(mt, 0, buf + x * one, one, e) != 0) {
+            free(buf);
+            return -1;
+        }
+    }
+    s->made[s->n_made] = buf;
+    s->made_bytes[s->n_made++] = all;
+    s->bytes += all;
+    store_describe(first, t);
+    t->data = buf;
+    return 1;
+}
+
 int rt_store_get_info(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
 {
     const tq_model_tensor *mt;
