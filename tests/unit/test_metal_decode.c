@@ -91,6 +91,7 @@ static const ceiling ceilings[] = {
     {"qwen3_moe-aff4", 81, 1, 0},
     {"qwen3_moe-aff4-streamed", 81, 3, 0},
     {"qwen3_moe-aff4-split-resident", 81, 1, 0},
+    {"qwen3_moe-aff4-per-expert", 81, 3, 0},
     {"qwen3_moe-tq2", 79, 1, 0},
     {"qwen3_moe-tq2-streamed", 79, 3, 0},
     {"qwen3_moe-tq2-split-resident", 79, 1, 0},
@@ -268,6 +269,11 @@ static void qwen3_moe(void)
         name(w, sizeof w, "qwen3_moe", kinds[i], "");
         both(c, w, 1);
     }
+    /* quantized experts under HF per-expert names: not plain float matrices, so bound one
+     * matrix per expert (runtime/model.c), whose route the CPU reads back */
+    fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_AFF4);
+    c.hf_expert_names = 1;
+    both(c, "qwen3_moe-aff4-per-expert", 0);
 }
 
 /* HF names for bf16 (gpt_oss: MXFP4 experts as released), the MLX form otherwise. */
