@@ -28,6 +28,13 @@
  * renormalised unless norm_topk_prob says otherwise (Qwen3NextConfig's default: true). */
 #define QWEN3_NEXT_DECODE {.decoder = TQ_DEC_QWEN3_NEXT, .kinds = TQ_KIND_LINEAR, .qk_norm = 1, .att_gate = 1, \
                            QWEN_MOE_DECODE(1)}
+/* Qwen3.5-MoE: the same, but always renormalised. transformers'
+ * models/qwen3_5_moe/modular_qwen3_5_moe.py: Qwen3_5MoeTopKRouter is Qwen3VLMoeTextTopKRouter,
+ * whose forward divides the top-k probabilities by their sum unconditionally, and
+ * Qwen3_5MoeTextConfig has no norm_topk_prob (norm_topk_prob = AttributeError()), so a config
+ * that carries one (from Qwen3-Next) is not read. */
+#define QWEN3_5_MOE_DECODE {.decoder = TQ_DEC_QWEN3_NEXT, .kinds = TQ_KIND_LINEAR, .qk_norm = 1, .att_gate = 1, \
+                            .route = TQ_ROUTE_SOFTMAX, .norm_topk = 1, .shared_key = "shared_expert_intermediate_size"}
 
 static const tq_family families[TQ_FAM_COUNT] = {
     /* mlx_lm/models/llama.py: Attention {q,k,v,o}_proj, MLP {gate,up,down}_proj, all
@@ -115,7 +122,7 @@ static const tq_family families[TQ_FAM_COUNT] = {
                                          "linear_attn.in_proj_b", "linear_attn.in_proj_a", "linear_attn.out_proj"),
                             .mtp = TQ_MTP_PREFIX, .mtp_keep = 1,
                             .gguf_arch = "qwen35moe",
-                            .decode = QWEN3_NEXT_DECODE},
+                            .decode = QWEN3_5_MOE_DECODE},
     /* mlx_lm/models/mixtral.py: block_sparse_moe.gate (nn.Linear router) and
      * block_sparse_moe.switch_mlp (SwitchGLU); sanitize() stacks
      * block_sparse_moe.experts.<e>.{w1,w2,w3} as switch_mlp.{gate,down,up}_proj.

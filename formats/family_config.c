@@ -212,7 +212,8 @@ static int check(const tq_family *f, const cJSON *config, tq_err *e)
         (rs && rope_scaling(C, rs, "rope_scaling")) || (rp && rope_scaling(C, rp, "rope_parameters")) ||
         num_at(C, rp, "rope_theta", "rope_parameters.rope_theta", 1, 0, 1e12, &x) < 0)
         return -1;
-    double prf = 1;
+    /* absent: 1, or 0.25 for the Qwen3-Next decoder (runtime/config.c, cfg_qwen3_next) */
+    double prf = f && f->decode.decoder == TQ_DEC_QWEN3_NEXT ? 0.25 : 1;
     if (num_at(C, NULL, "partial_rotary_factor", "partial_rotary_factor", 0, 0, 1, &prf) < 0 ||
         num_at(C, rp, "partial_rotary_factor", "rope_parameters.partial_rotary_factor", 0, 0, 1, &prf) < 0)
         return -1;

@@ -286,8 +286,11 @@ static int cfg_qwen3_next(rt_config *c, const cfgsrc *s, tq_err *e)
         get_u64(s, "linear_value_head_dim", &c->lv_dim, 1, 65536, e) ||
         get_u64(s, "linear_conv_kernel_dim", &c->conv_k, 1, 64, e))
         return -1;
-    /* partial rotary: a top-level key (qwen3_next) or inside rope_parameters (qwen3_5) */
-    double prf = 1.0;
+    /* partial rotary: a top-level key (qwen3_next) or inside rope_parameters (qwen3_5); absent,
+     * 0.25: transformers' Qwen3NextConfig.__post_init__ (models/qwen3_next/configuration_qwen3_next.py,
+     * kwargs.setdefault("partial_rotary_factor", 0.25)), which Qwen3_5TextConfig and
+     * Qwen3_5MoeTextConfig inherit */
+    double prf = 0.25;
     const cJSON *rp = item(s, "rope_parameters");
     if (rp && !cJSON_IsObject(rp))
         return tq_fail(e, TQ_EDATA, "%s: \"rope_parameters\" must be an object", s->path);

@@ -443,9 +443,10 @@ static int fx_write_family_config(const fx_cfg *c, const char *dir)
     if (!fp)
         return -1;
     int wrapped = c->arch == FX_QWEN3_5_MOE;
-    fprintf(fp, "{\"model_type\": \"%s\", \"tie_word_embeddings\": %s", fx_model_type(c->arch), c->tied ? "true" : "false");
+    fprintf(fp, "{\"model_type\": \"%s\", \"tie_word_embeddings\": %s", c->dense35 ? "qwen3_5" : fx_model_type(c->arch),
+            c->tied ? "true" : "false");
     if (wrapped)
-        fprintf(fp, ", \"text_config\": {\"model_type\": \"qwen3_5_moe_text\"");
+        fprintf(fp, ", \"text_config\": {\"model_type\": \"%s\"", c->dense35 ? "qwen3_5_text" : "qwen3_5_moe_text");
     fprintf(fp, ", \"hidden_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
                 "\"num_key_value_heads\": %d, \"vocab_size\": %d, \"rms_norm_eps\": %g, \"max_position_embeddings\": 4096",
             c->hidden, c->layers, c->heads, c->kv_heads, c->vocab, c->eps);
@@ -504,14 +505,17 @@ static int fx_write_family_config(const fx_cfg *c, const char *dir)
                 fprintf(fp, ", \"mlp_only_layers\": [%d]", c->mlp_only - 1);
         }
         break;
-    default: /* qwen3_next, qwen3_5_moe */
+    default: /* qwen3_next, qwen3_5_moe (qwen3_5 with dense35: no MoE keys) */
         fprintf(fp, ", \"linear_num_key_heads\": %d, \"linear_num_value_heads\": %d, \"linear_key_head_dim\": %d, "
-                    "\"linear_value_head_dim\": %d, \"linear_conv_kernel_dim\": %d, \"num_experts\": %d, "
-                    "\"num_experts_per_tok\": %d, \"moe_intermediate_size\": %d, \"shared_expert_intermediate_size\": %d, "
-                    "\"norm_topk_prob\": %s, \"decoder_sparse_step\": 1",
-                c->lk_heads, c->lv_heads, c->lk_dim, c->lv_dim, c->conv_k, c->experts, c->top_k, c->moe_inter,
-                c->shared_inter, c->norm_topk ? "true" : "false");
-        if (c->mlp_only)
+                    "\"linear_value_head_dim\": %d, \"linear_conv_kernel_dim\": %d",
+                c->lk_heads, c->lv_heads, c->lk_dim, c->lv_dim, c->conv_k);
+        if (!c->dense35)
+            fprintf(fp, ", \"num_experts\": %d, \"num_experts_per_tok\": %d, \"moe_intermediate_size\": %d, "
+                        "\"shared_expert_intermediate_size\": %d, \"norm_topk_prob\": %s, \"decoder_sparse_step\": 1",
+                    c->experts, c->top_k, c->moe_inter, c->shared_inter, c->norm_topk ? "true" : "false");
+        if (c->dense35)
+            ;
+        else if (c->mlp_only)
             fprintf(fp, ", \"mlp_only_layers\": [%d]", c->mlp_only - 1);
         else
             fprintf(fp, ", \"mlp_only_layers\": []");
@@ -848,7 +852,7 @@ static int fx_generate_family(const fx_cfg *c, const char *dir, fx_model *m)
                 L->sinks = fx_vec(&f, NM("self_attn.sinks"), c->heads, 0, 1.0);
             }
         }
-        if (hybrid && c->mlp_only == l + 1)
+        if (hybrid && (c->mlp_only == l + 1 || c->dense35))
             L->moe = 0;
         if (c->arch == FX_QWEN2 || c->arch == FX_QWEN2_MOE)
             L->moe = c->arch == FX_QWEN2_MOE && c->mlp_only != l + 1 && (l + 1) % c->sparse_step == 0;

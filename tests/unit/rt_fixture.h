@@ -43,6 +43,8 @@ typedef struct fx_cfg {
     /* qwen3_next / qwen3_5_moe */
     int lk_heads, lv_heads, lk_dim, lv_dim, conv_k, full_interval;
     int layer_types;      /* write layer_types instead of full_attention_interval */
+    int dense35;          /* with FX_QWEN3_5_MOE and experts 0: the dense qwen3_5 family (model_type
+                           * qwen3_5 / qwen3_5_text, an MLP of inter on every layer) */
     int mlp_only;         /* qwen3_next: layer index + 1 of a dense layer (0: none) */
     double prf;           /* partial_rotary_factor */
     /* qwen2 / qwen2_moe (mlp_only above: a dense layer of qwen2_moe too) */

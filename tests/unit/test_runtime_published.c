@@ -31,8 +31,9 @@ static void dir_of(char *buf, size_t cap, const char *what, const char *suffix)
     snprintf(buf, cap, "%s/rtp-%s-%d%s", t_tmpdir(), what, (int)getpid(), suffix);
 }
 
-/* config.json of dir rewritten: keys in drop removed (a "a.b" path removes b inside a), then
- * every member of the JSON object `set` put in place (replacing one of that name). */
+/* config.json of dir rewritten: keys in drop removed (a "a.b.c" path removes c inside a.b), then
+ * every member of the JSON object `set` put in place (replacing one of that name; a member
+ * "text_config" that is an object is merged into the config's text_config instead). */
 static void patch_config(const char *dir, const char *const *drop, const char *set)
 {
     char path[700];
@@ -47,22 +48,27 @@ static void patch_config(const char *dir, const char *const *drop, const char *s
     if (!root)
         return;
     for (int i = 0; drop && drop[i]; i++) {
-        const char *dot = strchr(drop[i], '.');
-        if (!dot) {
-            cJSON_DeleteItemFromObjectCaseSensitive(root, drop[i]);
-            continue;
+        cJSON *o = root;
+        const char *k = drop[i], *dot;
+        while (o && (dot = strchr(k, '.'))) {
+            char outer[64];
+            snprintf(outer, sizeof outer, "%.*s", (int)(dot - k), k);
+            o = cJSON_GetObjectItemCaseSensitive(o, outer);
+            CHECKF(cJSON_IsObject(o), "no object %s in %s (dropping %s)", outer, path, drop[i]);
+            k = dot + 1;
         }
-        char outer[64];
-        snprintf(outer, sizeof outer, "%.*s", (int)(dot - drop[i]), drop[i]);
-        cJSON *o = cJSON_GetObjectItemCaseSensitive(root, outer);
-        CHECKF(cJSON_IsObject(o), "no object %s in %s", outer, path);
-        cJSON_DeleteItemFromObjectCaseSensitive(o, dot + 1);
+        if (o)
+            cJSON_DeleteItemFromObjectCaseSensitive(o, k);
     }
     cJSON *add = set ? cJSON_Parse(set) : NULL;
     CHECK(!set || add);
     for (cJSON *it = add ? add->child : NULL; it; it = it->next) {
-        cJSON_DeleteItemFromObjectCaseSensitive(root, it->string);
-        cJSON_AddItemToObject(root, it->string, cJSON_Duplicate(it, 1));
+        cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+        cJSON *into = !strcmp(it->string, "text_config") && cJSON_IsObject(tc) && cJSON_IsObject(it) ? tc : root;
+        for (cJSON *m = into == tc ? it->child : it; m; m = into == tc ? m->next : NULL) {
+            cJSON_DeleteItemFromObjectCaseSensitive(into, m->string);
+            cJSON_AddItemToObject(into, m->string, cJSON_Duplicate(m, 1));
+        }
     }
     cJSON_Delete(add);
     char *out = cJSON_Print(root);
@@ -560,6 +566,124 @@ static void qwen3_next_square(void)
     every_path(c, "qwen3_next-square", NULL, NULL);
 }
 
+/* ---- qwen3_5_moe: Qwen/Qwen3.5-35B-A3B. The values: transformers' Qwen3_5MoeTextConfig
+ * (src/transformers/models/qwen3_5_moe/modular_qwen3_5_moe.py, auto_docstring checkpoint
+ * "Qwen/Qwen3.5-35B-A3B": vocab_size 248320, hidden_size 2048, num_hidden_layers 40,
+ * num_experts 256, num_experts_per_tok 8; intermediate_size, decoder_sparse_step,
+ * norm_topk_prob and mlp_only_layers removed) with what it inherits from Qwen3NextConfig
+ * (models/qwen3_next/configuration_qwen3_next.py: 16 heads, 2 kv heads, head_dim 256, linear
+ * 16 key and 32 value heads of 128, conv kernel 4, moe_intermediate_size 512,
+ * shared_expert_intermediate_size 512, rms_norm_eps 1e-6, partial_rotary_factor 0.25,
+ * tie_word_embeddings false). The hub config.json itself was not read here: its remaining
+ * values are as a third-party inventory of snapshot ec2d4ece1ffb563322cbee9a48fe0e3fcbce0307
+ * records them (layer_types 3 linear + 1 full, full_attention_interval 4, rope_parameters
+ * {rope_theta 1e7, partial_rotary_factor 0.25, mrope_section [11, 11, 10], mrope_interleaved
+ * true}; no norm_topk_prob, decoder_sparse_step or mlp_only_layers). Experts fused
+ * (mlp.experts.gate_up_proj / down_proj) under model.language_model., the router
+ * Qwen3_5MoeTopKRouter (softmax, top-k, always renormalised), the shared expert with its
+ * sigmoid gate. Scaled: hidden 64; 8 : 1 heads of 16 (q_proj 2 * 8 * 16 = 4 * hidden, as
+ * 2 * 16 * 256 = 4 * 2048); linear 4 : 8 heads of 16 (key dim = hidden, as 16 * 128 = 2048);
+ * 64 experts top 8; expert and shared width 16 (hidden / 4, as 512 / 2048). */
+static const char *const q35moe_drop[] = {"text_config.norm_topk_prob", "text_config.decoder_sparse_step",
+                                          "text_config.mlp_only_layers", "text_config.intermediate_size", NULL};
+#define Q35_SET "{\"text_config\": {\"full_attention_interval\": 4}}"
+static fx_cfg q35moe_cfg(void)
+{
+    fx_cfg c = base(FX_QWEN3_5_MOE);
+    c.layers = 4;
+    c.full_interval = 4;
+    c.layer_types = 1;
+    c.mlp_only = 0;
+    c.prf = 0.25;
+    c.theta = 1e7;
+    c.eps = 1e-6;
+    c.tied = 0;
+    c.norm_topk = 1;
+    c.conv_k = 4;
+    return c;
+}
+static void qwen35_35b_a3b(void)
+{
+    fx_cfg c = q35moe_cfg();
+    c.hidden = 64;
+    c.heads = 8;
+    c.kv_heads = 1;
+    c.head_dim = 16;
+    c.lk_heads = 4;
+    c.lv_heads = 8;
+    c.lk_dim = 16;
+    c.lv_dim = 16;
+    c.experts = 64;
+    c.top_k = 8;
+    c.moe_inter = 16;
+    c.shared_inter = 16;
+    every_path(c, "qwen3.5-35b-a3b", q35moe_drop, Q35_SET);
+}
+static void qwen3_5_moe_square(void)
+{
+    fx_cfg c = q35moe_cfg();
+    c.moe_inter = 64;
+    c.shared_inter = 64;
+    every_path(c, "qwen3_5_moe-square", q35moe_drop, Q35_SET);
+}
+/* Qwen3_5MoeTextConfig has no norm_topk_prob and Qwen3_5MoeTopKRouter (Qwen3VLMoeTextTopKRouter,
+ * models/qwen3_vl_moe) renormalises the top-k weights unconditionally, so a config that carries
+ * "norm_topk_prob": false (as Qwen3-Next's may) decodes renormalised; tq read the key and did
+ * not renormalise. */
+static void qwen3_5_moe_norm_topk_ignored(void)
+{
+    fx_cfg c = q35moe_cfg();
+    every_path(c, "qwen3_5_moe-norm-topk", q35moe_drop,
+               "{\"text_config\": {\"full_attention_interval\": 4, \"norm_topk_prob\": false}}");
+}
+
+/* ---- qwen3_5 (dense): transformers' Qwen3_5TextConfig (models/qwen3_5/modular_qwen3_5.py,
+ * auto_docstring checkpoint "Qwen/Qwen3.5-27B", its example "Qwen3.5-9B style"): vocab_size
+ * 248320, hidden_size 4096, intermediate_size 12288, num_hidden_layers 32, num_key_value_heads
+ * 4, and from Qwen3NextConfig 16 heads of head_dim 256, linear 16 key and 32 value heads of 128,
+ * partial_rotary_factor 0.25 (no MoE keys: removed from the class). These are the class's
+ * defaults, not a hub config.json read here. Qwen3_5GatedDeltaNet: in_proj_qkv [2 Kd + Vd, H]
+ * split q | k | v (not grouped per head as Qwen3-Next's in_proj_qkvz), in_proj_z [Vd, H],
+ * in_proj_b and in_proj_a [Hv, H]; Qwen3_5MLP of intermediate_size on every layer. Scaled:
+ * hidden 64, intermediate 192 (3x), 4 : 1 heads of 16 (heads * head_dim = hidden, as
+ * 16 * 256 = 4096), linear 2 : 4 heads of 16 (key dim hidden / 2, value dim hidden). */
+static fx_cfg q35_cfg(void)
+{
+    fx_cfg c = q35moe_cfg();
+    c.dense35 = 1;
+    c.experts = 0;
+    c.top_k = 0;
+    return c;
+}
+static void qwen35_dense(void)
+{
+    fx_cfg c = q35_cfg();
+    c.inter = 192;
+    c.heads = 4;
+    c.kv_heads = 1;
+    c.head_dim = 16;
+    c.lk_heads = 2;
+    c.lv_heads = 4;
+    c.lk_dim = 16;
+    c.lv_dim = 16;
+    every_path(c, "qwen3.5-dense", NULL, Q35_SET);
+}
+static void qwen3_5_square(void)
+{
+    fx_cfg c = q35_cfg();
+    c.inter = 64;
+    every_path(c, "qwen3_5-square", NULL, Q35_SET);
+}
+/* partial_rotary_factor absent: 0.25 (Qwen3NextConfig.__post_init__,
+ * kwargs.setdefault("partial_rotary_factor", 0.25), inherited by the Qwen3.5 configs); tq took
+ * 1.0 and rotated every dim. */
+static const char *const no_prf[] = {"text_config.rope_parameters.partial_rotary_factor", NULL};
+static void qwen3_5_prf_default(void)
+{
+    fx_cfg c = q35_cfg();
+    every_path(c, "qwen3_5-prf-default", no_prf, Q35_SET);
+}
+
 /* ---- transformers 5's in-memory expert layout. MixtralExperts
  * (transformers/models/mixtral/modeling_mixtral.py) and the classes built on it
  * (Qwen2MoeExperts, Qwen3MoeExperts, Qwen3NextExperts, DeepseekV3's experts) hold gate_up_proj [E, 2I, H]
@@ -617,6 +741,12 @@ int main(void)
     RUN(deepseek_square);
     RUN(qwen3_next_80b);
     RUN(qwen3_next_square);
+    RUN(qwen35_35b_a3b);
+    RUN(qwen3_5_moe_square);
+    RUN(qwen3_5_moe_norm_topk_ignored);
+    RUN(qwen35_dense);
+    RUN(qwen3_5_square);
+    RUN(qwen3_5_prf_default);
     RUN(qwen2_moe_fused);
     RUN(qwen3_next_fused);
     RUN(deepseek_fused);
