@@ -610,6 +610,53 @@ DENSE(TQ_DT_F32, f32)
 DENSE(TQ_DT_BF16, bf16)
 DENSE(TQ_DT_F16, f16)
 
+/* lanes_sum of 8 rows held two per 16-float register (a[p]: row 2p in lanes 0-7, row 2p+1 in
+ * lanes 8-15), with in-lane shuffles instead of hadds: vshufps 0x88 / 0xDD take the even and
+ * the odd lanes of two registers, so their sum pairs neighbours (a0+a1, a2+a3, ...) of each
+ * row; the second level pairs those ((a0+a1)+(a2+a3), (a4+a5)+(a6+a7)), and vshuff32x4 meets
+ * the two halves. The result is in the order rows 0, 2, 4, 6, 1, 3, 5, 7 (RT512_LANE). */
+#define RT512_LANE(i) (((i) & 1) * 4 + (i) / 2)
+AVX512 static INL __m256 hsum8x8_512(const __m512 *a)
+{
+    __m512 t01 = _mm512_add_ps(_mm512_shuffle_ps(a[0], a[1], 0x88), _mm512_shuffle_ps(a[0], a[1], 0xDD));
+    __m512 t23 = _mm512_add_ps(_mm512_shuffle_ps(a[2], a[3], 0x88), _mm512_shuffle_ps(a[2], a[3], 0xDD));
+    /* 128-bit lanes of v: rows 0,2,4,6 lanes 0-3 summed | the same rows' lanes 4-7 | rows 1,3,5,7 ... */
+    __m512 v = _mm512_add_ps(_mm512_shuffle_ps(t01, t23, 0x88), _mm512_shuffle_ps(t01, t23, 0xDD));
+    __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_castps512_ps256(s);
+}
+
+/* Group g's scales (or affine biases) of rows r..r+7 in RT512_LANE order. */
+AVX512 static INL __m256 scales8(const void *p, tq_dtype dt, uint64_t r, uint64_t ng, uint64_t g)
+{
+    return _mm256_setr_ps(load_f_inl(dt, p, r * ng + g), load_f_inl(dt, p, (r + 2) * ng + g),
+                          load_f_inl(dt, p, (r + 4) * ng + g), load_f_inl(dt, p, (r + 6) * ng + g),
+                          load_f_inl(dt, p, (r + 1) * ng + g), load_f_inl(dt, p, (r + 3) * ng + g),
+                          load_f_inl(dt, p, (r + 5) * ng + g), load_f_inl(dt, p, (r + 7) * ng + g));
+}
+
+/* Group g's terms of rows r..r+7 (s in RT512_LANE order) added to acc as group4_avx2, row_tq
+ * and row_affine write them: acc + s·scale, or acc + (scale·s + bias·gsum). */
+AVX512 static INL __m256 group8_512(const rt_linear *l, uint64_t r, uint64_t g, __m256 acc, __m256 s,
+                                    const float *aux, int tq)
+{
+    const uint64_t ng = l->ngroups;
+    __m256 sc = scales8(l->scales, l->sdt, r, ng, g);
+    if (tq)
+        return _mm256_add_ps(acc, _mm256_mul_ps(s, sc));
+    return _mm256_add_ps(acc, _mm256_add_ps(_mm256_mul_ps(sc, s), _mm256_mul_ps(scales8(l->biases, l->zdt, r, ng, g),
+                                                                           _mm256_set1_ps(aux[g]))));
+}
+
+AVX512 static INL void store8_512(float *y, __m256 acc)
+{
+    float t[8];
+    _mm256_storeu_ps(t, acc);
+    for (int i = 0; i < 8; i++)
+        y[i] = t[RT512_LANE(i)];
+}
+
 /* AVX-512F: 8 rows of a K_FUSED 2- or 4-bit matrix, two per 16-float register (rows r+2p in
  * lanes 0-7, r+2p+1 in lanes 8-15), each lane the portable a[k] of its row. One vpermps over
  * 16 entries looks up a 4-bit codebook (the 2-bit one repeated four times: only the index's
@@ -629,7 +676,7 @@ AVX512 static INL void rows512(const rt_linear *l, uint64_t r, const float *x, c
     const uint32_t *w[8];
     for (int i = 0; i < 8; i++)
         w[i] = (const uint32_t *)l->w + (r + (uint64_t)i) * l->wpr;
-    __m128 acc0 = _mm_setzero_ps(), acc1 = _mm_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     const uint64_t G = l->group, ng = l->ngroups;
     for (uint64_t g = 0; g < ng; g++) {
         __m512 a[4];
@@ -657,18 +704,9 @@ AVX512 static INL void rows512(const rt_linear *l, uint64_t r, const float *x, c
                 a[p] = _mm512_add_ps(a[p], _mm512_mul_ps(wv, xv));
             }
         }
-        __m256 lo[4], hi[4];
-        _Pragma("GCC unroll 4")
-        for (int p = 0; p < 4; p++) {
-            lo[p] = _mm512_castps512_ps256(a[p]);
-            hi[p] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[p]), 1));
-        }
-        /* rows r..r+3 are lo[0], hi[0], lo[1], hi[1]; r+4..r+7 lo[2], hi[2], lo[3], hi[3] */
-        acc0 = group4_avx2(l, r, g, acc0, hsum8x4_avx2(lo[0], hi[0], lo[1], hi[1]), aux, tq);
-        acc1 = group4_avx2(l, r + 4, g, acc1, hsum8x4_avx2(lo[2], hi[2], lo[3], hi[3]), aux, tq);
+        acc = group8_512(l, r, g, acc, hsum8x8_512(a), aux, tq);
     }
-    _mm_storeu_ps(y, acc0);
-    _mm_storeu_ps(y + 4, acc1);
+    store8_512(y, acc);
 }
 
 #define FUSED512(TQ, BITS)                                                                        \
@@ -681,6 +719,7 @@ FUSED512(1, 2)
 FUSED512(1, 4)
 FUSED512(0, 2)
 FUSED512(0, 4)
+
 
 /* AVX-512F, TurboQuant 3-bit: 8 rows, two per register as above. Each row's word pair
  * (j/10, j/10+1) is broadcast as one 64-bit value (row B's into the upper half by a masked
@@ -708,7 +747,7 @@ AVX512 static INL void rows512_tq3(const rt_linear *l, uint64_t r, const float *
     const uint32_t *w[8];
     for (int i = 0; i < 8; i++)
         w[i] = (const uint32_t *)l->w + (r + (uint64_t)i) * l->wpr;
-    __m128 acc0 = _mm_setzero_ps(), acc1 = _mm_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     const uint64_t G = l->group, ng = l->ngroups, wpr = l->wpr;
     for (uint64_t g = 0; g < ng; g++) {
         __m512 a[4];
@@ -733,17 +772,9 @@ AVX512 static INL void rows512_tq3(const rt_linear *l, uint64_t r, const float *
                 a[p] = _mm512_add_ps(a[p], _mm512_mul_ps(_mm512_permutexvar_ps(v, cbz), xv));
             }
         }
-        __m256 lo[4], hi[4];
-        _Pragma("GCC unroll 4")
-        for (int p = 0; p < 4; p++) {
-            lo[p] = _mm512_castps512_ps256(a[p]);
-            hi[p] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[p]), 1));
-        }
-        acc0 = group4_avx2(l, r, g, acc0, hsum8x4_avx2(lo[0], hi[0], lo[1], hi[1]), NULL, 1);
-        acc1 = group4_avx2(l, r + 4, g, acc1, hsum8x4_avx2(lo[2], hi[2], lo[3], hi[3]), NULL, 1);
+        acc = group8_512(l, r, g, acc, hsum8x8_512(a), NULL, 1);
     }
-    _mm_storeu_ps(y, acc0);
-    _mm_storeu_ps(y + 4, acc1);
+    store8_512(y, acc);
 }
 
 AVX512 static void rows512_tq3_mid(const rt_linear *l, uint64_t r, const float *x, const float *cb, float *y)
@@ -1105,7 +1136,6 @@ struct mv_ctx {
     const rt_linear *l;
     const float *x;   /* [cols] activation (rotated for TQ) */
     const float *aux; /* TQ: [2^bits] codebook as f32; affine: [ngroups] per-group sums of x */
-    const rt_lut *lut;
     float *y;         /* [rows] */
     int nomem;
     int bad_scale;    /* MXFP4: a NaN block scale was met */
@@ -1129,12 +1159,15 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
         c->nomem = 1; /* benign race: every writer stores 1 */
         return;
     }
+    rt_lut lut; /* the portable unpacking table, only where the portable path runs */
+    if (l->kind == RT_TQ || l->kind == RT_AFFINE)
+        lut_build(&lut, (uint32_t)l->bits, l->kind == RT_TQ ? c->aux : NULL);
     for (uint64_t r = b; r < en; r++) {
         float v;
         if (l->kind == RT_TQ)
-            v = row_tq(l, r, c->x, c->aux, c->lut, wv);
+            v = row_tq(l, r, c->x, c->aux, &lut, wv);
         else if (l->kind == RT_AFFINE)
-            v = row_affine(l, r, c->x, c->aux, c->lut, wv);
+            v = row_affine(l, r, c->x, c->aux, &lut, wv);
         else if (l->kind == RT_MXFP4) {
 #ifdef RT_SIMD
             if (mx && mxfp4_row_plain(l, r))
@@ -1157,12 +1190,28 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
     free(wv);
 }
 
+/* xr[j] = x[j] · signs[j], the signs' dtype dispatched once for the whole row. */
+static void sign_mul(const rt_linear *l, const float *x, float *xr)
+{
+    const uint64_t n = l->cols;
+    if (l->gdt == TQ_DT_F16) {
+        const uint16_t *g = l->signs;
+        for (uint64_t j = 0; j < n; j++)
+            xr[j] = x[j] * f16_table[g[j]];
+    } else if (l->gdt == TQ_DT_BF16) {
+        const uint16_t *g = l->signs;
+        for (uint64_t j = 0; j < n; j++)
+            xr[j] = x[j] * bf16f(g[j]);
+    } else {
+        for (uint64_t j = 0; j < n; j++)
+            xr[j] = x[j] * rt_load_f(l->gdt, l->signs, j);
+    }
+}
+
 int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scratch *s, tq_err *e)
 {
     struct mv_ctx c = {.l = l, .x = x, .y = y};
     float cb[256]; /* [2^bits] TurboQuant codebook as f32 */
-    rt_lut lut;
-    c.lut = &lut;
     if (l->kind == RT_TQ || l->kind == RT_AFFINE) {
         uint64_t need = l->kind == RT_TQ ? l->cols : l->ngroups;
         if (s->cap < need) {
@@ -1179,14 +1228,12 @@ int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scrat
         uint64_t n = (uint64_t)1 << l->bits;
         for (uint64_t i = 0; i < n; i++)
             cb[i] = rt_load_f(l->cdt, l->codebook, i);
-        for (uint64_t j = 0; j < l->cols; j++)
-            s->xr[j] = x[j] * rt_load_f(l->gdt, l->signs, j);
+        sign_mul(l, x, s->xr);
         if (!l->norot && tq_hadamard_rotate(s->xr, l->cols, NULL, tq_hadamard_block(l->cols)) != 0)
             return tq_fail(e, TQ_EDATA, "no Hadamard block for an input axis of %llu",
                            (unsigned long long)l->cols);
         c.x = s->xr;
         c.aux = cb;
-        lut_build(&lut, (uint32_t)l->bits, cb);
     } else if (l->kind == RT_AFFINE) {
         for (uint64_t g = 0; g < l->ngroups; g++) {
             float sum = 0;
@@ -1195,7 +1242,6 @@ int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scrat
             s->xr[g] = sum;
         }
         c.aux = s->xr;
-        lut_build(&lut, (uint32_t)l->bits, NULL);
     }
     /* Chunks of whole 8-row blocks (the SIMD kernels' unit) of at least ~64 KiB of weights:
      * smaller ones cost more in hand-over than a second thread saves. */
