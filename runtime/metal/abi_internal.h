@@ -16,6 +16,16 @@ typedef unsigned int uint;
 #define RTM_SIMD 32u
 #define RTM_MV_LANES 8u
 #define RTM_MV_ROWS (RTM_TG / RTM_MV_LANES)
+/* The simd-group matvec (mv_tq): each simd group of 32 lanes takes RTM_MV_RPS of the
+ * threadgroup's RTM_MV_ROWS rows; a lane reads RTM_MV_CW packed words (one 64-bit load) per
+ * step. docs/metal.md, mv_tq. */
+#define RTM_MV_RPS (RTM_MV_ROWS / (RTM_TG / RTM_SIMD))
+#define RTM_MV_CW 2u
+/* rtm_mv_args.flags of mv_tq: the rows' words may be read RTM_MV_CW at a time as one vector
+ * (whole chunks, 8-byte aligned), and every chunk lies inside one group (group a multiple of
+ * the chunk's codes, group / codes = 2^gshift). */
+#define RTM_MV_WIDE 1u
+#define RTM_MV_INGROUP 2u
 /* Most experts a route chooses (forward.c keeps ids[64]). */
 #define RTM_MAX_TOPK 64u
 #define RTM_MAX_GROUPS 64u
@@ -34,6 +44,10 @@ typedef struct rtm_mv_args {
     uint sdt, zdt, cdt;  /* scales, affine biases, TurboQuant codebook types */
     uint has_bias, biasdt;
     uint rstep;          /* bias entry (and MXFP4 weight row) of row r: r·rstep */
+    /* mv_tq, precomputed by the host so the kernel divides by nothing: RTM_MV_* flags,
+     * log2(group / codes per chunk) when RTM_MV_INGROUP, and a lane's step of RTM_SIMD chunks
+     * (RTM_SIMD·RTM_MV_CW·32/bits codes) as whole groups and a remainder. */
+    uint flags, gshift, gstep_q, gstep_r;
 } rtm_mv_args;
 
 /* A routed expert's product (the _ex matvec kernels): mv for the matrix of expert

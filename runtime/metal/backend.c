@@ -399,7 +399,11 @@ int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_er
                        {l->bias, bias_n, WT}};
         return run(b, RTM_K_mv_affine, s, 7, &a, sizeof a, groups, e);
     }
-    /* TurboQuant: the activation gets the weights' rotation (signs, then block Hadamard) */
+    /* TurboQuant: the activation gets the weights' rotation (signs, then block Hadamard); a
+     * module quantized unrotated (rotation "none", all signs +1: l->norot) takes x as it is,
+     * as runtime/kernels.c does */
+    if (l->norot)
+        return rtm_be_matvec_rotated(b, l, x, y, e);
     if (scratch(b, &b->xr, &b->cap_x, l->cols, e) || rtm_be_rotate(b, x, l->signs, l->gdt, l->cols, b->xr, e))
         return -1;
     return rtm_be_matvec_rotated(b, l, b->xr, y, e);
@@ -420,6 +424,46 @@ int rtm_be_rotate(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, ui
     return run(b, RTM_K_hadamard, sh, 4, &ha, sizeof ha, cols / blk, e);
 }
 
+/* Whether p will lie a multiple of `al` bytes into the buffer bind() gives it: its offset in
+ * a registered or region buffer (wrapped in place or copied whole), else 0 (a staged copy
+ * starts its own buffer, or Metal's staging slot, 256-byte aligned). */
+static int bind_aligned(const rtm_be *b, const void *p, uint64_t al)
+{
+    long i = reg_find(b, p);
+    if (i >= 0 && (uint64_t)((const char *)p - b->reg[i].base) < b->reg[i].n)
+        return (uint64_t)((const char *)p - b->reg[i].base) % al == 0;
+    const void *base;
+    uint64_t bn;
+    if (b->region && b->region(b->user, p, &base, &bn) == 1 && (const char *)p >= (const char *)base &&
+        (uint64_t)((const char *)p - (const char *)base) <= bn)
+        return (uint64_t)((const char *)p - (const char *)base) % al == 0;
+    return 1;
+}
+
+/* mv_tq's precomputed group arithmetic (abi_internal.h): V codes per chunk of RTM_MV_CW
+ * words; chunks inside groups when there is no padding code and group = V·2^gshift (bits 2
+ * and 4: the kernel's constant-shift path); a lane's step of RTM_SIMD chunks in groups. */
+static void mv_tq_args(const rtm_be *b, const rt_linear *l, const void *w, uint64_t stride, rtm_mv_args *a)
+{
+    uint64_t epw = 32 / l->bits, V = RTM_MV_CW * epw, step = RTM_SIMD * V;
+    a->flags = 0;
+    if (l->wpr % RTM_MV_CW == 0 && stride % (4 * RTM_MV_CW) == 0 && bind_aligned(b, w, 4 * RTM_MV_CW))
+        a->flags |= RTM_MV_WIDE;
+    a->gshift = 0;
+    if ((l->bits == 2 || l->bits == 4) && l->wpr * epw == l->cols && l->wpr % RTM_MV_CW == 0 && l->group % V == 0) {
+        uint64_t q = l->group / V;
+        uint32_t sh = 0;
+        while (((uint64_t)1 << sh) < q)
+            sh++;
+        if (((uint64_t)1 << sh) == q) {
+            a->flags |= RTM_MV_INGROUP;
+            a->gshift = sh;
+        }
+    }
+    a->gstep_q = (uint)(step / l->group);
+    a->gstep_r = (uint)(step % l->group);
+}
+
 int rtm_be_matvec_rotated(rtm_be *b, const rt_linear *l, const float *xr, float *y, tq_err *e)
 {
     rtm_mv_args a;
@@ -430,6 +474,7 @@ int rtm_be_matvec_rotated(rtm_be *b, const rt_linear *l, const float *xr, float 
         return -1;
     if (l->kind != RT_TQ)
         return tq_fail(e, TQ_EUSAGE, "GPU backend: a rotated product of a matrix that is not TurboQuant");
+    mv_tq_args(b, l, l->w, 0, &a);
     slot_in s[] = {{l->w, rt_linear_wbytes(l), WT},
                    {xr, l->cols * 4, RD},
                    {y, l->rows * 4, WR},
@@ -619,6 +664,7 @@ int rtm_be_matvec_ex(rtm_be *b, const rtm_expert *x, uint64_t rank, const float 
     /* TurboQuant: the rotation (signs shared by the layer's experts) does not depend on the id */
     if (scratch(b, &b->xr, &b->cap_x, l->cols, e) || rtm_be_rotate(b, in, l->signs, l->gdt, l->cols, b->xr, e))
         return -1;
+    mv_tq_args(b, l, p[0], x->stride[0], &a.mv); /* each expert's rows 8-byte aligned too */
     slot_in s[] = {{p[0], all[0], WT},
                    {b->xr, l->cols * 4, RD},
                    {y, l->rows * 4, WR},

@@ -300,14 +300,153 @@ RTM_FN void rtm_mv_quant(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_DEV 
     }
 }
 
+/* TurboQuant rows in the simd-group shape (docs/metal.md, mv_tq): simd group sg of the
+ * threadgroup takes the RTM_MV_RPS rows r0 = tgid·RTM_MV_ROWS + sg·RTM_MV_RPS, ...; a row is
+ * cut into chunks of RTM_MV_CW words (V = RTM_MV_CW·32/bits codes), lane l takes the chunks
+ * c ≡ l (mod 32) in increasing c, reads each chunk's V values of x once for its RTM_MV_RPS
+ * rows, and for each row sums codebook[q]·x[j] in increasing j from +0 over each run of the
+ * chunk inside one group (a segment), adding segment·scale to its accumulator (from +0) in
+ * order; the 32 lanes' accumulators are then summed by the xor butterfly (+ bias). No division
+ * inside the loops: the host precomputes the group arithmetic (rtm_mv_args). */
+#define RTM_MV_VMAX 32u /* codes per chunk on the in-group path (bits 2 and 4) */
+
+/* One lane's chunks when every chunk lies inside one group (RTM_MV_INGROUP; B = 2 or 4, a
+ * constant after inlining, so every shift and index below is too). */
+RTM_FN void rtm_tq_lane_ingroup(const uint B, RTM_DEV const uint *w, RTM_DEV const float *x,
+                                RTM_DEV const uchar *scales, RTM_TGMEM const float *lut, RTM_CONST rtm_mv_args *a,
+                                uint r0, uint lane, RTM_THREAD float *acc)
+{
+    const uint EPW = 32u / B, V = RTM_MV_CW * EPW, M = (1u << B) - 1u, nch = a->wpr / RTM_MV_CW;
+    for (uint c = lane; c < nch; c += RTM_SIMD) {
+        float xs[RTM_MV_VMAX];
+        for (uint k = 0; k < V; k++)
+            xs[k] = x[c * V + k];
+        const uint g = c >> a->gshift;
+        for (uint rr = 0; rr < RTM_MV_RPS; rr++) {
+            const uint r = r0 + rr;
+            if (r >= a->rows)
+                break;
+            RTM_DEV const uint *wr = w + (ulong)r * a->wpr;
+            uint w0, w1;
+            if ((a->flags & RTM_MV_WIDE) != 0u) {
+                RTM_LD_W2(wr, c, w0, w1);
+            } else {
+                w0 = wr[c * RTM_MV_CW];
+                w1 = wr[c * RTM_MV_CW + 1u];
+            }
+            float s = 0.0f;
+            for (uint k = 0; k < EPW; k++) {
+                float p = lut[(w0 >> (B * k)) & M] * xs[k];
+                s = s + p;
+            }
+            for (uint k = 0; k < EPW; k++) {
+                float p = lut[(w1 >> (B * k)) & M] * xs[EPW + k];
+                s = s + p;
+            }
+            float sc = rtm_ld(a->sdt, scales, (ulong)r * a->ngroups + g);
+            float t = s * sc;
+            acc[rr] = acc[rr] + t;
+        }
+    }
+}
+
+/* One lane's chunks in general: any bits, groups that chunks cross (a 3-bit word holds 10
+ * codes, so its rows never align with groups of 32 or 64). (g, rem): the group of the lane's
+ * chunk's first code and that code's place in it, advanced by the host's (gstep_q, gstep_r). */
+RTM_FN void rtm_tq_lane_any(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_DEV const uchar *scales,
+                            RTM_TGMEM const float *lut, RTM_CONST rtm_mv_args *a, uint r0, uint lane,
+                            RTM_THREAD float *acc)
+{
+    const uint bits = a->bits, epw = 32u / bits, M = (1u << bits) - 1u, V = RTM_MV_CW * epw;
+    const uint nch = (a->wpr + RTM_MV_CW - 1u) / RTM_MV_CW;
+    uint g = (lane * V) / a->group, rem = lane * V - g * a->group; /* once per thread */
+    for (uint c = lane; c < nch; c += RTM_SIMD) {
+        for (uint rr = 0; rr < RTM_MV_RPS; rr++) {
+            const uint r = r0 + rr;
+            if (r >= a->rows)
+                break;
+            RTM_DEV const uint *wr = w + (ulong)r * a->wpr;
+            uint gg = g, left = a->group - rem, j = c * V, open = 0u;
+            float s = 0.0f;
+            for (uint wk = 0; wk < RTM_MV_CW; wk++) {
+                const uint wi = c * RTM_MV_CW + wk;
+                const uint word = wi < a->wpr ? wr[wi] : 0u;
+                for (uint e = 0; e < epw && j < a->cols; e++, j++) {
+                    float p = lut[(word >> (e * bits)) & M] * x[j];
+                    s = s + p;
+                    open = 1u;
+                    left = left - 1u;
+                    if (left == 0u) {
+                        float t = s * rtm_ld(a->sdt, scales, (ulong)r * a->ngroups + gg);
+                        acc[rr] = acc[rr] + t;
+                        s = 0.0f;
+                        open = 0u;
+                        gg = gg + 1u;
+                        left = a->group;
+                    }
+                }
+            }
+            if (open != 0u) {
+                float t = s * rtm_ld(a->sdt, scales, (ulong)r * a->ngroups + gg);
+                acc[rr] = acc[rr] + t;
+            }
+        }
+        g = g + a->gstep_q;
+        rem = rem + a->gstep_r;
+        if (rem >= a->group) {
+            rem = rem - a->group;
+            g = g + 1u;
+        }
+    }
+}
+
+/* The simd-group product above for the threadgroup tgid: lut [256] and part [RTM_MV_RPS·RTM_TG]
+ * are threadgroup scratch. */
+RTM_FN void rtm_mv_tq(RTM_DEV const uint *w, RTM_DEV const float *xr, RTM_DEV float *y, RTM_DEV const uchar *scales,
+                      RTM_DEV const uchar *codebook, RTM_DEV const uchar *bias, RTM_CONST rtm_mv_args *a, uint tgid,
+                      RTM_TGMEM float *lut, RTM_TGMEM float *part RTM_TGFN_PARAMS)
+{
+    RTM_PHASE(lid) {
+        for (uint q = lid; q < (1u << a->bits); q += RTM_TG)
+            lut[q] = rtm_ld(a->cdt, codebook, q);
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        const uint lane = lid % RTM_SIMD, r0 = tgid * RTM_MV_ROWS + (lid / RTM_SIMD) * RTM_MV_RPS;
+        float acc[RTM_MV_RPS];
+        for (uint rr = 0; rr < RTM_MV_RPS; rr++)
+            acc[rr] = 0.0f;
+        if ((a->flags & RTM_MV_INGROUP) != 0u && a->bits == 4u)
+            rtm_tq_lane_ingroup(4u, w, xr, scales, lut, a, r0, lane, acc);
+        else if ((a->flags & RTM_MV_INGROUP) != 0u && a->bits == 2u)
+            rtm_tq_lane_ingroup(2u, w, xr, scales, lut, a, r0, lane, acc);
+        else
+            rtm_tq_lane_any(w, xr, scales, lut, a, r0, lane, acc);
+        for (uint rr = 0; rr < RTM_MV_RPS; rr++)
+            part[rr * RTM_TG + lid] = acc[rr];
+    }
+    for (uint rr = 0; rr < RTM_MV_RPS; rr++)
+        RTM_SIMD_SUM(part + rr * RTM_TG, RTM_SIMD);
+    RTM_PHASE(lid) {
+        const uint lane = lid % RTM_SIMD, sg = lid / RTM_SIMD, r = tgid * RTM_MV_ROWS + sg * RTM_MV_RPS + lane;
+        if (lane >= RTM_MV_RPS || r >= a->rows)
+            continue;
+        float v = part[lane * RTM_TG + lid]; /* row rr's sum, which every lane holds: its own copy */
+        if (a->has_bias != 0u) {
+            float b = rtm_ld(a->biasdt, bias, (ulong)r * a->rstep);
+            v = v + b;
+        }
+        y[r] = v;
+    }
+}
+
 RTM_KERNEL rtm_k_mv_tq(RTM_DEV const uint *w RTM_BUF(0), RTM_DEV const float *xr RTM_BUF(1), RTM_DEV float *y RTM_BUF(2),
                        RTM_DEV const uchar *scales RTM_BUF(3), RTM_DEV const uchar *codebook RTM_BUF(4),
                        RTM_DEV const uchar *bias RTM_BUF(5), RTM_CONST rtm_mv_args *a RTM_BUF(6), RTM_GROUP_ARGS)
 {
-    RTM_TG_ARRAY(float, part, RTM_TG);
-    RTM_TG_ARRAY(float, acc, RTM_TG);
     RTM_TG_ARRAY(float, lut, 256);
-    rtm_mv_quant(w, xr, y, scales, codebook, scales, xr, bias, a, 0u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
+    RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
+    rtm_mv_tq(w, xr, y, scales, codebook, bias, a, rtm_tgid, lut, part RTM_TGFN_ARGS);
 }
 
 RTM_KERNEL rtm_k_mv_affine(RTM_DEV const uint *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1), RTM_DEV float *y RTM_BUF(2),
@@ -360,12 +499,11 @@ RTM_KERNEL rtm_k_mv_tq_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
                           RTM_DEV const uchar *codebook RTM_BUF(4), RTM_DEV const uchar *bias RTM_BUF(5),
                           RTM_DEV const uint *ids RTM_BUF(6), RTM_CONST rtm_mvx_args *a RTM_BUF(7), RTM_GROUP_ARGS)
 {
-    RTM_TG_ARRAY(float, part, RTM_TG);
-    RTM_TG_ARRAY(float, acc, RTM_TG);
     RTM_TG_ARRAY(float, lut, 256);
+    RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
     RTM_DEV const uint *we = (RTM_DEV const uint *)(w + rtm_ex_off(ids, a, 0u));
     RTM_DEV const uchar *se = scales + rtm_ex_off(ids, a, 1u), *be = bias + rtm_ex_off(ids, a, 3u);
-    rtm_mv_quant(we, xr, y, se, codebook, se, xr, be, &a->mv, 0u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
+    rtm_mv_tq(we, xr, y, se, codebook, be, &a->mv, rtm_tgid, lut, part RTM_TGFN_ARGS);
 }
 
 RTM_KERNEL rtm_k_mv_affine_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),

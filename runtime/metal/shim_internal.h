@@ -60,6 +60,13 @@ using namespace metal;
 #define RTM_AS_UINT(f) as_type<uint>((float)(f))
 #define RTM_H2F(h) ((float)as_type<half>((ushort)(h)))
 #define RTM_SQRT(x) precise::sqrt(x)
+/* Words i·2 and i·2+1 of p (8-byte aligned) as one 64-bit load. */
+#define RTM_LD_W2(p, i, a0, a1)                                                       \
+    do {                                                                              \
+        uint2 rtm_w_ = ((RTM_DEV const uint2 *)(p))[(i)];                              \
+        (a0) = rtm_w_.x;                                                              \
+        (a1) = rtm_w_.y;                                                              \
+    } while (0)
 
 #define RTM_SIMD_SUM(buf, width)                                                      \
     do {                                                                              \
@@ -149,6 +156,11 @@ static inline uint rtm_shim_as_uint(float f)
 #define RTM_AS_UINT(f) rtm_shim_as_uint((float)(f))
 #define RTM_H2F(h) rtm_shim_h2f((uint16_t)(h))
 #define RTM_SQRT(x) sqrtf(x) /* IEEE: correctly rounded */
+#define RTM_LD_W2(p, i, a0, a1)                                                       \
+    do {                                                                              \
+        (a0) = (p)[2u * (i)];                                                         \
+        (a1) = (p)[2u * (i) + 1u];                                                    \
+    } while (0)
 
 /* The collectives, thread by thread as on the GPU: each lane publishes its value in the
  * shim's own exchange slots (not the kernel's threadgroup memory, so a missing barrier around

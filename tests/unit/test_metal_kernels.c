@@ -408,7 +408,75 @@ static void mv_ref(const rt_linear *l, const float *x, const float *xr, uint64_t
     *sabs = a;
 }
 
-/* The largest number of roundings one term of a row goes through (docs/metal.md, Matvec). */
+/* mv_tq's codes per chunk and chunks per row (docs/metal.md, mv_tq). */
+static uint64_t tq_chunk(const rt_linear *l, uint64_t *nch)
+{
+    *nch = (l->wpr + RTM_MV_CW - 1) / RTM_MV_CW;
+    return RTM_MV_CW * (32 / l->bits);
+}
+
+/* The largest number of roundings one term of a TurboQuant row goes through in mv_tq's order:
+ * the product codebook·x, at most V additions in its segment (the first onto +0), ·scale, at
+ * most ⌈chunks/32⌉ additions to its lane's accumulator, 5 butterfly levels, the bias; + 1 for
+ * the codebook·scale product of the reference. */
+static double mv_tq_depth(const rt_linear *l)
+{
+    uint64_t nch, V = tq_chunk(l, &nch);
+    return 1 + (double)V + 1 + (double)((nch + RTM_SIMD - 1) / RTM_SIMD) + 5 + (l->bias ? 1 : 0) + 1;
+}
+
+/* mv_tq's order evaluated here in f32, statement by statement as the kernel writes it (lane l:
+ * chunks c ≡ l mod 32; a segment — the part of a chunk inside one group — summed from +0 in
+ * increasing j, times its group's scale, added to the lane's accumulator; then the xor
+ * butterfly of shim_internal.h and the bias): a model of the kernel, not an independent oracle
+ * (the f64 bound is that). Under A1 and A2 the kernel gives these bits. */
+static float mv_tq_model(const rt_linear *l, const float *xr, uint64_t r)
+{
+    uint64_t nch, V = tq_chunk(l, &nch), epw = 32 / l->bits;
+    const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
+    uint32_t mask = (1u << l->bits) - 1;
+    float v[32], nv[32];
+    for (uint64_t lane = 0; lane < 32; lane++) {
+        float acc = 0.0f;
+        for (uint64_t c = lane; c < nch; c += 32) {
+            float s = 0.0f;
+            int open = 0;
+            uint64_t j = c * V, end = c * V + V < l->cols ? c * V + V : l->cols;
+            for (; j < end; j++) {
+                uint32_t q = (w[j / epw] >> ((j % epw) * l->bits)) & mask;
+                float p = rt_load_f(l->cdt, l->codebook, q) * xr[j];
+                s = s + p;
+                open = 1;
+                if ((j + 1) % l->group == 0) {
+                    float t = s * rt_load_f(l->sdt, l->scales, r * l->ngroups + j / l->group);
+                    acc = acc + t;
+                    s = 0.0f;
+                    open = 0;
+                }
+            }
+            if (open) {
+                float t = s * rt_load_f(l->sdt, l->scales, r * l->ngroups + (j - 1) / l->group);
+                acc = acc + t;
+            }
+        }
+        v[lane] = acc;
+    }
+    for (int m = 1; m < 32; m <<= 1) {
+        for (int k = 0; k < 32; k++)
+            nv[k] = v[k] + v[k ^ m];
+        memcpy(v, nv, sizeof v);
+    }
+    float y = v[0];
+    if (l->bias) {
+        float b = rt_load_f(l->biasdt, l->bias, r * (l->rstep ? l->rstep : 1));
+        y = y + b;
+    }
+    return y;
+}
+
+/* The largest number of roundings one term of a row goes through in the CPU runtime's order
+ * (runtime/kernels.c: 8 lanes, docs/metal.md, Matvec), which mv_dense, mv_mxfp4 and mv_affine
+ * keep. */
 static double mv_depth(const rt_linear *l)
 {
     double bias = l->bias ? 1 : 0;
@@ -421,8 +489,12 @@ static double mv_depth(const rt_linear *l)
     return (m + 3 > g ? m + 3 : g) + 2 + (ng - 1) + bias;
 }
 
-/* GPU backend vs the CPU runtime's rt_matvec bit for bit, and vs the double reference within
- * γ(depth)·Σ|terms|, in both thread orders. */
+/* The largest |mv_tq − CPU| / Σ|terms| seen, in units of U (printed by matvec_tq). */
+static double mv_worst_cpu;
+
+/* GPU backend vs the CPU runtime's rt_matvec bit for bit (TurboQuant: vs mv_tq's order modelled
+ * in C bit for bit, vs the CPU within the sum of the two orders' bounds), and vs the double
+ * reference within γ(depth)·Σ|terms|, in both thread orders. */
 static void check_mv(mat *m, const char *what)
 {
     const rt_linear *l = &m->l;
@@ -436,7 +508,8 @@ static void check_mv(mat *m, const char *what)
     if (l->kind == RT_TQ) {
         for (uint64_t j = 0; j < l->cols; j++)
             xr[j] = x[j] * rt_load_f(l->gdt, l->signs, j);
-        CHECK(tq_hadamard_rotate(xr, l->cols, NULL, tq_hadamard_block(l->cols)) == 0);
+        if (!l->norot)
+            CHECK(tq_hadamard_rotate(xr, l->cols, NULL, tq_hadamard_block(l->cols)) == 0);
     }
     for (int ord = 0; ord < ORDERS; ord++) {
         rtm_shim_reverse = ord;
@@ -445,18 +518,39 @@ static void check_mv(mat *m, const char *what)
         if (!sync_ok())
             break;
         uint64_t diff = 0;
-        for (uint64_t r = 0; r < l->rows; r++)
-            diff += memcmp(&y[r], &cpu[r], 4) != 0;
-        /* the CPU's order and roundings: rests on A1 and A2, and for MXFP4 on A4 (its block
-         * scale 2^-127 makes subnormal weights; matvec_mxfp4 shows one flushed) */
-        CHECKF(diff == 0 || !exact("A2") || (l->kind == RT_MXFP4 && !exact("A4")), "%s %llux%llu: %llu rows differ from the CPU runtime's", what, (unsigned long long)l->rows,
-               (unsigned long long)l->cols, (unsigned long long)diff);
-        double g = gam(mv_depth(l));
+        if (l->kind == RT_TQ) {
+            /* mv_tq's own order (simd groups, chunks per lane, a butterfly over 32 lanes): the
+             * model's bits, resting on A1 and A2 */
+            for (uint64_t r = 0; r < l->rows; r++) {
+                float mo = mv_tq_model(l, xr, r);
+                diff += memcmp(&y[r], &mo, 4) != 0;
+            }
+            CHECKF(diff == 0 || !exact("A2"), "%s %llux%llu: %llu rows differ from mv_tq's order modelled in C", what,
+                   (unsigned long long)l->rows, (unsigned long long)l->cols, (unsigned long long)diff);
+        } else {
+            for (uint64_t r = 0; r < l->rows; r++)
+                diff += memcmp(&y[r], &cpu[r], 4) != 0;
+            /* the CPU's order and roundings: rests on A1 and A2, and for MXFP4 on A4 (its block
+             * scale 2^-127 makes subnormal weights; matvec_mxfp4 shows one flushed) */
+            CHECKF(diff == 0 || !exact("A2") || (l->kind == RT_MXFP4 && !exact("A4")),
+                   "%s %llux%llu: %llu rows differ from the CPU runtime's", what, (unsigned long long)l->rows,
+                   (unsigned long long)l->cols, (unsigned long long)diff);
+        }
+        /* against exact arithmetic (f64), whatever the order, fused or flushed: γ(depth)·Σ|terms|;
+         * TurboQuant rows against the CPU runtime: the two orders' bounds added (each is within
+         * its own of the exact value), no assumption beyond A1 */
+        double g = gam(l->kind == RT_TQ ? mv_tq_depth(l) : mv_depth(l)), gc = gam(mv_depth(l));
         for (uint64_t r = 0; r < l->rows; r++) {
             double ref, sabs;
             mv_ref(l, x, xr, r, &ref, &sabs);
             CHECKF(fabs((double)y[r] - ref) <= g * sabs + 1e-300, "%s row %llu: |%.9g - %.9g| > %.3g", what,
                    (unsigned long long)r, y[r], ref, g * sabs);
+            if (l->kind == RT_TQ) {
+                double d = fabs((double)y[r] - (double)cpu[r]);
+                CHECKF(d <= (g + gc) * sabs + 1e-300, "%s row %llu: |%.9g - the CPU's %.9g| > %.3g", what,
+                       (unsigned long long)r, y[r], cpu[r], (g + gc) * sabs);
+                mv_worst_cpu = fmax(mv_worst_cpu, sabs > 0 ? d / sabs / U : 0);
+            }
         }
         order_check(ord, y, l->rows, what);
     }
@@ -496,6 +590,30 @@ static void matvec_tq(void)
         check_mv(&m, bits == 3 ? "tq3" : bits == 2 ? "tq2" : "tq4");
         mat_free(&m);
     }
+    /* Rows long enough that each lane takes several chunks (its accumulator's order, the
+     * host's group steps), groups that chunks cross (36; 3 bits), words per row odd (no 64-bit
+     * loads). */
+    static const struct {
+        uint64_t cols, group;
+        int bits;
+    } lg[] = {{4096, 64, 4}, {2048, 128, 2}, {2560, 64, 3}, {2160, 36, 4}, {2160, 36, 2}, {1440, 32, 3}};
+    for (int i = 0; i < 6; i++) {
+        mat m;
+        make_tq(&m, 1 + irand(40), lg[i].cols, lg[i].bits, lg[i].group, d3[i % 3], d3[(i + 1) % 3], d3[(i + 2) % 3], i % 2);
+        check_mv(&m, "tq long rows");
+        mat_free(&m);
+    }
+    /* A module quantized unrotated (rotation "none", every sign +1: runtime/model.c sets
+     * norot): the CPU runtime multiplies by the signs and skips the Hadamard transform, and so
+     * must the backend (before, it rotated x anyway). */
+    mat m;
+    make_tq(&m, 37, 256, 4, 64, TQ_DT_F16, TQ_DT_F16, TQ_DT_F16, 0);
+    for (uint64_t j = 0; j < 256; j++)
+        ((uint16_t *)m.signs)[j] = tq_f32_to_f16(1.0f);
+    m.l.norot = 1;
+    check_mv(&m, "tq unrotated");
+    mat_free(&m);
+    printf("  %s: TurboQuant rows: largest |GPU - CPU| %.3f U of sum |terms|\n", DEV, mv_worst_cpu);
 }
 
 static void matvec_affine(void)
