@@ -64,7 +64,9 @@ typedef struct rtm_gsum_args {
     uint ngroups, group;
 } rtm_gsum_args;
 
-/* out = blockwise Hadamard(x ⊙ signs): one threadgroup per block of b = m·N */
+/* out = blockwise Hadamard(x ⊙ signs): one threadgroup per block of b = m·N, in threadgroup
+ * memory up to RTM_HAD_TG floats (32 KiB, Metal's limit), else in the tmp buffer */
+#define RTM_HAD_TG 8192u
 typedef struct rtm_had_args {
     uint cols, m, N, gdt;
     float s;             /* f32(1 / sqrt(b)) */

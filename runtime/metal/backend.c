@@ -418,9 +418,16 @@ int rtm_be_rotate(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, ui
     if (fits(cols, "a rotated length", e))
         return -1;
     rtm_had_args ha = {.cols = (uint)cols, .m = (uint)m, .N = (uint)N, .s = (float)(1.0 / sqrt((double)blk))};
-    if (dt_code(gdt, &ha.gdt, e) || scratch(b, &b->tmp, &b->cap_t, cols, e))
+    if (dt_code(gdt, &ha.gdt, e))
         return -1;
-    slot_in sh[] = {{x, cols * 4, RD}, {signs, cols * tq_dtype_size(gdt), WT}, {out, cols * 4, WR}, {b->tmp, cols * 4, WR}};
+    /* a block longer than threadgroup memory holds is transformed in tmp [cols] */
+    const int dev = blk > RTM_HAD_TG;
+    if (dev && scratch(b, &b->tmp, &b->cap_t, cols, e))
+        return -1;
+    slot_in sh[] = {{x, cols * 4, RD},
+                    {signs, cols * tq_dtype_size(gdt), WT},
+                    {out, cols * 4, WR},
+                    {dev ? b->tmp : NULL, dev ? cols * 4 : 0, WR}};
     return run(b, RTM_K_hadamard, sh, 4, &ha, sizeof ha, cols / blk, e);
 }
 

@@ -539,27 +539,51 @@ RTM_KERNEL rtm_k_group_sums(RTM_DEV const float *x RTM_BUF(0), RTM_DEV float *gs
 /* out = T(x ⊙ signs) for one block of b = m·N per threadgroup (docs/quantization.md, Hadamard
  * blocks): the sign products, butterfly stages h = 1, 2, ..., N/2 on each of the m chunks
  * (the last stage times s when m = 1), then for m > 1 y[r·N + i] = s · Σ_c ±x[c·N + i] with
- * the sum from +0 in c order. tmp [cols] holds the butterflies when m > 1. */
-RTM_KERNEL rtm_k_hadamard(RTM_DEV const float *x RTM_BUF(0), RTM_DEV const uchar *signs RTM_BUF(1),
-                          RTM_DEV float *out RTM_BUF(2), RTM_DEV float *tmp RTM_BUF(3),
-                          RTM_CONST rtm_had_args *a RTM_BUF(4), RTM_GROUP_ARGS)
+ * the sum from +0 in c order. The whole threadgroup works on each stage (pair p of the stage
+ * on thread p mod RTM_TG), a barrier between stages: log2(N) stages, each done once per input
+ * vector (the host reuses a rotation: backend.c). A block of up to RTM_HAD_TG floats lives in
+ * threadgroup memory; a longer one (28·512) in tmp [cols] on the device. N is a
+ * power of two, so every index below is shifts and masks (lgN = log2 N). */
+/* Where pair p of butterfly stage h = 2^lh starts: chunk p >> (lgN - 1) of N = 2^lgN, pair q
+ * of it at (q / h)·2h + q mod h, in shifts and masks. */
+RTM_FN uint rtm_had_j(uint p, uint lh, uint lgN)
 {
-    const uint b = a->m * a->N, npair = a->N / 2u;
-    const ulong off = (ulong)rtm_tgid * b;
-    RTM_DEV float *d = a->m == 1u ? out + off : tmp + off;
-    RTM_PHASE(lid) {
-        for (uint j = lid; j < b; j += RTM_TG) {
-            float sg = rtm_ld(a->gdt, signs, off + j);
-            d[j] = x[off + j] * sg;
-        }
-    }
-    RTM_BARRIER_DEV();
-    for (uint h = 1; h < a->N; h <<= 1) {
-        const uint last = a->m == 1u && 2u * h == a->N ? 1u : 0u;
+    const uint q = p & ((1u << (lgN - 1u)) - 1u), c = p >> (lgN - 1u);
+    return (c << lgN) + ((q >> lh) << (lh + 1u)) + (q & ((1u << lh) - 1u));
+}
+
+/* The butterfly stages on the m chunks at d, the last scaled by s when m = 1: one helper for
+ * threadgroup and one for device memory, the same statements. */
+RTM_FN void rtm_had_stages_tg(RTM_TGMEM float *d, RTM_CONST rtm_had_args *a, uint lgN RTM_TGFN_PARAMS)
+{
+    const uint npairs = lgN > 0u ? a->m << (lgN - 1u) : 0u;
+    for (uint lh = 0; lh < lgN; lh++) {
+        const uint h = 1u << lh, last = a->m == 1u && lh + 1u == lgN ? 1u : 0u;
         RTM_PHASE(lid) {
-            for (uint p = lid; p < a->m * npair; p += RTM_TG) {
-                uint c = p / npair, q = p % npair;
-                uint j = c * a->N + (q / h) * 2u * h + q % h;
+            for (uint p = lid; p < npairs; p += RTM_TG) {
+                const uint j = rtm_had_j(p, lh, lgN);
+                float u = d[j], v = d[j + h];
+                float s0 = u + v, d0 = u - v;
+                if (last != 0u) {
+                    s0 = s0 * a->s;
+                    d0 = d0 * a->s;
+                }
+                d[j] = s0;
+                d[j + h] = d0;
+            }
+        }
+        RTM_BARRIER();
+    }
+}
+
+RTM_FN void rtm_had_stages_dev(RTM_DEV float *d, RTM_CONST rtm_had_args *a, uint lgN RTM_TGFN_PARAMS)
+{
+    const uint npairs = lgN > 0u ? a->m << (lgN - 1u) : 0u;
+    for (uint lh = 0; lh < lgN; lh++) {
+        const uint h = 1u << lh, last = a->m == 1u && lh + 1u == lgN ? 1u : 0u;
+        RTM_PHASE(lid) {
+            for (uint p = lid; p < npairs; p += RTM_TG) {
+                const uint j = rtm_had_j(p, lh, lgN);
                 float u = d[j], v = d[j + h];
                 float s0 = u + v, d0 = u - v;
                 if (last != 0u) {
@@ -572,17 +596,65 @@ RTM_KERNEL rtm_k_hadamard(RTM_DEV const float *x RTM_BUF(0), RTM_DEV const uchar
         }
         RTM_BARRIER_DEV();
     }
-    if (a->m > 1u) {
+}
+
+RTM_KERNEL rtm_k_hadamard(RTM_DEV const float *x RTM_BUF(0), RTM_DEV const uchar *signs RTM_BUF(1),
+                          RTM_DEV float *out RTM_BUF(2), RTM_DEV float *tmp RTM_BUF(3),
+                          RTM_CONST rtm_had_args *a RTM_BUF(4), RTM_GROUP_ARGS)
+{
+    RTM_TG_ARRAY(float, t, RTM_HAD_TG);
+    const uint b = a->m * a->N;
+    const ulong off = (ulong)rtm_tgid * b;
+    uint lgN = 0;
+    while ((1u << lgN) < a->N)
+        lgN++;
+    if (b <= RTM_HAD_TG) {
+        RTM_PHASE(lid) {
+            for (uint j = lid; j < b; j += RTM_TG) {
+                float sg = rtm_ld(a->gdt, signs, off + j);
+                t[j] = x[off + j] * sg;
+            }
+        }
+        RTM_BARRIER();
+        rtm_had_stages_tg(t, a, lgN RTM_TGFN_ARGS);
         RTM_PHASE(lid) {
             for (uint e = lid; e < b; e += RTM_TG) {
-                uint r = e / a->N, i = e % a->N, row = rtm_hm_row(a->m, r);
-                float acc = 0.0f;
-                for (uint c = 0; c < a->m; c++) {
-                    float v = d[c * a->N + i];
-                    float t = ((row >> c) & 1u) != 0u ? -v : v;
-                    acc = acc + t;
+                if (a->m == 1u) {
+                    out[off + e] = t[e];
+                } else {
+                    uint r = e >> lgN, i = e & (a->N - 1u), row = rtm_hm_row(a->m, r);
+                    float acc = 0.0f;
+                    for (uint c = 0; c < a->m; c++) {
+                        float v = t[(c << lgN) + i];
+                        float tv = ((row >> c) & 1u) != 0u ? -v : v;
+                        acc = acc + tv;
+                    }
+                    out[off + e] = acc * a->s;
                 }
-                out[off + e] = acc * a->s;
+            }
+        }
+    } else {
+        RTM_DEV float *d = a->m == 1u ? out + off : tmp + off;
+        RTM_PHASE(lid) {
+            for (uint j = lid; j < b; j += RTM_TG) {
+                float sg = rtm_ld(a->gdt, signs, off + j);
+                d[j] = x[off + j] * sg;
+            }
+        }
+        RTM_BARRIER_DEV();
+        rtm_had_stages_dev(d, a, lgN RTM_TGFN_ARGS);
+        if (a->m > 1u) {
+            RTM_PHASE(lid) {
+                for (uint e = lid; e < b; e += RTM_TG) {
+                    uint r = e >> lgN, i = e & (a->N - 1u), row = rtm_hm_row(a->m, r);
+                    float acc = 0.0f;
+                    for (uint c = 0; c < a->m; c++) {
+                        float v = d[(c << lgN) + i];
+                        float tv = ((row >> c) & 1u) != 0u ? -v : v;
+                        acc = acc + tv;
+                    }
+                    out[off + e] = acc * a->s;
+                }
             }
         }
     }
