@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ROT_SLOTS 4 /* rotated activations kept (gate and up of a layer's experts, q/k/v, ...) */
+
 typedef struct rtm_region {
     const char *base;
     uint64_t n;
@@ -33,9 +35,23 @@ struct rtm_be {
     rtm_region *reg; /* sorted by base, disjoint */
     size_t nreg, capreg;
     float *dummy;    /* bound to unused slots */
-    /* scratch: rotated activation and butterflies [cols], per-group sums [ngroups] */
-    float *xr, *tmp, *gsum;
-    uint64_t cap_x, cap_t, cap_g;
+    /* scratch: butterflies [cols] of blocks longer than threadgroup memory, per-group sums
+     * [ngroups] */
+    float *tmp, *gsum;
+    uint64_t cap_t, cap_g;
+    /* rotated activations (see rotation()): a TurboQuant matvec reuses the rotation of the
+     * same x by the same signs instead of queuing another */
+    struct rot_entry {
+        const float *x;
+        const void *signs;
+        uint64_t cols;
+        tq_dtype gdt;
+        float *out;
+        uint64_t cap, used;
+        int valid;
+    } rot[ROT_SLOTS];
+    uint64_t rot_tick;
+    uint64_t rot_reused; /* rotations saved (tests) */
     /* routing: scratch [2E + groups], ids [K] (u32), weights [K] */
     float *rs, *rw;
     uint32_t *rid;
@@ -78,6 +94,25 @@ static int reg_add(rtm_be *b, const void *base, uint64_t n, void *h, int alloc, 
     b->reg[at] = (rtm_region){base, n, h, alloc};
     b->nreg++;
     return 0;
+}
+
+/* A kept rotation is stale once anything may have changed its x: a kernel writing memory
+ * that overlaps it (run), the CPU (it writes device memory only after a sync), or the memory
+ * being freed (rtm_be_free: the address may be handed out again). */
+static void rot_forget_all(rtm_be *b)
+{
+    for (int i = 0; i < ROT_SLOTS; i++)
+        b->rot[i].valid = 0;
+}
+
+static void rot_forget_written(rtm_be *b, const void *p, uint64_t n)
+{
+    const char *lo = p, *hi = (const char *)p + n;
+    for (int i = 0; i < ROT_SLOTS; i++) {
+        const struct rot_entry *r = &b->rot[i];
+        if (r->valid && lo < (const char *)(r->x + r->cols) && (const char *)r->x < hi)
+            b->rot[i].valid = 0;
+    }
 }
 
 /* How a kernel uses a buffer slot: reads an activation (or other transient values), writes
@@ -170,6 +205,10 @@ void rtm_be_free(rtm_be *b, void *p)
     long i = reg_find(b, p);
     if (i < 0 || b->reg[i].base != (const char *)p || !b->reg[i].alloc)
         return;
+    rot_forget_written(b, p, b->reg[i].n); /* its address may come back, with other contents */
+    for (int k = 0; k < ROT_SLOTS; k++)
+        if (b->rot[k].out == p)
+            b->rot[k].valid = 0;
     void *h = b->reg[i].h;
     memmove(b->reg + i, b->reg + i + 1, (b->nreg - (size_t)i - 1) * sizeof *b->reg);
     b->nreg--;
@@ -188,6 +227,7 @@ void rtm_be_free(rtm_be *b, void *p)
 
 int rtm_be_sync(rtm_be *b, tq_err *e)
 {
+    rot_forget_all(b);
     if (b->pending) {
         b->cnt.waits++;
         b->pending = 0;
@@ -277,9 +317,12 @@ static int run(rtm_be *b, int k, const slot_in *s, int ns, const void *args, uin
         return 0;
     if (groups > UINT32_MAX)
         return tq_fail(e, TQ_EUNSUP, "GPU backend: %llu threadgroups exceed one dispatch", (unsigned long long)groups);
-    for (int i = 0; i < ns; i++)
+    for (int i = 0; i < ns; i++) {
         if (bind(b, s[i].p, s[i].n, s[i].kind, &bd[i], e) != 0)
             return -1;
+        if (s[i].kind == WR)
+            rot_forget_written(b, s[i].p, s[i].n);
+    }
     if (b->dev->dispatch(b->dev, k, bd, ns, args, args_n, (uint32_t)groups, e) != 0)
         return -1;
     b->cnt.dispatches++;
@@ -366,6 +409,36 @@ static int mxfp4_check(const rt_linear *l, uint64_t rstep, tq_err *e)
     return 0;
 }
 
+/* T(x ⊙ signs) in device memory, queued once per input vector: a kept rotation of the same
+ * x by the same signs (pointer and type: weights do not change) is reused while nothing may
+ * have written x since (rot_forget_*), else the least recently used slot is rotated into. */
+static const float *rotation(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols, tq_err *e)
+{
+    struct rot_entry *r = NULL;
+    for (int i = 0; i < ROT_SLOTS; i++) {
+        struct rot_entry *c = &b->rot[i];
+        if (c->valid && c->x == x && c->signs == signs && c->gdt == gdt && c->cols == cols) {
+            c->used = ++b->rot_tick;
+            b->rot_reused++;
+            return c->out;
+        }
+        if (!r || (!c->valid && r->valid) || (c->valid == r->valid && c->used < r->used))
+            r = c;
+    }
+    r->valid = 0;
+    if (scratch(b, &r->out, &r->cap, cols, e))
+        return NULL;
+    if (rtm_be_rotate(b, x, signs, gdt, cols, r->out, e))
+        return NULL;
+    *r = (struct rot_entry){x, signs, cols, gdt, r->out, r->cap, ++b->rot_tick, 1};
+    return r->out;
+}
+
+uint64_t rtm_be_rotations_reused(const rtm_be *b)
+{
+    return b->rot_reused;
+}
+
 int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_err *e)
 {
     rtm_mv_args a;
@@ -404,9 +477,8 @@ int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_er
      * as runtime/kernels.c does */
     if (l->norot)
         return rtm_be_matvec_rotated(b, l, x, y, e);
-    if (scratch(b, &b->xr, &b->cap_x, l->cols, e) || rtm_be_rotate(b, x, l->signs, l->gdt, l->cols, b->xr, e))
-        return -1;
-    return rtm_be_matvec_rotated(b, l, b->xr, y, e);
+    const float *xr = rotation(b, x, l->signs, l->gdt, l->cols, e);
+    return xr ? rtm_be_matvec_rotated(b, l, xr, y, e) : -1;
 }
 
 int rtm_be_rotate(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols, float *out, tq_err *e)
@@ -668,12 +740,14 @@ int rtm_be_matvec_ex(rtm_be *b, const rtm_expert *x, uint64_t rank, const float 
                        {p[3], all[3], WT},   ids};
         return run(b, RTM_K_mv_affine_ex, s, 8, &a, sizeof a, groups, e);
     }
-    /* TurboQuant: the rotation (signs shared by the layer's experts) does not depend on the id */
-    if (scratch(b, &b->xr, &b->cap_x, l->cols, e) || rtm_be_rotate(b, in, l->signs, l->gdt, l->cols, b->xr, e))
+    /* TurboQuant: the rotation (signs shared by the layer's experts) does not depend on the id,
+     * and is queued once for all of them (rotation()); none for an unrotated module */
+    const float *xr = l->norot ? in : rotation(b, in, l->signs, l->gdt, l->cols, e);
+    if (!xr)
         return -1;
     mv_tq_args(b, l, p[0], x->stride[0], &a.mv); /* each expert's rows 8-byte aligned too */
     slot_in s[] = {{p[0], all[0], WT},
-                   {b->xr, l->cols * 4, RD},
+                   {xr, l->cols * 4, RD},
                    {y, l->rows * 4, WR},
                    {p[1], all[1], WT},
                    {l->codebook, ((uint64_t)1 << l->bits) * tq_dtype_size(l->cdt), WT},

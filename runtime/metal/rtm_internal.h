@@ -95,6 +95,9 @@ int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_er
  * and y = W xr for an activation already rotated. */
 int rtm_be_rotate(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols, float *out, tq_err *e);
 int rtm_be_matvec_rotated(rtm_be *b, const rt_linear *l, const float *xr, float *y, tq_err *e);
+/* How many TurboQuant matvecs reused a rotation of their input already queued (rtm_be_matvec
+ * rotates each input vector once per set of signs until something may write it). */
+uint64_t rtm_be_rotations_reused(const rtm_be *b);
 int rtm_be_rmsnorm(rtm_be *b, float *out, const float *x, const float *w, uint64_t n, uint64_t count, double eps,
                    tq_err *e);
 int rtm_be_rope(rtm_be *b, float *v, uint64_t count, uint64_t stride, uint64_t off, const rt_rope *rp, const float *cs,

@@ -679,6 +679,86 @@ static void matvec_mxfp4(void)
     mat_free(&m);
 }
 
+/* TurboQuant matvecs rotate each input vector once (runtime/metal/backend.c, rotation()):
+ * two matrices with the same signs and the same x share one rotation; a different sign vector,
+ * a kernel writing x, or the CPU writing x after a sync each make a new one. Every product is
+ * held to mv_tq's model on the rotation of the x it was given (A1, A2), so a stale rotation
+ * fails here whatever the counter says. */
+static void rotation_reuse(void)
+{
+    const uint64_t rows = 40, cols = 512;
+    tq_err err = {0};
+    mat a, b, c;
+    make_tq(&a, rows, cols, 4, 64, TQ_DT_F16, TQ_DT_F16, TQ_DT_F16, 0);
+    make_tq(&b, rows, cols, 3, 64, TQ_DT_F16, TQ_DT_F16, TQ_DT_F16, 0);
+    make_tq(&c, rows, cols, 4, 64, TQ_DT_F16, TQ_DT_F16, TQ_DT_F16, 0);
+    b.l.signs = a.l.signs; /* shared, as a layer's experts share theirs */
+    float *x = dmem(cols), *x2 = dmem(cols), *y = dmem(4 * rows), *xr = malloc(cols * 4);
+    for (uint64_t j = 0; j < cols; j++) {
+        x[j] = (float)nrand();
+        x2[j] = (float)nrand();
+    }
+    uint64_t r0 = rtm_be_rotations_reused(BE);
+    /* the products' expected bits, each on x as it is when queued */
+    const mat *seq[4] = {&a, &b, &c, &a};
+    float want[4][40];
+    for (int k = 0; k < 4; k++) {
+        const rt_linear *l = &seq[k]->l;
+        const float *xs = k == 3 ? x2 : x; /* before the 4th product, x becomes x2 */
+        for (uint64_t j = 0; j < cols; j++)
+            xr[j] = xs[j] * rt_load_f(l->gdt, l->signs, j);
+        CHECK(tq_hadamard_rotate(xr, cols, NULL, tq_hadamard_block(cols)) == 0);
+        for (uint64_t r = 0; r < rows; r++)
+            want[k][r] = mv_tq_model(l, xr, r);
+    }
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) /* the CPU writes x after a sync */
+            for (uint64_t j = 0; j < cols; j++)
+                x[j] = xr[j] = (float)nrand();
+        CHECK_OK(rtm_be_matvec(BE, &a.l, x, y, &err));
+        CHECK_OK(rtm_be_matvec(BE, &b.l, x, y + rows, &err)); /* same x, same signs: reused */
+        CHECK_OK(rtm_be_matvec(BE, &c.l, x, y + 2 * rows, &err)); /* other signs: rotated */
+        if (round == 0) {
+            /* a kernel overwrites x: the next product must not reuse a's rotation */
+            CHECK_OK(rtm_be_gather(BE, x, x2, 1, cols, cols, 0, &err));
+            CHECK_OK(rtm_be_matvec(BE, &a.l, x, y + 3 * rows, &err));
+        }
+        if (!sync_ok())
+            break;
+        if (round == 0) {
+            uint64_t bad = 0;
+            for (int k = 0; k < 4; k++)
+                for (uint64_t r = 0; r < rows; r++)
+                    bad += memcmp(&y[k * rows + r], &want[k][r], 4) != 0;
+            CHECKF(bad == 0 || !exact("A2"), "%llu products differ from mv_tq's model on the x they were given",
+                   (unsigned long long)bad);
+            CHECKF(rtm_be_rotations_reused(BE) - r0 == 1, "%llu rotations reused, expected 1",
+                   (unsigned long long)(rtm_be_rotations_reused(BE) - r0));
+        } else {
+            /* after the sync the CPU's new x must be rotated again */
+            for (uint64_t j = 0; j < cols; j++)
+                xr[j] = x[j] * rt_load_f(a.l.gdt, a.l.signs, j);
+            CHECK(tq_hadamard_rotate(xr, cols, NULL, tq_hadamard_block(cols)) == 0);
+            uint64_t bad = 0;
+            for (uint64_t r = 0; r < rows; r++) {
+                float mo = mv_tq_model(&a.l, xr, r);
+                bad += memcmp(&y[r], &mo, 4) != 0;
+            }
+            CHECKF(bad == 0 || !exact("A2"), "after the CPU wrote x: %llu rows differ from the model", (unsigned long long)bad);
+            CHECKF(rtm_be_rotations_reused(BE) - r0 == 2, "%llu rotations reused, expected 2",
+                   (unsigned long long)(rtm_be_rotations_reused(BE) - r0));
+        }
+    }
+    rtm_be_free(BE, x);
+    rtm_be_free(BE, x2);
+    rtm_be_free(BE, y);
+    free(xr);
+    b.l.signs = NULL;
+    mat_free(&a);
+    mat_free(&b);
+    mat_free(&c);
+}
+
 /* Integer paths bit for bit: with x = e_j the products give column j of the dequantized
  * matrix, which quant/'s own dequantizers compute: tq_dequantize_row (codebook[q]·scale of the
  * rotated row; the rotation is bypassed) and tq_affine_dequantize_row (scale·q + bias). */
@@ -1475,7 +1555,7 @@ static const tcase cases[] = {
     {"exp_sweep", exp_sweep},         {"sigmoid_silu", sigmoid_silu}, {"hadamard_bits", hadamard_bits},
     {"matvec_dense", matvec_dense},   {"matvec_tq", matvec_tq},       {"matvec_affine", matvec_affine},
     {"matvec_mxfp4", matvec_mxfp4},   {"unpack_bits", unpack_bits},   {"rmsnorm", rmsnorm},
-    {"rope_bits", rope_bits},
+    {"rope_bits", rope_bits},         {"rotation_reuse", rotation_reuse},
     {"softmax", softmax},             {"attention", attention},       {"route", route},
     {"elementwise", elementwise},     {"route_cpu", route_cpu},       {"experts_ex", experts_ex},
 };
