@@ -208,7 +208,10 @@ int rt_mla(tq_runner *r, uint64_t l, uint64_t pos, tq_err *e)
         be->rope(r, r->k + kvl, 1, W, e) || be->rope(r, r->q + nope, c->heads, nope + rope, e) ||
         be->copy(r, L->kc + pos * W, r->k, 1, W, W, e))
         return -1;
-    /* the heads on the CPU (with a device backend too: its queue runs first) */
+    /* the heads: on the device where it has them (a dense or affine kv_b_proj), else on the
+     * CPU (with a device backend too: its queue runs first) */
+    if (be->mla && (L->kv_b.kind == RT_DENSE || L->kv_b.kind == RT_AFFINE))
+        return be->mla(r, L, pos, e) || be->matvec(r, &L->o, r->ao, r->mo, e);
     if (be->sync(r, e))
         return -1;
     struct mla_ctx a = {r, L, pos, 0};

@@ -270,6 +270,25 @@ static int dev_axpy_rank(tq_runner *r, float *y, const float *x, uint64_t k, uin
     return rtm_be_axpy_rank(BE(r), y, x, k, n, e);
 }
 
+static int dev_mla(tq_runner *r, const rt_layer *L, uint64_t pos, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    rtm_mla m = {.q = r->q,
+                 .kc = L->kc,
+                 .kvb = &L->kv_b,
+                 .att = r->att,
+                 .ao = r->ao,
+                 .heads = c->heads,
+                 .nope = c->qk_nope,
+                 .rope = c->qk_rope,
+                 .vh = c->v_head,
+                 .kvl = c->kv_lora,
+                 .pos = pos,
+                 .att_stride = r->ctx + 1,
+                 .scale = (float)c->att_scale};
+    return rtm_be_mla(BE(r), &m, e);
+}
+
 static const rt_backend dev_backend = {
     .name = "device",
     .alloc = dev_alloc,
@@ -287,6 +306,7 @@ static const rt_backend dev_backend = {
     .route_keep = dev_route_keep,
     .expert_matvec = dev_expert_matvec,
     .axpy_rank = dev_axpy_rank,
+    .mla = dev_mla,
 };
 
 /* Stable weights the device may map once: the store's tensors, the model's float vectors and

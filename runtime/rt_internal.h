@@ -328,6 +328,9 @@ typedef struct rt_backend {
     int (*expert_matvec)(struct tq_runner *r, const struct rt_layer *L, const rt_emat *m, uint64_t k, const float *x,
                          float *y, tq_err *e);
     int (*axpy_rank)(struct tq_runner *r, float *y, const float *x, uint64_t k, uint64_t n, tq_err *e);
+    /* Optional (NULL on the CPU, which runs attention.c's own heads): latent attention's heads
+     * at pos, q and layer L's latent cache → ao, for a dense or affine kv_b_proj. */
+    int (*mla)(struct tq_runner *r, const struct rt_layer *L, uint64_t pos, tq_err *e);
 } rt_backend;
 /* 1 when every routed expert matrix of L lies in memory loaded with the model at a fixed
  * stride per expert (stacked tensors, or the resident blocks of a split), so that a kernel

@@ -89,6 +89,15 @@ typedef struct rtm_att_args {
     float scale;
 } rtm_att_args;
 
+/* DeepSeek-V3's latent attention core at one position, one threadgroup per head (on the CPU:
+ * runtime/attention.c, mla_task). kv_b: rows of kvl values, dense of type kvb_dt (affine 0),
+ * or MLX affine (affine 1: bits, group, ngroups, wpr, scales and biases of types sdt, zdt). */
+typedef struct rtm_mla_args {
+    uint nope, rope, vh, kvl, pos, att_stride, kvb_dt;
+    uint affine, bits, group, ngroups, wpr, sdt, zdt;
+    float scale;
+} rtm_mla_args;
+
 /* in place softmax of count rows of n floats spaced `stride` apart */
 typedef struct rtm_softmax_args {
     uint n, stride;
@@ -146,7 +155,8 @@ typedef struct rtm_gather_args {
     X(mv_dense_ex, 6)       \
     X(mv_mxfp4_ex, 7)       \
     X(mv_tq_ex, 8)          \
-    X(mv_affine_ex, 9)
+    X(mv_affine_ex, 9)      \
+    X(mla, 10)
 
 #define RTM_KERNEL_ENUM_(name, nbuf) RTM_K_##name,
 enum rtm_kernel_id { RTM_KERNELS(RTM_KERNEL_ENUM_) RTM_K_COUNT };

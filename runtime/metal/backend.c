@@ -57,6 +57,9 @@ struct rtm_be {
     uint32_t *rid;
     uint64_t cap_rs;
     uint64_t route_E, route_K; /* of the last route queued: what rid and rw hold */
+    /* latent attention: the heads' query in the latent space and weighted latent [heads·kvl] */
+    float *mla_qa, *mla_ol;
+    uint64_t cap_mqa, cap_mol;
     /* expert matrices whose every MXFP4 block scale was checked (by expert 0's weights) */
     const void **checked;
     size_t n_checked, cap_checked;
@@ -601,6 +604,42 @@ int rtm_be_attention(rtm_be *b, const rtm_att *t, tq_err *e)
                    {t->att, t->heads * t->att_stride * 4, WR},
                    {t->out, t->heads * t->hd * 4, WR}};
     return run(b, RTM_K_attention, s, 6, &a, sizeof a, t->heads, e);
+}
+
+int rtm_be_mla(rtm_be *b, const rtm_mla *m, tq_err *e)
+{
+    const rt_linear *kvb = m->kvb;
+    if ((kvb->kind != RT_DENSE && kvb->kind != RT_AFFINE) || kvb->cols != m->kvl ||
+        kvb->rows != m->heads * (m->nope + m->vh))
+        return tq_fail(e, TQ_EUNSUP,
+                       "GPU backend: latent attention with a kv_b_proj that is not a dense or affine [%llu, %llu]",
+                       (unsigned long long)(m->heads * (m->nope + m->vh)), (unsigned long long)m->kvl);
+    uint64_t W = m->kvl + m->rope;
+    if (fits(m->pos + 1, "a context", e) || fits(W, "a latent row", e) || fits(m->att_stride, "a score row", e) ||
+        fits(m->heads * (m->nope + m->vh) * m->kvl, "kv_b_proj", e))
+        return -1;
+    rtm_mla_args a = {.nope = (uint)m->nope, .rope = (uint)m->rope, .vh = (uint)m->vh, .kvl = (uint)m->kvl,
+                      .pos = (uint)m->pos, .att_stride = (uint)m->att_stride, .scale = m->scale};
+    rtm_mv_args mv;
+    uint64_t bias_n, sbytes = kvb->kind == RT_AFFINE ? rt_linear_sbytes(kvb) : 0;
+    if (mv_args(kvb, &mv, &bias_n, e))
+        return -1;
+    a.kvb_dt = mv.wdt;
+    a.affine = kvb->kind == RT_AFFINE;
+    a.bits = mv.bits, a.group = mv.group, a.ngroups = mv.ngroups, a.wpr = mv.wpr, a.sdt = mv.sdt, a.zdt = mv.zdt;
+    if (scratch(b, &b->mla_qa, &b->cap_mqa, m->heads * m->kvl, e) ||
+        scratch(b, &b->mla_ol, &b->cap_mol, m->heads * m->kvl, e))
+        return -1;
+    slot_in s[] = {{m->q, m->heads * (m->nope + m->rope) * 4, RD},
+                   {m->kc, (m->pos + 1) * W * 4, RD},
+                   {kvb->w, rt_linear_wbytes(kvb), WT},
+                   {b->mla_qa, m->heads * m->kvl * 4, WR},
+                   {m->att, m->heads * m->att_stride * 4, WR},
+                   {b->mla_ol, m->heads * m->kvl * 4, WR},
+                   {m->ao, m->heads * m->vh * 4, WR},
+                   {a.affine ? kvb->scales : NULL, sbytes, WT},
+                   {a.affine ? kvb->biases : NULL, sbytes, WT}};
+    return run(b, RTM_K_mla, s, 9, &a, sizeof a, m->heads, e);
 }
 
 int rtm_be_softmax(rtm_be *b, float *x, uint64_t n, uint64_t count, uint64_t stride, tq_err *e)

@@ -815,6 +815,121 @@ RTM_KERNEL rtm_k_attention(RTM_DEV const float *q RTM_BUF(0), RTM_DEV const floa
     }
 }
 
+/* DeepSeek-V3's latent attention core (runtime/attention.c, mla_task, with the same products
+ * in the same order but for the softmax): one threadgroup per head h, q [heads][nope + rope],
+ * kc [pos + 1][kvl + rope] the normalised latents and rotated shared keys, kvb the dense rows
+ * of kv_b_proj [heads·(nope + vh)][kvl].
+ *   qa[j]  = Σ_d q[d]·kvb[h(nope+vh) + d][j]            (d in order; qa [heads][kvl] scratch)
+ *   sc[t]  = ((Σ_j qa[j]·lat_t[j]) + (Σ_j q[nope+j]·krope_t[j]))·scale   (j in order)
+ *   e_t    = exp(sc[t] - max), S = Σ e_t in threadgroup order (as the attention kernel)
+ *   ol[j]  = Σ_t (e_t / S)·lat_t[j]                      (t in order; ol [heads][kvl] scratch)
+ *   ao[h·vh + i] = Σ_j kvb[h(nope+vh) + nope + i][j]·ol[j]   (j in order)
+ * An element of kvb is rt_linear_row's: the stored value, or scale·q + bias (MLX affine). */
+RTM_FN float rtm_mla_w(RTM_CONST rtm_mla_args *a, RTM_DEV const uchar *kvb, RTM_DEV const uchar *sc,
+                       RTM_DEV const uchar *zb, ulong row, uint j)
+{
+    if (a->affine == 0u)
+        return rtm_ld(a->kvb_dt, kvb, row * a->kvl + j);
+    const uint epw = 32u / a->bits, mask = (1u << a->bits) - 1u;
+    RTM_DEV const uint *w = (RTM_DEV const uint *)kvb + row * a->wpr;
+    uint q = (w[j / epw] >> ((j % epw) * a->bits)) & mask;
+    ulong gi = row * a->ngroups + j / a->group;
+    float t = rtm_ld(a->sdt, sc, gi) * (float)q;
+    return t + rtm_ld(a->zdt, zb, gi);
+}
+
+RTM_KERNEL rtm_k_mla(RTM_DEV const float *q RTM_BUF(0), RTM_DEV const float *kc RTM_BUF(1),
+                     RTM_DEV const uchar *kvb RTM_BUF(2), RTM_DEV float *qa RTM_BUF(3), RTM_DEV float *att RTM_BUF(4),
+                     RTM_DEV float *ol RTM_BUF(5), RTM_DEV float *ao RTM_BUF(6), RTM_DEV const uchar *kvs RTM_BUF(7),
+                     RTM_DEV const uchar *kvz RTM_BUF(8), RTM_CONST rtm_mla_args *a RTM_BUF(9), RTM_GROUP_ARGS)
+{
+    RTM_TG_ARRAY(float, red, RTM_TG);
+    RTM_TG_ARRAY(float, sh, 2);
+    const uint h = rtm_tgid, W = a->kvl + a->rope;
+    const ulong base = (ulong)h * (a->nope + a->vh);
+    RTM_DEV const float *qh = q + (ulong)h * (a->nope + a->rope);
+    RTM_DEV float *qah = qa + (ulong)h * a->kvl;
+    RTM_DEV float *olh = ol + (ulong)h * a->kvl;
+    RTM_DEV float *sc = att + (ulong)h * a->att_stride;
+    RTM_PHASE(lid) {
+        for (uint j = lid; j < a->kvl; j += RTM_TG) {
+            float s = 0.0f;
+            for (uint d = 0; d < a->nope; d++) {
+                float p = qh[d] * rtm_mla_w(a, kvb, kvs, kvz, base + d, j);
+                s = s + p;
+            }
+            qah[j] = s;
+        }
+    }
+    RTM_BARRIER_DEV();
+    RTM_PHASE(lid) {
+        float m = RTM_NINF;
+        for (uint t = lid; t <= a->pos; t += RTM_TG) {
+            RTM_DEV const float *lat = kc + (ulong)t * W;
+            float s = 0.0f, sr = 0.0f;
+            for (uint j = 0; j < a->kvl; j++) {
+                float p = qah[j] * lat[j];
+                s = s + p;
+            }
+            for (uint j = 0; j < a->rope; j++) {
+                float p = qh[a->nope + j] * lat[a->kvl + j];
+                sr = sr + p;
+            }
+            float z = s + sr;
+            z = z * a->scale;
+            sc[t] = z;
+            m = z > m ? z : m;
+        }
+        red[lid] = m;
+    }
+    RTM_SIMD_MAX(red);
+    RTM_BARRIER_DEV();
+    RTM_PHASE(lid) {
+        if (lid == 0u)
+            sh[0] = rtm_groups_max(red);
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        float m = sh[0], s = 0.0f;
+        for (uint t = lid; t <= a->pos; t += RTM_TG) {
+            float e = rtm_exp(sc[t] - m);
+            sc[t] = e;
+            s = s + e;
+        }
+        red[lid] = s;
+    }
+    RTM_SIMD_SUM(red, RTM_SIMD);
+    RTM_BARRIER_DEV();
+    RTM_PHASE(lid) {
+        if (lid == 0u)
+            sh[1] = rtm_groups_sum(red);
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        float s = sh[1];
+        for (uint j = lid; j < a->kvl; j += RTM_TG) {
+            float o = 0.0f;
+            for (uint t = 0; t <= a->pos; t++) {
+                float p = sc[t] / s;
+                float pv = p * kc[(ulong)t * W + j];
+                o = o + pv;
+            }
+            olh[j] = o;
+        }
+    }
+    RTM_BARRIER_DEV();
+    RTM_PHASE(lid) {
+        for (uint i = lid; i < a->vh; i += RTM_TG) {
+            float s = 0.0f;
+            for (uint j = 0; j < a->kvl; j++) {
+                float p = rtm_mla_w(a, kvb, kvs, kvz, base + a->nope + i, j) * olh[j];
+                s = s + p;
+            }
+            ao[(ulong)h * a->vh + i] = s;
+        }
+    }
+}
+
 /* In place softmax of v[0..n): max, e_i = exp(v_i - max), S in threadgroup order, v_i = e_i / S.
  * red [RTM_TG] and sh [1] are threadgroup scratch. */
 RTM_FN void rtm_softmax_tg(RTM_DEV float *v, uint n, RTM_TGMEM float *red, RTM_TGMEM float *sh RTM_TGFN_PARAMS)

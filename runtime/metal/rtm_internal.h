@@ -109,6 +109,17 @@ typedef struct rtm_att {
     float scale;
 } rtm_att;
 int rtm_be_attention(rtm_be *b, const rtm_att *a, tq_err *e);
+/* DeepSeek-V3's latent attention core of every head at position pos (runtime/attention.c,
+ * mla_task): q [heads][nope + rope], kc [pos + 1][kvl + rope] → att's rows (scores, then
+ * weights) and ao [heads][vh]; kvb the dense kv_b_proj, [heads·(nope + vh)][kvl]. */
+typedef struct rtm_mla {
+    const float *q, *kc;
+    const rt_linear *kvb;
+    float *att, *ao;
+    uint64_t heads, nope, rope, vh, kvl, pos, att_stride;
+    float scale;
+} rtm_mla;
+int rtm_be_mla(rtm_be *b, const rtm_mla *m, tq_err *e);
 int rtm_be_softmax(rtm_be *b, float *x, uint64_t n, uint64_t count, uint64_t stride, tq_err *e);
 typedef struct rtm_route {
     const float *logits, *bias; /* bias may be NULL */

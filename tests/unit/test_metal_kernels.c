@@ -1397,6 +1397,97 @@ static void experts_ex(void)
     CHECKF(off_diag >= 12, "only %d ranks chose an expert other than the rank's own number", off_diag);
 }
 
+/* DeepSeek-V3's latent attention core (the mla kernel; runtime/attention.c, mla_task, the CPU's)
+ * against its definition in double: per head, qa = q_nope·kv_b's key rows, scores
+ * (qa·latent_t + q_rope·k_rope_t)·scale over t ≤ pos, softmax, ol = Σ_t p_t·latent_t, out =
+ * kv_b's value rows · ol; kv_b dense (f32, bf16) or MLX affine (4 and 8 bits). A loose check
+ * (|ao - ref| ≤ 1e-4 · Σ|terms|, about 1700 U), not the a-priori bound the attention case holds:
+ * it catches a wrong row, head, position or a missing barrier (poisoned threadgroup memory);
+ * the decode comparison (test_metal_decode, deepseek_v3) holds the whole layer to the CPU. */
+static void mla(void)
+{
+    tq_err err = {0};
+    for (int c = 0; c < 8; c++) {
+        uint64_t heads = 1 + irand(4), nope = 1 + irand(24), rope = 2 * (1 + irand(8)), vh = 1 + irand(40);
+        uint64_t kvl = c % 4 < 2 ? 16 + irand(300) : 64 * (1 + irand(4)), pos = c == 0 ? 0 : irand(300);
+        uint64_t W = kvl + rope, rows = heads * (nope + vh), stride = pos + 7;
+        mat m;
+        if (c % 4 == 0)
+            make_dense(&m, rows, kvl, TQ_DT_F32, 0);
+        else if (c % 4 == 1)
+            make_dense(&m, rows, kvl, TQ_DT_BF16, 0);
+        else
+            make_affine(&m, rows, kvl, c % 4 == 2 ? 4 : 8, 64, TQ_DT_BF16, 0);
+        float *q = dmem(heads * (nope + rope)), *kc = dmem((pos + 1) * W), *att = dmem(heads * stride);
+        float *ao = dmem(heads * vh), *row = malloc(kvl * 4);
+        for (uint64_t i = 0; i < heads * (nope + rope); i++)
+            q[i] = (float)nrand();
+        for (uint64_t i = 0; i < (pos + 1) * W; i++)
+            kc[i] = (float)nrand();
+        float scale = (float)(1.0 / sqrt((double)(nope + rope)));
+        rtm_mla ml = {q, kc, &m.l, att, ao, heads, nope, rope, vh, kvl, pos, stride, scale};
+        for (int ord = 0; ord < ORDERS; ord++) {
+            rtm_shim_reverse = ord;
+            CHECK_OK(rtm_be_mla(BE, &ml, &err));
+            if (!sync_ok())
+                break;
+            double worst = 0;
+            for (uint64_t h = 0; h < heads; h++) {
+                double *qa = calloc(kvl, 8), *p = calloc(pos + 1, 8), *ol = calloc(kvl, 8), *olabs = calloc(kvl, 8);
+                const float *qh = q + h * (nope + rope);
+                uint64_t base = h * (nope + vh);
+                for (uint64_t d = 0; d < nope; d++) {
+                    CHECK_OK(rt_linear_row(&m.l, base + d, row, &err));
+                    for (uint64_t j = 0; j < kvl; j++)
+                        qa[j] += (double)qh[d] * row[j];
+                }
+                double mx = -INFINITY, sum = 0;
+                for (uint64_t t = 0; t <= pos; t++) {
+                    double sc = 0;
+                    for (uint64_t j = 0; j < kvl; j++)
+                        sc += qa[j] * kc[t * W + j];
+                    for (uint64_t j = 0; j < rope; j++)
+                        sc += (double)qh[nope + j] * kc[t * W + kvl + j];
+                    p[t] = sc * scale;
+                    mx = fmax(mx, p[t]);
+                }
+                for (uint64_t t = 0; t <= pos; t++)
+                    sum += p[t] = exp(p[t] - mx);
+                for (uint64_t t = 0; t <= pos; t++)
+                    for (uint64_t j = 0; j < kvl; j++) {
+                        ol[j] += p[t] / sum * kc[t * W + j];
+                        olabs[j] += p[t] / sum * fabs(kc[t * W + j]);
+                    }
+                for (uint64_t i = 0; i < vh; i++) {
+                    CHECK_OK(rt_linear_row(&m.l, base + nope + i, row, &err));
+                    double ref = 0, terms = 0;
+                    for (uint64_t j = 0; j < kvl; j++) {
+                        ref += row[j] * ol[j];
+                        terms += fabs(row[j]) * olabs[j];
+                    }
+                    double d = fabs(ao[h * vh + i] - ref) / (terms + 1e-300);
+                    worst = fmax(worst, d);
+                }
+                free(qa);
+                free(p);
+                free(ol);
+                free(olabs);
+            }
+            CHECKF(worst <= 1e-4, "mla heads %llu nope %llu rope %llu vh %llu kvl %llu pos %llu kind %d: error %.3g of the terms",
+                   (unsigned long long)heads, (unsigned long long)nope, (unsigned long long)rope, (unsigned long long)vh,
+                   (unsigned long long)kvl, (unsigned long long)pos, m.l.kind, worst);
+            order_check(ord, ao, heads * vh, "mla");
+        }
+        rtm_shim_reverse = 0;
+        mat_free(&m);
+        free(row);
+        rtm_be_free(BE, q);
+        rtm_be_free(BE, kc);
+        rtm_be_free(BE, att);
+        rtm_be_free(BE, ao);
+    }
+}
+
 /* ---------------------------------------------------------------- element-wise */
 
 static void elementwise(void)
@@ -1558,6 +1649,7 @@ static const tcase cases[] = {
     {"rope_bits", rope_bits},         {"rotation_reuse", rotation_reuse},
     {"softmax", softmax},             {"attention", attention},       {"route", route},
     {"elementwise", elementwise},     {"route_cpu", route_cpu},       {"experts_ex", experts_ex},
+    {"mla", mla},
 };
 
 /* TQ_METAL_CASES="name name ...": only those cases (tests/cli/metal-shim-barriers.sh runs the
