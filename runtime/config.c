@@ -350,10 +350,17 @@ static int cfg_gemma4(rt_config *c, const cfgsrc *s, tq_err *e)
     c->window = 512;  /* Gemma4TextConfig.sliding_window; the config's value replaces it */
     c->g_head_dim = 512;
     c->g_kv_heads = c->kv_heads;
+    /* "global_head_dim": null is not the default 512: the config class keeps None, and
+     * Gemma4TextAttention takes `config.global_head_dim if not self.is_sliding and
+     * config.global_head_dim else config.head_dim`, so null (like 0) means head_dim */
+    int g_null = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(s->src, "global_head_dim"));
     if (get_u64(s, "global_head_dim", &c->g_head_dim, 0, 65536, e) || get_bool(s, "attention_k_eq_v", &c->k_eq_v, e) ||
         (c->k_eq_v && get_u64(s, "num_global_key_value_heads", &c->g_kv_heads, 0, 4096, e)))
         return -1;
-    if (c->g_head_dim == 0) /* falsy: the full layers use head_dim */
+    if (g_null)
+        c->g_head_dim = 0;
+    int g_falsy = c->g_head_dim == 0;
+    if (g_falsy) /* falsy: the full layers use head_dim */
         c->g_head_dim = c->head_dim;
     if (c->g_head_dim % 2 || c->g_kv_heads == 0 || c->heads % c->g_kv_heads)
         return tq_fail(e, TQ_EDATA, "%s: global_head_dim %llu must be even and num_global_key_value_heads %llu divide "
@@ -397,6 +404,16 @@ static int cfg_gemma4(rt_config *c, const cfgsrc *s, tq_err *e)
             return tq_fail(e, TQ_EDATA, "%s: rope_parameters.full_attention.rope_type \"default\" sizes the rotation by "
                            "head_dim %llu, but full_attention layers have global_head_dim %llu", s->path,
                            (unsigned long long)c->head_dim, (unsigned long long)c->g_head_dim);
+        /* _compute_proportional_rope_parameters (modeling_rope_utils.py) with head_dim_key
+         * "global_head_dim": `getattr(config, head_dim_key, None) or hidden_size //
+         * num_attention_heads`, so a falsy global_head_dim sizes the rotation by hidden / heads;
+         * cos and sin of that length cannot multiply heads of head_dim unless the two agree */
+        if (prop && g_falsy && c->hidden / c->heads != c->head_dim)
+            return tq_fail(e, TQ_EDATA, "%s: global_head_dim is %s, so full_attention layers have head_dim %llu, but their "
+                           "proportional rotation is sized by hidden_size / num_attention_heads = %llu (transformers' "
+                           "_compute_proportional_rope_parameters): the two must agree", s->path,
+                           g_null ? "null" : "0", (unsigned long long)c->head_dim,
+                           (unsigned long long)(c->hidden / c->heads));
         rt_rope *r = &c->rope_full;
         uint64_t D = c->g_head_dim, h = D / 2;
         uint64_t turned = prop ? (uint64_t)(prf * (double)D / 2) : h; /* int(prf * D // 2) */

@@ -67,14 +67,18 @@ static int layer_types(const tq_mk_opts *o, cJSON *j)
     return a ? 0 : -1;
 }
 
-/* The keys every HF text config of these families has. */
+/* The keys every HF text config of these families has. Gemma numbers its special tokens pad
+ * 0, eos 1, bos 2 (Gemma 4's text_config: bos_token_id 2, eos_token_id 1, pad_token_id 0, as the
+ * 26B-A4B and 31B releases' config.json have them); the others' generated tokenizer has <s> 1
+ * and </s> 2 (mk_tokenizer.c). */
 static int common_keys(const tq_mk_opts *o, cJSON *j)
 {
+    int gem = o->arch == TQ_MK_GEMMA4;
     return num(j, "hidden_size", (double)o->hidden) | num(j, "num_hidden_layers", (double)o->layers) |
            num(j, "num_attention_heads", (double)o->heads) | num(j, "num_key_value_heads", (double)o->kv_heads) |
            num(j, "vocab_size", (double)o->vocab) | num(j, "initializer_range", 0.02) |
-           num(j, "attention_dropout", 0.0) | boolean(j, "use_cache", 1) | num(j, "bos_token_id", 1) |
-           num(j, "eos_token_id", 2);
+           num(j, "attention_dropout", 0.0) | boolean(j, "use_cache", 1) | num(j, "bos_token_id", gem ? 2 : 1) |
+           num(j, "eos_token_id", gem ? 1 : 2);
 }
 
 static int moe_keys(const tq_mk_opts *o, cJSON *j)

@@ -3,7 +3,9 @@
  * tests. Ids: 0 <unk>, 1 <s>, 2 </s> (added, special), 3..258 the 256 bytes' characters in byte
  * order, then merges learnt from a built-in text until the vocabulary is full or every word of
  * the text is one token. With a vocabulary under 259 only the first bytes fit and the rest encode as <unk>.
- * Every byte depends on --vocab alone. */
+ * gemma4 has Gemma's special ids instead (0 <pad>, 1 <eos>, 2 <bos>, 3 <unk>; its config.json
+ * says bos_token_id 2, eos_token_id 1, pad_token_id 0), the bytes from 4, <bos> prepended.
+ * Every byte depends on --arch and --vocab alone. */
 #include "testdata/mkmodel/mk_internal.h"
 #include "tokenizer/tokenizer.h"
 
@@ -99,7 +101,7 @@ static int pair_cmp(const void *x, const void *y)
 /* Learns merges: fills toks (id -> string) up to vocab and merges (pairs of ids, in rank
  * order): each time the most frequent adjacent pair (ties: the smaller ids), until the
  * vocabulary is full or every word of the text is one token. */
-static int learn(long vocab, tokset *toks, int32_t (*merges)[2], long *n_merges, tq_err *e)
+static int learn(long vocab, int base, tokset *toks, int32_t (*merges)[2], long *n_merges, tq_err *e)
 {
     size_t n = sizeof train_text - 1;
     word *w = calloc(MAX_WORDS, sizeof *w);
@@ -116,14 +118,14 @@ static int learn(long vocab, tokset *toks, int32_t (*merges)[2], long *n_merges,
         for (; k < nw; k++) { /* a repeated word is counted, not stored twice */
             int same = w[k].n == (int)(j - i);
             for (size_t q = 0; same && q < j - i; q++)
-                same = w[k].sym[q] == 3 + (unsigned char)train_text[i + q];
+                same = w[k].sym[q] == base + (unsigned char)train_text[i + q];
             if (same)
                 break;
         }
         if (k == nw && nw < MAX_WORDS && j - i <= MAX_WORD_SYMS) {
             w[nw].n = (int)(j - i);
             for (size_t q = 0; q < j - i; q++)
-                w[nw].sym[q] = 3 + (unsigned char)train_text[i + q];
+                w[nw].sym[q] = base + (unsigned char)train_text[i + q];
             nw++;
         }
         if (k < nw)
@@ -200,14 +202,29 @@ static cJSON *added(int id, const char *content)
     return a;
 }
 
+/* TemplateProcessing that puts BOS (id bos_id) before every sequence. */
+static cJSON *post_processor(const char *bos, int bos_id)
+{
+    char buf[600];
+    snprintf(buf, sizeof buf,
+             "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"%s\",\"type_id\":0}},"
+             "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[{\"SpecialToken\":{\"id\":\"%s\",\"type_id\":0}},"
+             "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},{\"Sequence\":{\"id\":\"B\",\"type_id\":1}}],"
+             "\"special_tokens\":{\"%s\":{\"id\":\"%s\",\"ids\":[%d],\"tokens\":[\"%s\"]}}}",
+             bos, bos, bos, bos, bos_id, bos);
+    return cJSON_Parse(buf);
+}
+
 static const char qwen2_split[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
                                   "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 int tq_mk_tokenizer_json(const tq_mk_opts *o, cJSON **out, tq_err *e)
 {
-    static const char *const special[3] = {"<unk>", "<s>", "</s>"};
+    static const char *const plain[3] = {"<unk>", "<s>", "</s>"}, *const gemma[4] = {"<pad>", "<eos>", "<bos>", "<unk>"};
+    int gem = o->arch == TQ_MK_GEMMA4, n_special = gem ? 4 : 3;
+    const char *const *special = gem ? gemma : plain, *bos = gem ? "<bos>" : "<s>";
     long vocab = o->vocab;
-    tokset toks = {calloc((size_t)vocab + 259, sizeof(char *)), 0};
+    tokset toks = {calloc((size_t)vocab + 260, sizeof(char *)), 0};
     int32_t(*merges)[2] = calloc(sizeof train_text, sizeof *merges);
     long n_merges = 0;
     cJSON *j = NULL;
@@ -216,7 +233,7 @@ int tq_mk_tokenizer_json(const tq_mk_opts *o, cJSON **out, tq_err *e)
         tq_fail(e, TQ_ENOMEM, "out of memory");
         goto done;
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < n_special; i++)
         if (!(toks.s[toks.n++] = strdup(special[i])))
             goto oom;
     for (unsigned b = 0; b < 256; b++) {
@@ -229,7 +246,7 @@ int tq_mk_tokenizer_json(const tq_mk_opts *o, cJSON **out, tq_err *e)
         for (long i = vocab; i < toks.n; i++)
             free(toks.s[i]), toks.s[i] = NULL;
         toks.n = vocab;
-    } else if (learn(vocab, &toks, merges, &n_merges, e)) {
+    } else if (learn(vocab, n_special, &toks, merges, &n_merges, e)) {
         goto done;
     }
     j = cJSON_CreateObject();
@@ -252,12 +269,9 @@ int tq_mk_tokenizer_json(const tq_mk_opts *o, cJSON **out, tq_err *e)
               !cJSON_AddItemToArray(seq, bl) || !(dec = cJSON_Parse("{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
                                                                     "\"trim_offsets\":false,\"use_regex\":false}")) ||
               !cJSON_AddItemToObject(j, "decoder", dec) ||
-              !(post = cJSON_Parse("{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
-                                   "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[{\"SpecialToken\":{\"id\":\"<s>\","
-                                   "\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},{\"Sequence\":{\"id\":\"B\","
-                                   "\"type_id\":1}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]}}}")) ||
+              !(post = post_processor(bos, gem ? 2 : 1)) ||
               !cJSON_AddItemToObject(j, "post_processor", post);
-    for (int i = 0; !bad && i < 3 && i < toks.n; i++) {
+    for (int i = 0; !bad && i < n_special && i < toks.n; i++) {
         cJSON *a = added(i, special[i]);
         bad = !a || !cJSON_AddItemToArray(add, a);
     }

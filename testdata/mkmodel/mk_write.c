@@ -296,10 +296,12 @@ static int write_json(const char *dir, const char *name, cJSON *j, tq_err *e)
 static int tokenizer_config(const tq_mk_opts *o, cJSON **out, tq_err *e)
 {
     cJSON *j = cJSON_CreateObject();
+    int gem = o->arch == TQ_MK_GEMMA4; /* Gemma's token names (mk_tokenizer.c) */
     int bad = !j || !cJSON_AddStringToObject(j, "tokenizer_class", "PreTrainedTokenizerFast") ||
               !cJSON_AddStringToObject(j, "unk_token", "<unk>") ||
-              !cJSON_AddStringToObject(j, "bos_token", "<s>") ||
-              !cJSON_AddStringToObject(j, "eos_token", "</s>") ||
+              !cJSON_AddStringToObject(j, "bos_token", gem ? "<bos>" : "<s>") ||
+              !cJSON_AddStringToObject(j, "eos_token", gem ? "<eos>" : "</s>") ||
+              (gem && !cJSON_AddStringToObject(j, "pad_token", "<pad>")) ||
               !cJSON_AddBoolToObject(j, "add_bos_token", 1) ||
               !cJSON_AddBoolToObject(j, "clean_up_tokenization_spaces", 0) ||
               !cJSON_AddNumberToObject(j, "model_max_length", o->arch == TQ_MK_LLAMA ? 8192 : 40960);

@@ -921,16 +921,19 @@ static int fx_write_gemma4_config(const fx_cfg *c, const char *dir)
     FILE *fp = fopen(path, "w");
     if (!fp)
         return -1;
+    char gh[24] = "null";
+    if (!c->g_head_dim_null)
+        snprintf(gh, sizeof gh, "%d", c->g_head_dim);
     fprintf(fp, "{\"architectures\": [\"Gemma4ForConditionalGeneration\"], \"model_type\": \"gemma4\", "
                 "\"tie_word_embeddings\": true, \"text_config\": {\"model_type\": \"gemma4_text\", "
                 "\"hidden_size\": %d, \"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
-                "\"num_key_value_heads\": %d, \"head_dim\": %d, \"global_head_dim\": %d, \"attention_k_eq_v\": %s, "
+                "\"num_key_value_heads\": %d, \"head_dim\": %d, \"global_head_dim\": %s, \"attention_k_eq_v\": %s, "
                 "\"vocab_size\": %d, \"rms_norm_eps\": %g, \"sliding_window\": %d, \"hidden_activation\": \"gelu_pytorch_tanh\", "
                 "\"hidden_size_per_layer_input\": 0, \"num_kv_shared_layers\": 0, \"use_double_wide_mlp\": false, "
                 "\"use_bidirectional_attention\": \"vision\", \"attention_bias\": false, \"tie_word_embeddings\": true, "
                 "\"max_position_embeddings\": 262144, \"enable_moe_block\": %s, \"num_experts\": %d, \"top_k_experts\": %d, "
                 "\"moe_intermediate_size\": %d",
-            c->hidden, c->inter, c->layers, c->heads, c->kv_heads, c->head_dim, c->g_head_dim, c->k_eq_v ? "true" : "false",
+            c->hidden, c->inter, c->layers, c->heads, c->kv_heads, c->head_dim, gh, c->k_eq_v ? "true" : "false",
             c->vocab, c->eps, c->window, c->experts ? "true" : "false", c->experts, c->top_k, c->moe_inter);
     if (c->k_eq_v)
         fprintf(fp, ", \"num_global_key_value_heads\": %d", c->g_kv_heads);

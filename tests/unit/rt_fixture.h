@@ -52,6 +52,7 @@ typedef struct fx_cfg {
     int max_window_layers, sparse_step; /* decoder_sparse_step */
     /* gemma4 (window above: sliding layers; theta: sliding layers; prf: full layers) */
     int g_head_dim, g_kv_heads, k_eq_v; /* global_head_dim, num_global_key_value_heads, attention_k_eq_v */
+    int g_head_dim_null;  /* write "global_head_dim": null (g_head_dim is then what the model uses) */
     int full_every;       /* layer_types: full_attention every full_every-th layer and the last */
     double theta_full, softcap;        /* full layers' rope_theta; final_logit_softcapping (0: null) */
 } fx_cfg;

@@ -4,7 +4,9 @@
  * carries the same numbers (fused halves, gpt-oss's interleaved MXFP4 rows, Mixtral's w1/w3/w2,
  * Qwen3-Next's shifted norms), every branch a preset promises is present, and output is
  * deterministic across thread counts. */
+#include "formats/family.h"
 #include "testdata/mkmodel/mkmodel.h"
+#include "tokenizer/tokenizer.h"
 #include "tests/unit/check.h"
 
 #include <cjson/cJSON.h>
@@ -382,6 +384,43 @@ static void test_gemma4(void)
     tq_model_close(m);
 }
 
+/* Gemma's special tokens: the Gemma 4 releases' config.json text_config says bos_token_id 2,
+ * eos_token_id 1, pad_token_id 0 (google/gemma-4-26B-A4B-it and -31B-it as transcribed, with
+ * their repository revisions, in a third-party test suite: not read from the hub here), the ids
+ * of <bos>, <eos> and <pad> in Gemma's tokenizer (<unk> is 3). tq-mkmodel wrote bos 1 / eos 2
+ * and the <s> / </s> tokenizer of the other families, so a generated Gemma stopped on a token
+ * Gemma calls <eos>'s neighbour and never on 1. Now config, tokenizer.json and
+ * tokenizer_config.json agree with those ids, and the tokenizer prepends <bos> (id 2). */
+static void test_gemma4_special_tokens(void)
+{
+    tq_model *h = gen(TQ_MK_GEMMA4, 0, "-tok");
+    CHECK(h != NULL);
+    if (!h)
+        return;
+    const cJSON *tc = tq_family_text_config(h->config);
+    static const struct { const char *key; double id; } ids[] = {{"bos_token_id", 2}, {"eos_token_id", 1},
+                                                                 {"pad_token_id", 0}};
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(tc, ids[i].key);
+        CHECKF(cJSON_IsNumber(v) && v->valuedouble == ids[i].id, "%s is not %g", ids[i].key, ids[i].id);
+    }
+    tq_tok *t = NULL;
+    tq_err err = {0};
+    CHECK_OK(tq_tok_load(t_path("fam-gemma4-hf-tok"), &t, &err));
+    if (t) {
+        CHECK(tq_tok_token_id(t, "<pad>") == 0 && tq_tok_token_id(t, "<eos>") == 1 && tq_tok_token_id(t, "<bos>") == 2 &&
+              tq_tok_token_id(t, "<unk>") == 3);
+        CHECK(tq_tok_bos(t) == 2 && tq_tok_eos(t) == 1);
+        int32_t *x = NULL;
+        size_t n = 0;
+        CHECK_OK(tq_tok_encode(t, "hi", 2, 1, &x, &n, &err));
+        CHECK(n >= 2 && x && x[0] == 2);
+        free(x);
+        tq_tok_free(t);
+    }
+    tq_model_close(h);
+}
+
 static void test_qwen2_families(void)
 {
     row dense[] = {
@@ -445,6 +484,7 @@ int main(void)
     RUN(test_deepseek_v3);
     RUN(test_gpt_oss);
     RUN(test_gemma4);
+    RUN(test_gemma4_special_tokens);
     RUN(test_qwen2_families);
     RUN(test_determinism_and_validation);
     TEST_MAIN_END();

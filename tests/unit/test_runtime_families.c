@@ -201,6 +201,40 @@ static void gemma4_variants(void)
     c.window = 1024;
     against_oracle(c, "gemma4-bf16-hf-window1024");
 }
+/* "global_head_dim": null. transformers keeps None (the dataclass default 512 applies only
+ * when the key is absent) and models/gemma4/modeling_gemma4.py, Gemma4TextAttention, sizes
+ * full layers by `config.global_head_dim if not self.is_sliding and config.global_head_dim
+ * else config.head_dim`; _compute_proportional_rope_parameters (modeling_rope_utils.py) then
+ * sizes their rotation by `getattr(config, "global_head_dim", None) or hidden_size //
+ * num_attention_heads`. With hidden = heads * head_dim the two agree and the model decodes
+ * like the oracle with head_dim on every layer (tq took null for absent: 512, and refused the
+ * model's shapes); when they disagree transformers' cos/sin cannot multiply the heads, and tq
+ * refuses by name. */
+static void gemma4_global_head_dim_null(void)
+{
+    fx_cfg c = fx_family_cfg(FX_GEMMA4, FX_BF16);
+    c.hf_expert_names = 1;
+    c.hidden = c.heads * c.head_dim;
+    c.g_head_dim = c.head_dim;
+    c.g_head_dim_null = 1;
+    against_oracle(c, "gemma4-bf16-global-head-dim-null");
+    c = fx_family_cfg(FX_GEMMA4, FX_BF16);
+    c.g_head_dim = c.head_dim;
+    c.g_head_dim_null = 1;
+    CHECK(c.hidden / c.heads != c.head_dim);
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/rtf-gemma4-ghd-null-%d", t_tmpdir(), (int)getpid());
+    fx_model m;
+    CHECK(fx_generate(&c, dir, &m) == 0);
+    tq_run_opts o;
+    tq_run_opts_default(&o);
+    tq_err err = {0};
+    double worst;
+    int first;
+    CHECKF(fx_oracle_compare(&m, dir, &o, 2, &worst, &first, NULL, &err) < 0 && strstr(err.msg, "global_head_dim is null"),
+           "got: %s", err.msg);
+    fx_free(&m);
+}
 static void gemma4_threads(void) { threads_equal(FX_GEMMA4, FX_TQ3); }
 
 int main(void)
@@ -226,6 +260,7 @@ int main(void)
     RUN(qwen2_moe_threads);
     RUN(gemma4_kinds);
     RUN(gemma4_variants);
+    RUN(gemma4_global_head_dim_null);
     RUN(gemma4_threads);
     TEST_MAIN_END();
 }
