@@ -80,25 +80,17 @@ int rt_deltanet(tq_runner *r, uint64_t l, tq_err *e)
     uint64_t nk = c->lk_heads, dk = c->lk_dim, nv = c->lv_heads, dv = c->lv_dim, rep = nv / nk;
     uint64_t Kd = nk * dk, Vd = nv * dv, C = 2 * Kd + Vd, K = c->conv_k;
     float *mix = r->q, *z = r->v, *bb = r->qg, *aa = r->qg + nv, *tmp = r->k;
-    /* The projections go through the backend; the conv and the delta rule run on the CPU (with
-     * a device backend too, after its queue has run). */
+    /* The projections, and the fused ones' split into q | k | v, z, b and a, go through the
+     * backend; the conv and the delta rule run on the CPU (with a device backend too, after
+     * its queue has run: one sync). */
     if (L->fused_in) {
         uint64_t blk = 2 * dk + 2 * rep * dv; /* per key head */
-        if (be->matvec(r, &L->qkvz, r->h, tmp, e) || be->sync(r, e))
+        if (be->matvec(r, &L->qkvz, r->h, tmp, e) || be->copy(r, mix, tmp, nk, dk, blk, e) ||
+            be->copy(r, mix + Kd, tmp + dk, nk, dk, blk, e) || be->copy(r, mix + 2 * Kd, tmp + 2 * dk, nk, rep * dv, blk, e) ||
+            be->copy(r, z, tmp + 2 * dk + rep * dv, nk, rep * dv, blk, e) ||
+            be->matvec(r, &L->ba, r->h, tmp, e) || /* after the copies have read tmp: the queue is in order */
+            be->copy(r, bb, tmp, nk, rep, 2 * rep, e) || be->copy(r, aa, tmp + rep, nk, rep, 2 * rep, e) || be->sync(r, e))
             return -1;
-        for (uint64_t g = 0; g < nk; g++) {
-            const float *p = tmp + g * blk;
-            memcpy(mix + g * dk, p, dk * sizeof(float));
-            memcpy(mix + Kd + g * dk, p + dk, dk * sizeof(float));
-            memcpy(mix + 2 * Kd + g * rep * dv, p + 2 * dk, rep * dv * sizeof(float));
-            memcpy(z + g * rep * dv, p + 2 * dk + rep * dv, rep * dv * sizeof(float));
-        }
-        if (be->matvec(r, &L->ba, r->h, tmp, e) || be->sync(r, e))
-            return -1;
-        for (uint64_t g = 0; g < nk; g++) {
-            memcpy(bb + g * rep, tmp + g * 2 * rep, rep * sizeof(float));
-            memcpy(aa + g * rep, tmp + g * 2 * rep + rep, rep * sizeof(float));
-        }
     } else if (be->matvec(r, &L->qkv, r->h, mix, e) || be->matvec(r, &L->z, r->h, z, e) || be->matvec(r, &L->b, r->h, bb, e) ||
                be->matvec(r, &L->a, r->h, aa, e) || be->sync(r, e)) {
         return -1;
