@@ -1297,7 +1297,7 @@ static void experts_ex(void)
     int off_diag = 0;
     for (int c = 0; c < 12; c++) {
         int kind = c % 4;
-        uint64_t E = 5 + irand(12), K = 1 + irand(4), rows = 1 + irand(70), cols, rstep = 1;
+        uint64_t E = 5 + irand(12), K = 1 + irand(4), rows = 1 + irand(70), cols = 0, rstep = 1;
         int bias = c % 3 != 0;
         mat m[16];
         for (uint64_t x = 0; x < E; x++) {
