@@ -59,11 +59,6 @@ typedef struct rtm_mvx_args {
     uint stride[4];
 } rtm_mvx_args;
 
-/* gsum[g] = Σ x[g·group .. (g+1)·group), in order */
-typedef struct rtm_gsum_args {
-    uint ngroups, group;
-} rtm_gsum_args;
-
 /* out = blockwise Hadamard(x ⊙ signs): one threadgroup per block of b = m·N, in threadgroup
  * memory up to RTM_HAD_TG floats (32 KiB, Metal's limit), else in the tmp buffer */
 #define RTM_HAD_TG 8192u
@@ -140,7 +135,6 @@ typedef struct rtm_gather_args {
     X(mv_tq, 7)             \
     X(mv_affine, 8)         \
     X(mv_mxfp4, 6)          \
-    X(group_sums, 3)        \
     X(hadamard, 5)          \
     X(rmsnorm, 4)           \
     X(rope, 4)              \

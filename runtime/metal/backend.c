@@ -35,10 +35,9 @@ struct rtm_be {
     rtm_region *reg; /* sorted by base, disjoint */
     size_t nreg, capreg;
     float *dummy;    /* bound to unused slots */
-    /* scratch: butterflies [cols] of blocks longer than threadgroup memory, per-group sums
-     * [ngroups] */
-    float *tmp, *gsum;
-    uint64_t cap_t, cap_g;
+    /* scratch: butterflies [cols] of blocks longer than threadgroup memory */
+    float *tmp;
+    uint64_t cap_t;
     /* rotated activations (see rotation()): a TurboQuant matvec reuses the rotation of the
      * same x by the same signs instead of queuing another */
     struct rot_entry {
@@ -442,6 +441,8 @@ uint64_t rtm_be_rotations_reused(const rtm_be *b)
     return b->rot_reused;
 }
 
+static void mv_q_args(const rtm_be *b, const rt_linear *l, const void *w, uint64_t stride, rtm_mv_args *a);
+
 int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_err *e)
 {
     rtm_mv_args a;
@@ -463,15 +464,11 @@ int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_er
         return run(b, RTM_K_mv_mxfp4, s, 5, &a, sizeof a, groups, e);
     }
     if (l->kind == RT_AFFINE) {
+        /* each segment sums its own x (kernels.metal): no group sums pass; slot 5 unused */
         uint64_t sbytes = rt_linear_sbytes(l);
-        if (scratch(b, &b->gsum, &b->cap_g, l->ngroups, e))
-            return -1;
-        rtm_gsum_args ga = {(uint)l->ngroups, (uint)l->group};
-        slot_in sg[] = {{x, l->cols * 4, RD}, {b->gsum, l->ngroups * 4, WR}};
-        if (run(b, RTM_K_group_sums, sg, 2, &ga, sizeof ga, groups_for(l->ngroups, RTM_TG), e))
-            return -1;
-        slot_in s[] = {{l->w, rt_linear_wbytes(l), WT}, {x, l->cols * 4, RD},          {y, l->rows * 4, WR},
-                       {l->scales, sbytes, WT},         {l->biases, sbytes, WT},        {b->gsum, l->ngroups * 4, RD},
+        mv_q_args(b, l, l->w, 0, &a);
+        slot_in s[] = {{l->w, rt_linear_wbytes(l), WT}, {x, l->cols * 4, RD},   {y, l->rows * 4, WR},
+                       {l->scales, sbytes, WT},         {l->biases, sbytes, WT}, {NULL, 0, RD},
                        {l->bias, bias_n, WT}};
         return run(b, RTM_K_mv_affine, s, 7, &a, sizeof a, groups, e);
     }
@@ -522,17 +519,18 @@ static int bind_aligned(const rtm_be *b, const void *p, uint64_t al)
     return 1;
 }
 
-/* mv_tq's precomputed group arithmetic (abi_internal.h): V codes per chunk of RTM_MV_CW
- * words; chunks inside groups when there is no padding code and group = V·2^gshift (bits 2
- * and 4: the kernel's constant-shift path); a lane's step of RTM_SIMD chunks in groups. */
-static void mv_tq_args(const rtm_be *b, const rt_linear *l, const void *w, uint64_t stride, rtm_mv_args *a)
+/* mv_tq's and mv_affine's precomputed group arithmetic (abi_internal.h): V codes per chunk of
+ * RTM_MV_CW words; chunks inside groups when there is no padding code and group = V·2^gshift
+ * (bits 2, 4 and 8: the kernel's constant-shift path); a lane's step of RTM_SIMD chunks in
+ * groups. w: the rows' first word, stride: bytes between experts (0: one matrix). */
+static void mv_q_args(const rtm_be *b, const rt_linear *l, const void *w, uint64_t stride, rtm_mv_args *a)
 {
     uint64_t epw = 32 / l->bits, V = RTM_MV_CW * epw, step = RTM_SIMD * V;
     a->flags = 0;
     if (l->wpr % RTM_MV_CW == 0 && stride % (4 * RTM_MV_CW) == 0 && bind_aligned(b, w, 4 * RTM_MV_CW))
         a->flags |= RTM_MV_WIDE;
     a->gshift = 0;
-    if ((l->bits == 2 || l->bits == 4) && l->wpr * epw == l->cols && l->wpr % RTM_MV_CW == 0 && l->group % V == 0) {
+    if ((l->bits == 2 || l->bits == 4 || l->bits == 8) && l->wpr * epw == l->cols && l->wpr % RTM_MV_CW == 0 && l->group % V == 0) {
         uint64_t q = l->group / V;
         uint32_t sh = 0;
         while (((uint64_t)1 << sh) < q)
@@ -556,7 +554,7 @@ int rtm_be_matvec_rotated(rtm_be *b, const rt_linear *l, const float *xr, float 
         return -1;
     if (l->kind != RT_TQ)
         return tq_fail(e, TQ_EUSAGE, "GPU backend: a rotated product of a matrix that is not TurboQuant");
-    mv_tq_args(b, l, l->w, 0, &a);
+    mv_q_args(b, l, l->w, 0, &a);
     slot_in s[] = {{l->w, rt_linear_wbytes(l), WT},
                    {xr, l->cols * 4, RD},
                    {y, l->rows * 4, WR},
@@ -768,15 +766,9 @@ int rtm_be_matvec_ex(rtm_be *b, const rtm_expert *x, uint64_t rank, const float 
         return run(b, RTM_K_mv_mxfp4_ex, s, 6, &a, sizeof a, groups, e);
     }
     if (l->kind == RT_AFFINE) {
-        if (scratch(b, &b->gsum, &b->cap_g, l->ngroups, e))
-            return -1;
-        rtm_gsum_args ga = {(uint)l->ngroups, (uint)l->group};
-        slot_in sg[] = {{in, l->cols * 4, RD}, {b->gsum, l->ngroups * 4, WR}};
-        if (run(b, RTM_K_group_sums, sg, 2, &ga, sizeof ga, groups_for(l->ngroups, RTM_TG), e))
-            return -1;
-        slot_in s[] = {{p[0], all[0], WT},   {in, l->cols * 4, RD},          {y, l->rows * 4, WR},
-                       {p[1], all[1], WT},   {p[2], all[2], WT},             {b->gsum, l->ngroups * 4, RD},
-                       {p[3], all[3], WT},   ids};
+        mv_q_args(b, l, p[0], x->stride[0], &a.mv); /* no group sums pass: see rtm_be_matvec */
+        slot_in s[] = {{p[0], all[0], WT}, {in, l->cols * 4, RD}, {y, l->rows * 4, WR}, {p[1], all[1], WT},
+                       {p[2], all[2], WT}, {NULL, 0, RD},         {p[3], all[3], WT},   ids};
         return run(b, RTM_K_mv_affine_ex, s, 8, &a, sizeof a, groups, e);
     }
     /* TurboQuant: the rotation (signs shared by the layer's experts) does not depend on the id,
@@ -784,7 +776,7 @@ int rtm_be_matvec_ex(rtm_be *b, const rtm_expert *x, uint64_t rank, const float 
     const float *xr = l->norot ? in : rotation(b, in, l->signs, l->gdt, l->cols, e);
     if (!xr)
         return -1;
-    mv_tq_args(b, l, p[0], x->stride[0], &a.mv); /* each expert's rows 8-byte aligned too */
+    mv_q_args(b, l, p[0], x->stride[0], &a.mv); /* each expert's rows 8-byte aligned too */
     slot_in s[] = {{p[0], all[0], WT},
                    {xr, l->cols * 4, RD},
                    {y, l->rows * 4, WR},

@@ -5,13 +5,13 @@
  * runtime's (runtime/kernels.c, ops.c, attention.c, forward.c) and by how much.
  *
  * Every kernel runs threadgroups of RTM_TG threads (abi_internal.h). Orders that make results
- * bit-identical with the CPU runtime: matvec rows use 8 lanes per row, lane k summing the
- * products j ≡ k (mod 8) in increasing j (within each group for quantized rows), combined by
- * the butterfly ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) — runtime/kernels.c's order — and groups
- * accumulated in order; the Hadamard transform does quant/hadamard.c's operations per element;
+ * bit-identical with the CPU runtime: dense and MXFP4 matvec rows use 8 lanes per row, lane k
+ * summing the products j ≡ k (mod 8) in increasing j, combined by the butterfly
+ * ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) — runtime/kernels.c's order; the Hadamard transform does quant/hadamard.c's operations per element;
  * attention scores and outputs are sequential sums in the CPU's order. Sums over a whole
  * threadgroup (RMSNorm, softmax denominators) are per-thread strided sums, a 32-lane
- * butterfly, then the simd groups in order: a different order from the CPU's. */
+ * butterfly, then the simd groups in order, and quantized rows (TurboQuant, MLX affine) take
+ * the simd-group shape of rtm_mv_q: different orders from the CPU's. */
 #include "runtime/metal/shim_internal.h" /* first: <metal_stdlib> defines uint and friends */
 #include "runtime/metal/abi_internal.h"
 
@@ -240,87 +240,45 @@ RTM_KERNEL rtm_k_mv_mxfp4(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
     rtm_mv_mxfp4(w, x, y, scales, bias, a, rtm_tgid, part RTM_TGFN_ARGS);
 }
 
-/* Quantized rows, TurboQuant (affine = 0: value = codebook[q], x rotated) or MLX affine
- * (affine = 1: value = q, plus bias_g · gsum[g]): per group, 8 lanes, then
- * acc += dot·scale (TurboQuant) or acc += scale·dot + bias·gsum (affine), groups in order. */
-RTM_FN void rtm_mv_quant(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_DEV float *y, RTM_DEV const uchar *scales,
-                         RTM_DEV const uchar *codebook, RTM_DEV const uchar *zb, RTM_DEV const float *gsum,
-                         RTM_DEV const uchar *bias, RTM_CONST rtm_mv_args *a, uint affine, uint tgid,
-                         RTM_TGMEM float *part, RTM_TGMEM float *acc, RTM_TGMEM float *lut RTM_TGFN_PARAMS)
+/* Quantized rows in the simd-group shape (docs/metal.md, mv_tq and mv_affine): TurboQuant
+ * (value = codebook[q], x already rotated) or MLX affine (value = scale·q + bias, per group).
+ * Simd group sg of the threadgroup takes the RTM_MV_RPS rows r0 = tgid·RTM_MV_ROWS +
+ * sg·RTM_MV_RPS, ...; a row is cut into chunks of RTM_MV_CW words (V = RTM_MV_CW·32/bits
+ * codes), lane l takes the chunks c ≡ l (mod 32) in increasing c, reads each chunk's V values
+ * of x once for its RTM_MV_RPS rows, and for each row sums lut[q]·x[j] (lut: the codebook, or
+ * q itself for affine) in increasing j from +0 over each run of the chunk inside one group (a
+ * segment) into d, then adds to its accumulator (from +0), in order, d·scale (TurboQuant) or
+ * scale·d + bias·sx (affine; sx = the segment's Σ x[j] in increasing j from +0); the 32 lanes'
+ * accumulators are then summed by the xor butterfly (+ the output bias). No division inside
+ * the loops: the host precomputes the group arithmetic (rtm_mv_args). */
+#define RTM_MV_VMAX 32u /* codes per chunk on the in-group path (bits 2, 4 and 8) */
+
+/* A segment's term: d·scale, or scale·d + bias·sx for affine rows. */
+RTM_FN float rtm_q_term(float d, float sx, RTM_DEV const uchar *scales, RTM_DEV const uchar *zb,
+                        RTM_CONST rtm_mv_args *a, ulong gi, uint affine)
 {
-    const uint epw = 32u / a->bits, mask = (1u << a->bits) - 1u;
-    RTM_PHASE(lid) {
-        for (uint q = lid; q <= mask; q += RTM_TG)
-            lut[q] = affine != 0u ? (float)q : rtm_ld(a->cdt, codebook, q);
-        acc[lid] = 0.0f;
-    }
-    RTM_BARRIER();
-    for (uint g = 0; g < a->ngroups; g++) {
-        RTM_PHASE(lid) {
-            uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
-            float s = 0.0f;
-            if (r < a->rows) {
-                RTM_DEV const uint *wr = w + (ulong)r * a->wpr;
-                for (uint i = lid % RTM_MV_LANES; i < a->group; i += RTM_MV_LANES) {
-                    uint j = g * a->group + i;
-                    uint q = (wr[j / epw] >> ((j % epw) * a->bits)) & mask;
-                    float p = lut[q] * x[j];
-                    s = s + p;
-                }
-            }
-            part[lid] = s;
-        }
-        RTM_SIMD_SUM(part, RTM_MV_LANES);
-        RTM_PHASE(lid) {
-            uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
-            if (lid % RTM_MV_LANES != 0u || r >= a->rows)
-                continue;
-            ulong gi = (ulong)r * a->ngroups + g;
-            float sc = rtm_ld(a->sdt, scales, gi), t;
-            if (affine != 0u) {
-                float t1 = sc * part[lid];
-                float t2 = rtm_ld(a->zdt, zb, gi) * gsum[g];
-                t = t1 + t2;
-            } else {
-                t = part[lid] * sc;
-            }
-            acc[lid] = acc[lid] + t;
-        }
-    }
-    RTM_PHASE(lid) {
-        uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
-        if (lid % RTM_MV_LANES != 0u || r >= a->rows)
-            continue;
-        float v = acc[lid];
-        if (a->has_bias != 0u) {
-            float b = rtm_ld(a->biasdt, bias, (ulong)r * a->rstep);
-            v = v + b;
-        }
-        y[r] = v;
-    }
+    float sc = rtm_ld(a->sdt, scales, gi);
+    if (affine == 0u)
+        return d * sc;
+    float t1 = sc * d;
+    float t2 = rtm_ld(a->zdt, zb, gi) * sx;
+    return t1 + t2;
 }
 
-/* TurboQuant rows in the simd-group shape (docs/metal.md, mv_tq): simd group sg of the
- * threadgroup takes the RTM_MV_RPS rows r0 = tgid·RTM_MV_ROWS + sg·RTM_MV_RPS, ...; a row is
- * cut into chunks of RTM_MV_CW words (V = RTM_MV_CW·32/bits codes), lane l takes the chunks
- * c ≡ l (mod 32) in increasing c, reads each chunk's V values of x once for its RTM_MV_RPS
- * rows, and for each row sums codebook[q]·x[j] in increasing j from +0 over each run of the
- * chunk inside one group (a segment), adding segment·scale to its accumulator (from +0) in
- * order; the 32 lanes' accumulators are then summed by the xor butterfly (+ bias). No division
- * inside the loops: the host precomputes the group arithmetic (rtm_mv_args). */
-#define RTM_MV_VMAX 32u /* codes per chunk on the in-group path (bits 2 and 4) */
-
-/* One lane's chunks when every chunk lies inside one group (RTM_MV_INGROUP; B = 2 or 4, a
+/* One lane's chunks when every chunk lies inside one group (RTM_MV_INGROUP; B = 2, 4 or 8, a
  * constant after inlining, so every shift and index below is too). */
-RTM_FN void rtm_tq_lane_ingroup(const uint B, RTM_DEV const uint *w, RTM_DEV const float *x,
-                                RTM_DEV const uchar *scales, RTM_TGMEM const float *lut, RTM_CONST rtm_mv_args *a,
-                                uint r0, uint lane, RTM_THREAD float *acc)
+RTM_FN void rtm_q_lane_ingroup(const uint B, RTM_DEV const uint *w, RTM_DEV const float *x,
+                               RTM_DEV const uchar *scales, RTM_DEV const uchar *zb, RTM_TGMEM const float *lut,
+                               RTM_CONST rtm_mv_args *a, uint affine, uint r0, uint lane, RTM_THREAD float *acc)
 {
     const uint EPW = 32u / B, V = RTM_MV_CW * EPW, M = (1u << B) - 1u, nch = a->wpr / RTM_MV_CW;
     for (uint c = lane; c < nch; c += RTM_SIMD) {
         float xs[RTM_MV_VMAX];
-        for (uint k = 0; k < V; k++)
+        float sx = 0.0f;
+        for (uint k = 0; k < V; k++) {
             xs[k] = x[c * V + k];
+            sx = sx + xs[k];
+        }
         const uint g = c >> a->gshift;
         for (uint rr = 0; rr < RTM_MV_RPS; rr++) {
             const uint r = r0 + rr;
@@ -334,17 +292,16 @@ RTM_FN void rtm_tq_lane_ingroup(const uint B, RTM_DEV const uint *w, RTM_DEV con
                 w0 = wr[c * RTM_MV_CW];
                 w1 = wr[c * RTM_MV_CW + 1u];
             }
-            float s = 0.0f;
+            float d = 0.0f;
             for (uint k = 0; k < EPW; k++) {
                 float p = lut[(w0 >> (B * k)) & M] * xs[k];
-                s = s + p;
+                d = d + p;
             }
             for (uint k = 0; k < EPW; k++) {
                 float p = lut[(w1 >> (B * k)) & M] * xs[EPW + k];
-                s = s + p;
+                d = d + p;
             }
-            float sc = rtm_ld(a->sdt, scales, (ulong)r * a->ngroups + g);
-            float t = s * sc;
+            float t = rtm_q_term(d, sx, scales, zb, a, (ulong)r * a->ngroups + g, affine);
             acc[rr] = acc[rr] + t;
         }
     }
@@ -353,9 +310,9 @@ RTM_FN void rtm_tq_lane_ingroup(const uint B, RTM_DEV const uint *w, RTM_DEV con
 /* One lane's chunks in general: any bits, groups that chunks cross (a 3-bit word holds 10
  * codes, so its rows never align with groups of 32 or 64). (g, rem): the group of the lane's
  * chunk's first code and that code's place in it, advanced by the host's (gstep_q, gstep_r). */
-RTM_FN void rtm_tq_lane_any(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_DEV const uchar *scales,
-                            RTM_TGMEM const float *lut, RTM_CONST rtm_mv_args *a, uint r0, uint lane,
-                            RTM_THREAD float *acc)
+RTM_FN void rtm_q_lane_any(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_DEV const uchar *scales,
+                           RTM_DEV const uchar *zb, RTM_TGMEM const float *lut, RTM_CONST rtm_mv_args *a, uint affine,
+                           uint r0, uint lane, RTM_THREAD float *acc)
 {
     const uint bits = a->bits, epw = 32u / bits, M = (1u << bits) - 1u, V = RTM_MV_CW * epw;
     const uint nch = (a->wpr + RTM_MV_CW - 1u) / RTM_MV_CW;
@@ -367,19 +324,22 @@ RTM_FN void rtm_tq_lane_any(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_D
                 break;
             RTM_DEV const uint *wr = w + (ulong)r * a->wpr;
             uint gg = g, left = a->group - rem, j = c * V, open = 0u;
-            float s = 0.0f;
+            float d = 0.0f, sx = 0.0f;
             for (uint wk = 0; wk < RTM_MV_CW; wk++) {
                 const uint wi = c * RTM_MV_CW + wk;
                 const uint word = wi < a->wpr ? wr[wi] : 0u;
                 for (uint e = 0; e < epw && j < a->cols; e++, j++) {
-                    float p = lut[(word >> (e * bits)) & M] * x[j];
-                    s = s + p;
+                    float xv = x[j];
+                    float p = lut[(word >> (e * bits)) & M] * xv;
+                    d = d + p;
+                    sx = sx + xv;
                     open = 1u;
                     left = left - 1u;
                     if (left == 0u) {
-                        float t = s * rtm_ld(a->sdt, scales, (ulong)r * a->ngroups + gg);
+                        float t = rtm_q_term(d, sx, scales, zb, a, (ulong)r * a->ngroups + gg, affine);
                         acc[rr] = acc[rr] + t;
-                        s = 0.0f;
+                        d = 0.0f;
+                        sx = 0.0f;
                         open = 0u;
                         gg = gg + 1u;
                         left = a->group;
@@ -387,7 +347,7 @@ RTM_FN void rtm_tq_lane_any(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_D
                 }
             }
             if (open != 0u) {
-                float t = s * rtm_ld(a->sdt, scales, (ulong)r * a->ngroups + gg);
+                float t = rtm_q_term(d, sx, scales, zb, a, (ulong)r * a->ngroups + gg, affine);
                 acc[rr] = acc[rr] + t;
             }
         }
@@ -400,15 +360,16 @@ RTM_FN void rtm_tq_lane_any(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_D
     }
 }
 
-/* The simd-group product above for the threadgroup tgid: lut [256] and part [RTM_MV_RPS·RTM_TG]
- * are threadgroup scratch. */
-RTM_FN void rtm_mv_tq(RTM_DEV const uint *w, RTM_DEV const float *xr, RTM_DEV float *y, RTM_DEV const uchar *scales,
-                      RTM_DEV const uchar *codebook, RTM_DEV const uchar *bias, RTM_CONST rtm_mv_args *a, uint tgid,
-                      RTM_TGMEM float *lut, RTM_TGMEM float *part RTM_TGFN_PARAMS)
+/* The simd-group product above for the threadgroup tgid (affine: zb holds the biases, the
+ * codebook is unused): lut [256] and part [RTM_MV_RPS·RTM_TG] are threadgroup scratch. */
+RTM_FN void rtm_mv_q(RTM_DEV const uint *w, RTM_DEV const float *x, RTM_DEV float *y, RTM_DEV const uchar *scales,
+                     RTM_DEV const uchar *codebook, RTM_DEV const uchar *zb, RTM_DEV const uchar *bias,
+                     RTM_CONST rtm_mv_args *a, uint affine, uint tgid, RTM_TGMEM float *lut,
+                     RTM_TGMEM float *part RTM_TGFN_PARAMS)
 {
     RTM_PHASE(lid) {
         for (uint q = lid; q < (1u << a->bits); q += RTM_TG)
-            lut[q] = rtm_ld(a->cdt, codebook, q);
+            lut[q] = affine != 0u ? (float)q : rtm_ld(a->cdt, codebook, q);
     }
     RTM_BARRIER();
     RTM_PHASE(lid) {
@@ -416,12 +377,15 @@ RTM_FN void rtm_mv_tq(RTM_DEV const uint *w, RTM_DEV const float *xr, RTM_DEV fl
         float acc[RTM_MV_RPS];
         for (uint rr = 0; rr < RTM_MV_RPS; rr++)
             acc[rr] = 0.0f;
-        if ((a->flags & RTM_MV_INGROUP) != 0u && a->bits == 4u)
-            rtm_tq_lane_ingroup(4u, w, xr, scales, lut, a, r0, lane, acc);
-        else if ((a->flags & RTM_MV_INGROUP) != 0u && a->bits == 2u)
-            rtm_tq_lane_ingroup(2u, w, xr, scales, lut, a, r0, lane, acc);
+        const uint ing = a->flags & RTM_MV_INGROUP;
+        if (ing != 0u && a->bits == 4u)
+            rtm_q_lane_ingroup(4u, w, x, scales, zb, lut, a, affine, r0, lane, acc);
+        else if (ing != 0u && a->bits == 2u)
+            rtm_q_lane_ingroup(2u, w, x, scales, zb, lut, a, affine, r0, lane, acc);
+        else if (ing != 0u && a->bits == 8u)
+            rtm_q_lane_ingroup(8u, w, x, scales, zb, lut, a, affine, r0, lane, acc);
         else
-            rtm_tq_lane_any(w, xr, scales, lut, a, r0, lane, acc);
+            rtm_q_lane_any(w, x, scales, zb, lut, a, affine, r0, lane, acc);
         for (uint rr = 0; rr < RTM_MV_RPS; rr++)
             part[rr * RTM_TG + lid] = acc[rr];
     }
@@ -446,18 +410,20 @@ RTM_KERNEL rtm_k_mv_tq(RTM_DEV const uint *w RTM_BUF(0), RTM_DEV const float *xr
 {
     RTM_TG_ARRAY(float, lut, 256);
     RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
-    rtm_mv_tq(w, xr, y, scales, codebook, bias, a, rtm_tgid, lut, part RTM_TGFN_ARGS);
+    rtm_mv_q(w, xr, y, scales, codebook, scales, bias, a, 0u, rtm_tgid, lut, part RTM_TGFN_ARGS);
 }
 
+/* MLX affine rows; gsum (slot 5) is no longer read (each segment sums its own x) and is kept
+ * so that the kernel's slots do not change. */
 RTM_KERNEL rtm_k_mv_affine(RTM_DEV const uint *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1), RTM_DEV float *y RTM_BUF(2),
                            RTM_DEV const uchar *scales RTM_BUF(3), RTM_DEV const uchar *biases RTM_BUF(4),
                            RTM_DEV const float *gsum RTM_BUF(5), RTM_DEV const uchar *bias RTM_BUF(6),
                            RTM_CONST rtm_mv_args *a RTM_BUF(7), RTM_GROUP_ARGS)
 {
-    RTM_TG_ARRAY(float, part, RTM_TG);
-    RTM_TG_ARRAY(float, acc, RTM_TG);
     RTM_TG_ARRAY(float, lut, 256);
-    rtm_mv_quant(w, x, y, scales, scales, biases, gsum, bias, a, 1u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
+    RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
+    (void)gsum;
+    rtm_mv_q(w, x, y, scales, scales, biases, bias, a, 1u, rtm_tgid, lut, part RTM_TGFN_ARGS);
 }
 
 /* Routed experts without the CPU (docs/metal.md, One wait per token): the product of the
@@ -503,7 +469,7 @@ RTM_KERNEL rtm_k_mv_tq_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
     RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
     RTM_DEV const uint *we = (RTM_DEV const uint *)(w + rtm_ex_off(ids, a, 0u));
     RTM_DEV const uchar *se = scales + rtm_ex_off(ids, a, 1u), *be = bias + rtm_ex_off(ids, a, 3u);
-    rtm_mv_tq(we, xr, y, se, codebook, be, &a->mv, rtm_tgid, lut, part RTM_TGFN_ARGS);
+    rtm_mv_q(we, xr, y, se, codebook, se, be, &a->mv, 0u, rtm_tgid, lut, part RTM_TGFN_ARGS);
 }
 
 RTM_KERNEL rtm_k_mv_affine_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
@@ -512,28 +478,13 @@ RTM_KERNEL rtm_k_mv_affine_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const f
                               RTM_DEV const uchar *bias RTM_BUF(6), RTM_DEV const uint *ids RTM_BUF(7),
                               RTM_CONST rtm_mvx_args *a RTM_BUF(8), RTM_GROUP_ARGS)
 {
-    RTM_TG_ARRAY(float, part, RTM_TG);
-    RTM_TG_ARRAY(float, acc, RTM_TG);
     RTM_TG_ARRAY(float, lut, 256);
+    RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
     RTM_DEV const uint *we = (RTM_DEV const uint *)(w + rtm_ex_off(ids, a, 0u));
     RTM_DEV const uchar *se = scales + rtm_ex_off(ids, a, 1u), *ze = biases + rtm_ex_off(ids, a, 2u);
     RTM_DEV const uchar *be = bias + rtm_ex_off(ids, a, 3u);
-    rtm_mv_quant(we, x, y, se, se, ze, gsum, be, &a->mv, 1u, rtm_tgid, part, acc, lut RTM_TGFN_ARGS);
-}
-
-/* gsum[g] = Σ_k x[g·group + k], k in order from 0: one thread per group. */
-RTM_KERNEL rtm_k_group_sums(RTM_DEV const float *x RTM_BUF(0), RTM_DEV float *gsum RTM_BUF(1),
-                            RTM_CONST rtm_gsum_args *a RTM_BUF(2), RTM_GROUP_ARGS)
-{
-    RTM_PHASE(lid) {
-        uint g = rtm_tgid * RTM_TG + lid;
-        if (g >= a->ngroups)
-            continue;
-        float s = 0.0f;
-        for (uint k = 0; k < a->group; k++)
-            s = s + x[(ulong)g * a->group + k];
-        gsum[g] = s;
-    }
+    (void)gsum;
+    rtm_mv_q(we, x, y, se, se, ze, be, &a->mv, 1u, rtm_tgid, lut, part RTM_TGFN_ARGS);
 }
 
 /* out = T(x ⊙ signs) for one block of b = m·N per threadgroup (docs/quantization.md, Hadamard

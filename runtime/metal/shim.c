@@ -417,10 +417,6 @@ static void run_mv_mxfp4(void *const *s, const void *a, uint g)
 {
     rtm_k_mv_mxfp4(s[0], s[1], s[2], s[3], s[4], a, g);
 }
-static void run_group_sums(void *const *s, const void *a, uint g)
-{
-    rtm_k_group_sums(s[0], s[1], a, g);
-}
 static void run_hadamard(void *const *s, const void *a, uint g)
 {
     rtm_k_hadamard(s[0], s[1], s[2], s[3], a, g);

@@ -415,22 +415,35 @@ static uint64_t tq_chunk(const rt_linear *l, uint64_t *nch)
     return RTM_MV_CW * (32 / l->bits);
 }
 
-/* The largest number of roundings one term of a TurboQuant row goes through in mv_tq's order:
- * the product codebook·x, at most V additions in its segment (the first onto +0), ·scale, at
- * most ⌈chunks/32⌉ additions to its lane's accumulator, 5 butterfly levels, the bias; + 1 for
- * the codebook·scale product of the reference. */
-static double mv_tq_depth(const rt_linear *l)
+/* The largest number of roundings one term of a quantized row goes through in the simd-group
+ * order of mv_tq and mv_affine: the product value·x, at most V additions in its segment (the
+ * first onto +0), ·scale (affine: and + bias·Σx, whose x terms go through V additions and the
+ * product), at most ⌈chunks/32⌉ additions to its lane's accumulator, 5 butterfly levels, the
+ * bias; + 1 for the value·scale product of the reference. */
+static double mv_q_depth(const rt_linear *l)
 {
     uint64_t nch, V = tq_chunk(l, &nch);
-    return 1 + (double)V + 1 + (double)((nch + RTM_SIMD - 1) / RTM_SIMD) + 5 + (l->bias ? 1 : 0) + 1;
+    return 1 + (double)V + 1 + (l->kind == RT_AFFINE ? 1 : 0) + (double)((nch + RTM_SIMD - 1) / RTM_SIMD) + 5 +
+           (l->bias ? 1 : 0) + 1;
 }
 
-/* mv_tq's order evaluated here in f32, statement by statement as the kernel writes it (lane l:
- * chunks c ≡ l mod 32; a segment — the part of a chunk inside one group — summed from +0 in
- * increasing j, times its group's scale, added to the lane's accumulator; then the xor
- * butterfly of shim_internal.h and the bias): a model of the kernel, not an independent oracle
- * (the f64 bound is that). Under A1 and A2 the kernel gives these bits. */
-static float mv_tq_model(const rt_linear *l, const float *xr, uint64_t r)
+/* The simd-group order of mv_tq and mv_affine evaluated here in f32, statement by statement as
+ * the kernel writes it (lane l: chunks c ≡ l mod 32; a segment — the part of a chunk inside one
+ * group — summed from +0 in increasing j into d, and for affine its x into sx; d·scale, or
+ * scale·d + bias·sx, added to the lane's accumulator; then the xor butterfly of
+ * shim_internal.h and the bias): a model of the kernel, not an independent oracle (the f64
+ * bound is that). Under A1 and A2 the kernel gives these bits. xr: x rotated for TurboQuant. */
+static float q_term(const rt_linear *l, float d, float sx, uint64_t gi)
+{
+    float sc = rt_load_f(l->sdt, l->scales, gi);
+    if (l->kind != RT_AFFINE)
+        return d * sc;
+    float t1 = sc * d;
+    float t2 = rt_load_f(l->zdt, l->biases, gi) * sx;
+    return t1 + t2;
+}
+
+static float mv_q_model(const rt_linear *l, const float *xr, uint64_t r)
 {
     uint64_t nch, V = tq_chunk(l, &nch), epw = 32 / l->bits;
     const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
@@ -439,23 +452,26 @@ static float mv_tq_model(const rt_linear *l, const float *xr, uint64_t r)
     for (uint64_t lane = 0; lane < 32; lane++) {
         float acc = 0.0f;
         for (uint64_t c = lane; c < nch; c += 32) {
-            float s = 0.0f;
+            float s = 0.0f, sx = 0.0f;
             int open = 0;
             uint64_t j = c * V, end = c * V + V < l->cols ? c * V + V : l->cols;
             for (; j < end; j++) {
                 uint32_t q = (w[j / epw] >> ((j % epw) * l->bits)) & mask;
-                float p = rt_load_f(l->cdt, l->codebook, q) * xr[j];
+                float val = l->kind == RT_AFFINE ? (float)q : rt_load_f(l->cdt, l->codebook, q);
+                float p = val * xr[j];
                 s = s + p;
+                sx = sx + xr[j];
                 open = 1;
                 if ((j + 1) % l->group == 0) {
-                    float t = s * rt_load_f(l->sdt, l->scales, r * l->ngroups + j / l->group);
+                    float t = q_term(l, s, sx, r * l->ngroups + j / l->group);
                     acc = acc + t;
                     s = 0.0f;
+                    sx = 0.0f;
                     open = 0;
                 }
             }
             if (open) {
-                float t = s * rt_load_f(l->sdt, l->scales, r * l->ngroups + (j - 1) / l->group);
+                float t = q_term(l, s, sx, r * l->ngroups + (j - 1) / l->group);
                 acc = acc + t;
             }
         }
@@ -489,7 +505,8 @@ static double mv_depth(const rt_linear *l)
     return (m + 3 > g ? m + 3 : g) + 2 + (ng - 1) + bias;
 }
 
-/* The largest |mv_tq − CPU| / Σ|terms| seen, in units of U (printed by matvec_tq). */
+/* The largest |GPU − CPU| / Σ|terms| of quantized rows seen, in units of U (printed by
+ * matvec_tq and matvec_affine). */
 static double mv_worst_cpu;
 
 /* GPU backend vs the CPU runtime's rt_matvec bit for bit (TurboQuant: vs mv_tq's order modelled
@@ -518,14 +535,15 @@ static void check_mv(mat *m, const char *what)
         if (!sync_ok())
             break;
         uint64_t diff = 0;
-        if (l->kind == RT_TQ) {
-            /* mv_tq's own order (simd groups, chunks per lane, a butterfly over 32 lanes): the
-             * model's bits, resting on A1 and A2 */
+        const int simd_order = l->kind == RT_TQ || l->kind == RT_AFFINE;
+        if (simd_order) {
+            /* mv_tq's and mv_affine's own order (simd groups, chunks per lane, a butterfly over
+             * 32 lanes): the model's bits, resting on A1 and A2 */
             for (uint64_t r = 0; r < l->rows; r++) {
-                float mo = mv_tq_model(l, xr, r);
+                float mo = mv_q_model(l, l->kind == RT_TQ ? xr : x, r);
                 diff += memcmp(&y[r], &mo, 4) != 0;
             }
-            CHECKF(diff == 0 || !exact("A2"), "%s %llux%llu: %llu rows differ from mv_tq's order modelled in C", what,
+            CHECKF(diff == 0 || !exact("A2"), "%s %llux%llu: %llu rows differ from the simd-group order modelled in C", what,
                    (unsigned long long)l->rows, (unsigned long long)l->cols, (unsigned long long)diff);
         } else {
             for (uint64_t r = 0; r < l->rows; r++)
@@ -536,18 +554,21 @@ static void check_mv(mat *m, const char *what)
                    "%s %llux%llu: %llu rows differ from the CPU runtime's", what, (unsigned long long)l->rows,
                    (unsigned long long)l->cols, (unsigned long long)diff);
         }
-        /* against exact arithmetic (f64), whatever the order, fused or flushed: γ(depth)·Σ|terms|;
-         * TurboQuant rows against the CPU runtime: the two orders' bounds added (each is within
-         * its own of the exact value), no assumption beyond A1 */
-        double g = gam(l->kind == RT_TQ ? mv_tq_depth(l) : mv_depth(l)), gc = gam(mv_depth(l));
+        /* against exact arithmetic (f64), whatever the order, fused or flushed: γ(depth)·Σ|terms|,
+         * and where subnormals are flushed (A4 dropped) an absolute FLT_MIN per operation a term
+         * goes through besides (a flushed result loses less than FLT_MIN: an MXFP4 row of block
+         * scale 2^-127 comes out 0); quantized rows against the CPU runtime: the two orders'
+         * bounds added (each is within its own of the exact value), no assumption beyond A1 */
+        double g = gam(simd_order ? mv_q_depth(l) : mv_depth(l)), gc = gam(mv_depth(l));
+        double flushed = exact("A4") ? 1e-300 : (double)(l->cols + 64) * FLT_MIN;
         for (uint64_t r = 0; r < l->rows; r++) {
             double ref, sabs;
             mv_ref(l, x, xr, r, &ref, &sabs);
-            CHECKF(fabs((double)y[r] - ref) <= g * sabs + 1e-300, "%s row %llu: |%.9g - %.9g| > %.3g", what,
+            CHECKF(fabs((double)y[r] - ref) <= g * sabs + flushed, "%s row %llu: |%.9g - %.9g| > %.3g", what,
                    (unsigned long long)r, y[r], ref, g * sabs);
-            if (l->kind == RT_TQ) {
+            if (simd_order) {
                 double d = fabs((double)y[r] - (double)cpu[r]);
-                CHECKF(d <= (g + gc) * sabs + 1e-300, "%s row %llu: |%.9g - the CPU's %.9g| > %.3g", what,
+                CHECKF(d <= (g + gc) * sabs + flushed, "%s row %llu: |%.9g - the CPU's %.9g| > %.3g", what,
                        (unsigned long long)r, y[r], cpu[r], (g + gc) * sabs);
                 mv_worst_cpu = fmax(mv_worst_cpu, sabs > 0 ? d / sabs / U : 0);
             }
@@ -614,6 +635,7 @@ static void matvec_tq(void)
     check_mv(&m, "tq unrotated");
     mat_free(&m);
     printf("  %s: TurboQuant rows: largest |GPU - CPU| %.3f U of sum |terms|\n", DEV, mv_worst_cpu);
+    mv_worst_cpu = 0;
 }
 
 static void matvec_affine(void)
@@ -628,6 +650,19 @@ static void matvec_affine(void)
         check_mv(&m, "affine");
         mat_free(&m);
     }
+    /* rows long enough that lanes take several chunks, and groups chunks cross (36: the
+     * general path) */
+    static const struct {
+        uint64_t cols, group;
+        int bits;
+    } lg[] = {{4096, 64, 4}, {2048, 128, 8}, {1536, 32, 2}, {2160, 36, 4}};
+    for (int i = 0; i < 4; i++) {
+        mat m;
+        make_affine(&m, 1 + irand(40), lg[i].cols, lg[i].bits, lg[i].group, d3[i % 3], i % 2);
+        check_mv(&m, "affine long rows");
+        mat_free(&m);
+    }
+    printf("  %s: quantized rows: largest |GPU - CPU| %.3f U of sum |terms|\n", DEV, mv_worst_cpu);
 }
 
 /* gpt-oss's MXFP4 experts, rows one or two apart (interleaved gate/up) with biases alike; a
@@ -709,7 +744,7 @@ static void rotation_reuse(void)
             xr[j] = xs[j] * rt_load_f(l->gdt, l->signs, j);
         CHECK(tq_hadamard_rotate(xr, cols, NULL, tq_hadamard_block(cols)) == 0);
         for (uint64_t r = 0; r < rows; r++)
-            want[k][r] = mv_tq_model(l, xr, r);
+            want[k][r] = mv_q_model(l, xr, r);
     }
     for (int round = 0; round < 2; round++) {
         if (round == 1) /* the CPU writes x after a sync */
@@ -741,7 +776,7 @@ static void rotation_reuse(void)
             CHECK(tq_hadamard_rotate(xr, cols, NULL, tq_hadamard_block(cols)) == 0);
             uint64_t bad = 0;
             for (uint64_t r = 0; r < rows; r++) {
-                float mo = mv_tq_model(&a.l, xr, r);
+                float mo = mv_q_model(&a.l, xr, r);
                 bad += memcmp(&y[r], &mo, 4) != 0;
             }
             CHECKF(bad == 0 || !exact("A2"), "after the CPU wrote x: %llu rows differ from the model", (unsigned long long)bad);
