@@ -130,7 +130,7 @@ convert_row() {
   row "$name" "$(jget "$Q.convert.json" bits_per_weight_quantized)" "${reports[@]}"
   case $name in *-fitted|tq-bpw-*) chosen+=("$name:$Q.convert.json") ;; esac
 }
-echo "quality: tq at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo " (with uncommitted changes)"), models at $(git -C "$ROOT" log -1 --format=%h -- testdata/models 2>/dev/null || echo '?'), eval text $(wc -c < "$EVAL") bytes, window $W, stride $S, rotation seeds ${SEEDS[*]}; load $(cut -d' ' -f1 /proc/loadavg)"
+echo "quality: tq at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo " (with uncommitted changes)"), models at $(git -C "$ROOT" log -1 --format=%h -- 'testdata/models/*.safetensors' testdata/models/eval 2>/dev/null || echo '?'), eval text $(wc -c < "$EVAL") bytes, window $W, stride $S, rotation seeds ${SEEDS[*]}; load $(cut -d' ' -f1 /proc/loadavg)"
 for m in ${TQ_QUALITY_MODELS:-qwen3-tiny qwen3-moe-tiny}; do
   M=$ROOT/testdata/models/$m
   "$BIN/tq-run" "$M" --eval "$EVAL" --window $W --stride $S --json > "$D/$m-ref.json"
@@ -171,13 +171,15 @@ print(json.load(sys.stdin)['bits_per_weight_quantized'])")
       fi
       if [ -f "$Q.json" ]; then targets+=("$t:$(jget1 "$Q.json" bits_per_weight)"); fi
     done
-    # a tq budget at each llama.cpp row's bits/weight (or tq's largest), once per distinct budget
+    # a tq budget at each llama.cpp row's bits/weight (tq's largest where the row is above it:
+    # asked for more, --target-bpw gives its largest), once per distinct budget
     done_bpw=" 2.5 3.5 4.5 "
     for tb in "${targets[@]}"; do
-      t=${tb%%:*} bpw=$(python3 -c "import sys; print('%.4f' % min(float(sys.argv[1]), float(sys.argv[2])))" "${tb#*:}" "$tqmax")
-      case $done_bpw in *" $(python3 -c "import sys; print('%g' % float(sys.argv[1]))" "$bpw") "*) continue ;; esac
-      done_bpw+="$(python3 -c "import sys; print('%g' % float(sys.argv[1]))" "$bpw") "
-      python3 -c "import sys; sys.exit(float(sys.argv[1]) >= float(sys.argv[2]))" "$bpw" "$tqmax" || t=max
+      t=${tb%%:*} bpw=${tb#*:}
+      key=$(python3 -c "import sys; print('%g' % min(float(sys.argv[1]), float(sys.argv[2])))" "$bpw" "$tqmax")
+      case $done_bpw in *" $key "*) continue ;; esac
+      done_bpw+="$key "
+      python3 -c "import sys; sys.exit(float(sys.argv[1]) > float(sys.argv[2]))" "$bpw" "$tqmax" || t=max
       [[ tq-bpw-at-$t =~ ${TQ_QUALITY_CONFIGS:-.} ]] || continue
       convert_row "tq-bpw-at-$t" --target-bpw "$bpw" --scale lsq --codebook gaussian
     done
