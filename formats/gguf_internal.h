@@ -95,6 +95,12 @@ char *tq_gguf_hf_name(const tq_gguf_arch *a, const char *gguf_name, tq_gguf_role
  * added to config c from llama.cpp's rope_freqs values (n of them, one per rotary pair), the
  * parameters those values were made from (checked by recomputing every value). -1 with why. */
 int tq_gguf_llama3_rope(struct cJSON *c, const float *rf, uint64_t n, char *why, size_t cap);
+/* Gemma 4: rope_parameters.full_attention.partial_rotary_factor of config c from the rope_freqs
+ * conversion/gemma.py's Gemma4Model.generate_extra_tensors writes (n = global_head_dim / 2
+ * values: 1.0 for the turned pairs, then 1e30). -1 with why. */
+int tq_gguf_gemma4_rope(struct cJSON *c, const float *rf, uint64_t n, char *why, size_t cap);
+/* The architecture is Gemma 4 (its rope_freqs and k_eq_v are read from the tensors). */
+int tq_gguf_arch_is_gemma4(const tq_gguf_arch *a);
 /* Every ARCH.* and tokenizer id key tq reads holds a value of its kind (tq_gguf_check_key);
  * -1 naming the first that does not. */
 int tq_gguf_check_arch_keys(const tq_gguf_file *f, const char *arch, tq_err *e);

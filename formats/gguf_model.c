@@ -511,7 +511,7 @@ static int join_kv_b(tq_model *m, gguf_source *g, const pending *p, size_t n, tq
 
 /* llama.cpp writes llama 3's rope scaling as rope_freqs.weight, one factor per frequency pair;
  * config.json gets the rope_scaling those factors come from (formats/gguf_names.c). */
-static int rope_scaling_from(cJSON *config, const tq_gguf_file *f, const tq_gguf_tensor *t, tq_err *e)
+static int rope_scaling_from(cJSON *config, const tq_gguf_file *f, const tq_gguf_tensor *t, int gemma4, tq_err *e)
 {
     if (t->n_dims != 1 || t->nelem == 0 || t->nelem > 65536)
         return tq_fail(e, TQ_EDATA, "%s: tensor '%s' is %u-D with %llu values: expected one factor per rotary pair",
@@ -522,7 +522,8 @@ static int rope_scaling_from(cJSON *config, const tq_gguf_file *f, const tq_gguf
         return -1;
     }
     char why[300];
-    int rc = tq_gguf_llama3_rope(config, v, t->nelem, why, sizeof why);
+    int rc = gemma4 ? tq_gguf_gemma4_rope(config, v, t->nelem, why, sizeof why)
+                    : tq_gguf_llama3_rope(config, v, t->nelem, why, sizeof why);
     free(v);
     return rc ? tq_fail(e, TQ_EDATA, "%s: tensor '%s': %s", f->path, t->name, why) : 0;
 }
@@ -554,7 +555,8 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
         free(arch);
         return -1;
     }
-    int rc = 0, has_output = 0, n_quant = 0;
+    int rc = 0, has_output = 0, n_quant = 0, gemma4 = tq_gguf_arch_is_gemma4(ai);
+    uint64_t v_layers = 0; /* gemma4: layers with an attn_v (attention_k_eq_v drops it on full layers) */
     uint64_t vocab_embd = 0;
     pending *pend = NULL;
     size_t n_pend = 0;
@@ -649,6 +651,8 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
             }
             if (strcmp(t->name, "output.weight") == 0)
                 has_output = 1;
+            if (gemma4 && strstr(t->name, ".attn_v.weight"))
+                v_layers++;
             if (strcmp(t->name, "token_embd.weight") == 0 && t->n_dims == 2)
                 vocab_embd = t->ne[1];
         }
@@ -673,10 +677,26 @@ static int build(tq_model *m, gguf_source *g, unsigned flags, tq_err *e)
         if (!vocab)
             (void)tq_gguf_get_u64(f0, k, &vocab);
         /* A config.json next to the GGUF file (already read by tq_model_open) wins. */
+        int own = !m->config;
         if (!m->config && !(m->config = tq_gguf_config(f0, arch, vocab, !has_output, e)))
             rc = -1;
-        else if (rope_t && !cJSON_GetObjectItemCaseSensitive(m->config, "rope_scaling"))
-            rc = rope_scaling_from(m->config, rope_f, rope_t, e);
+        else if (rope_t && !gemma4 && !cJSON_GetObjectItemCaseSensitive(m->config, "rope_scaling"))
+            rc = rope_scaling_from(m->config, rope_f, rope_t, 0, e);
+        else if (own && gemma4) {
+            /* attention_k_eq_v: Gemma4TextAttention has no v_proj on full layers, so the GGUF
+             * has attn_v on the sliding layers only; the full layers' rotation from rope_freqs
+             * (Gemma4Model.generate_extra_tensors, which always writes it) */
+            uint64_t n_full = 0;
+            const cJSON *lt = cJSON_GetObjectItemCaseSensitive(m->config, "layer_types"), *it;
+            cJSON_ArrayForEach(it, lt)
+                n_full += cJSON_IsString(it) && !strcmp(it->valuestring, "full_attention");
+            cJSON_AddBoolToObject(m->config, "attention_k_eq_v", n_full && v_layers + n_full == (uint64_t)cJSON_GetArraySize(lt));
+            if (!rope_t)
+                rc = tq_fail(e, TQ_EDATA, "%s: no rope_freqs.weight: llama.cpp's Gemma 4 converter writes the full "
+                             "layers' partial rotation there", f0->path);
+            else
+                rc = rope_scaling_from(m->config, rope_f, rope_t, 1, e);
+        }
     }
     if (!rc)
         rc = add_tokenizer(m, g, f0, e);

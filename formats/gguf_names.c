@@ -1,6 +1,6 @@
 /* GGUF tensor names and metadata -> HuggingFace/MLX names and config.json, for the
  * architectures llama.cpp's converter writes for Llama (and Mixtral), Qwen 2/3 (dense and
- * MoE), DeepSeek V2/V3, gpt-oss and Gemma 3. */
+ * MoE), DeepSeek V2/V3, gpt-oss, Gemma 3 and Gemma 4. */
 #include "formats/family.h"
 #include "formats/formats.h"
 #include "formats/gguf_internal.h"
@@ -12,17 +12,17 @@
 #include <string.h>
 
 /* What llama.cpp assumes for an architecture where GGUF has no key, as config.json fields. */
-enum family { F_LLAMA, F_QWEN2, F_QWEN3, F_QWEN2MOE, F_QWEN3MOE, F_DEEPSEEK2, F_GPTOSS, F_GEMMA3 };
+enum family { F_LLAMA, F_QWEN2, F_QWEN3, F_QWEN2MOE, F_QWEN3MOE, F_DEEPSEEK2, F_GPTOSS, F_GEMMA3, F_GEMMA4 };
 
 /* The architectures whose names and config keys this file maps. A family of the family table
  * (formats/family.h) gives its general.architecture (the row's gguf_arch), config.json's
- * model_type (its first) and architectures[0] (its first); an architecture with no family row
- * (gemma3) names them itself. */
+ * model_type (its first) and architectures[0] (its first) unless the row here names them; an
+ * architecture with no family row (gemma3) names them itself. */
 typedef struct arch_info {
     int fam;                   /* tq_family_id, or -1 */
     const char *gguf;          /* fam -1: general.architecture */
-    const char *model_type;    /* fam -1: config.json model_type */
-    const char *hf_class;      /* fam -1: config.json architectures[0] */
+    const char *model_type;    /* config.json model_type (fam -1, or other than the family's first) */
+    const char *hf_class;      /* config.json architectures[0] (likewise) */
     int permute_qk;            /* llama.cpp permuted Q/K rows for its RoPE layout */
     int family;
     int names;                 /* tensor names map to HF/MLX names (else kept, with a warning) */
@@ -37,6 +37,10 @@ static const arch_info archs[] = {
     {TQ_FAM_DEEPSEEK_V3, NULL, NULL, NULL, 0, F_DEEPSEEK2, 1},
     {TQ_FAM_GPT_OSS, NULL, NULL, NULL, 0, F_GPTOSS, 1},
     {-1, "gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, F_GEMMA3, 1},
+    /* llama.cpp's MODEL_ARCH.GEMMA4 (gguf-py constants.py), written by conversion/gemma.py's
+     * Gemma4Model from the text model: read back as transformers' text-only Gemma4ForCausalLM
+     * (model.layers.*, a flat gemma4_text config) */
+    {TQ_FAM_GEMMA4, NULL, "gemma4_text", "Gemma4ForCausalLM", 0, F_GEMMA4, 1},
 };
 
 /* Mixtral is GGUF architecture "llama" with experts (its row's gguf_arch). */
@@ -49,12 +53,12 @@ static const char *gguf_of(const arch_info *a)
 
 static const char *model_type_of(const arch_info *a)
 {
-    return a->fam >= 0 ? tq_family_get((tq_family_id)a->fam)->model_types[0] : a->model_type;
+    return a->model_type ? a->model_type : tq_family_get((tq_family_id)a->fam)->model_types[0];
 }
 
 static const char *class_of(const arch_info *a)
 {
-    return a->fam >= 0 ? tq_family_get((tq_family_id)a->fam)->architectures[0] : a->hf_class;
+    return a->hf_class ? a->hf_class : tq_family_get((tq_family_id)a->fam)->architectures[0];
 }
 
 const tq_gguf_arch *tq_gguf_arch_find(const char *arch)
@@ -100,6 +104,11 @@ const tq_gguf_arch *tq_gguf_arch_of(const tq_gguf_file *f, const char *arch)
     if (a && !strcmp(arch, "llama") && tq_gguf_get_u64(f, "llama.expert_count", &experts) == 0 && experts > 0)
         return (const tq_gguf_arch *)&mixtral_arch;
     return a;
+}
+
+int tq_gguf_arch_is_gemma4(const tq_gguf_arch *a)
+{
+    return a && ((const arch_info *)a)->family == F_GEMMA4;
 }
 
 int tq_gguf_arch_is_mixtral(const tq_gguf_arch *a)
@@ -200,6 +209,42 @@ static const name_map gemma3_map[] = {
     {NULL, NULL, 0},
 };
 
+/* Gemma 4: gguf-py's TENSOR_NAMES (constants.py: FFN_PRE_NORM "ffn_norm", FFN_PRE_NORM_2
+ * "pre_ffw_norm_2", FFN_POST_NORM_1 / _2, FFN_GATE_UP_EXP "ffn_gate_up_exps", LAYER_OUT_SCALE
+ * "layer_output_scale") for the HF modules conversion/gemma.py's Gemma4Model maps (router.proj is
+ * FFN_GATE_INP; filter_tensors gives the bare experts.gate_up_proj / down_proj and layer_scalar a
+ * ".weight"). Norms are stored as they are (norm_shift 0.0), the experts fused as in HF. */
+static const name_map gemma4_map[] = {
+    {"attn_norm", "input_layernorm", 0},
+    {"post_attention_norm", "post_attention_layernorm", 0},
+    {"ffn_norm", "pre_feedforward_layernorm", 0},
+    {"post_ffw_norm", "post_feedforward_layernorm", 0},
+    {"pre_ffw_norm_2", "pre_feedforward_layernorm_2", 0},
+    {"post_ffw_norm_1", "post_feedforward_layernorm_1", 0},
+    {"post_ffw_norm_2", "post_feedforward_layernorm_2", 0},
+    {"attn_q_norm", "self_attn.q_norm", 0},
+    {"attn_k_norm", "self_attn.k_norm", 0},
+    {"attn_q", "self_attn.q_proj", 0},
+    {"attn_k", "self_attn.k_proj", 0},
+    {"attn_v", "self_attn.v_proj", 0},
+    {"attn_output", "self_attn.o_proj", 0},
+    {"ffn_gate", "mlp.gate_proj", 0},
+    {"ffn_up", "mlp.up_proj", 0},
+    {"ffn_down", "mlp.down_proj", 0},
+    {"ffn_gate_inp", "router.proj", 0},
+    {"ffn_gate_up_exps", "experts.gate_up_proj=", 0},
+    {"ffn_down_exps", "experts.down_proj=", 0},
+    {"layer_output_scale", "layer_scalar=", 0},
+    {NULL, NULL, 0},
+};
+
+/* Gemma4Model.modify_tensors writes router.scale as FFN_GATE_INP with suffix ".scale" and
+ * router.per_expert_scale as FFN_DOWN_EXP with ".scale": blk.N.<stem>.scale -> HF (no suffix). */
+static const struct { const char *gguf, *hf; } gemma4_scales[] = {
+    {"ffn_gate_inp", "router.scale"},
+    {"ffn_down_exps", "router.per_expert_scale"},
+};
+
 static const struct { const char *gguf, *hf; } global_map[] = {
     {"token_embd", "model.embed_tokens"},
     {"output_norm", "model.norm"},
@@ -227,6 +272,7 @@ static const name_map *layer_map_of(const arch_info *a)
     case F_DEEPSEEK2: return deepseek2_map;
     case F_GPTOSS: return gptoss_map;
     case F_GEMMA3: return gemma3_map;
+    case F_GEMMA4: return gemma4_map;
     default: return llama_qwen_map;
     }
 }
@@ -238,9 +284,22 @@ char *tq_gguf_hf_name(const tq_gguf_arch *arch, const char *gguf_name, tq_gguf_r
     char stem[TQ_GGUF_MAX_NAME + 1], out[2 * TQ_GGUF_MAX_NAME + 64];
     const char *suffix;
     *role = TQ_GGUF_ROLE_OTHER;
-    if (a && a->family == F_LLAMA && !strcmp(gguf_name, "rope_freqs.weight")) {
-        *role = TQ_GGUF_ROLE_ROPE_FREQS; /* llama 3's rope scaling, which config.json carries */
+    if (a && (a->family == F_LLAMA || a->family == F_GEMMA4) && !strcmp(gguf_name, "rope_freqs.weight")) {
+        /* llama 3's rope scaling, or Gemma 4's proportional rope (Gemma4Model.generate_extra_tensors:
+         * 1.0 for the turned pairs of the full layers, 1e30 for the others): config.json carries both */
+        *role = TQ_GGUF_ROLE_ROPE_FREQS;
         return strdup("rope_freqs.weight");
+    }
+    const char *sc = strrchr(gguf_name, '.');
+    if (a && a->family == F_GEMMA4 && sc && !strcmp(sc, ".scale") && !strncmp(gguf_name, "blk.", 4)) {
+        uint64_t bl;
+        const char *r = tq_parse_udec(gguf_name + 4, 999999999, &bl);
+        for (size_t i = 0; r && *r == '.' && i < sizeof gemma4_scales / sizeof *gemma4_scales; i++)
+            if (strlen(gemma4_scales[i].gguf) == (size_t)(sc - r - 1) && !strncmp(r + 1, gemma4_scales[i].gguf, (size_t)(sc - r - 1))) {
+                snprintf(out, sizeof out, "model.layers.%lu.%s", (unsigned long)bl, gemma4_scales[i].hf);
+                return strdup(out);
+            }
+        return NULL;
     }
     if (split_suffix(gguf_name, stem, sizeof stem, &suffix) != 0)
         return NULL;
@@ -340,6 +399,104 @@ static void put_all_sparse(cJSON *c)
 {
     cJSON_AddNumberToObject(c, "decoder_sparse_step", 1);
     cJSON_AddArrayToObject(c, "mlp_only_layers");
+}
+
+/* Element i of the integer or bool array ARCH.gkey (gguf-py writes Python ints as INT32 and
+ * bools as BOOL): 0, or -1 when absent, not such an array, too short or negative. */
+static int arr_u(const tq_gguf_file *f, const char *arch, const char *gkey, uint64_t i, uint64_t *v)
+{
+    char k[512];
+    snprintf(k, sizeof k, "%s.%s", arch, gkey);
+    const tq_gguf_kv *kv = tq_gguf_find_kv(f, k);
+    if (!kv || kv->type != TQ_GGUF_ARRAY || i >= kv->arr_n)
+        return -1;
+    const unsigned char *p = f->header + kv->off;
+    if (kv->arr_type == TQ_GGUF_BOOL || kv->arr_type == TQ_GGUF_U8) {
+        *v = p[i];
+        return 0;
+    }
+    if (kv->arr_type != TQ_GGUF_I32 && kv->arr_type != TQ_GGUF_U32)
+        return -1;
+    uint32_t x = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+                 (uint32_t)p[4 * i + 3] << 24;
+    if (kv->arr_type == TQ_GGUF_I32 && (int32_t)x < 0)
+        return -1;
+    *v = x;
+    return 0;
+}
+
+/* Gemma 4 as conversion/gemma.py's Gemma4Model (with Gemma3Model's and TextModel's
+ * set_gguf_parameters) writes it -> Gemma4TextConfig's keys: key_length is global_head_dim and
+ * key_length_swa head_dim; head_count_kv per layer (num_key_value_heads on sliding layers,
+ * num_global_key_value_heads on full ones) and sliding_window_pattern (true: sliding) per
+ * layer; rope.freq_base the full layers' theta, freq_base_swa the sliding ones'; the full
+ * layers' partial rotary factor comes from rope_freqs (tq_gguf_gemma4_rope) and
+ * attention_k_eq_v from the tensors (gguf_model.c). */
+static void put_gemma4(cJSON *c, const tq_gguf_file *f, const char *arch)
+{
+    uint64_t v, n = 0;
+    double d;
+    cJSON_AddStringToObject(c, "hidden_activation", "gelu_pytorch_tanh");
+    cJSON_DeleteItemFromObjectCaseSensitive(c, "head_dim");
+    put_u64(c, f, arch, "attention.key_length_swa", "head_dim");
+    put_u64(c, f, arch, "attention.key_length", "global_head_dim");
+    cJSON_DeleteItemFromObjectCaseSensitive(c, "num_experts");
+    cJSON_DeleteItemFromObjectCaseSensitive(c, "num_experts_per_tok");
+    cJSON_DeleteItemFromObjectCaseSensitive(c, "rope_theta");
+    uint64_t ne = 0;
+    (void)get_u(f, arch, "expert_count", &ne);
+    cJSON_AddBoolToObject(c, "enable_moe_block", ne > 0);
+    if (ne) {
+        cJSON_AddNumberToObject(c, "num_experts", (double)ne);
+        put_u64(c, f, arch, "expert_used_count", "top_k_experts");
+    }
+    put_u64(c, f, arch, "embedding_length_per_layer_input", "hidden_size_per_layer_input");
+    put_u64(c, f, arch, "attention.shared_kv_layers", "num_kv_shared_layers");
+    put_f64(c, f, arch, "final_logit_softcapping", "final_logit_softcapping");
+    if (get_u(f, arch, "block_count", &n) == 0 && n <= 4096) {
+        cJSON *lt = cJSON_AddArrayToObject(c, "layer_types");
+        int have_kv = 0, have_gkv = 0;
+        for (uint64_t l = 0; l < n; l++) {
+            uint64_t sw = 0;
+            int sliding = arr_u(f, arch, "attention.sliding_window_pattern", l, &sw) == 0 && sw;
+            cJSON_AddItemToArray(lt, cJSON_CreateString(sliding ? "sliding_attention" : "full_attention"));
+            if (arr_u(f, arch, "attention.head_count_kv", l, &v) == 0 && !(sliding ? have_kv : have_gkv)) {
+                cJSON_DeleteItemFromObjectCaseSensitive(c, sliding ? "num_key_value_heads" : "num_global_key_value_heads");
+                cJSON_AddNumberToObject(c, sliding ? "num_key_value_heads" : "num_global_key_value_heads", (double)v);
+                *(sliding ? &have_kv : &have_gkv) = 1;
+            }
+        }
+    }
+    cJSON *rp = cJSON_AddObjectToObject(c, "rope_parameters");
+    cJSON *fa = cJSON_AddObjectToObject(rp, "full_attention"), *sa = cJSON_AddObjectToObject(rp, "sliding_attention");
+    cJSON_AddStringToObject(fa, "rope_type", "proportional");
+    if (get_d(f, arch, "rope.freq_base", &d) == 0)
+        cJSON_AddNumberToObject(fa, "rope_theta", d);
+    cJSON_AddStringToObject(sa, "rope_type", "default");
+    if (get_d(f, arch, "rope.freq_base_swa", &d) == 0)
+        cJSON_AddNumberToObject(sa, "rope_theta", d);
+}
+
+int tq_gguf_gemma4_rope(cJSON *c, const float *rf, uint64_t n, char *why, size_t cap)
+{
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(c, "global_head_dim");
+    if (!cJSON_IsNumber(g) || g->valuedouble != 2.0 * (double)n)
+        return snprintf(why, cap, "%llu factors, but the full layers' head_dim (key_length) is %g",
+                        (unsigned long long)n, cJSON_IsNumber(g) ? g->valuedouble : 0), -1;
+    uint64_t turned = 0;
+    while (turned < n && rf[turned] == 1.0f)
+        turned++;
+    for (uint64_t i = turned; i < n; i++)
+        if (!(rf[i] >= 1e29f))
+            return snprintf(why, cap, "value %llu is %g: Gemma 4's factors are 1 for the turned pairs, then 1e30",
+                            (unsigned long long)i, (double)rf[i]), -1;
+    cJSON *rp = cJSON_GetObjectItemCaseSensitive(c, "rope_parameters");
+    cJSON *fa = cJSON_GetObjectItemCaseSensitive(rp, "full_attention");
+    if (!cJSON_IsObject(fa))
+        return snprintf(why, cap, "no rope_parameters.full_attention to complete"), -1;
+    /* the converter wrote int(global_head_dim * partial_rotary_factor / 2) ones */
+    cJSON_AddNumberToObject(fa, "partial_rotary_factor", (double)turned / (double)n);
+    return 0;
 }
 
 static void put_family(cJSON *c, const tq_gguf_file *f, const char *arch, const arch_info *a)
@@ -453,6 +610,9 @@ static void put_family(cJSON *c, const tq_gguf_file *f, const char *arch, const 
             for (uint64_t l = 0; l < v; l++)
                 cJSON_AddItemToArray(lt, cJSON_CreateString(l % 2 ? "full_attention" : "sliding_attention"));
         }
+        break;
+    case F_GEMMA4:
+        put_gemma4(c, f, arch);
         break;
     case F_GEMMA3:
         cJSON_AddStringToObject(c, "hidden_activation", "gelu_pytorch_tanh");
@@ -578,6 +738,9 @@ static const struct { const char *key; tq_gguf_want want; } arch_keys[] = {
     {"expert_shared_count", TQ_GGUF_WANT_UINT}, {"leading_dense_block_count", TQ_GGUF_WANT_UINT},
     {"expert_weights_scale", TQ_GGUF_WANT_NUM}, {"expert_weights_norm", TQ_GGUF_WANT_BOOL},
     {"expert_group_count", TQ_GGUF_WANT_UINT}, {"expert_group_used_count", TQ_GGUF_WANT_UINT},
+    {"attention.key_length_swa", TQ_GGUF_WANT_UINT}, {"rope.freq_base_swa", TQ_GGUF_WANT_NUM},
+    {"final_logit_softcapping", TQ_GGUF_WANT_NUM}, {"attention.shared_kv_layers", TQ_GGUF_WANT_UINT},
+    {"embedding_length_per_layer_input", TQ_GGUF_WANT_UINT},
 };
 
 int tq_gguf_check_arch_keys(const tq_gguf_file *f, const char *arch, tq_err *e)
@@ -585,6 +748,12 @@ int tq_gguf_check_arch_keys(const tq_gguf_file *f, const char *arch, tq_err *e)
     char k[512];
     for (size_t i = 0; i < sizeof arch_keys / sizeof *arch_keys; i++) {
         snprintf(k, sizeof k, "%s.%s", arch, arch_keys[i].key);
+        /* Gemma4Model writes head_count_kv per layer (and feed_forward_length per layer with
+         * use_double_wide_mlp): arrays, read element by element (put_gemma4) */
+        const tq_gguf_kv *kv = tq_gguf_find_kv(f, k);
+        if (!strcmp(arch, "gemma4") && kv && kv->type == TQ_GGUF_ARRAY &&
+            (!strcmp(arch_keys[i].key, "attention.head_count_kv") || !strcmp(arch_keys[i].key, "feed_forward_length")))
+            continue;
         if (tq_gguf_check_key(f, k, arch_keys[i].want, e))
             return -1;
     }

@@ -112,6 +112,14 @@ void gw_kv_i32_array(gw *w, const char *k, const int32_t *v, size_t n)
     for (size_t i = 0; i < n; i++)
         gb_u32(&w->kv, (uint32_t)v[i]);
 }
+void gw_kv_bool_array(gw *w, const char *k, const int *v, size_t n)
+{
+    key(w, k, 9);
+    gb_u32(&w->kv, 7);
+    gb_u64(&w->kv, n);
+    for (size_t i = 0; i < n; i++)
+        gb_u8(&w->kv, v[i] ? 1 : 0);
+}
 void gw_kv_f32_array(gw *w, const char *k, const float *v, size_t n)
 {
     key(w, k, 9);

@@ -49,6 +49,7 @@ void gw_kv_str(gw *w, const char *key, const char *v);
 void gw_kv_str_array(gw *w, const char *key, const char *const *v, size_t n);
 void gw_kv_i32_array(gw *w, const char *key, const int32_t *v, size_t n);
 void gw_kv_f32_array(gw *w, const char *key, const float *v, size_t n);
+void gw_kv_bool_array(gw *w, const char *key, const int *v, size_t n);
 /* A small SentencePiece vocabulary (tokenizer.ggml.model "llama"): <unk> <s> </s> <0x41> ▁ a b
  * ▁a ab ▁ab with their token types and scores 0 0 0 0 -1 -2 -3 -4 -5 -6, so the merges derived
  * from the scores are ▁+a, a+b, ▁+ab, ▁a+b. */

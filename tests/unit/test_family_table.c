@@ -122,7 +122,7 @@ static void test_gguf_arch(void)
 
 static tq_convert_opts copts(void);
 
-/* A row whose GGUF architecture tq does not map (qwen3next, qwen35, qwen35moe, gemma4): tq-convert
+/* A row whose GGUF architecture tq does not map (qwen3next, qwen35, qwen35moe): tq-convert
  * refuses such a GGUF (exit 1 from tq-convert), naming the family and the architectures it
  * maps, where it used to warn "no HF name mapping", exit 0 and write a directory tq-run then
  * refused; with --keep-names the GGUF names go through as asked. The tensors are llama.cpp's

@@ -513,8 +513,220 @@ static void test_roundtrip_gpt_oss(void)
     roundtrip_arch("oss", "--arch gpt_oss --naming mlx --dtype bf16 --seed 8", "gpt-oss", "gpt_oss");
 }
 
+/* Gemma 4 as llama.cpp writes it (MODEL_ARCH.GEMMA4), restated here from its sources and
+ * independently of formats/gguf_names.c: conversion/gemma.py's Gemma4Model (with
+ * Gemma3Model and TextModel): tensor names from gguf-py's constants.py TENSOR_NAMES
+ * (FFN_PRE_NORM "ffn_norm", FFN_PRE_NORM_2 "pre_ffw_norm_2", FFN_POST_NORM_1 / _2,
+ * FFN_GATE_UP_EXP "ffn_gate_up_exps", LAYER_OUT_SCALE "layer_output_scale"), router.proj as
+ * FFN_GATE_INP, router.scale as ffn_gate_inp.scale, router.per_expert_scale as
+ * ffn_down_exps.scale, the bare experts / layer_scalar with ".weight" (filter_tensors), norms
+ * unshifted (norm_shift 0.0); metadata: key_length = global_head_dim, key_length_swa =
+ * head_dim, head_count_kv per layer (sliding: num_key_value_heads, full:
+ * num_global_key_value_heads), sliding_window_pattern per layer (bool), rope freq_base the full
+ * layers' theta and freq_base_swa the sliding ones', final_logit_softcapping, the expert
+ * counts and widths, shared_kv_layers, embedding_length_per_layer_input; and rope_freqs
+ * (generate_extra_tensors): global_head_dim / 2 values, 1.0 for the int(global_head_dim *
+ * partial_rotary_factor / 2) turned pairs and 1e30 for the rest. The text model comes back as
+ * transformers' Gemma4ForCausalLM (model.layers.*): every tensor byte for byte, the config's
+ * keys, and tq-run's logits bit-identical to the safetensors original. */
+static const struct { const char *hf, *gguf; } gemma4_names[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight"},
+    {"post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight"},
+    {"post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"router.proj.weight", "ffn_gate_inp.weight"},
+    {"router.scale", "ffn_gate_inp.scale"},
+    {"router.per_expert_scale", "ffn_down_exps.scale"},
+    {"experts.gate_up_proj", "ffn_gate_up_exps.weight"},
+    {"experts.down_proj", "ffn_down_exps.weight"},
+    {"layer_scalar", "layer_output_scale.weight"},
+};
+
+static void test_roundtrip_gemma4(void)
+{
+    const char *bin = getenv("BIN");
+    char dir[4096], gguf[4200], cmd[9000];
+    snprintf(dir, sizeof dir, "%s/rt-gemma4", t_tmpdir());
+    snprintf(gguf, sizeof gguf, "%s/rt-gemma4.gguf", t_tmpdir());
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && '%s/tq-mkmodel' --quiet --arch gemma4 --dtype bf16 --seed 11 '%s'", dir,
+             bin ? bin : "bin", dir);
+    CHECKF(system(cmd) == 0, "%s", cmd);
+    tq_model *src = NULL;
+    CHECK_OK(tq_model_open(&src, dir, &err));
+    if (!src || !src->config)
+        return;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(src->config, "text_config");
+    CHECK(cJSON_IsObject(c));
+    const char *A = "gemma4";
+    int L = (int)num(c, "num_hidden_layers");
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(c, "layer_types");
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(c, "rope_parameters");
+    const cJSON *fa = cJSON_GetObjectItemCaseSensitive(rp, "full_attention"), *sa = cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention");
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", A);
+    kv_u32(&w, A, "block_count", L);
+    kv_u32(&w, A, "context_length", num(c, "max_position_embeddings"));
+    kv_u32(&w, A, "embedding_length", num(c, "hidden_size"));
+    kv_u32(&w, A, "feed_forward_length", num(c, "intermediate_size"));
+    kv_u32(&w, A, "attention.head_count", num(c, "num_attention_heads"));
+    int32_t kvh[64];
+    int swa[64];
+    CHECK(L > 0 && L <= 64 && cJSON_GetArraySize(lt) == L);
+    for (int l = 0; l < L && l < 64; l++) {
+        const cJSON *t = cJSON_GetArrayItem(lt, l);
+        swa[l] = cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention");
+        kvh[l] = (int32_t)num(c, swa[l] ? "num_key_value_heads" : "num_global_key_value_heads");
+    }
+    CHECK(!swa[L - 1] && swa[0]); /* both kinds, the last layer full */
+    gw_kv_i32_array(&w, "gemma4.attention.head_count_kv", kvh, (size_t)L);
+    gw_kv_bool_array(&w, "gemma4.attention.sliding_window_pattern", swa, (size_t)L);
+    kv_u32(&w, A, "attention.key_length", num(c, "global_head_dim"));
+    kv_u32(&w, A, "attention.value_length", num(c, "global_head_dim"));
+    kv_u32(&w, A, "attention.key_length_swa", num(c, "head_dim"));
+    kv_u32(&w, A, "attention.value_length_swa", num(c, "head_dim"));
+    kv_u32(&w, A, "rope.dimension_count", num(c, "global_head_dim"));
+    kv_u32(&w, A, "rope.dimension_count_swa", num(c, "head_dim"));
+    kv_f32(&w, A, "rope.freq_base", num(fa, "rope_theta"));
+    kv_f32(&w, A, "rope.freq_base_swa", num(sa, "rope_theta"));
+    kv_f32(&w, A, "attention.layer_norm_rms_epsilon", num(c, "rms_norm_eps"));
+    kv_f32(&w, A, "final_logit_softcapping", num(c, "final_logit_softcapping"));
+    kv_u32(&w, A, "attention.sliding_window", num(c, "sliding_window"));
+    kv_u32(&w, A, "expert_count", num(c, "num_experts"));
+    kv_u32(&w, A, "expert_used_count", num(c, "top_k_experts"));
+    kv_u32(&w, A, "expert_feed_forward_length", num(c, "moe_intermediate_size"));
+    kv_u32(&w, A, "attention.shared_kv_layers", 0);
+    kv_u32(&w, A, "embedding_length_per_layer_input", 0);
+    size_t vocab = (size_t)num(c, "vocab_size");
+    char **toks = calloc(vocab, sizeof *toks);
+    for (size_t i = 0; i < vocab; i++) {
+        toks[i] = malloc(16);
+        snprintf(toks[i], 16, "<%zu>", i);
+    }
+    gw_kv_str_array(&w, "tokenizer.ggml.tokens", (const char *const *)toks, vocab);
+    for (size_t i = 0; i < vocab; i++)
+        free(toks[i]);
+    free(toks);
+    /* rope_freqs: cc000000ss000000 told by factors (1e30 leaves a pair unturned) */
+    uint64_t gh = (uint64_t)num(c, "global_head_dim"), half = gh / 2, turned = (uint64_t)(gh * num(fa, "partial_rotary_factor") / 2);
+    float *rf = malloc(half * sizeof *rf);
+    for (uint64_t i = 0; i < half; i++)
+        rf[i] = i < turned ? 1.0f : 1e30f;
+    uint64_t ner[1] = {half};
+    CHECK(turned > 0 && turned < half);
+    gw_tensor_add(&w, "rope_freqs.weight", 1, ner, 0, rf, half * sizeof *rf);
+    free(rf);
+    for (size_t i = 0; i < src->n_tensors; i++) {
+        const tq_model_tensor *t = &src->tensors[i];
+        const char *n = t->info.name;
+        char name[256] = "";
+        int l = -1, off = 0;
+        if (!strcmp(n, "model.language_model.embed_tokens.weight"))
+            snprintf(name, sizeof name, "token_embd.weight");
+        else if (!strcmp(n, "model.language_model.norm.weight"))
+            snprintf(name, sizeof name, "output_norm.weight");
+        else if (sscanf(n, "model.language_model.layers.%d.%n", &l, &off) == 1 && off > 0)
+            for (size_t k = 0; k < sizeof gemma4_names / sizeof *gemma4_names; k++)
+                if (!strcmp(n + off, gemma4_names[k].hf))
+                    snprintf(name, sizeof name, "blk.%d.%s", l, gemma4_names[k].gguf);
+        CHECKF(name[0], "no GGUF name for %s", n);
+        if (!name[0])
+            continue;
+        uint32_t type = t->info.dtype == TQ_DT_F32 ? 0 : t->info.dtype == TQ_DT_F16 ? 1 : 30;
+        uint64_t ne[4];
+        uint32_t nd = (uint32_t)t->info.ndim;
+        for (uint32_t d = 0; d < nd; d++)
+            ne[d] = t->info.shape[nd - 1 - d];
+        void *buf = malloc(t->info.nbytes);
+        CHECK_OK(tq_model_read(t, 0, buf, t->info.nbytes, &err));
+        gw_tensor_add(&w, name, nd, ne, type, buf, t->info.nbytes);
+        free(buf);
+    }
+    CHECK(gw_write(&w, gguf) == 0);
+    gw_free(&w);
+
+    tq_model *g = NULL;
+    CHECK_OK(tq_model_open(&g, gguf, &err));
+    if (g) {
+        CHECK(g->n_tensors == src->n_tensors);
+        for (size_t i = 0; i < src->n_tensors; i++) {
+            const tq_model_tensor *a = &src->tensors[i];
+            char want[300];
+            snprintf(want, sizeof want, "model.%s", a->info.name + strlen("model.language_model."));
+            const tq_model_tensor *b = tq_model_find(g, want);
+            CHECKF(b && b->info.ndim == a->info.ndim && !memcmp(b->info.shape, a->info.shape, a->info.ndim * 8) &&
+                   b->info.dtype == a->info.dtype && b->info.nbytes == a->info.nbytes, "%s", want);
+            if (!b || b->info.nbytes != a->info.nbytes)
+                continue;
+            void *x = malloc(a->info.nbytes), *y = malloc(a->info.nbytes);
+            CHECK_OK(tq_model_read(a, 0, x, a->info.nbytes, &err));
+            CHECK_OK(tq_model_read(b, 0, y, a->info.nbytes, &err));
+            CHECKF(!memcmp(x, y, a->info.nbytes), "%s: bytes differ", want);
+            free(x);
+            free(y);
+        }
+        const cJSON *gc = g->config;
+        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(gc, "model_type");
+        CHECK(cJSON_IsString(mt) && !strcmp(mt->valuestring, "gemma4_text"));
+        static const char *keys[] = {"num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+                                     "num_key_value_heads", "num_global_key_value_heads", "head_dim", "global_head_dim",
+                                     "sliding_window", "num_experts", "top_k_experts", "moe_intermediate_size",
+                                     "vocab_size", "final_logit_softcapping", "max_position_embeddings"};
+        for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+            CHECKF(num(gc, keys[i]) == num(c, keys[i]), "config %s: %g vs %g", keys[i], num(gc, keys[i]), num(c, keys[i]));
+        CHECK(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(gc, "layer_types"), lt, 1));
+        CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gc, "attention_k_eq_v")) ==
+              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "attention_k_eq_v")));
+        CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gc, "enable_moe_block")));
+        CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gc, "tie_word_embeddings")));
+        const cJSON *grp = cJSON_GetObjectItemCaseSensitive(gc, "rope_parameters");
+        for (int k = 0; k < 2; k++) {
+            const char *kind = k ? "full_attention" : "sliding_attention";
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(rp, kind), *y = cJSON_GetObjectItemCaseSensitive(grp, kind);
+            CHECKF(num(y, "rope_theta") == num(x, "rope_theta"), "%s theta", kind);
+            CHECKF(k == 0 || num(y, "partial_rotary_factor") == num(x, "partial_rotary_factor"), "%s factor %g", kind,
+                   num(y, "partial_rotary_factor"));
+            const cJSON *ty = cJSON_GetObjectItemCaseSensitive(y, "rope_type"), *tx = cJSON_GetObjectItemCaseSensitive(x, "rope_type");
+            CHECK(cJSON_IsString(ty) && cJSON_IsString(tx) && !strcmp(ty->valuestring, tx->valuestring));
+        }
+        CHECK(!tq_model_find(g, "rope_freqs.weight"));
+        tq_model_close(g);
+        /* tq-run reads model directories: a plain copy of the GGUF (tq-convert) */
+        tq_convert_opts o;
+        tq_convert_opts_default(&o);
+        o.mode = TQ_CONVERT_PLAIN;
+        o.threads = 2;
+        o.quiet = 1;
+        char cp[4300];
+        snprintf(cp, sizeof cp, "%s/rt-gemma4-copy", t_tmpdir());
+        tq_convert_report r;
+        CHECK_OK(tq_convert(gguf, cp, &o, &r, &err));
+        tq_convert_report_free(&r);
+        CHECKF(same_logits(dir, cp), "gemma4: tq-run on the GGUF's copy differs from the safetensors original");
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", cp);
+        CHECK(system(cmd) == 0);
+    }
+    tq_model_close(src);
+    remove(gguf);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
+    RUN(test_roundtrip_gemma4);
     RUN(test_roundtrip_llama3_rope);
     RUN(test_roundtrip_deepseek_v3);
     RUN(test_roundtrip_gpt_oss);
