@@ -442,6 +442,16 @@ uint64_t rtm_be_rotations_reused(const rtm_be *b)
 }
 
 static void mv_q_args(const rtm_be *b, const rt_linear *l, const void *w, uint64_t stride, rtm_mv_args *a);
+static int bind_aligned(const rtm_be *b, const void *p, uint64_t al);
+
+/* mv_dense's flags: rows read 4 elements at a time as one vector when every row holds whole
+ * chunks of 4 and starts 16 (f32) or 8 (f16, bf16) bytes aligned; stride: bytes between
+ * experts (0: one matrix). */
+static void mv_dense_args(const rtm_be *b, const rt_linear *l, const void *w, uint64_t stride, rtm_mv_args *a)
+{
+    uint64_t al = l->wdt == TQ_DT_F32 ? 16 : 8;
+    a->flags = l->cols % 4 == 0 && stride % al == 0 && bind_aligned(b, w, al) ? RTM_MV_WIDE : 0;
+}
 
 int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_err *e)
 {
@@ -452,6 +462,7 @@ int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_er
     if (mv_args(l, &a, &bias_n, e))
         return -1;
     if (l->kind == RT_DENSE) {
+        mv_dense_args(b, l, l->w, 0, &a);
         slot_in s[] = {{l->w, rt_linear_wbytes(l), WT}, {x, l->cols * 4, RD}, {y, l->rows * 4, WR}, {l->bias, bias_n, WT}};
         return run(b, RTM_K_mv_dense, s, 4, &a, sizeof a, groups, e);
     }
@@ -755,6 +766,7 @@ int rtm_be_matvec_ex(rtm_be *b, const rtm_expert *x, uint64_t rank, const float 
     uint64_t groups = groups_for(l->rows, RTM_MV_ROWS);
     slot_in ids = {b->rid, b->route_K * 4, RD};
     if (l->kind == RT_DENSE) {
+        mv_dense_args(b, l, p[0], x->stride[0], &a.mv);
         slot_in s[] = {{p[0], all[0], WT}, {in, l->cols * 4, RD}, {y, l->rows * 4, WR}, {p[3], all[3], WT}, ids};
         return run(b, RTM_K_mv_dense_ex, s, 5, &a, sizeof a, groups, e);
     }

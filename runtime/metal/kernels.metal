@@ -5,13 +5,14 @@
  * runtime's (runtime/kernels.c, ops.c, attention.c, forward.c) and by how much.
  *
  * Every kernel runs threadgroups of RTM_TG threads (abi_internal.h). Orders that make results
- * bit-identical with the CPU runtime: dense and MXFP4 matvec rows use 8 lanes per row, lane k
- * summing the products j ≡ k (mod 8) in increasing j, combined by the butterfly
+ * bit-identical with the CPU runtime: MXFP4 matvec rows use 8 lanes per row, lane k summing
+ * the products j ≡ k (mod 8) in increasing j, combined by the butterfly
  * ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) — runtime/kernels.c's order; the Hadamard transform does quant/hadamard.c's operations per element;
  * attention scores and outputs are sequential sums in the CPU's order. Sums over a whole
  * threadgroup (RMSNorm, softmax denominators) are per-thread strided sums, a 32-lane
- * butterfly, then the simd groups in order, and quantized rows (TurboQuant, MLX affine) take
- * the simd-group shape of rtm_mv_q: different orders from the CPU's. */
+ * butterfly, then the simd groups in order, and dense and quantized rows (TurboQuant, MLX
+ * affine) take the simd-group shape of rtm_mv_dense and rtm_mv_q: different orders from the
+ * CPU's. */
 #include "runtime/metal/shim_internal.h" /* first: <metal_stdlib> defines uint and friends */
 #include "runtime/metal/abi_internal.h"
 
@@ -135,45 +136,67 @@ RTM_FN uint rtm_hm_row(uint m, uint r)
 
 /* ------------------------------------------------------------ matrix-vector products */
 
-/* Dense rows (f32 / f16 / bf16): grid = ceil(rows / RTM_MV_ROWS) threadgroups; threadgroup tgid
- * of the product (rtm_k_mv_dense, and rtm_k_mv_dense_ex for a routed expert). */
+/* Dense rows (f32 / f16 / bf16) in the simd-group shape (docs/metal.md, mv_dense): simd group
+ * sg takes the RTM_MV_RPS rows r0 = tgid·RTM_MV_ROWS + sg·RTM_MV_RPS, ...; a row is cut into
+ * chunks of 4 elements, lane l takes the chunks c ≡ l (mod 32) in increasing c (one 16- or
+ * 8-byte load where the host says the rows allow it: RTM_MV_WIDE), reads the chunk's x once
+ * for its rows, and adds w[j]·x[j] to its accumulator (from +0) in increasing j; then the xor
+ * butterfly over the 32 lanes, + bias. part [RTM_MV_RPS·RTM_TG] is threadgroup scratch. */
+RTM_FN float rtm_dense_w(RTM_DEV const uchar *wr, uint wdt, uint j)
+{
+    if (wdt == RTM_F32)
+        return ((RTM_DEV const float *)wr)[j];
+    uint h = ((RTM_DEV const ushort *)wr)[j];
+    return wdt == RTM_F16 ? RTM_H2F(h) : RTM_AS_FLOAT(h << 16);
+}
+
 RTM_FN void rtm_mv_dense(RTM_DEV const uchar *w, RTM_DEV const float *x, RTM_DEV float *y, RTM_DEV const uchar *bias,
                          RTM_CONST rtm_mv_args *a, uint tgid, RTM_TGMEM float *part RTM_TGFN_PARAMS)
 {
     RTM_PHASE(lid) {
-        uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
-        float acc = 0.0f;
-        if (r < a->rows) {
-            ulong base = (ulong)r * a->cols;
-            uint j = lid % RTM_MV_LANES;
-            if (a->wdt == RTM_F32) {
-                RTM_DEV const float *wr = (RTM_DEV const float *)w + base;
-                for (; j < a->cols; j += RTM_MV_LANES) {
-                    float p = wr[j] * x[j];
-                    acc = acc + p;
+        const uint lane = lid % RTM_SIMD, r0 = tgid * RTM_MV_ROWS + (lid / RTM_SIMD) * RTM_MV_RPS;
+        const uint esz = a->wdt == RTM_F32 ? 4u : 2u, nch = (a->cols + 3u) / 4u;
+        float acc[RTM_MV_RPS];
+        for (uint rr = 0; rr < RTM_MV_RPS; rr++)
+            acc[rr] = 0.0f;
+        for (uint c = lane; c < nch; c += RTM_SIMD) {
+            const uint j0 = c * 4u, n = a->cols - j0 < 4u ? a->cols - j0 : 4u;
+            float xs[4];
+            for (uint k = 0; k < 4u; k++)
+                xs[k] = k < n ? x[j0 + k] : 0.0f;
+            for (uint rr = 0; rr < RTM_MV_RPS; rr++) {
+                const uint r = r0 + rr;
+                if (r >= a->rows)
+                    break;
+                RTM_DEV const uchar *wr = w + (ulong)r * a->cols * esz;
+                float wv[4];
+                if ((a->flags & RTM_MV_WIDE) != 0u && a->wdt == RTM_F32) {
+                    RTM_LD_F4(wr, c, wv);
+                } else if ((a->flags & RTM_MV_WIDE) != 0u) {
+                    uint h[4];
+                    RTM_LD_H4(wr, c, h);
+                    for (uint k = 0; k < 4u; k++)
+                        wv[k] = a->wdt == RTM_F16 ? RTM_H2F(h[k]) : RTM_AS_FLOAT(h[k] << 16);
+                } else {
+                    for (uint k = 0; k < 4u; k++)
+                        wv[k] = k < n ? rtm_dense_w(wr, a->wdt, j0 + k) : 0.0f;
                 }
-            } else if (a->wdt == RTM_F16) {
-                RTM_DEV const ushort *wr = (RTM_DEV const ushort *)w + base;
-                for (; j < a->cols; j += RTM_MV_LANES) {
-                    float p = RTM_H2F(wr[j]) * x[j];
-                    acc = acc + p;
-                }
-            } else {
-                RTM_DEV const ushort *wr = (RTM_DEV const ushort *)w + base;
-                for (; j < a->cols; j += RTM_MV_LANES) {
-                    float p = RTM_AS_FLOAT((uint)wr[j] << 16) * x[j];
-                    acc = acc + p;
+                for (uint k = 0; k < n; k++) {
+                    float p = wv[k] * xs[k];
+                    acc[rr] = acc[rr] + p;
                 }
             }
         }
-        part[lid] = acc;
+        for (uint rr = 0; rr < RTM_MV_RPS; rr++)
+            part[rr * RTM_TG + lid] = acc[rr];
     }
-    RTM_SIMD_SUM(part, RTM_MV_LANES);
+    for (uint rr = 0; rr < RTM_MV_RPS; rr++)
+        RTM_SIMD_SUM(part + rr * RTM_TG, RTM_SIMD);
     RTM_PHASE(lid) {
-        uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
-        if (lid % RTM_MV_LANES != 0u || r >= a->rows)
+        const uint lane = lid % RTM_SIMD, sg = lid / RTM_SIMD, r = tgid * RTM_MV_ROWS + sg * RTM_MV_RPS + lane;
+        if (lane >= RTM_MV_RPS || r >= a->rows)
             continue;
-        float v = part[lid];
+        float v = part[lane * RTM_TG + lid]; /* row rr's sum, which every lane holds: its own copy */
         if (a->has_bias != 0u) {
             float b = rtm_ld(a->biasdt, bias, (ulong)r * a->rstep);
             v = v + b;
@@ -186,7 +209,7 @@ RTM_KERNEL rtm_k_mv_dense(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
                           RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *bias RTM_BUF(3),
                           RTM_CONST rtm_mv_args *a RTM_BUF(4), RTM_GROUP_ARGS)
 {
-    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
     rtm_mv_dense(w, x, y, bias, a, rtm_tgid, part RTM_TGFN_ARGS);
 }
 
@@ -444,7 +467,7 @@ RTM_KERNEL rtm_k_mv_dense_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const fl
                              RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *bias RTM_BUF(3),
                              RTM_DEV const uint *ids RTM_BUF(4), RTM_CONST rtm_mvx_args *a RTM_BUF(5), RTM_GROUP_ARGS)
 {
-    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
     RTM_DEV const uchar *we = w + rtm_ex_off(ids, a, 0u), *be = bias + rtm_ex_off(ids, a, 3u);
     rtm_mv_dense(we, x, y, be, &a->mv, rtm_tgid, part RTM_TGFN_ARGS);
 }

@@ -60,6 +60,24 @@ using namespace metal;
 #define RTM_AS_UINT(f) as_type<uint>((float)(f))
 #define RTM_H2F(h) ((float)as_type<half>((ushort)(h)))
 #define RTM_SQRT(x) precise::sqrt(x)
+/* Floats 4i .. 4i+3 of p (16-byte aligned) as one 128-bit load, and 16-bit values 4i .. 4i+3
+ * of p (8-byte aligned) as one 64-bit load, into the thread array out. */
+#define RTM_LD_F4(p, i, out)                                                          \
+    do {                                                                              \
+        float4 rtm_v_ = ((RTM_DEV const float4 *)(p))[(i)];                            \
+        (out)[0] = rtm_v_.x;                                                          \
+        (out)[1] = rtm_v_.y;                                                          \
+        (out)[2] = rtm_v_.z;                                                          \
+        (out)[3] = rtm_v_.w;                                                          \
+    } while (0)
+#define RTM_LD_H4(p, i, out)                                                          \
+    do {                                                                              \
+        ushort4 rtm_v_ = ((RTM_DEV const ushort4 *)(p))[(i)];                          \
+        (out)[0] = rtm_v_.x;                                                          \
+        (out)[1] = rtm_v_.y;                                                          \
+        (out)[2] = rtm_v_.z;                                                          \
+        (out)[3] = rtm_v_.w;                                                          \
+    } while (0)
 /* Words i·2 and i·2+1 of p (8-byte aligned) as one 64-bit load. */
 #define RTM_LD_W2(p, i, a0, a1)                                                       \
     do {                                                                              \
@@ -160,6 +178,16 @@ static inline uint rtm_shim_as_uint(float f)
     do {                                                                              \
         (a0) = (p)[2u * (i)];                                                         \
         (a1) = (p)[2u * (i) + 1u];                                                    \
+    } while (0)
+#define RTM_LD_F4(p, i, out)                                                          \
+    do {                                                                              \
+        for (uint rtm_k_ = 0; rtm_k_ < 4u; rtm_k_++)                                  \
+            (out)[rtm_k_] = ((const float *)(const void *)(p))[4u * (i) + rtm_k_];    \
+    } while (0)
+#define RTM_LD_H4(p, i, out)                                                          \
+    do {                                                                              \
+        for (uint rtm_k_ = 0; rtm_k_ < 4u; rtm_k_++)                                  \
+            (out)[rtm_k_] = ((const ushort *)(const void *)(p))[4u * (i) + rtm_k_];   \
     } while (0)
 
 /* The collectives, thread by thread as on the GPU: each lane publishes its value in the
