@@ -26,7 +26,12 @@ Determinism: fixed seeds, torch.use_deterministic_algorithms(True), one thread
 (torch.set_num_threads(1), OPENBLAS_NUM_THREADS=1). The same machine type, torch and BLAS
 give the same weights bit for bit; another BLAS or CPU kernel gives other rounding, so the
 committed weights, not a rerun, are what tests use. Weights are trained in f32 and written as
-bf16 safetensors with HF names and a config.json transformers reads."""
+bf16 safetensors with HF names and a config.json transformers reads.
+
+Long runs: `dense` and `moe` write WORKDIR/NAME.ckpt every CKPT_EVERY steps (the weights, the
+optimizer's state and the batch generator's) and, started again with the same WORKDIR, resume
+from it; a resumed run writes the same weights as one never stopped. Every 250 steps they
+print the held-out perplexity so far (which reads no random state and changes nothing)."""
 import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -319,6 +324,7 @@ DENSE = dict(name="qwen3-tiny", model_type="qwen3", hidden=256, layers=4, heads=
 MOE = dict(name="qwen3-moe-tiny", model_type="qwen3_moe", hidden=256, layers=4, heads=4, kv_heads=2, head_dim=64,
            inter=768, experts=8, top_k=2, moe_inter=128, steps=250, batch=16, lr=3e-3, seed=2)
 ROPE_THETA = 10000.0
+CKPT_EVERY = 50
 EPS = 1e-6
 
 
@@ -486,7 +492,28 @@ def write_safetensors(path, tensors):
     os.replace(path + ".tmp", path)
 
 
-def cmd_train(work, cfg):
+def held_out(m, ev):
+    """perplexity of the held-out ids in windows of CTX without overlap (f32, torch); reads no
+    random state, so evaluating during training leaves the weights unchanged"""
+    import torch
+    import torch.nn.functional as F
+
+    m.eval()
+    with torch.no_grad():
+        nll, n = 0.0, 0
+        for s in range(0, len(ev) - 1, CTX):
+            x = torch.tensor(ev[s:s + CTX + 1])[None]
+            if x.shape[1] < 2:
+                break
+            lg = m(x[:, :-1])
+            nll += F.cross_entropy(lg[0], x[0, 1:], reduction="sum").item()
+            n += x.shape[1] - 1
+    m.train()
+    return math.exp(nll / n), n
+
+
+def cmd_train(work, cfg, stop_after=None):
+    """stop_after: return after the checkpoint at or past that step (to test resuming)"""
     import shutil
 
     import torch
@@ -498,6 +525,8 @@ def cmd_train(work, cfg):
     with open(os.path.join(work, "train.ids"), "rb") as f:
         raw = f.read()
     data = torch.tensor(struct.unpack("<%dH" % (len(raw) // 2), raw), dtype=torch.long)
+    with open(os.path.join(HERE, "eval", "python-doc-eval.txt"), encoding="utf-8") as f:
+        ev = tq_encode(os.path.join(work, "tokenizer"), f.read())
     m = build(cfg)
     decay = [p for n, p in sorted(m.named_parameters()) if p.dim() > 1]
     other = [p for n, p in sorted(m.named_parameters()) if p.dim() <= 1]
@@ -505,8 +534,23 @@ def cmd_train(work, cfg):
                             lr=cfg["lr"], betas=(0.9, 0.95), eps=1e-8)
     g = torch.Generator().manual_seed(1000 + cfg["seed"])
     steps, B, warm = cfg["steps"], cfg["batch"], 30
+    # a checkpoint every CKPT_EVERY steps: a run that is stopped resumes where it was, with
+    # the weights, the optimizer's moments and the batch generator as they were, so a
+    # resumed run writes the same weights as one that was never stopped
+    ckpt = os.path.join(work, cfg["name"] + ".ckpt")
+    first = 0
+    if os.path.exists(ckpt):
+        st = torch.load(ckpt)
+        if st["cfg"] != cfg:
+            sys.exit("%s: made with another configuration (%r); remove it to start again" % (ckpt, st["cfg"]))
+        m.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        g.set_state(st["gen"])
+        torch.set_rng_state(st["rng"])
+        first = st["step"]
+        print("%s: resuming at step %d from %s" % (cfg["name"], first, ckpt), flush=True)
     t0 = time.time()
-    for step in range(steps):
+    for step in range(first, steps):
         lr = cfg["lr"] * (step + 1) / warm if step < warm else \
             cfg["lr"] * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warm) / (steps - warm))))
         for gr in opt.param_groups:
@@ -523,6 +567,14 @@ def cmd_train(work, cfg):
         if step % 25 == 0 or step == steps - 1:
             print("%s: step %d/%d loss %.4f lr %.2e (%.0f s)" % (cfg["name"], step, steps, loss.item(), lr,
                                                                     time.time() - t0), flush=True)
+        if (step + 1) % 250 == 0 and step + 1 < steps:  # progress only: the held-out perplexity so far
+            print("%s: after %d steps held-out perplexity %.3f" % (cfg["name"], step + 1, held_out(m, ev)[0]), flush=True)
+        if (step + 1) % CKPT_EVERY == 0 and step + 1 < steps:
+            torch.save({"cfg": cfg, "step": step + 1, "model": m.state_dict(), "opt": opt.state_dict(),
+                        "gen": g.get_state(), "rng": torch.get_rng_state()}, ckpt + ".tmp")
+            os.replace(ckpt + ".tmp", ckpt)
+            if stop_after is not None and step + 1 >= stop_after:
+                return
     out = os.path.join(HERE, cfg["name"])
     os.makedirs(out, exist_ok=True)
     sd = {k: v for k, v in m.state_dict().items()}
@@ -532,21 +584,12 @@ def cmd_train(work, cfg):
         f.write("\n")
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(os.path.join(work, "tokenizer", name), os.path.join(out, name))
+    if os.path.exists(ckpt):
+        os.remove(ckpt)
     # the held-out loss as torch computes it (f32 weights), for the README
-    with open(os.path.join(HERE, "eval", "python-doc-eval.txt"), encoding="utf-8") as f:
-        ev = tq_encode(os.path.join(work, "tokenizer"), f.read())
-    m.eval()
-    with torch.no_grad():
-        nll, n = 0.0, 0
-        for s in range(0, len(ev) - 1, CTX):
-            x = torch.tensor(ev[s:s + CTX + 1])[None]
-            if x.shape[1] < 2:
-                break
-            lg = m(x[:, :-1])
-            nll += F.cross_entropy(lg[0], x[0, 1:], reduction="sum").item()
-            n += x.shape[1] - 1
+    ppl, n = held_out(m, ev)
     print("%s: trained in %.0f s; held-out perplexity (torch, f32, windows of %d) %.3f over %d tokens" %
-          (cfg["name"], time.time() - t0, CTX, math.exp(nll / n), n))
+          (cfg["name"], time.time() - t0, CTX, ppl, n))
 
 
 def main():
