@@ -646,6 +646,17 @@ int rt_config_load(rt_config *c, const char *dir, cJSON **json_out, tq_err *e)
         goto out;
     }
     const cJSON *rs = item(&s, "rope_scaling");
+    /* transformers 5's config classes take rope_parameters in place of rope_theta and
+     * rope_scaling (models/mixtral/configuration_mixtral.py: MixtralConfig(rope_parameters=...),
+     * standardised to {"rope_type", "rope_theta", and the type's keys}), so a config it saves
+     * carries e.g. Llama 3.1's {"rope_type": "llama3", "factor": 8.0, ...} there and no
+     * rope_scaling: read as the scaling when it names a type (gemma4's per-layer-type object
+     * names none and is read by cfg_gemma4) */
+    const cJSON *rp5 = item(&s, "rope_parameters");
+    if (!rs && cJSON_IsObject(rp5) &&
+        (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rp5, "rope_type")) ||
+         cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rp5, "type"))))
+        rs = rp5;
     c->rope.dim = c->head_dim;
     if (layer_kinds(c, fam, j, dir, path, e))
         goto out;

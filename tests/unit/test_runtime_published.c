@@ -166,6 +166,34 @@ static void llama31_8b(void)
     c.rs_orig = 8192;
     every_path(c, "llama-3.1-8b", no_head_dim, NULL);
 }
+/* The same as transformers 5 saves it: its config classes take rope_parameters in place of
+ * rope_theta and rope_scaling (models/mixtral/configuration_mixtral.py's MixtralConfig, read
+ * for the Mixtral case below, has no rope_theta or rope_scaling argument; the rope utils
+ * standardise the dict to rope_type + rope_theta + the type's keys), so Llama 3.1's llama3
+ * scaling sits in rope_parameters and config.json has no rope_scaling. tq read only
+ * rope_parameters.rope_theta there and ran plain RoPE. */
+static const char *const v5_rope_drop[] = {"head_dim", "rope_theta", "rope_scaling", NULL};
+static void llama31_8b_v5(void)
+{
+    fx_cfg c = fx_small_cfg(FX_LLAMA, FX_BF16);
+    c.hidden = 128;
+    c.inter = 448;
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.head_dim = 16;
+    c.eps = 1e-5;
+    c.theta = 500000;
+    c.tied = 0;
+    c.rope_llama3 = 1;
+    c.rs_factor = 8;
+    c.rs_low_freq = 1;
+    c.rs_high_freq = 4;
+    c.rs_orig = 8192;
+    every_path(c, "llama-3.1-8b-v5", v5_rope_drop,
+               "{\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, "
+               "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+               "\"original_max_position_embeddings\": 8192}}");
+}
 static void llama_square(void)
 {
     fx_cfg c = fx_small_cfg(FX_LLAMA, FX_BF16);
@@ -723,6 +751,7 @@ static void qwen3_moe_fused(void) { fused_case(FX_QWEN3_MOE, "qwen3_moe-fused");
 int main(void)
 {
     RUN(llama31_8b);
+    RUN(llama31_8b_v5);
     RUN(llama_square);
     RUN(mistral_7b);
     RUN(qwen25_7b);
