@@ -10,15 +10,14 @@
 typedef unsigned int uint;
 #endif
 
-/* Threads per threadgroup of every kernel (a multiple of the simd width 32), and the lanes of
- * one matrix row in the matvec kernels: RTM_MV_ROWS rows per threadgroup. */
+/* Threads per threadgroup of every kernel (a multiple of the simd width 32), and the matrix
+ * rows of one threadgroup in the matvec kernels. */
 #define RTM_TG 256u
 #define RTM_SIMD 32u
-#define RTM_MV_LANES 8u
-#define RTM_MV_ROWS (RTM_TG / RTM_MV_LANES)
-/* The simd-group matvec (mv_tq): each simd group of 32 lanes takes RTM_MV_RPS of the
- * threadgroup's RTM_MV_ROWS rows; a lane reads RTM_MV_CW packed words (one 64-bit load) per
- * step. docs/metal.md, mv_tq. */
+#define RTM_MV_ROWS 32u
+/* The simd-group matvecs (docs/metal.md, mv_*): each simd group of 32 lanes takes RTM_MV_RPS of
+ * the threadgroup's RTM_MV_ROWS rows; in mv_tq and mv_affine a lane reads RTM_MV_CW packed
+ * words (one 64-bit load) per step. */
 #define RTM_MV_RPS (RTM_MV_ROWS / (RTM_TG / RTM_SIMD))
 #define RTM_MV_CW 2u
 /* rtm_mv_args.flags of mv_tq: the rows' words may be read RTM_MV_CW at a time as one vector

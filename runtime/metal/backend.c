@@ -453,6 +453,13 @@ static void mv_dense_args(const rtm_be *b, const rt_linear *l, const void *w, ui
     a->flags = l->cols % 4 == 0 && stride % al == 0 && bind_aligned(b, w, al) ? RTM_MV_WIDE : 0;
 }
 
+/* mv_mxfp4's: a block's 16 bytes read as two 64-bit loads when the blocks are 8-byte aligned
+ * (every block starts a multiple of 16 bytes after the first). */
+static void mv_mxfp4_args(const rtm_be *b, const void *w, uint64_t stride, rtm_mv_args *a)
+{
+    a->flags = stride % 8 == 0 && bind_aligned(b, w, 8) ? RTM_MV_WIDE : 0;
+}
+
 int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_err *e)
 {
     rtm_mv_args a;
@@ -470,6 +477,7 @@ int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_er
         uint64_t nb = l->cols / 32, span = (l->rows - 1) * a.rstep + 1;
         if (mxfp4_check(l, a.rstep, e))
             return -1;
+        mv_mxfp4_args(b, l->w, 0, &a);
         slot_in s[] = {{l->w, span * nb * 16, WT}, {x, l->cols * 4, RD}, {y, l->rows * 4, WR}, {l->scales, span * nb, WT},
                        {l->bias, bias_n, WT}};
         return run(b, RTM_K_mv_mxfp4, s, 5, &a, sizeof a, groups, e);
@@ -773,6 +781,7 @@ int rtm_be_matvec_ex(rtm_be *b, const rtm_expert *x, uint64_t rank, const float 
     if (l->kind == RT_MXFP4) {
         if (mxfp4_check_all(b, x, a.mv.rstep, e))
             return -1;
+        mv_mxfp4_args(b, p[0], x->stride[0], &a.mv);
         slot_in s[] = {{p[0], all[0], WT}, {in, l->cols * 4, RD}, {y, l->rows * 4, WR}, {p[1], all[1], WT},
                        {p[3], all[3], WT}, ids};
         return run(b, RTM_K_mv_mxfp4_ex, s, 6, &a, sizeof a, groups, e);

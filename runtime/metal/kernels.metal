@@ -5,14 +5,12 @@
  * runtime's (runtime/kernels.c, ops.c, attention.c, forward.c) and by how much.
  *
  * Every kernel runs threadgroups of RTM_TG threads (abi_internal.h). Orders that make results
- * bit-identical with the CPU runtime: MXFP4 matvec rows use 8 lanes per row, lane k summing
- * the products j ≡ k (mod 8) in increasing j, combined by the butterfly
- * ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) — runtime/kernels.c's order; the Hadamard transform does quant/hadamard.c's operations per element;
+ * bit-identical with the CPU runtime: the Hadamard transform does quant/hadamard.c's operations per element;
  * attention scores and outputs are sequential sums in the CPU's order. Sums over a whole
  * threadgroup (RMSNorm, softmax denominators) are per-thread strided sums, a 32-lane
- * butterfly, then the simd groups in order, and dense and quantized rows (TurboQuant, MLX
- * affine) take the simd-group shape of rtm_mv_dense and rtm_mv_q: different orders from the
- * CPU's. */
+ * butterfly, then the simd groups in order, and every matvec (dense, MXFP4, TurboQuant, MLX
+ * affine) takes the simd-group shape of rtm_mv_dense, rtm_mv_mxfp4 and rtm_mv_q: different
+ * orders from the CPU's (runtime/kernels.c: 8 lanes per row). */
 #include "runtime/metal/shim_internal.h" /* first: <metal_stdlib> defines uint and friends */
 #include "runtime/metal/abi_internal.h"
 
@@ -218,35 +216,66 @@ RTM_KERNEL rtm_k_mv_dense(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
 RTM_TABLE float rtm_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                 0.0f,  -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-/* MXFP4 rows (gpt-oss experts), row r stored at r·rstep: element j is E2M1(nibble j%2 of byte
- * j/2) · 2^(s - 127), s the E8M0 scale of its block of 32 — exact in f32 (2^-127 is a subnormal;
- * the host refuses scales that make NaN or infinity) — then the dense rows' 8-lane order. */
+/* MXFP4 rows (gpt-oss experts) in the simd-group shape (docs/metal.md, mv_mxfp4), row r stored at
+ * r·rstep: element j is E2M1(nibble j%2 of byte j/2) · 2^(s - 127), s the E8M0 scale of its
+ * block of 32. Simd group sg takes the RTM_MV_RPS rows r0 = tgid·RTM_MV_ROWS + sg·RTM_MV_RPS, ...;
+ * lane l takes the blocks c ≡ l (mod 32) in increasing c (16 bytes: two 64-bit loads where the
+ * host says the rows are 8-byte aligned), reads the block's 32 values of x once for its rows,
+ * sums E2M1[q]·x[j] in increasing j from +0 into d and adds d·2^(s-127) (exact but for
+ * subnormal or overflowing results; 2^-127 is a subnormal, the host refuses scales that make
+ * NaN or infinity) to its accumulator from +0; then the 32-lane xor butterfly, + bias. part
+ * [RTM_MV_RPS·RTM_TG] is threadgroup scratch. */
 RTM_FN void rtm_mv_mxfp4(RTM_DEV const uchar *w, RTM_DEV const float *x, RTM_DEV float *y, RTM_DEV const uchar *scales,
                          RTM_DEV const uchar *bias, RTM_CONST rtm_mv_args *a, uint tgid,
                          RTM_TGMEM float *part RTM_TGFN_PARAMS)
 {
     RTM_PHASE(lid) {
-        uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
-        float acc = 0.0f;
-        if (r < a->rows) {
-            ulong rr = (ulong)r * a->rstep;
-            RTM_DEV const uchar *wr = w + rr * (a->cols / 2u), *sr = scales + rr * (a->cols / 32u);
-            for (uint j = lid % RTM_MV_LANES; j < a->cols; j += RTM_MV_LANES) {
-                uint s = sr[j / 32u], q = (wr[j / 2u] >> ((j % 2u) * 4u)) & 15u;
-                float sc = s != 0u ? RTM_AS_FLOAT(s << 23) : RTM_AS_FLOAT(0x00400000u);
-                float wv = rtm_e2m1[q] * sc;
-                float p = wv * x[j];
-                acc = acc + p;
+        const uint lane = lid % RTM_SIMD, r0 = tgid * RTM_MV_ROWS + (lid / RTM_SIMD) * RTM_MV_RPS;
+        const uint nb = a->cols / 32u;
+        float acc[RTM_MV_RPS];
+        for (uint rr = 0; rr < RTM_MV_RPS; rr++)
+            acc[rr] = 0.0f;
+        for (uint c = lane; c < nb; c += RTM_SIMD) {
+            float xs[32];
+            for (uint k = 0; k < 32u; k++)
+                xs[k] = x[c * 32u + k];
+            for (uint rr = 0; rr < RTM_MV_RPS; rr++) {
+                const uint r = r0 + rr;
+                if (r >= a->rows)
+                    break;
+                const ulong blk = (ulong)r * a->rstep * nb + c;
+                RTM_DEV const uchar *bp = w + blk * 16u;
+                uint wd[4];
+                if ((a->flags & RTM_MV_WIDE) != 0u) {
+                    RTM_LD_W2((RTM_DEV const uint *)bp, 0u, wd[0], wd[1]);
+                    RTM_LD_W2((RTM_DEV const uint *)bp, 1u, wd[2], wd[3]);
+                } else {
+                    for (uint k = 0; k < 4u; k++)
+                        wd[k] = (uint)bp[4u * k] | ((uint)bp[4u * k + 1u] << 8) | ((uint)bp[4u * k + 2u] << 16) |
+                                ((uint)bp[4u * k + 3u] << 24);
+                }
+                float d = 0.0f;
+                for (uint k = 0; k < 4u; k++)
+                    for (uint e = 0; e < 8u; e++) {
+                        float p = rtm_e2m1[(wd[k] >> (4u * e)) & 15u] * xs[8u * k + e];
+                        d = d + p;
+                    }
+                uint sv = scales[blk];
+                float sc = sv != 0u ? RTM_AS_FLOAT(sv << 23) : RTM_AS_FLOAT(0x00400000u);
+                float t = d * sc;
+                acc[rr] = acc[rr] + t;
             }
         }
-        part[lid] = acc;
+        for (uint rr = 0; rr < RTM_MV_RPS; rr++)
+            part[rr * RTM_TG + lid] = acc[rr];
     }
-    RTM_SIMD_SUM(part, RTM_MV_LANES);
+    for (uint rr = 0; rr < RTM_MV_RPS; rr++)
+        RTM_SIMD_SUM(part + rr * RTM_TG, RTM_SIMD);
     RTM_PHASE(lid) {
-        uint r = tgid * RTM_MV_ROWS + lid / RTM_MV_LANES;
-        if (lid % RTM_MV_LANES != 0u || r >= a->rows)
+        const uint lane = lid % RTM_SIMD, sg = lid / RTM_SIMD, r = tgid * RTM_MV_ROWS + sg * RTM_MV_RPS + lane;
+        if (lane >= RTM_MV_RPS || r >= a->rows)
             continue;
-        float v = part[lid];
+        float v = part[lane * RTM_TG + lid]; /* row rr's sum, which every lane holds: its own copy */
         if (a->has_bias != 0u) {
             float b = rtm_ld(a->biasdt, bias, (ulong)r * a->rstep);
             v = v + b;
@@ -259,7 +288,7 @@ RTM_KERNEL rtm_k_mv_mxfp4(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
                           RTM_DEV float *y RTM_BUF(2), RTM_DEV const uchar *scales RTM_BUF(3),
                           RTM_DEV const uchar *bias RTM_BUF(4), RTM_CONST rtm_mv_args *a RTM_BUF(5), RTM_GROUP_ARGS)
 {
-    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
     rtm_mv_mxfp4(w, x, y, scales, bias, a, rtm_tgid, part RTM_TGFN_ARGS);
 }
 
@@ -477,7 +506,7 @@ RTM_KERNEL rtm_k_mv_mxfp4_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const fl
                              RTM_DEV const uchar *bias RTM_BUF(4), RTM_DEV const uint *ids RTM_BUF(5),
                              RTM_CONST rtm_mvx_args *a RTM_BUF(6), RTM_GROUP_ARGS)
 {
-    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
     RTM_DEV const uchar *we = w + rtm_ex_off(ids, a, 0u), *se = scales + rtm_ex_off(ids, a, 1u);
     RTM_DEV const uchar *be = bias + rtm_ex_off(ids, a, 3u);
     rtm_mv_mxfp4(we, x, y, se, be, &a->mv, rtm_tgid, part RTM_TGFN_ARGS);
