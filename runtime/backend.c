@@ -289,6 +289,11 @@ static int dev_mla(tq_runner *r, const rt_layer *L, uint64_t pos, tq_err *e)
     return rtm_be_mla(BE(r), &m, e);
 }
 
+static int dev_deltanet(tq_runner *r, const rt_dn_step *d, tq_err *e)
+{
+    return rtm_be_deltanet(BE(r), d, e);
+}
+
 static const rt_backend dev_backend = {
     .name = "device",
     .alloc = dev_alloc,
@@ -307,6 +312,7 @@ static const rt_backend dev_backend = {
     .expert_matvec = dev_expert_matvec,
     .axpy_rank = dev_axpy_rank,
     .mla = dev_mla,
+    .deltanet = dev_deltanet,
 };
 
 /* Stable weights the device may map once: the store's tensors, the model's float vectors and

@@ -910,7 +910,7 @@ static int load_conv(tq_runner *r, const char *name, uint64_t C, uint64_t K, flo
                        "(linear_conv_kernel_dim %llu)", full, (unsigned long long)C, (unsigned long long)K,
                        (unsigned long long)C, (unsigned long long)K, (unsigned long long)K);
     *hf = t.shape[2] != 1;
-    float *v = tq_malloc(C * K * sizeof *v, e);
+    float *v = vec_alloc(r, C * K, e); /* whole pages: a device maps it (the conv kernel) */
     if (!v)
         return -1;
     for (uint64_t i = 0; i < C * K; i++)
@@ -1126,7 +1126,7 @@ void rt_model_free(tq_runner *r)
     if (r->L) {
         for (uint64_t l = 0; l < r->c.layers; l++) {
             rt_layer *L = &r->L[l];
-            free(L->conv_w); /* the other vectors live in r->vchunk */
+            /* conv_w and the other float vectors live in r->vchunk */
             free_emat(&L->eg);
             free_emat(&L->eu);
             free_emat(&L->ed);

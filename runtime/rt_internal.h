@@ -293,6 +293,21 @@ void rt_emat_bind(const rt_emat *m, uint64_t e, const uint8_t *block, rt_linear 
 struct tq_runner;
 struct rt_layer;
 enum rt_gate { RT_GATE_SIGMOID, RT_GATE_ZERO };
+/* One token of a Gated DeltaNet core (runtime/deltanet.c): the conv over (conv_state [K-1][C],
+ * mix [C = q nk·dk | k nk·dk | v nv·dv]) and silu into co [C], the q/k L2 norms, the gated
+ * delta rule on ssm [nv][dv][dk] with z [nv·dv], the b and a inputs bb, aa [nv], then the
+ * gated RMSNorm into ao [nv·dv]. conv_state and ssm are updated in place. */
+typedef struct rt_dn_step {
+    uint64_t nk, dk, nv, dv, K;
+    double eps;
+    const float *conv_w, *A_log, *dt_bias, *gnorm; /* [C][K], [nv], [nv], [dv] */
+    float *conv_state, *ssm;
+    const float *mix, *z, *bb, *aa;
+    float *co, *ao;
+} rt_dn_step;
+/* The CPU's step (the reference of the device kernels: test_metal_kernels). */
+void rt_deltanet_step(const rt_dn_step *d, struct rt_pool *pool);
+
 typedef struct rt_backend {
     const char *name;
     float *(*alloc)(struct tq_runner *r, uint64_t n, tq_err *e); /* n zeroed floats */
@@ -331,6 +346,9 @@ typedef struct rt_backend {
     /* Optional (NULL on the CPU, which runs attention.c's own heads): latent attention's heads
      * at pos, q and layer L's latent cache → ao, for a dense or affine kv_b_proj. */
     int (*mla)(struct tq_runner *r, const struct rt_layer *L, uint64_t pos, tq_err *e);
+    /* Optional (NULL on the CPU): a Gated DeltaNet step queued on the device, no sync; 1 when
+     * its shapes are beyond the device's kernels (the caller syncs and runs the CPU's). */
+    int (*deltanet)(struct tq_runner *r, const rt_dn_step *d, tq_err *e);
 } rt_backend;
 /* 1 when every routed expert matrix of L lies in memory loaded with the model at a fixed
  * stride per expert (stacked tensors, or the resident blocks of a split), so that a kernel

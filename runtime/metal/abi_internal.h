@@ -128,6 +128,16 @@ typedef struct rtm_gather_args {
     uint blocks, len, stride, off;
 } rtm_gather_args;
 
+/* Gated DeltaNet (on the CPU: runtime/deltanet.c, rt_deltanet_step): dn_conv, one thread per
+ * channel of C = 2·nk·dk + nv·dv, the causal conv of K taps and its state; dn_core, one
+ * threadgroup per value head, q/k L2 norms, the gate, the delta rule on the head's [dv][dk]
+ * state and the gated RMSNorm. dk, dv ≤ RTM_DN_MAXD (threadgroup memory). */
+#define RTM_DN_MAXD 256u
+typedef struct rtm_dn_args {
+    uint C, K, nk, dk, nv, dv, rep;
+    float qs, eps; /* f32(1 / sqrt(dk)), the norm's eps */
+} rtm_dn_args;
+
 /* The kernels: X(name, buffer slots including the argument block, which is the last slot). */
 #define RTM_KERNELS(X)      \
     X(mv_dense, 5)          \
@@ -149,7 +159,9 @@ typedef struct rtm_gather_args {
     X(mv_mxfp4_ex, 7)       \
     X(mv_tq_ex, 8)          \
     X(mv_affine_ex, 9)      \
-    X(mla, 10)
+    X(mla, 10)              \
+    X(dn_conv, 5)           \
+    X(dn_core, 10)
 
 #define RTM_KERNEL_ENUM_(name, nbuf) RTM_K_##name,
 enum rtm_kernel_id { RTM_KERNELS(RTM_KERNEL_ENUM_) RTM_K_COUNT };

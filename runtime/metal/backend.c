@@ -659,6 +659,27 @@ int rtm_be_mla(rtm_be *b, const rtm_mla *m, tq_err *e)
     return run(b, RTM_K_mla, s, 9, &a, sizeof a, m->heads, e);
 }
 
+int rtm_be_deltanet(rtm_be *b, const rt_dn_step *d, tq_err *e)
+{
+    if (d->nk == 0 || d->nv % d->nk || d->dk == 0 || d->dv == 0 || d->K == 0 || d->dk > RTM_DN_MAXD ||
+        d->dv > RTM_DN_MAXD)
+        return 1;
+    uint64_t Kd = d->nk * d->dk, Vd = d->nv * d->dv, C = 2 * Kd + Vd;
+    if (fits(C * d->K, "a conv's weights", e) || fits(d->nv * d->dv * d->dk, "a DeltaNet state", e))
+        return -1;
+    rtm_dn_args a = {(uint)C, (uint)d->K, (uint)d->nk, (uint)d->dk, (uint)d->nv, (uint)d->dv, (uint)(d->nv / d->nk),
+                     (float)(1.0 / sqrt((double)d->dk)), (float)d->eps};
+    uint64_t st = d->K > 1 ? (d->K - 1) * C : 0;
+    slot_in sc[] = {{d->mix, C * 4, RD}, {d->conv_w, C * d->K * 4, WT}, {st ? d->conv_state : NULL, st * 4, WR},
+                    {d->co, C * 4, WR}};
+    if (run(b, RTM_K_dn_conv, sc, 4, &a, sizeof a, groups_for(C, RTM_TG), e))
+        return -1;
+    slot_in s[] = {{d->co, C * 4, RD},          {d->z, Vd * 4, RD},        {d->bb, d->nv * 4, RD},
+                   {d->aa, d->nv * 4, RD},      {d->A_log, d->nv * 4, WT}, {d->dt_bias, d->nv * 4, WT},
+                   {d->gnorm, d->dv * 4, WT},   {d->ssm, Vd * d->dk * 4, WR}, {d->ao, Vd * 4, WR}};
+    return run(b, RTM_K_dn_core, s, 9, &a, sizeof a, d->nv, e);
+}
+
 int rtm_be_softmax(rtm_be *b, float *x, uint64_t n, uint64_t count, uint64_t stride, tq_err *e)
 {
     if (fits(n, "a softmax length", e) || fits(stride, "a softmax stride", e))

@@ -98,6 +98,64 @@ RTM_FN float rtm_silu(float x)
     return x / d;
 }
 
+/* ln x for a positive normal x in f32 from + - * / and bit casts only (as rtm_exp): x = m·2^e
+ * with m in [√½, √2), f = m - 1 (exact), s = f / (2 + f), ln m = 2·atanh s = 2s + s·z·(2/3 +
+ * z·(2/5 + z·(2/7 + z·(2/9 + z·2/11)))) with z = s² ≤ 0.0295 (the next term is below 2^-30 of
+ * the sum), plus e·ln2 in two parts (ln2_hi has 15 significant bits: e·ln2_hi is exact). Its
+ * error is a few roundings (s and the sum), not bounded here formally: test_metal_kernels'
+ * deltanet compares the decay it feeds against the CPU's double log. 0 gives -inf, anything
+ * else outside the domain NaN. */
+RTM_FN float rtm_log(float x)
+{
+    if (x == 0.0f)
+        return RTM_NINF;
+    if (!(x > 0.0f) || x < 1.17549435e-38f)
+        return RTM_AS_FLOAT(0x7fc00000u);
+    if (x == RTM_INF)
+        return x;
+    uint u = RTM_AS_UINT(x);
+    int e = (int)(u >> 23) - 127;
+    float m = RTM_AS_FLOAT((u & 0x007fffffu) | 0x3f800000u);
+    if (m > 1.41421356f) {
+        m = m * 0.5f;
+        e = e + 1;
+    }
+    float f = m - 1.0f;
+    float d = 2.0f + f;
+    float s = f / d;
+    float z = s * s;
+    float p = 0.181818181818181818f;
+    p = p * z;
+    p = p + 0.222222222222222222f;
+    p = p * z;
+    p = p + 0.285714285714285714f;
+    p = p * z;
+    p = p + 0.4f;
+    p = p * z;
+    p = p + 0.666666666666666667f;
+    p = p * z;
+    p = p * s;
+    float s2 = s + s;
+    float lm = s2 + p;
+    float ef = (float)e;
+    float lo = ef * 1.42860682030941723e-06f;
+    lo = lo + lm;
+    float hi = ef * 0.693145751953125f;
+    return hi + lo;
+}
+
+/* ln(1 + t) for t ≥ 0 without the cancellation of 1 + t (Kahan's trick): u = f32(1 + t), then
+ * ln(u) · t / (u - 1), or t where u rounds to 1. */
+RTM_FN float rtm_log1p(float t)
+{
+    float u = 1.0f + t;
+    if (u == 1.0f)
+        return t;
+    float d = u - 1.0f;
+    float q = t / d;
+    return rtm_log(u) * q;
+}
+
 /* The k largest of v[0..n), ties to the lower index, in rank order (forward.c's rule); one
  * thread, for short lists (a group's top two, the best groups). */
 RTM_FN void rtm_topk_seq(RTM_DEV const float *v, uint n, uint k, RTM_THREAD uint *ids)
@@ -1180,8 +1238,9 @@ RTM_KERNEL rtm_k_gate(RTM_DEV float *y RTM_BUF(0), RTM_DEV const float *g RTM_BU
     }
 }
 
-/* y[i] = exp(x[i]) (kind 0), sigmoid(x[i]) (1) or silu(x[i]) (2): the scalar functions of the
- * other kernels on their own, so tests can compare them value by value with the shim's. */
+/* y[i] = exp(x[i]) (kind 0), sigmoid(x[i]) (1), silu(x[i]) (2), ln x[i] (3) or ln(1 + x[i])
+ * (4): the scalar functions of the other kernels on their own, so tests can compare them
+ * value by value with the shim's. */
 RTM_KERNEL rtm_k_unary(RTM_DEV float *y RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1), RTM_CONST rtm_gate_args *a RTM_BUF(2),
                        RTM_GROUP_ARGS)
 {
@@ -1189,7 +1248,12 @@ RTM_KERNEL rtm_k_unary(RTM_DEV float *y RTM_BUF(0), RTM_DEV const float *x RTM_B
         uint i = rtm_tgid * RTM_TG + lid;
         if (i >= a->n)
             continue;
-        y[i] = a->kind == 0u ? rtm_exp(x[i]) : a->kind == 1u ? rtm_sigmoid(x[i]) : rtm_silu(x[i]);
+        float v = x[i];
+        y[i] = a->kind == 0u   ? rtm_exp(v)
+               : a->kind == 1u ? rtm_sigmoid(v)
+               : a->kind == 2u ? rtm_silu(v)
+               : a->kind == 3u ? rtm_log(v)
+                               : rtm_log1p(v);
     }
 }
 
@@ -1204,5 +1268,157 @@ RTM_KERNEL rtm_k_gather(RTM_DEV float *dst RTM_BUF(0), RTM_DEV const float *src 
             continue;
         uint b = idx / a->len, i = idx % a->len;
         dst[idx] = src[(ulong)b * a->stride + a->off + i];
+    }
+}
+
+/* ------------------------------------------------------------ Gated DeltaNet */
+
+/* The causal depthwise conv of one token (runtime/deltanet.c, rt_deltanet_step), one thread per
+ * channel ch: acc = Σ_{j<K-1} w[ch][j]·state[j][ch] + w[ch][K-1]·mix[ch] in the CPU's order,
+ * co[ch] = silu(acc); then the channel's state rows move up one and the last becomes mix[ch]
+ * (each thread touches only its own channel). */
+RTM_KERNEL rtm_k_dn_conv(RTM_DEV const float *mix RTM_BUF(0), RTM_DEV const float *w RTM_BUF(1), RTM_DEV float *st RTM_BUF(2),
+                         RTM_DEV float *co RTM_BUF(3), RTM_CONST rtm_dn_args *a RTM_BUF(4), RTM_GROUP_ARGS)
+{
+    RTM_PHASE(lid) {
+        uint ch = rtm_tgid * RTM_TG + lid;
+        if (ch >= a->C)
+            continue;
+        const uint K = a->K, C = a->C;
+        float acc = 0.0f;
+        for (uint j = 0; j + 1u < K; j++) {
+            float p = w[(ulong)ch * K + j] * st[(ulong)j * C + ch];
+            acc = acc + p;
+        }
+        float p = w[(ulong)ch * K + K - 1u] * mix[ch];
+        acc = acc + p;
+        co[ch] = rtm_silu(acc);
+        for (uint j = 0; j + 2u < K; j++)
+            st[(ulong)j * C + ch] = st[(ulong)(j + 1u) * C + ch];
+        if (K > 1u)
+            st[(ulong)(K - 2u) * C + ch] = mix[ch];
+    }
+}
+
+/* One value head hv per threadgroup (runtime/deltanet.c, l2norm and dn_task): its key head
+ * kh = hv / rep's q and k L2-normalised (Σx² over the threadgroup in f32, the CPU's in double;
+ * q also times qs); the decay g = exp(-exp(A_log)·softplus(a + dt_bias)) and beta =
+ * sigmoid(b) in f32 (rtm_exp, rtm_log1p: the CPU's in double); then thread i takes state row
+ * i in the CPU's order (S_i ← g·S_i, kv = S_i·k, delta = beta·(v_i - kv), S_i ← S_i + delta·k,
+ * y_i = S_i·q), and ao = RMSNorm(y)·w·silu(z) (Σy² as rmsnorm's). */
+RTM_KERNEL rtm_k_dn_core(RTM_DEV const float *co RTM_BUF(0), RTM_DEV const float *z RTM_BUF(1), RTM_DEV const float *bb RTM_BUF(2),
+                         RTM_DEV const float *aa RTM_BUF(3), RTM_DEV const float *alog RTM_BUF(4),
+                         RTM_DEV const float *dtb RTM_BUF(5), RTM_DEV const float *gw RTM_BUF(6), RTM_DEV float *ssm RTM_BUF(7),
+                         RTM_DEV float *ao RTM_BUF(8), RTM_CONST rtm_dn_args *a RTM_BUF(9), RTM_GROUP_ARGS)
+{
+    RTM_TG_ARRAY(float, part, RTM_TG);
+    RTM_TG_ARRAY(float, qk, 2u * RTM_DN_MAXD);
+    RTM_TG_ARRAY(float, y, RTM_DN_MAXD);
+    RTM_TG_ARRAY(float, inv, 3);
+    const uint hv = rtm_tgid, dk = a->dk, dv = a->dv;
+    const ulong qo = (ulong)(hv / a->rep) * dk, ko = (ulong)a->nk * dk + qo;
+    const ulong vo = 2ul * a->nk * dk + (ulong)hv * dv;
+    /* Σq² */
+    RTM_PHASE(lid) {
+        float s = 0.0f;
+        for (uint i = lid; i < dk; i += RTM_TG) {
+            float v = co[qo + i];
+            float p = v * v;
+            s = s + p;
+        }
+        part[lid] = s;
+    }
+    RTM_SIMD_SUM(part, RTM_SIMD);
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        if (lid != 0u)
+            continue;
+        float ss = rtm_groups_sum(part) + 1e-6f;
+        float d = RTM_SQRT(ss);
+        inv[0] = 1.0f / d;
+    }
+    RTM_BARRIER();
+    /* Σk² */
+    RTM_PHASE(lid) {
+        float s = 0.0f;
+        for (uint i = lid; i < dk; i += RTM_TG) {
+            float v = co[ko + i];
+            float p = v * v;
+            s = s + p;
+        }
+        part[lid] = s;
+    }
+    RTM_SIMD_SUM(part, RTM_SIMD);
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        if (lid != 0u)
+            continue;
+        float ss = rtm_groups_sum(part) + 1e-6f;
+        float d = RTM_SQRT(ss);
+        inv[1] = 1.0f / d;
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        for (uint i = lid; i < dk; i += RTM_TG) {
+            float q = co[qo + i] * inv[0];
+            qk[i] = q * a->qs;
+            qk[RTM_DN_MAXD + i] = co[ko + i] * inv[1];
+        }
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        float beta = rtm_sigmoid(bb[hv]);
+        float x = aa[hv] + dtb[hv];
+        float sp = x > 20.0f ? x : rtm_log1p(rtm_exp(x));
+        float t = rtm_exp(alog[hv]) * sp;
+        float g = rtm_exp(-t);
+        for (uint i = lid; i < dv; i += RTM_TG) {
+            RTM_DEV float *row = ssm + ((ulong)hv * dv + i) * dk;
+            float kv = 0.0f;
+            for (uint j = 0; j < dk; j++) {
+                float r = row[j] * g;
+                row[j] = r;
+                float p = r * qk[RTM_DN_MAXD + j];
+                kv = kv + p;
+            }
+            float dl = co[vo + i] - kv;
+            float delta = dl * beta, out = 0.0f;
+            for (uint j = 0; j < dk; j++) {
+                float p = qk[RTM_DN_MAXD + j] * delta;
+                float r = row[j] + p;
+                row[j] = r;
+                float o = r * qk[j];
+                out = out + o;
+            }
+            y[i] = out;
+        }
+    }
+    RTM_BARRIER();
+    /* the gated RMSNorm: Σy² */
+    RTM_PHASE(lid) {
+        float s = 0.0f;
+        for (uint i = lid; i < dv; i += RTM_TG) {
+            float v = y[i];
+            float p = v * v;
+            s = s + p;
+        }
+        part[lid] = s;
+    }
+    RTM_SIMD_SUM(part, RTM_SIMD);
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        if (lid != 0u)
+            continue;
+        float mean = rtm_groups_sum(part) / (float)dv;
+        float d = RTM_SQRT(mean + a->eps);
+        inv[2] = 1.0f / d;
+    }
+    RTM_BARRIER();
+    RTM_PHASE(lid) {
+        for (uint i = lid; i < dv; i += RTM_TG) {
+            float v = y[i] * inv[2];
+            v = gw[i] * v;
+            ao[(ulong)hv * dv + i] = v * rtm_silu(z[(ulong)hv * dv + i]);
+        }
     }
 }

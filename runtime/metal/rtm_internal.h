@@ -120,6 +120,10 @@ typedef struct rtm_mla {
     float scale;
 } rtm_mla;
 int rtm_be_mla(rtm_be *b, const rtm_mla *m, tq_err *e);
+/* A Gated DeltaNet step (rt_dn_step, runtime/rt_internal.h) as dn_conv then dn_core: queued,
+ * no sync. 1 (nothing queued) when dk or dv exceeds RTM_DN_MAXD or nv is not a multiple of
+ * nk: the caller runs the CPU's step. */
+int rtm_be_deltanet(rtm_be *b, const rt_dn_step *d, tq_err *e);
 int rtm_be_softmax(rtm_be *b, float *x, uint64_t n, uint64_t count, uint64_t stride, tq_err *e);
 typedef struct rtm_route {
     const float *logits, *bias; /* bias may be NULL */
@@ -151,7 +155,7 @@ int rtm_be_act(rtm_be *b, float *g, const float *u, uint64_t n, int clamped, flo
 int rtm_be_axpy(rtm_be *b, float *y, const float *x, float a, const float *sa, uint64_t n, tq_err *e);
 /* kind 0: y *= sigmoid(g), 1: y *= silu(g), 2: y = 0 (g unused). */
 int rtm_be_gate(rtm_be *b, float *y, const float *g, uint64_t n, int kind, tq_err *e);
-/* kind 0: y = exp(x), 1: sigmoid(x), 2: silu(x), the kernels' own functions (tests). */
+/* kind 0: y = exp(x), 1: sigmoid(x), 2: silu(x), 3: ln x, 4: ln(1 + x), the kernels' own functions (tests). */
 int rtm_be_unary(rtm_be *b, float *y, const float *x, uint64_t n, int kind, tq_err *e);
 int rtm_be_gather(rtm_be *b, float *dst, const float *src, uint64_t blocks, uint64_t len, uint64_t stride, uint64_t off,
                   tq_err *e);

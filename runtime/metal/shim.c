@@ -482,6 +482,15 @@ static void run_mla(void *const *s, const void *a, uint g)
     rtm_k_mla(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], a, g);
 }
 
+static void run_dn_conv(void *const *s, const void *a, uint g)
+{
+    rtm_k_dn_conv(s[0], s[1], s[2], s[3], a, g);
+}
+static void run_dn_core(void *const *s, const void *a, uint g)
+{
+    rtm_k_dn_core(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], a, g);
+}
+
 #define SHIM_FN_(name, nbuf) run_##name,
 static const shim_fn shim_fns[RTM_K_COUNT] = {RTM_KERNELS(SHIM_FN_)};
 

@@ -11,7 +11,7 @@ V="$BUILD/shimvar/test_metal_kernels-mut"
 n=$(cat "$BUILD/shimvar/barriers.count") || fail "no $BUILD/shimvar/barriers.count"
 [ "$n" -ge 1 ] || fail "scripts/shim-barriers found no barrier"
 # the kernels with barriers (or simd collectives) and the cases that run them
-export TQ_METAL_CASES="hadamard_bits matvec_tq matvec_affine unpack_bits rmsnorm softmax attention route mla"
+export TQ_METAL_CASES="hadamard_bits matvec_tq matvec_affine unpack_bits rmsnorm softmax attention route mla deltanet"
 
 TQ_SHIM_MUT=0 "$V" > keep.out 2>&1 || { tail -n 20 keep.out; fail "every barrier kept: the tests fail"; }
 echo "all $n barriers kept: $(tail -n 1 keep.out)"

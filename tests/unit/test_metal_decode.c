@@ -61,8 +61,9 @@ static int decode(const char *dir, int backend, int resident, const int32_t *seq
  * the GPU and the expert kernels read their ids there: every resident fixture of qwen3_moe,
  * mixtral, gpt_oss and qwen2_moe waits once per token, down from 3); one per MoE layer whose
  * route the CPU reads back: streamed experts (the CPU reads the chosen blocks from disk, so it
- * must learn the ids: kept on purpose); and one per Gated DeltaNet core, which runs on the
- * CPU (qwen3_next, qwen3_5_moe). DeepSeek-V3's latent attention heads run on the device (the
+ * must learn the ids: kept on purpose). The Gated DeltaNet cores (qwen3_next, qwen3_5_moe)
+ * run on the device (dn_conv, dn_core: two more dispatches per linear layer, 4 per token on
+ * these 2-layer fixtures, whose waits go 3 -> 1 resident and 7 -> 5 streamed). DeepSeek-V3's latent attention heads run on the device (the
  * mla kernel: one more dispatch per layer, 3 per token on deepseek_v3, whose waits go 6 -> 1).
  * HF checkpoints with one tensor per expert (qwen3_moe-bf16, the -hf fixtures) are stacked
  * at load (runtime/model.c, bind_per_expert_stacked) and wait no more than the rest. */
@@ -108,15 +109,16 @@ static const ceiling ceilings[] = {
     {"gpt_oss-bf16-xw", 54, 1, 0},
     {"gpt_oss-bf16-xw-streamed", 54, 3, 0},
     {"gpt_oss-bf16-xw-split-resident", 54, 1, 0},
-    {"qwen3_next-tq3", 162, 3, 0},
-    {"qwen3_next-bf16-hf", 125, 3, 0},
-    {"qwen3_next-all-moe-tq3", 181, 3, 0},
-    {"qwen3_next-all-moe-tq3-streamed", 181, 7, 0},
-    {"qwen3_next-all-moe-tq3-split-resident", 181, 3, 0},
-    {"qwen3_5_moe-bf16-hf", 132, 3, 0},
-    {"qwen3_5_moe-aff8", 132, 3, 0},
-    {"qwen3_5_moe-aff8-streamed", 132, 7, 0},
-    {"qwen3_5_moe-aff8-split-resident", 132, 3, 0},
+    {"qwen3_next-tq3", 166, 1, 0},
+    {"qwen3_next-bf16-hf", 129, 1, 0},
+    {"qwen3_next-all-moe-tq3", 185, 1, 0},
+    {"qwen3_next-all-moe-tq3-streamed", 185, 5, 0},
+    {"qwen3_next-all-moe-tq3-split-resident", 185, 1, 0},
+    {"qwen3_next-bf16-wide-keys", 125, 3, 0},
+    {"qwen3_5_moe-bf16-hf", 136, 1, 0},
+    {"qwen3_5_moe-aff8", 136, 1, 0},
+    {"qwen3_5_moe-aff8-streamed", 136, 5, 0},
+    {"qwen3_5_moe-aff8-split-resident", 136, 1, 0},
     {"qwen2-tq3", 74, 1, 0},
     {"qwen2-bf16-hf", 53, 1, 0},
     {"qwen2_moe-aff4", 103, 1, 0},
@@ -323,6 +325,14 @@ static void qwen3_next(void)
     family(FX_QWEN3_NEXT, "qwen3_next", k, 2, 0);
     family(FX_QWEN3_NEXT, "qwen3_next-all-moe", k, 1, 1);
 }
+/* Key heads of 260 (beyond RTM_DN_MAXD): the backend declines the DeltaNet kernels and the
+ * core runs on the CPU after a sync (runtime/deltanet.c), one wait per linear layer again. */
+static void qwen3_next_wide(void)
+{
+    fx_cfg c = fx_family_cfg(FX_QWEN3_NEXT, FX_BF16);
+    c.lk_dim = 260;
+    both(c, "qwen3_next-bf16-wide-keys", 0);
+}
 static void qwen3_5_moe(void)
 {
     static const int k[] = {FX_BF16, FX_AFF8};
@@ -415,6 +425,7 @@ int main(void)
     RUN(gpt_oss);
     RUN(gpt_oss_xw);
     RUN(qwen3_next);
+    RUN(qwen3_next_wide);
     RUN(qwen3_5_moe);
     RUN(qwen2);
     RUN(shim_threads);

@@ -187,6 +187,60 @@ static void sigmoid_silu(void)
     rtm_be_free(BE, y);
 }
 
+/* rtm_log and rtm_log1p (the Gated DeltaNet decay's softplus, dn_core) against the C library's
+ * double log and log1p (independent of the kernels' code): ln over one positive normal float
+ * in every 997 of the whole range, ln(1 + t) over a geometric grid of t in [1e-30, 5e8] (the
+ * decay's exp(x) for x ≤ 20) and 0. LOG_ERR_U is the measured bound, rounded up; the
+ * kernels' error beyond it is not derived here (docs/metal.md, Gated DeltaNet). */
+#define LOG_ERR_U 3.0
+static void log_sweep(void)
+{
+    const uint64_t CH = 1u << 20;
+    float *x = dmem(CH), *y = dmem(CH);
+    tq_err err = {0};
+    double worst = 0, worst1 = 0;
+    uint64_t n_done = 0;
+    for (uint64_t b = 0x00800000u; b <= 0x7f7fffffu;) {
+        uint64_t n = 0;
+        for (; n < CH && b <= 0x7f7fffffu; n++, b += 997) {
+            uint32_t u32 = (uint32_t)b;
+            memcpy(&x[n], &u32, 4);
+        }
+        CHECK_OK(rtm_be_unary(BE, y, x, n, 3, &err));
+        if (!sync_ok())
+            return;
+        for (uint64_t i = 0; i < n; i++) {
+            double ref = log((double)x[i]);
+            /* relative to ln x, or to one unit of its scale near x = 1, where ln x → 0 */
+            double rel = fabs((double)y[i] - ref) / fmax(fabs(ref), 0x1p-24) / U;
+            if (!(rel <= worst))
+                worst = rel;
+        }
+        n_done += n;
+    }
+    const uint64_t n1 = 200001;
+    for (uint64_t i = 0; i < n1; i++)
+        x[i] = i == 0 ? 0.0f : (float)(1e-30 * pow(5e38, (double)(i - 1) / (double)(n1 - 2)));
+    CHECK_OK(rtm_be_unary(BE, y, x, n1, 4, &err));
+    if (!sync_ok())
+        return;
+    for (uint64_t i = 0; i < n1; i++) {
+        double ref = log1p((double)x[i]), rel = ref != 0 ? fabs((double)y[i] - ref) / ref / U : fabs((double)y[i]);
+        if (!(rel <= worst1))
+            worst1 = rel;
+    }
+    printf("  %s: rtm_log over %llu floats: max error %.3f U; rtm_log1p over [0, 5e8]: %.3f U\n", DEV,
+           (unsigned long long)n_done, worst, worst1);
+    CHECKF(worst <= LOG_ERR_U, "rtm_log error %.3f U above the stated %.1f U", worst, LOG_ERR_U);
+    CHECKF(worst1 <= LOG_ERR_U + 2, "rtm_log1p error %.3f U above the stated %.1f U", worst1, LOG_ERR_U + 2);
+    float ends[3] = {1.0f, 0.0f, -1.0f};
+    memcpy(x, ends, sizeof ends);
+    CHECK_OK(rtm_be_unary(BE, y, x, 3, 3, &err));
+    if (sync_ok())
+        CHECK(y[0] == 0.0f && isinf(y[1]) && y[1] < 0 && isnan(y[2]));
+    rtm_be_free(BE, x);
+    rtm_be_free(BE, y);
+}
 
 /* ---------------------------------------------------------------- Hadamard */
 
@@ -1622,6 +1676,106 @@ static void mla(void)
     }
 }
 
+/* ---------------------------------------------------------------- Gated DeltaNet */
+
+/* max |a - b| / max |b| over n values (b the CPU's) */
+static double rel_err(const float *a, const float *b, uint64_t n)
+{
+    double mx = 0, d = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs((double)b[i]));
+        d = fmax(d, fabs((double)a[i] - b[i]));
+    }
+    return mx > 0 ? d / mx : d;
+}
+
+/* dn_conv + dn_core (rtm_be_deltanet) against the CPU runtime's step (runtime/deltanet.c,
+ * rt_deltanet_step) on random shapes, inputs and states, three tokens in a row (the states
+ * carried): ao, the conv state and the delta-rule state within DN_TOL of the largest CPU
+ * value. A consistency check against the CPU runtime, not an independent oracle: the CPU sums
+ * the norms and computes the decay (exp, log) in double, the kernels in f32 (rtm_exp, rtm_log:
+ * log_sweep bounds them). The decay inputs a + dt_bias span [-40, 40] (both softplus branches,
+ * and ln(1 + e^x) where 1 + e^x rounds to 1), A_log [-4, 4]. dk, dv up to RTM_DN_MAXD (more
+ * than a threadgroup's threads would need a second row per thread: dv = 256 = RTM_TG does not,
+ * dk = 256 sums the norms over every thread). The CPU's conv is exact-order, so the conv state
+ * must match bit for bit. */
+#define DN_TOL 1e-4
+static void deltanet(void)
+{
+    tq_err err = {0};
+    for (int c = 0; c < 8; c++) {
+        static const uint64_t dks[] = {1, 7, 64, 256, 33, 128, 16, 5};
+        uint64_t nk = 1 + irand(3), rep = 1 + irand(3), nv = nk * rep, dk = dks[c], dv = c == 3 ? 256 : 1 + irand(140);
+        uint64_t K = c == 0 ? 1 : 2 + irand(3), Kd = nk * dk, C = 2 * Kd + nv * dv, st = K > 1 ? (K - 1) * C : 1;
+        double eps = 1e-6;
+        float *w = dmem(C * K), *alog = dmem(nv), *dtb = dmem(nv), *gw = dmem(dv), *mix = dmem(C), *z = dmem(nv * dv);
+        float *bb = dmem(nv), *aa = dmem(nv), *cs = dmem(st), *ssm = dmem(nv * dv * dk), *co = dmem(C), *ao = dmem(nv * dv);
+        float *cs0 = malloc(st * 4), *ssm0 = malloc(nv * dv * dk * 4), *ccs = malloc(st * 4), *cssm = malloc(nv * dv * dk * 4);
+        float *cco = malloc(C * 4), *cao = malloc(nv * dv * 4);
+        for (uint64_t i = 0; i < C * K; i++)
+            w[i] = (float)(0.5 * nrand());
+        for (uint64_t i = 0; i < nv; i++) {
+            alog[i] = (float)(-4 + 8 * urand());
+            dtb[i] = (float)(2 * nrand());
+        }
+        for (uint64_t i = 0; i < dv; i++)
+            gw[i] = (float)(1 + 0.3 * nrand());
+        for (uint64_t i = 0; i < st; i++)
+            cs0[i] = (float)nrand();
+        for (uint64_t i = 0; i < nv * dv * dk; i++)
+            ssm0[i] = (float)(0.3 * nrand());
+        double worst = 0;
+        for (int ord = 0; ord < ORDERS; ord++) {
+            rtm_shim_reverse = ord;
+            memcpy(cs, cs0, st * 4);
+            memcpy(ccs, cs0, st * 4);
+            memcpy(ssm, ssm0, nv * dv * dk * 4);
+            memcpy(cssm, ssm0, nv * dv * dk * 4);
+            uint64_t seed = rng;
+            for (int t = 0; t < 3; t++) {
+                for (uint64_t i = 0; i < C; i++)
+                    mix[i] = (float)nrand();
+                for (uint64_t i = 0; i < nv * dv; i++)
+                    z[i] = (float)(2 * nrand());
+                for (uint64_t i = 0; i < nv; i++) {
+                    bb[i] = (float)(2 * nrand());
+                    aa[i] = (float)(-40 + 80 * urand()) - dtb[i];
+                }
+                rt_dn_step dev = {nk, dk, nv, dv, K, eps, w, alog, dtb, gw, K > 1 ? cs : NULL, ssm, mix, z, bb, aa, co, ao};
+                rt_dn_step cpu = dev;
+                cpu.conv_state = ccs, cpu.ssm = cssm, cpu.co = cco, cpu.ao = cao;
+                CHECK(rtm_be_deltanet(BE, &dev, &err) == 0);
+                if (!sync_ok())
+                    break;
+                rt_deltanet_step(&cpu, POOL);
+                if (K > 1)
+                    CHECKF(memcmp(cs, ccs, st * 4) == 0, "deltanet case %d token %d: the conv state differs", c, t);
+                double ea = rel_err(ao, cao, nv * dv), es = rel_err(ssm, cssm, nv * dv * dk);
+                worst = fmax(worst, fmax(ea, es));
+                CHECKF(ea <= DN_TOL && es <= DN_TOL,
+                       "deltanet nk %llu nv %llu dk %llu dv %llu K %llu token %d: error %.3g (ao), %.3g (state)",
+                       (unsigned long long)nk, (unsigned long long)nv, (unsigned long long)dk, (unsigned long long)dv,
+                       (unsigned long long)K, t, ea, es);
+                if (t == 0) /* the same token's output in both thread orders, bit for bit */
+                    order_check(ord, ao, nv * dv, "deltanet");
+            }
+            if (ord + 1 < ORDERS)
+                rng = seed; /* the same tokens again in the other order */
+        }
+        printf("  %s: deltanet nk %llu nv %llu dk %llu dv %llu K %llu: max error %.3g of the largest value\n", DEV,
+               (unsigned long long)nk, (unsigned long long)nv, (unsigned long long)dk, (unsigned long long)dv,
+               (unsigned long long)K, worst);
+        rtm_shim_reverse = 0;
+        float *dm[] = {w, alog, dtb, gw, mix, z, bb, aa, cs, ssm, co, ao};
+        for (size_t i = 0; i < sizeof dm / sizeof *dm; i++)
+            rtm_be_free(BE, dm[i]);
+        free(cs0), free(ssm0), free(ccs), free(cssm), free(cco), free(cao);
+    }
+    /* beyond the kernels: nothing queued, 1 (the caller runs the CPU's step) */
+    rt_dn_step big = {.nk = 1, .dk = RTM_DN_MAXD + 1, .nv = 1, .dv = 4, .K = 2, .eps = 1e-6};
+    CHECK(rtm_be_deltanet(BE, &big, &err) == 1);
+}
+
 /* ---------------------------------------------------------------- element-wise */
 
 static void elementwise(void)
@@ -1786,7 +1940,7 @@ static const tcase cases[] = {
     {"rope_bits", rope_bits},         {"rotation_reuse", rotation_reuse},
     {"softmax", softmax},             {"attention", attention},       {"route", route},
     {"elementwise", elementwise},     {"route_cpu", route_cpu},       {"experts_ex", experts_ex},
-    {"mla", mla},
+    {"mla", mla},                     {"log_sweep", log_sweep},       {"deltanet", deltanet},
 };
 
 /* TQ_METAL_CASES="name name ...": only those cases (tests/cli/metal-shim-barriers.sh runs the
