@@ -287,6 +287,30 @@ static void store_describe(const tq_model_tensor *mt, rt_tensor *t)
     t->nbytes = mt->info.nbytes;
 }
 
+/* Room for one more buffer the store made (rebuilt or stacked experts), freed with the store:
+ * reserved before the buffer is allocated, so keeping it cannot fail. */
+static int store_made_reserve(rt_store *s, tq_err *e)
+{
+    void **made = realloc(s->made, (s->n_made + 1) * sizeof *made);
+    if (made)
+        s->made = made;
+    uint64_t *mb = made ? realloc(s->made_bytes, (s->n_made + 1) * sizeof *mb) : NULL;
+    if (mb)
+        s->made_bytes = mb;
+    if (!made || !mb) {
+        tq_fail(e, TQ_ENOMEM, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static void store_made_keep(rt_store *s, void *buf, uint64_t nbytes)
+{
+    s->made[s->n_made] = buf;
+    s->made_bytes[s->n_made++] = nbytes;
+    s->bytes += nbytes;
+}
+
 int rt_store_get(rt_store *s, const char *name, rt_tensor *t, tq_err *e)
 {
     const tq_model_tensor *mt;
@@ -320,17 +344,9 @@ int rt_store_get_xw(rt_store *s, const char *name, int part, uint64_t E, uint64_
     const tq_xw_part p = tq_flash_xw_part(part, I, H);
     size_t esz = tq_dtype_size(mt->info.dtype);
     uint64_t in = mt->info.nbytes / (E ? E : 1), out = p.rows * p.cols * esz; /* bytes per expert */
-    void **made = realloc(s->made, (s->n_made + 1) * sizeof *made);
-    if (made)
-        s->made = made;
-    uint64_t *mb = made ? realloc(s->made_bytes, (s->n_made + 1) * sizeof *mb) : NULL;
-    if (mb)
-        s->made_bytes = mb;
-    unsigned char *buf = mb ? alloc_pages(E * out, e) : NULL, *slice = buf ? tq_malloc((size_t)in, e) : NULL;
-    if (!made || !mb) {
-        tq_fail(e, TQ_ENOMEM, "out of memory");
+    if (store_made_reserve(s, e) != 0)
         return -1;
-    }
+    unsigned char *buf = alloc_pages(E * out, e), *slice = buf ? tq_malloc((size_t)in, e) : NULL;
     if (!slice) {
         free(buf);
         return -1;
@@ -344,9 +360,7 @@ int rt_store_get_xw(rt_store *s, const char *name, int part, uint64_t E, uint64_
         tq_flash_xw_gather(&p, slice, esz, buf + x * out);
     }
     free(slice);
-    s->made[s->n_made] = buf;
-    s->made_bytes[s->n_made++] = E * out;
-    s->bytes += E * out;
+    store_made_keep(s, buf, E * out);
     t->dt = mt->info.dtype;
     t->ndim = p.cols == 1 && part > TQ_XW_DOWN_W ? 2 : 3;
     t->shape[0] = E;
@@ -373,14 +387,8 @@ int rt_store_get_stack(rt_store *s, const char *const *names, uint64_t n, rt_ten
     uint64_t one = first ? first->info.nbytes : 0, all;
     if (!first || one == 0 || tq_mul_u64(one, n, &all))
         return 0;
-    void **made = realloc(s->made, (s->n_made + 1) * sizeof *made);
-    if (made)
-        s->made = made;
-    uint64_t *mb = made ? realloc(s->made_bytes, (s->n_made + 1) * sizeof *mb) : NULL;
-    if (mb)
-        s->made_bytes = mb;
-    if (!made || !mb)
-        return tq_fail(e, TQ_ENOMEM, "out of memory");
+    if (store_made_reserve(s, e) != 0)
+        return -1;
     unsigned char *buf = alloc_pages(all, e);
     if (!buf)
         return -1;
@@ -391,9 +399,7 @@ int rt_store_get_stack(rt_store *s, const char *const *names, uint64_t n, rt_ten
             return -1;
         }
     }
-    s->made[s->n_made] = buf;
-    s->made_bytes[s->n_made++] = all;
-    s->bytes += all;
+    store_made_keep(s, buf, all);
     store_describe(first, t);
     t->data = buf;
     return 1;
