@@ -334,7 +334,7 @@ else
 	  TQ_TEST_FILTER='^(test_metal_kernels|test_metal_decode|run-backend|metal-build)$$' ./tests/run-tests
 endif
 
-# Cross-builds for Linux arm64 and runs the unit tests under qemu-user (scripts/check-arm64;
+# Cross-builds for Linux arm64 and runs the unit tests and make verify under qemu-user (scripts/check-arm64;
 # installs the cross compiler, qemu-user and arm64 libraries). Not in check or CI: slow.
 check-arm64:
 	@./scripts/check-arm64

@@ -1,4 +1,4 @@
-/* make verify's golden bytes made by the library in one thread, no tools: for make check-arm64 under qemu-user, which cannot start threads (issue 37). */
+/* make verify's golden bytes made by the library in one thread, no tools: written for make check-arm64 (issue 37) when its threads would not start under qemu-user; it now runs make verify with the tools too. */
 /*
  * The library (tq_mkmodel, tq_convert, tq_split: no CLI, no signal thread, threads = 1) makes
  * the first models of scripts/verify with the same arguments and relative names, and the
