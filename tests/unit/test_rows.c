@@ -394,6 +394,9 @@ static void test_roundtrip_tables(void)
         roundtrip(&specs[i], 4096, 0, 1000, i);
         roundtrip(&specs[i], 4096, 1, 0, i);
         roundtrip(&specs[i], 512, 0, 7, i);
+        /* chunks of at least rows_convert.c's FILL_THREAD_MIN: the next chunk is filled on a
+         * second thread while this one is written (the three above fill inline or in one chunk) */
+        roundtrip(&specs[i], 0, 0, 16384, i);
     }
 }
 
