@@ -320,9 +320,9 @@ def cmd_encode(work):
 
 # ------------------------------------------------------------------------------ model
 DENSE = dict(name="qwen3-tiny", model_type="qwen3", hidden=256, layers=4, heads=4, kv_heads=2, head_dim=64,
-             inter=768, steps=250, batch=16, lr=3e-3, seed=1)
+             inter=768, steps=3000, batch=16, lr=3e-3, seed=1)
 MOE = dict(name="qwen3-moe-tiny", model_type="qwen3_moe", hidden=256, layers=4, heads=4, kv_heads=2, head_dim=64,
-           inter=768, experts=8, top_k=2, moe_inter=128, steps=250, batch=16, lr=3e-3, seed=2)
+           inter=768, experts=8, top_k=2, moe_inter=128, steps=3000, batch=16, lr=3e-3, seed=2)
 ROPE_THETA = 10000.0
 CKPT_EVERY = 50
 EPS = 1e-6

@@ -12,7 +12,7 @@ M=$ROOT/testdata/models/qwen3-tiny
 
 # greedy text: on stdout alone, with a final newline; the report on stderr
 tq-run "$M" --prompt "The module" --max-tokens 40 > out1 2> err1 || fail "--prompt: $(cat err1)"
-printf ' is\n   called, and the *path* is a string.\n\n   The *path* is a string, and the *path* is\n   the *path* is\n' > want
+printf ' is not available in the\n   module-level module.\n\n   3.3\n   3.3\n      The *policy* parameter was added.\n\n   3.3\n     \n' > want
 cmp out1 want || fail "greedy text of qwen3-tiny: '$(cat out1)'"
 for k in tokens model speed memory "logits sha256"; do
   grep -q "^$k: " err1 || fail "no '$k:' line in the report: $(cat err1)"
@@ -62,7 +62,7 @@ tq-run "$M" --prompt "The module" --max-tokens 12 --temperature 0.8 --top-k 40 -
 python3 - s7 <<'PY' || fail "seed 7 tokens"
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["tokens"] == [433, 11, 257, 1304, 1165, 1272, 45, 267, 550, 47, 33, 758], j["tokens"]
+assert j["tokens"] == [702, 328, 639, 279, 297, 1087, 11, 110, 303, 910, 310, 491], j["tokens"]
 assert j["sampling"] == {"seed": 7, "temperature": 0.8, "top_k": 40, "top_p": 0.95}, j["sampling"]
 PY
 tq-run "$M" --prompt "The module" --max-tokens 12 --temperature 0.8 --top-k 40 --top-p 0.95 --seed 8 --json > s8 ||
@@ -71,17 +71,17 @@ tq-run "$M" --prompt "The module" --max-tokens 12 --temperature 0.8 --top-k 40 -
 tq-run "$M" --prompt "The module" --max-tokens 4 --temperature 0.8 --seed 3 2> serr > /dev/null || fail "report"
 grep -q '^sampling: temperature 0.8, top-k 0, top-p 1, seed 3$' serr || fail "no sampling line: $(cat serr)"
 
-# the eos token ends text generation: a tokenizer whose eos is '  ' (id 257), the third greedy
-# token, stops after it and does not print it; --ignore-eos goes on
-mkdir tk && cp "$M/tokenizer.json" tk/ && printf '{"eos_token": "\\u0120\\u0120"}' > tk/tokenizer_config.json
+# the eos token ends text generation: a tokenizer whose eos is ' available' (id 1272), the
+# third greedy token, stops after it and does not print it; --ignore-eos goes on
+mkdir tk && cp "$M/tokenizer.json" tk/ && printf '{"eos_token": "\\u0120available"}' > tk/tokenizer_config.json
 tq-run "$M" --tokenizer tk --prompt "The module" --max-tokens 12 --json > e1 || fail "eos run"
 python3 - e1 <<'PY' || fail "eos stop"
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["tokens"] == [300, 11, 257] and j["stopped"] is True and j["text"] == " is\n", j
+assert j["tokens"] == [300, 442, 1272] and j["stopped"] is True and j["text"] == " is not", j
 PY
 tq-run "$M" --tokenizer tk --prompt "The module" --max-tokens 12 > e2 2> e2err || fail "eos text"
-[ "$(cat e2)" = " is" ] && grep -q '^tokens: 300,11,257 (ended at the eos token)$' e2err || fail "eos: '$(cat e2)' $(cat e2err)"
+[ "$(cat e2)" = " is not" ] && grep -q '^tokens: 300,442,1272 (ended at the eos token)$' e2err || fail "eos: '$(cat e2)' $(cat e2err)"
 tq-run "$M" --tokenizer tk --prompt "The module" --max-tokens 12 --ignore-eos --json > e3 || fail "--ignore-eos"
 [ "$(jget e3 generated_tokens)" = 12 ] && [ "$(jget e3 stopped)" = false ] || fail "--ignore-eos: $(cat e3)"
 
