@@ -4,6 +4,7 @@
  * (dequantized up front, rotation undone by the O(n²) Hadamard definition) for a naive
  * reference forward pass written independently of runtime/. */
 #include "rt_fixture.h"
+#include "check.h"
 #include "layout/split/split.h"
 #include "quant/convert/convert.h"
 #include "runtime/runtime.h"
@@ -1245,4 +1246,20 @@ int fx_collect(void *user, uint64_t step, const float *l, uint64_t vocab)
     memcpy(b->v + step * vocab, l, vocab * sizeof(float));
     b->steps++;
     return 0;
+}
+
+void fx_check_oracle(const fx_model *m, const char *dir, int resident, int n, const char *what, float **keep)
+{
+    tq_run_opts o;
+    tq_run_opts_default(&o);
+    o.threads = 2;
+    o.resident = resident;
+    tq_err err = {0};
+    double worst;
+    int first, bad = fx_oracle_compare(m, dir, &o, n, &worst, &first, keep, &err);
+    CHECKF(bad >= 0, "%s: %s", what, err.msg);
+    CHECKF(bad == 0, "%s: %d greedy tokens differ from the oracle's, the first at step %d", what, bad, first);
+    CHECKF(bad >= 0 && worst < 1e-4, "%s: relative logit error %.3g", what, worst);
+    CHECKF(bad < 0 || worst > 0, "%s: suspiciously exact", what);
+    printf("  %-40s max relative logit error %.3g over %d positions, %d token mismatches\n", what, worst, n, bad);
 }

@@ -146,6 +146,10 @@ double fx_rel_err(const double *ref, const float *got, int n, int *ref_argmax);
  * (caller frees). */
 int fx_oracle_compare(const fx_model *m, const char *dir, struct tq_run_opts *o, int n, double *worst, int *first_bad,
                       float **keep, struct tq_err *e);
+/* fx_oracle_compare of dir (2 threads, resident or streamed) as a test: the decode runs, every
+ * greedy token is the oracle's, the relative logit error stays below 1e-4 and is not 0 (an
+ * exact match would mean the oracle was not consulted); prints one line named what. */
+void fx_check_oracle(const fx_model *m, const char *dir, int resident, int n, const char *what, float **keep);
 /* tq_split of src into dst (2 threads, quiet), and tq_convert with every tensor kept as it is
  * (--keep '.', 2 threads): the library calls the family tests put a model through. */
 int fx_split_dir(const char *src, const char *dst, struct tq_err *e);

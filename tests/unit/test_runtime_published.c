@@ -83,18 +83,7 @@ static void patch_config(const char *dir, const char *const *drop, const char *s
 /* Decode dir teacher-forced against the oracle m (fx_oracle_compare). */
 static void against(const fx_model *m, const char *dir, int resident, const char *what)
 {
-    tq_run_opts o;
-    tq_run_opts_default(&o);
-    o.threads = 2;
-    o.resident = resident;
-    tq_err err = {0};
-    double worst;
-    int first, bad = fx_oracle_compare(m, dir, &o, NSEQ, &worst, &first, NULL, &err);
-    CHECKF(bad >= 0, "%s: %s", what, err.msg);
-    CHECKF(bad == 0, "%s: %d greedy tokens differ from the oracle's, the first at step %d", what, bad, first);
-    CHECKF(bad >= 0 && worst < 1e-4, "%s: relative logit error %.3g", what, worst);
-    CHECKF(bad < 0 || worst > 0, "%s: suspiciously exact", what);
-    printf("  %-40s max relative logit error %.3g over %d positions, %d token mismatches\n", what, worst, NSEQ, bad);
+    fx_check_oracle(m, dir, resident, NSEQ, what, NULL);
 }
 
 /* c (HF layout) with its config rewritten by drop/set, through every path. */
