@@ -172,7 +172,10 @@ static void report(FILE *f, const tq_run_stats *st, const int32_t *out, int ids_
     fprintf(f, "model: %s, %s weights, %s\n", tq_cli_esc(st->arch), tq_cli_esc(st->weights), st->streamed ? "experts streamed" : "resident");
     fprintf(f, "speed: %.2f tokens/s (%llu forward passes in %.3f s; load %.3f s)\n", st->tokens_per_s,
             (unsigned long long)st->forward_passes, st->decode_s, st->load_s);
-    if (st->streamed)
+    if (st->streamed && strcmp(st->io, "map") == 0)
+        fprintf(f, "experts: mapped from the layer files (the OS reads their pages: no hits, misses or reads "
+                   "counted)\n");
+    else if (st->streamed)
         fprintf(f, "experts: hit rate %.4f (%llu hits, %llu misses); read %s in %llu reads (%s io, %.3f s), %s/token; cache %s in use\n",
                 st->hit_rate, (unsigned long long)st->expert_hits, (unsigned long long)st->expert_misses, b1,
                 (unsigned long long)st->reads, st->io, st->io_s, b2, b4);
@@ -373,7 +376,13 @@ int main(int argc, char **argv)
         TQ_OPT_INT("io-threads", 0, &o.io_threads, 1, 64, "N", "parallel expert readers (default: experts per token)"),
         TQ_OPT_SET("no-direct", 0, &o.io_mode, TQ_RUN_IO_BUFFERED,
                    "plain buffered reads (no O_DIRECT/F_NOCACHE/fadvise)"),
-        TQ_OPT_FLAG("check-blocks", 0, &o.check_blocks, "verify every expert block read against split.json"),
+        TQ_OPT_FLAG("map-experts", 0, &o.map_experts,
+                    "split: map each layer file (mmap) instead of reading the chosen expert blocks into the "
+                    "cache; the OS pages them in, and with --backend metal or shim the GPU finds each "
+                    "expert itself (one wait per token)"),
+        TQ_OPT_FLAG("check-blocks", 0, &o.check_blocks,
+                    "verify every expert block read against split.json (with --map-experts: every block, "
+                    "once, at load)"),
         TQ_OPT_FLAG("allow-nonfinite", 0, &o.allow_nonfinite,
                     "decode on when a step's logits hold NaN or infinity (default: exit 1 naming the step)"),
         TQ_OPT_OUT_FILE("logits", 0, &o.logits_path, "FILE",
@@ -470,6 +479,12 @@ int main(int argc, char **argv)
         return tq_cli_usage_error("unexpected argument '%s'", cli.args[1]);
     if ((rc = tq_cli_hf_models(&cli, 0, 1)) != 0)
         return rc;
+    if (o.map_experts && o.resident)
+        return tq_cli_usage_error("--map-experts and --resident go one at a time");
+    if (o.map_experts &&
+        (tq_cli_given(&cli, "cache-budget") || tq_cli_given(&cli, "io-threads") || tq_cli_given(&cli, "no-direct")))
+        return tq_cli_usage_error("--cache-budget, --io-threads and --no-direct go with reading experts, not "
+                                  "--map-experts");
     if (eval_text || eval_ids) {
         if (eval_text && eval_ids)
             return tq_cli_usage_error("--eval and --eval-ids go one at a time");

@@ -315,8 +315,8 @@ static const rt_backend dev_backend = {
     .deltanet = dev_deltanet,
 };
 
-/* Stable weights the device may map once: the store's tensors, the model's float vectors and
- * resident expert blocks. */
+/* Stable weights the device may map once: the store's tensors, the model's float vectors,
+ * resident expert blocks and mapped layer files (map_experts). */
 static int runner_region(void *user, const void *p, const void **base, uint64_t *n)
 {
     const tq_runner *r = user;
@@ -326,6 +326,11 @@ static int runner_region(void *user, const void *p, const void **base, uint64_t 
         return 1;
     for (uint64_t l = 0; r->L && l < r->c.layers; l++) {
         const rt_layer *L = &r->L[l];
+        if (L->map && (const uint8_t *)p >= L->map && (const uint8_t *)p < L->map + L->map_len) {
+            *base = L->map; /* the whole mapped file, from its RT_MAP_PAGE-aligned start (model.c, map_layer) */
+            *n = L->map_len;
+            return 1;
+        }
         uint64_t size = L->src.block_size * L->src.n_experts;
         if (L->resident_blocks && (const uint8_t *)p >= L->resident_blocks && (const uint8_t *)p < L->resident_blocks + size) {
             *base = L->resident_blocks;

@@ -38,6 +38,11 @@ int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o,
         tq_runner_close(r);
         return -1;
     }
+    if (r->o.resident && r->o.map_experts) {
+        tq_fail(e, TQ_EUSAGE, "resident and map_experts go one at a time");
+        tq_runner_close(r);
+        return -1;
+    }
     int threads = r->o.threads > 0 ? r->o.threads : tq_default_threads();
     if (rt_pool_create(&r->pool, threads, e) != 0 || rt_model_load(r, e) != 0) {
         tq_runner_close(r);
@@ -315,6 +320,12 @@ static void fill_stats(const tq_runner *r, tq_run_stats *st)
     st->cache_budget = r->o.cache_budget;
     st->streamed = r->cache != NULL;
     snprintf(st->io, sizeof st->io, "none");
+    for (uint64_t l = 0; l < r->c.layers; l++)
+        if (r->L[l].map) { /* map_experts: the OS reads the pages; nothing here counts them */
+            st->streamed = 1;
+            snprintf(st->io, sizeof st->io, "map");
+            break;
+        }
     if (r->cache) {
         rt_cache_stats(r->cache, &st->expert_hits, &st->expert_misses, &st->bytes_read, &st->reads,
                        &st->cache_bytes, &st->cache_peak_bytes, &st->io_s);

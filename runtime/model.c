@@ -4,11 +4,14 @@
 
 #include <math.h>
 #include "formats/flash.h"
+#include "common/platform.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* Tensors of one module; with E > 0 the leading expert axis is checked and stripped. */
@@ -782,6 +785,77 @@ out:
     return rc;
 }
 
+/* --check-blocks on blocks held whole (--resident's copy, or the mapped file): each expert's
+ * block against split.json's SHA-256, once. */
+static int check_layer_blocks(const rt_layer *L, const uint8_t *blocks, tq_err *e)
+{
+    for (uint64_t x = 0; L->src.have_sha && x < L->src.n_experts; x++) {
+        unsigned char d[32];
+        tq_sha256_buf(blocks + x * L->src.block_size, L->src.block_size, d);
+        if (memcmp(d, L->src.sha[x], 32))
+            return tq_fail(e, TQ_EDATA, "%s: expert %llu block (offset %llu) does not match split.json's SHA-256",
+                           L->src.path, (unsigned long long)x,
+                           (unsigned long long)(L->src.data_start + x * L->src.block_size));
+    }
+    return 0;
+}
+
+/* map_experts: layer l's file mapped read-only, whole, from offset 0, at an RT_MAP_PAGE
+ * boundary and rounded up to whole RT_MAP_PAGE pages (past the end of the file where its size
+ * is not a multiple: those bytes are never read), so that a device backend wraps it in place.
+ * This is how llama.cpp runs a model on Metal: it maps the file (llama.cpp src/llama-mmap.cpp,
+ * llama_mmap's POSIX impl: mmap(NULL, file->size(), PROT_READ, MAP_SHARED, fd, 0)) and ggml's
+ * Metal backend wraps the mapping (ggml src/ggml-metal/ggml-metal-device.m,
+ * ggml_metal_buffer_map: the pointer aligned down and the length up to the page, then
+ * newBufferWithBytesNoCopy ... MTLResourceStorageModeShared). mmap's address is on the OS
+ * page, 4 KiB on x86-64 Linux: a reservation one RT_MAP_PAGE longer is made first and the file
+ * mapped over it at its first 16 KiB boundary, so the shim wraps what a Mac would. The blocks
+ * are then found by id like --resident's (resident_blocks), but the OS reads their pages. */
+static int map_layer(tq_runner *r, uint64_t l, tq_err *e)
+{
+    rt_layer *L = &r->L[l];
+    uint64_t size, need, len, pg = rt_map_page();
+    int fd = tq_open_regular(L->src.path, &size, e);
+    if (fd < 0)
+        return -1;
+    if (tq_mul_u64(L->src.block_size, L->src.n_experts, &need) || tq_add_u64(need, L->src.data_start, &need) ||
+        need > size) {
+        close(fd);
+        return tq_fail(e, TQ_EDATA, "%s: file is %llu bytes, its %llu expert blocks need more", L->src.path,
+                       (unsigned long long)size, (unsigned long long)L->src.n_experts);
+    }
+    len = rt_map_round(need);
+    if (len == UINT64_MAX || len > SIZE_MAX - pg) {
+        close(fd);
+        return tq_fail(e, TQ_ENOMEM, "%s: %llu bytes do not fit in the address space", L->src.path,
+                       (unsigned long long)need);
+    }
+    size_t span = (size_t)(len + pg);
+    uint8_t *res = tq_plat_map_anon(span);
+    if (!res) {
+        close(fd);
+        return tq_fail(e, TQ_ENOMEM, "%s: cannot reserve %llu bytes of address space to map it", L->src.path,
+                       (unsigned long long)span);
+    }
+    uint8_t *at = res + (pg - (uintptr_t)res % pg) % pg;
+    void *m = mmap(at, (size_t)len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    int err = errno;
+    close(fd);
+    if (m == MAP_FAILED) {
+        munmap(res, span);
+        return tq_fail(e, TQ_EIO, "%s: cannot map the layer file: %s", L->src.path, strerror(err));
+    }
+    if (at > res)
+        munmap(res, (size_t)(at - res));
+    if (res + span > at + len)
+        munmap(at + len, (size_t)(res + span - (at + len)));
+    L->map = m;
+    L->map_len = len;
+    L->resident_blocks = L->map + L->src.data_start;
+    /* --check-blocks: every block once, now (the CPU never learns which ones a device reads) */
+    return check_layer_blocks(L, L->resident_blocks, e);
+}
+
 /* --resident on a split directory: every block of every layer in memory. */
 static int load_blocks_resident(tq_runner *r, uint64_t l, tq_err *e)
 {
@@ -798,15 +872,8 @@ static int load_blocks_resident(tq_runner *r, uint64_t l, tq_err *e)
     memset(L->resident_blocks + n, 0, sz - n);
     if (tq_pread_full(L->src.fd, L->resident_blocks, n, L->src.data_start, L->src.path, e) != 0)
         return -1;
-    if (L->src.have_sha)
-        for (uint64_t x = 0; x < L->src.n_experts; x++) {
-            unsigned char d[32];
-            tq_sha256_buf(L->resident_blocks + x * L->src.block_size, L->src.block_size, d);
-            if (memcmp(d, L->src.sha[x], 32))
-                return tq_fail(e, TQ_EDATA, "%s: expert %llu block (offset %llu) does not match split.json's SHA-256",
-                               L->src.path, (unsigned long long)x,
-                               (unsigned long long)(L->src.data_start + x * L->src.block_size));
-        }
+    if (check_layer_blocks(L, L->resident_blocks, e) != 0)
+        return -1;
     r->resident_extra += n;
     return 0;
 }
@@ -1111,6 +1178,10 @@ int rt_model_load(tq_runner *r, tq_err *e)
         for (uint64_t l = 0; l < c->layers; l++)
             if (r->L[l].streamed && load_blocks_resident(r, l, e) != 0)
                 return -1;
+    if (any_streamed && !r->o.resident && r->o.map_experts)
+        for (uint64_t l = 0; l < c->layers; l++)
+            if (r->L[l].streamed && map_layer(r, l, e) != 0)
+                return -1;
     if (c->split && r->o.io_mode != TQ_RUN_IO_BUFFERED)
         rt_store_drop_cache(r->store);
     return 0;
@@ -1130,7 +1201,10 @@ void rt_model_free(tq_runner *r)
             free_emat(&L->eg);
             free_emat(&L->eu);
             free_emat(&L->ed);
-            free(L->resident_blocks);
+            if (L->map)
+                munmap(L->map, (size_t)L->map_len);
+            else
+                free(L->resident_blocks);
             rt_block_src_close(&L->src);
         }
         free(r->L);

@@ -406,7 +406,13 @@ typedef struct rt_layer {
     int has_sgate;
     int streamed;
     rt_block_src src;
-    uint8_t *resident_blocks;        /* split dir with --resident: all blocks of the layer */
+    uint8_t *resident_blocks;        /* split dir with --resident: all blocks of the layer; with
+                                      * map_experts: map + data_start, read-only (model.c) */
+    uint8_t *map;                    /* map_experts: the layer file mapped read-only from offset 0,
+                                      * at a 16 KiB (RT_MAP_PAGE) boundary, map_len bytes: the file
+                                      * rounded up to whole RT_MAP_PAGE pages, so that a device wraps
+                                      * it in place (runtime/backend.c, runner_region) */
+    uint64_t map_len;
     /* Decoding state of this layer (decode.c alloc_state), zeroed at the start. */
     float *kc;                       /* [ctx][kw] keys after norm and RoPE; MLA: [ctx][kv_lora + qk_rope]
                                       * normalised latent then the rotated shared key */

@@ -71,6 +71,10 @@ typedef struct tq_run_opts {
     int io_mode;            /* enum tq_run_io */
     int backend;            /* enum tq_run_backend */
     int check_blocks;       /* verify each expert block read against split.json's SHA-256 */
+    int map_experts;        /* split: map each layer file (mmap) instead of reading the chosen
+                             * blocks into the cache; a device backend then finds each expert
+                             * by the id its route kernel chose, with no CPU wait per layer
+                             * (docs/metal.md, Mapped experts). Not with resident. */
     int allow_nonfinite;    /* decode on when a step's logits hold NaN or infinity (else an error) */
     uint64_t cache_budget;  /* expert cache bytes (default 1 GiB) */
     uint64_t ctx;           /* KV cache positions; 0 = prompt + max_tokens */
@@ -102,8 +106,10 @@ TQ_API void tq_run_opts_default(tq_run_opts *o);
 typedef struct tq_run_stats {
     char arch[32];              /* config.json's model_type (text_config's for multimodal ones) */
     char weights[32];           /* f32/f16/bf16/turboquant/affine/mxfp4/mixed */
-    int streamed;               /* experts streamed from a split directory */
-    char io[16];                /* "direct", "fadvise", "buffered" or "none" */
+    int streamed;               /* experts streamed from a split directory (read or mapped) */
+    char io[16];                /* "direct", "fadvise", "buffered", "map" (map_experts: the OS
+                                 * pages the layer files in; no hits, misses or reads counted)
+                                 * or "none" */
     uint64_t vocab;
     uint64_t prompt_tokens, generated_tokens, forward_passes;
     int stopped;                /* generation ended on a stop token before max_tokens */

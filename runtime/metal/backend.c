@@ -121,27 +121,20 @@ static void rot_forget_written(rtm_be *b, const void *p, uint64_t n)
  * it, or reads weights (what staged_weight_bytes counts). */
 enum { RD, WR, WT };
 
-/* A device buffer over the stable region [base, base + n): mapped in place where it is whole
- * RTM_PAGE pages and the device can map it, else copied once; each copy is counted
- * (rtm_counts.wrap_copies), never silent. */
+/* A device buffer over the stable region [base, base + n): the device maps it in place where it
+ * can — where it is whole pages (16 KiB on Apple silicon and in the shim: the regions tq makes
+ * are whole RTM_PAGE pages) — and copies it once where it cannot; each copy is counted
+ * (rtm_counts.wrap_copies), never silent. The device decides, so that the shim's page rule is
+ * the one a misplaced region meets (test_metal_kernels, wrap_rules). */
 static int wrap_region(rtm_be *b, const void *base, uint64_t n, void **h, tq_err *e)
 {
-    if ((uintptr_t)base % RTM_PAGE == 0 && n % RTM_PAGE == 0 && n > 0) {
-        int rc = b->dev->wrap(b->dev, base, n, h, e);
-        if (rc < 0)
-            return -1;
-        if (rc == 1) {
-            b->cnt.wrap_copies++;
-            b->cnt.wrap_copy_bytes += n;
-        }
-        return 0;
-    }
-    void *host;
-    if (b->dev->alloc(b->dev, n ? n : 4, h, &host, e) != 0)
+    int rc = b->dev->wrap(b->dev, base, n, h, e);
+    if (rc < 0)
         return -1;
-    memcpy(host, base, n);
-    b->cnt.wrap_copies++;
-    b->cnt.wrap_copy_bytes += n;
+    if (rc == 1) {
+        b->cnt.wrap_copies++;
+        b->cnt.wrap_copy_bytes += n;
+    }
     return 0;
 }
 

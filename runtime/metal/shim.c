@@ -4,9 +4,12 @@
  *
  * Like a Metal command queue, dispatch only records the kernel, its buffers and a copy of
  * its argument block; sync runs the queue in order (each dispatch's threadgroups in a shuffled
- * order, each threadgroup's RTM_TG threads as fibers meeting at real barriers, below). Like newBuffer-
- * WithBytes, wrap copies the bytes; like a staging buffer, stage copies them and the copy
- * lives until the next sync. A host that reads results before sync, or hands kernels memory
+ * order, each threadgroup's RTM_TG threads as fibers meeting at real barriers, below). Like
+ * newBufferWithBytesNoCopy, wrap uses memory in place, and only memory whose start and length
+ * are whole 16 KiB pages (RTM_PAGE, Apple silicon's page, which Metal requires there); any other
+ * region it copies, as Metal's fallback newBufferWithBytes would, and says so (returns 1: the
+ * backend counts it, rtm_counts.wrap_copies). Like a staging buffer, stage copies the bytes and
+ * the copy lives until the next sync. A host that reads results before sync, or hands kernels memory
  * to write that alloc did not make, gets wrong results here as it would on the GPU. */
 #include "runtime/metal/rtm_internal.h"
 #include "formats/formats.h"
@@ -515,18 +518,29 @@ typedef struct shim_dev {
     size_t n, cap;
     void **staged;
     size_t n_staged, cap_staged;
+    const void **inplace; /* handles of regions wrapped in place: release leaves their memory */
+    size_t n_inplace, cap_inplace;
     shim_sched *sched;
 } shim_dev;
 
 static int shim_wrap(rtm_dev *d, const void *p, uint64_t n, void **h, tq_err *e)
 {
-    (void)d;
+    shim_dev *s = (shim_dev *)d;
+    if (n > 0 && (uintptr_t)p % RTM_PAGE == 0 && n % RTM_PAGE == 0) { /* no copy: the caller's pages */
+        void *grown = tq_grow(s->inplace, &s->cap_inplace, s->n_inplace, sizeof *s->inplace, e);
+        if (!grown)
+            return -1;
+        s->inplace = grown;
+        s->inplace[s->n_inplace++] = p;
+        *h = (void *)p;
+        return 0;
+    }
     void *c = tq_malloc(n ? n : 1, e);
     if (!c)
         return -1;
     memcpy(c, p, n);
     *h = c;
-    return 0;
+    return 1; /* a copy, as Metal makes where newBufferWithBytesNoCopy refuses the region */
 }
 
 static int shim_alloc(rtm_dev *d, uint64_t n, void **h, void **host, tq_err *e)
@@ -559,7 +573,12 @@ static int shim_stage(rtm_dev *d, const void *p, uint64_t n, rtm_bind *out, tq_e
 
 static void shim_release(rtm_dev *d, void *h)
 {
-    (void)d;
+    shim_dev *s = (shim_dev *)d;
+    for (size_t i = 0; i < s->n_inplace; i++)
+        if (s->inplace[i] == h) {
+            s->inplace[i] = s->inplace[--s->n_inplace];
+            return;
+        }
     free(h);
 }
 
@@ -766,6 +785,7 @@ static void shim_close(rtm_dev *d)
     for (size_t i = 0; i < s->n_staged; i++)
         free(s->staged[i]);
     free(s->staged);
+    free(s->inplace);
     free(s->q);
     shim_sched_free(s->sched);
     free(s);

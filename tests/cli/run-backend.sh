@@ -4,7 +4,8 @@
 # the build has Metal, metal must do the same within a relative 1e-3 (never run: no Mac was
 # available; docs/metal.md); with TQ_REQUIRE_METAL set (make check-metal) a build without it fails.
 # --json reports the device backend's counters (gpu_*: docs/metal.md, Counters) with shim and
-# metal and not with cpu; their ceilings per fixture are test_metal_decode's.
+# metal and not with cpu; their ceilings per fixture are test_metal_decode's. --map-experts
+# decodes the streamed MoE with one wait per token.
 . "$ROOT/tests/lib/common.sh"
 run tq-mkmodel --quiet --arch llama --size tiny --seed 3 dense
 run tq-mkmodel --quiet --arch qwen3_moe --size tiny --seed 4 moe
@@ -57,4 +58,33 @@ for b in $backends; do
 done
 run tq-run dense --tokens 5,9,2,7 --max-tokens 4 --json > cpu.json
 grep -q '"gpu_' cpu.json && fail "--backend cpu --json reports device counters"
+
+# --map-experts: the layer files mapped, the experts found by id (on the device: no wait per
+# MoE layer, docs/metal.md, Mapped experts). The CPU's logits are the bytes it gets reading;
+# a device backend's within the limit above, with one wait per token and no byte staged or
+# region copied (the mapping is whole 16 KiB pages)
+run tq-run --quiet moe-split --tokens 5,9,2,7 --max-tokens 12 --cache-budget 64K --force --logits cpu.f32 > cpu.tok
+run tq-run --quiet moe-split --tokens 5,9,2,7 --max-tokens 12 --map-experts --force --logits cpu-map.f32 > cpu-map.tok
+cmp -s cpu.f32 cpu-map.f32 || fail "--map-experts: the CPU's logits differ from reading the experts"
+run tq-run moe-split --tokens 5,9,2,7 --max-tokens 4 --map-experts > /dev/null 2> map.err
+grep -q '^experts: mapped from the layer files' map.err || fail "--map-experts: the report says $(grep experts: map.err)"
+v=$(vocab moe-split)
+for b in $backends; do
+  lim=1e-4
+  [ "$b" = metal ] && lim=1e-3
+  run tq-run --quiet moe-split --tokens 5,9,2,7 --max-tokens 12 --map-experts --backend $b --force --logits $b-map.f32 > $b-map.tok
+  cmp -s cpu.tok $b-map.tok || fail "--map-experts: --backend $b generated $(cat $b-map.tok), cpu $(cat cpu.tok)"
+  run tq-run --compare-logits cpu.f32 $b-map.f32 --vocab "$v" --json > cmp.json
+  rel=$(jget cmp.json max_rel_diff)
+  awk -v r="$rel" -v l=$lim 'BEGIN { exit !(r < l) }' || fail "--map-experts, $b: relative difference $rel (limit $lim)"
+  run tq-run moe-split --tokens 5,9,2,7 --max-tokens 4 --map-experts --backend $b --json > $b-map.json
+  [ "$(jget $b-map.json io)" = map ] && [ "$(jget $b-map.json streamed)" = true ] && [ "$(jget $b-map.json expert_misses)" = 0 ] ||
+    fail "--map-experts, $b: $(cat $b-map.json)"
+  [ "$(jget $b-map.json gpu_waits_per_token)" = 1 ] || fail "--map-experts, $b: $(jget $b-map.json gpu_waits_per_token) waits per token"
+  [ "$(jget $b-map.json gpu_staged_bytes_per_token)" = 0 ] && [ "$(jget $b-map.json gpu_wrap_copies)" = 0 ] ||
+    fail "--map-experts, $b: bytes staged or regions copied: $(cat $b-map.json)"
+  echo "streamed MoE, $b: $(jget $b-moe.json gpu_waits_per_token) waits per token read, $(jget $b-map.json gpu_waits_per_token) mapped (max relative logit difference $rel)"
+done
+expect_msg 2 "--map-experts and --resident" tq-run moe-split --tokens 1 --map-experts --resident
+expect_msg 2 "not --map-experts" tq-run moe-split --tokens 1 --map-experts --cache-budget 1M
 exit 0

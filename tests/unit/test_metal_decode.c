@@ -23,15 +23,20 @@ static int have_metal;
  * or flushes: the decode must stay within the tolerance the GPU is held to. */
 static double shim_tol = 1e-4;
 
+/* How a split's experts are held: read into the cache (or a model directory's tensors),
+ * loaded resident, or mapped (tq_run_opts.map_experts). */
+enum { READ, RESIDENT, MAPPED };
+
 /* fx_decode_forced (rt_fixture.c) with the decode's stats in *st. */
-static int decode(const char *dir, int backend, int resident, const int32_t *seq, fx_logits *b, int32_t *toks,
+static int decode(const char *dir, int backend, int mode, const int32_t *seq, fx_logits *b, int32_t *toks,
                   tq_run_stats *st, tq_err *err)
 {
     tq_run_opts o;
     tq_run_opts_default(&o);
     o.threads = 2;
     o.backend = backend;
-    o.resident = resident;
+    o.resident = mode == RESIDENT;
+    o.map_experts = mode == MAPPED;
     o.cache_budget = 1; /* streamed: every expert read again, its buffer freed while kernels are queued */
     o.on_logits = fx_collect;
     o.user = b;
@@ -60,8 +65,11 @@ static int decode(const char *dir, int backend, int resident, const int32_t *seq
  * whose experts are resident in stacked tensors or resident split blocks (the route stays on
  * the GPU and the expert kernels read their ids there: every resident fixture of qwen3_moe,
  * mixtral, gpt_oss and qwen2_moe waits once per token, down from 3); one per MoE layer whose
- * route the CPU reads back: streamed experts (the CPU reads the chosen blocks from disk, so it
- * must learn the ids: kept on purpose). The Gated DeltaNet cores (qwen3_next, qwen3_5_moe)
+ * route the CPU reads back: streamed experts read into the cache (the CPU reads the chosen
+ * blocks from disk, so it must learn the ids: kept on purpose). "-mapped": the split's layer
+ * files mapped (map_experts) and wrapped in place, the experts found by id on the device like
+ * resident split blocks: one wait per token, 0 staged bytes, no region copied (3 -> 1 on
+ * qwen3_moe, gpt_oss and qwen2_moe, 5 -> 1 on qwen3_next and qwen3_5_moe). The Gated DeltaNet cores (qwen3_next, qwen3_5_moe)
  * run on the device (dn_conv, dn_core: two more dispatches per linear layer, 4 per token on
  * these 2-layer fixtures, whose waits go 3 -> 1 resident and 7 -> 5 streamed). DeepSeek-V3's latent attention heads run on the device (the
  * mla kernel: one more dispatch per layer, 3 per token on deepseek_v3, whose waits go 6 -> 1).
@@ -85,19 +93,24 @@ static const ceiling ceilings[] = {
     {"qwen3-bf16", 40, 1, 0},
     {"qwen3-bf16-streamed", 40, 1, 0},
     {"qwen3-bf16-split-resident", 40, 1, 0},
+    {"qwen3-bf16-mapped", 40, 1, 0},
     {"qwen3_moe-tq3", 75, 1, 0},
     {"qwen3_moe-tq3-streamed", 75, 3, 0},
     {"qwen3_moe-tq3-split-resident", 75, 1, 0},
+    {"qwen3_moe-tq3-mapped", 75, 1, 0},
     {"qwen3_moe-bf16", 70, 1, 0},
     {"qwen3_moe-bf16-streamed", 70, 3, 0},
     {"qwen3_moe-bf16-split-resident", 70, 1, 0},
+    {"qwen3_moe-bf16-mapped", 70, 1, 0},
     {"qwen3_moe-aff4", 58, 1, 0},
     {"qwen3_moe-aff4-streamed", 58, 3, 0},
     {"qwen3_moe-aff4-split-resident", 58, 1, 0},
+    {"qwen3_moe-aff4-mapped", 58, 1, 0},
     {"qwen3_moe-aff4-per-expert", 58, 3, 0},
     {"qwen3_moe-tq2", 75, 1, 0},
     {"qwen3_moe-tq2-streamed", 75, 3, 0},
     {"qwen3_moe-tq2-split-resident", 75, 1, 0},
+    {"qwen3_moe-tq2-mapped", 75, 1, 0},
     {"mixtral-tq3", 71, 1, 0},
     {"mixtral-f16", 54, 1, 0},
     {"deepseek_v3-tq4", 126, 1, 0},
@@ -109,21 +122,25 @@ static const ceiling ceilings[] = {
     {"gpt_oss-bf16-xw", 54, 1, 0},
     {"gpt_oss-bf16-xw-streamed", 54, 3, 0},
     {"gpt_oss-bf16-xw-split-resident", 54, 1, 0},
+    {"gpt_oss-bf16-xw-mapped", 54, 1, 0},
     {"qwen3_next-tq3", 166, 1, 0},
     {"qwen3_next-bf16-hf", 129, 1, 0},
     {"qwen3_next-all-moe-tq3", 185, 1, 0},
     {"qwen3_next-all-moe-tq3-streamed", 185, 5, 0},
     {"qwen3_next-all-moe-tq3-split-resident", 185, 1, 0},
+    {"qwen3_next-all-moe-tq3-mapped", 185, 1, 0},
     {"qwen3_next-bf16-wide-keys", 125, 3, 0},
     {"qwen3_5_moe-bf16-hf", 136, 1, 0},
     {"qwen3_5_moe-aff8", 136, 1, 0},
     {"qwen3_5_moe-aff8-streamed", 136, 5, 0},
     {"qwen3_5_moe-aff8-split-resident", 136, 1, 0},
+    {"qwen3_5_moe-aff8-mapped", 136, 1, 0},
     {"qwen2-tq3", 74, 1, 0},
     {"qwen2-bf16-hf", 53, 1, 0},
     {"qwen2_moe-aff4", 103, 1, 0},
     {"qwen2_moe-aff4-streamed", 103, 3, 0},
     {"qwen2_moe-aff4-split-resident", 103, 1, 0},
+    {"qwen2_moe-aff4-mapped", 103, 1, 0},
     {"qwen2_moe-bf16-hf", 103, 1, 0},
 };
 
@@ -150,9 +167,11 @@ static void check_counters(const char *what, const tq_run_stats *st)
     CHECKF(0, "%s: no ceiling for its counters in the table above", what);
 }
 
-/* Decode dir on the CPU and on `backend`; every step within tol, the same greedy tokens. */
-static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend, int resident, double tol,
-                          const char *what)
+/* Decode dir on the CPU and on `backend`; every step within tol, the same greedy tokens. The
+ * CPU reads a split's experts (or loads them resident); the device holds them as `mode` says.
+ * With keep, *keep gets the device's logits (the caller frees them). */
+static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend, int mode, double tol,
+                          const char *what, float **keep)
 {
     int32_t seq[NSEQ], t_cpu[NSEQ], t_dev[NSEQ];
     fx_sequence(vocab, seed, NSEQ, seq);
@@ -160,10 +179,21 @@ static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend
     fx_logits a = {calloc(n, 4), 0, 0, NSEQ}, b = {calloc(n, 4), 0, 0, NSEQ};
     tq_err err = {0};
     tq_run_stats st;
-    CHECK_OK(decode(dir, TQ_RUN_BACKEND_CPU, resident, seq, &a, t_cpu, &st, &err));
+    CHECK_OK(decode(dir, TQ_RUN_BACKEND_CPU, mode == RESIDENT ? RESIDENT : READ, seq, &a, t_cpu, &st, &err));
     CHECKF(st.gpu == 0, "%s: the CPU backend reports device counters", what);
-    CHECK_OK(decode(dir, backend, resident, seq, &b, t_dev, &st, &err));
+    CHECK_OK(decode(dir, backend, mode, seq, &b, t_dev, &st, &err));
     check_counters(what, &st);
+    if (mode == MAPPED) /* io "none": a split without expert layers (qwen3-bf16) */
+        CHECKF((st.streamed == 1 && strcmp(st.io, "map") == 0 && st.expert_hits + st.expert_misses == 0) ||
+                   (st.streamed == 0 && strcmp(st.io, "none") == 0),
+               "%s: mapped experts reported as io %s, streamed %d, %llu misses", what, st.io, st.streamed,
+               (unsigned long long)st.expert_misses);
+    if (keep) { /* the caller's; read below and not freed here */
+        if (!(*keep = malloc(n * 4)))
+            *keep = NULL;
+        else
+            memcpy(*keep, b.v, n * 4);
+    }
     if (a.steps != NSEQ || b.steps != NSEQ) {
         CHECKF(0, "%s: a decode stopped early", what);
         free(a.v);
@@ -211,9 +241,9 @@ static void both(fx_cfg c, const char *what, int split)
     char dir[512], sdir[600];
     if (!gen(c, what, dir, sizeof dir))
         return;
-    against_cpu(dir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, 0, shim_tol, what);
+    against_cpu(dir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, READ, shim_tol, what, NULL);
     if (have_metal)
-        against_cpu(dir, c.vocab, c.seed, TQ_RUN_BACKEND_METAL, 0, 1e-3, what);
+        against_cpu(dir, c.vocab, c.seed, TQ_RUN_BACKEND_METAL, READ, 1e-3, what, NULL);
     if (!split)
         return;
     snprintf(sdir, sizeof sdir, "%s.split", dir);
@@ -224,13 +254,24 @@ static void both(fx_cfg c, const char *what, int split)
     tq_split_result res;
     CHECK_OK(tq_split(dir, sdir, &so, &res, &err));
     char w2[128];
+    float *res_v = NULL, *map_v = NULL;
     snprintf(w2, sizeof w2, "%s-streamed", what);
-    against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, 0, shim_tol, w2);
+    against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, READ, shim_tol, w2, NULL);
     snprintf(w2, sizeof w2, "%s-split-resident", what);
-    against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, 1, shim_tol, w2);
+    against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, RESIDENT, shim_tol, w2, &res_v);
+    snprintf(w2, sizeof w2, "%s-mapped", what);
+    against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, MAPPED, shim_tol, w2, &map_v);
+    /* the mapped file's blocks are the resident copy's bytes, found by the same id-indexed
+     * kernels: the same logits bit for bit */
+    CHECKF(res_v && map_v && memcmp(res_v, map_v, (size_t)NSEQ * (size_t)c.vocab * 4) == 0,
+           "%s: mapped experts' logits differ from the split loaded resident", w2);
+    free(res_v);
+    free(map_v);
     if (have_metal) {
         snprintf(w2, sizeof w2, "%s-streamed", what);
-        against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_METAL, 0, 1e-3, w2);
+        against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_METAL, READ, 1e-3, w2, NULL);
+        snprintf(w2, sizeof w2, "%s-mapped", what);
+        against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_METAL, MAPPED, 1e-3, w2, NULL);
     }
 }
 

@@ -160,6 +160,21 @@ static void bit_identical(fx_cfg c, const char *name)
     CHECK_OK(decode(dst, &o, &b, &st, &err));
     CHECK(strcmp(st.io, "fadvise") == 0);
     CHECK(memcmp(ref.v, b.v, n * 4) == 0);
+    /* the layer files mapped (map_experts; the CPU finds a block by id in the mapping): same
+     * logits, the OS reads the pages (no hit, miss or read counted), with --check-blocks too */
+    for (int chk = 0; chk < 2; chk++) {
+        tq_run_opts_default(&o);
+        o.map_experts = 1;
+        o.check_blocks = chk;
+        memset(b.v, 0, n * 4);
+        CHECK_OK(decode(dst, &o, &b, &st, &err));
+        CHECKF(st.streamed && strcmp(st.io, "map") == 0 && st.expert_hits + st.expert_misses + st.reads == 0,
+               "%s mapped: streamed %d io %s, %llu hits %llu misses", name, st.streamed, st.io,
+               (unsigned long long)st.expert_hits, (unsigned long long)st.expert_misses);
+        CHECKF(memcmp(ref.v, b.v, n * 4) == 0, "%s: mapped experts differ from resident", name);
+    }
+    o.resident = 1; /* one or the other */
+    CHECK(decode(dst, &o, &b, &st, &err) == -1 && err.code == TQ_EUSAGE);
     free(ref.v);
     free(b.v);
 }
@@ -404,9 +419,19 @@ static void check_blocks_detects_corruption(void)
     o.resident = 1;
     CHECK(decode(dst, &o, &b, &st, &err) == -1);
     CHECKF(strstr(err.msg, "layer_01.bin") && strstr(err.msg, "SHA-256"), "%s", err.msg);
+    /* mapped: every block is checked once, at open (the CPU does not learn which ones a
+     * device reads), so the first corrupt one is named before any decode */
+    o.resident = 0;
+    o.map_experts = 1;
+    CHECK(decode(dst, &o, &b, &st, &err) == -1);
+    CHECKF(strstr(err.msg, "layer_01.bin") && strstr(err.msg, "expert 0 block") && strstr(err.msg, "SHA-256"), "%s",
+           err.msg);
     /* without verification it decodes (the data is only different, not malformed) */
     tq_run_opts_default(&o);
     CHECK_OK(decode(dst, &o, &b, &st, &err));
+    o.map_experts = 1;
+    CHECK_OK(decode(dst, &o, &b, &st, &err));
+    o.map_experts = 0;
     /* a truncated layer file is an error at open */
     CHECK(truncate(p, 16384 + 3 * (off_t)blk) == 0);
     CHECK(decode(dst, &o, &b, &st, &err) == -1);
