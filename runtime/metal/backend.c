@@ -6,9 +6,9 @@
  * Memory: pointers the kernels write must come from rtm_be_alloc. A pointer they only read is
  * found in this registry (alloc'd memory, or a region wrapped earlier), else in a stable
  * host region the caller's region function knows (the store's tensors, the model's vectors,
- * resident expert blocks: wrapped once — in place where they are whole RTM_PAGE pages, else
- * copied once and counted — then registered), else it is staged: copied now, as the bytes are
- * at this call (streamed expert blocks from the cache).
+ * resident expert blocks, mapped layer files: wrapped once — in place where the device can,
+ * whole RTM_PAGE pages, else copied once and counted — then registered), else it is staged:
+ * copied now, as the bytes are at this call.
  *
  * Counters (rtm_counts: dispatches, waits, staged and copied bytes) are kept here, not in a
  * device, so the shim and Metal report the same numbers for the same decode. */

@@ -20,10 +20,10 @@ typedef struct rtm_bind {
 typedef struct rtm_dev rtm_dev;
 struct rtm_dev {
     const char *name;
-    /* A device buffer over [p, p + n), stable host memory kernels only read (weights), which
-     * the backend passes only as whole RTM_PAGE pages: the memory itself, mapped in place
-     * (returns 0), or where the device cannot map it a copy made now (returns 1: the backend
-     * counts and reports it, rtm_counts); -1 on error. */
+    /* A device buffer over [p, p + n), stable host memory kernels only read (weights): the
+     * memory itself, mapped in place (returns 0), or where the device cannot map it — Metal and
+     * the shim map only whole pages, 16 KiB on Apple silicon — a copy made now (returns 1: the
+     * backend counts and reports it, rtm_counts); -1 on error. */
     int (*wrap)(rtm_dev *d, const void *p, uint64_t n, void **h, tq_err *e);
     /* n zeroed bytes both sides use (activations, caches); *host is the CPU's view. */
     int (*alloc)(rtm_dev *d, uint64_t n, void **h, void **host, tq_err *e);
