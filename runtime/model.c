@@ -452,83 +452,102 @@ static int bind_xw(tq_runner *r, const char *gu_name, const char *down_name, rt_
     return 0;
 }
 
-/* HF per-expert tensors (<experts>.<e>.<proj>.weight) that are plain float matrices, one
- * .weight each, of one dtype and shape: read into one allocation per projection (expert e at
- * e · its bytes) and bound as stacked experts, so that a device backend finds an expert's
- * matrix by id on the GPU (rt_experts_indexed; docs/metal.md, One wait per token). The bytes
- * and so every product are those of one matrix per expert. 1 bound, 0 not that form (bind
- * one matrix each), -1 error. */
+/* HF per-expert tensors (<experts>.<e>.<proj>.weight, and for MLX affine experts .scales and
+ * .biases, with or without an output .bias), each part of one dtype and shape in every expert:
+ * each part read into one allocation per projection (expert e at e · its bytes) and bound as
+ * stacked experts, so that a device backend finds an expert's matrix by id on the GPU
+ * (rt_experts_indexed; docs/metal.md, One wait per token). The bytes and so every product are
+ * those of one matrix per expert. A codebook or signs per expert (TurboQuant) is not stacked:
+ * the kernels share one per matrix. 1 bound, 0 not that form (bind one matrix each), -1 error. */
 static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm, const uint64_t dims[3][2],
                                    rt_emat *em[3], tq_err *e)
 {
+    static const int stack_part[4] = {0, 1, 2, 5}; /* weight, scales, biases, bias: rt_emat part 0..3 */
     const rt_config *c = &r->c;
     char module[256], name[320];
     rt_tensor t;
-    for (int k = 0; k < 3; k++) /* only .weight: no quantization parts, no bias */
-        for (int i = 1; i < 6; i++) {
+    int have[3][4] = {{0}};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 6; i++) {
             snprintf(name, sizeof name, "model.layers.%llu.%s.0.%s.%s", (unsigned long long)l, nm->experts, nm->proj[k],
                      part_suffix[i]);
             int rc = rt_store_get_info(r->store, name, &t, e);
-            if (rc != 0)
-                return rc < 0 ? -1 : 0;
+            if (rc < 0)
+                return -1;
+            if (rc && (i == 3 || i == 4))
+                return 0;
+            for (int j = 0; j < 4; j++)
+                if (stack_part[j] == i)
+                    have[k][j] = rc;
         }
     char **names = tq_calloc(c->experts ? c->experts : 1, sizeof *names, e);
     if (!names)
         return -1;
     int rc = 1;
-    rt_tensor st[3];
-    for (int k = 0; k < 3 && rc == 1; k++) {
-        for (uint64_t x = 0; x < c->experts && rc == 1; x++)
-            if (!(names[x] = tq_asprintf(e, "model.layers.%llu.%s.%llu.%s.weight", (unsigned long long)l, nm->experts,
-                                         (unsigned long long)x, nm->proj[k])))
-                rc = -1;
-        /* the shapes and dtypes first, so that nothing is read unless all three stack */
-        for (uint64_t x = 0; x < c->experts && rc == 1; x++) {
-            rt_tensor a;
-            rc = rt_store_get_info(r->store, names[x], &a, e);
-            if (rc == 1 && x == 0)
-                st[k] = a;
-            else if (rc == 1 && (a.dt != st[k].dt || a.ndim != st[k].ndim || memcmp(a.shape, st[k].shape, sizeof a.shape)))
-                rc = 0;
-        }
-        for (uint64_t x = 0; x < c->experts; x++) {
-            free(names[x]);
-            names[x] = NULL;
-        }
-    }
-    for (int k = 0; k < 3 && rc == 1; k++) {
-        for (uint64_t x = 0; x < c->experts && rc == 1; x++)
-            if (!(names[x] = tq_asprintf(e, "model.layers.%llu.%s.%llu.%s.weight", (unsigned long long)l, nm->experts,
-                                         (unsigned long long)x, nm->proj[k])))
-                rc = -1;
-        if (rc == 1 && (rc = rt_store_get_stack(r->store, (const char *const *)names, c->experts, &t, e)) == 1) {
-            rt_parts pp = {.w = &t};
-            char full[512];
-            uint64_t bits, group;
-            snprintf(module, sizeof module, "model.layers.%llu.%s.0.%s", (unsigned long long)l, nm->experts, nm->proj[k]);
-            rt_store_name(r->store, module, full, sizeof full);
-            rt_config_affine(r->cfg, full, &bits, &group, c);
-            if (rt_linear_from_parts(full, &pp, dims[k][0], dims[k][1], bits, group, &em[k]->t, e) != 0)
-                rc = -1;
-            else {
-                note_kind(r, &em[k]->t);
-                em[k]->base[0] = t.data;
-                em[k]->stride[0] = t.nbytes;
+    /* every part of every expert present with expert 0's dtype and shape, so that nothing is
+     * read unless all of them stack */
+    for (int k = 0; k < 3 && rc == 1; k++)
+        for (int j = 0; j < 4 && rc == 1; j++) {
+            rt_tensor first;
+            for (uint64_t x = 0; x < c->experts && rc == 1; x++) {
+                rt_tensor a;
+                snprintf(name, sizeof name, "model.layers.%llu.%s.%llu.%s.%s", (unsigned long long)l, nm->experts,
+                         (unsigned long long)x, nm->proj[k], part_suffix[stack_part[j]]);
+                int got = rt_store_get_info(r->store, name, &a, e);
+                if (got < 0)
+                    rc = -1;
+                else if (got != have[k][j])
+                    rc = 0;
+                else if (got && x == 0)
+                    first = a;
+                else if (got && (a.dt != first.dt || a.ndim != first.ndim || memcmp(a.shape, first.shape, sizeof a.shape)))
+                    rc = 0;
             }
-        } else if (rc == 0) {
-            rc = tq_fail(e, TQ_EDATA, "layer %llu: the experts' tensors changed while stacked", (unsigned long long)l);
         }
-        for (uint64_t x = 0; x < c->experts; x++) {
-            free(names[x]);
-            names[x] = NULL;
+    for (int k = 0; k < 3 && rc == 1; k++) {
+        rt_tensor st[4];
+        for (int j = 0; j < 4 && rc == 1; j++) {
+            if (!have[k][j])
+                continue;
+            for (uint64_t x = 0; x < c->experts && rc == 1; x++)
+                if (!(names[x] = tq_asprintf(e, "model.layers.%llu.%s.%llu.%s.%s", (unsigned long long)l, nm->experts,
+                                             (unsigned long long)x, nm->proj[k], part_suffix[stack_part[j]])))
+                    rc = -1;
+            if (rc == 1 && (rc = rt_store_get_stack(r->store, (const char *const *)names, c->experts, &st[j], e)) == 0)
+                rc = tq_fail(e, TQ_EDATA, "layer %llu: the experts' tensors changed while stacked", (unsigned long long)l);
+            for (uint64_t x = 0; x < c->experts; x++) {
+                free(names[x]);
+                names[x] = NULL;
+            }
         }
+        if (rc != 1)
+            break;
+        rt_parts pp = {.w = have[k][0] ? &st[0] : NULL,
+                       .scales = have[k][1] ? &st[1] : NULL,
+                       .biases = have[k][2] ? &st[2] : NULL,
+                       .bias = have[k][3] ? &st[3] : NULL};
+        char full[512];
+        uint64_t bits, group;
+        snprintf(module, sizeof module, "model.layers.%llu.%s.0.%s", (unsigned long long)l, nm->experts, nm->proj[k]);
+        rt_store_name(r->store, module, full, sizeof full);
+        rt_config_affine(r->cfg, full, &bits, &group, c);
+        if (rt_linear_from_parts(full, &pp, dims[k][0], dims[k][1], bits, group, &em[k]->t, e) != 0) {
+            rc = -1;
+            break;
+        }
+        note_kind(r, &em[k]->t);
+        for (int j = 0; j < 4; j++)
+            if (have[k][j]) {
+                em[k]->base[j] = st[j].data;
+                em[k]->stride[j] = st[j].nbytes;
+            }
     }
     free(names);
     return rc;
 }
 
 /* Routed experts, resident: stacked (MLX), fused (HF qwen3_5_moe), MXFP4 (HF gpt-oss) or one
- * tensor set per expert (HF; stacked at load where they are plain float matrices). */
+ * tensor set per expert (HF; stacked at load where each part has one dtype and shape). */
 static int load_experts_resident(tq_runner *r, uint64_t l, rt_emat *em[3], tq_err *e)
 {
     const rt_config *c = &r->c;

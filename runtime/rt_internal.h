@@ -350,10 +350,11 @@ typedef struct rt_backend {
      * its shapes are beyond the device's kernels (the caller syncs and runs the CPU's). */
     int (*deltanet)(struct tq_runner *r, const rt_dn_step *d, tq_err *e);
 } rt_backend;
-/* 1 when every routed expert matrix of L lies in memory loaded with the model at a fixed
- * stride per expert (stacked tensors, or the resident blocks of a split), so that a kernel
- * can find an expert's weights from its id; 0 for HF per-expert tensors (one allocation
- * each) and streamed blocks (read from disk by id, so the CPU must learn the ids). */
+/* 1 when every routed expert matrix of L lies in memory at a fixed stride per expert
+ * (stacked tensors, the resident blocks of a split, or its mapped layer file: map_experts),
+ * so that a kernel can find an expert's weights from its id; 0 for HF per-expert tensors that
+ * did not stack (one allocation each) and blocks read into the cache (read from disk by id,
+ * so the CPU must learn the ids). */
 int rt_experts_indexed(const struct rt_layer *L);
 /* r->o.backend's operations into r->be (and r->bctx). */
 int rt_backend_open(struct tq_runner *r, tq_err *e);

@@ -73,8 +73,10 @@ static int decode(const char *dir, int backend, int mode, const int32_t *seq, fx
  * run on the device (dn_conv, dn_core: two more dispatches per linear layer, 4 per token on
  * these 2-layer fixtures, whose waits go 3 -> 1 resident and 7 -> 5 streamed). DeepSeek-V3's latent attention heads run on the device (the
  * mla kernel: one more dispatch per layer, 3 per token on deepseek_v3, whose waits go 6 -> 1).
- * HF checkpoints with one tensor per expert (qwen3_moe-bf16, the -hf fixtures) are stacked
- * at load (runtime/model.c, bind_per_expert_stacked) and wait no more than the rest. */
+ * HF checkpoints with one tensor per expert (qwen3_moe-bf16, the -hf fixtures, and affine
+ * parts: qwen3_moe-aff4-per-expert, 3 -> 1) are stacked at load (runtime/model.c,
+ * bind_per_expert_stacked) and wait no more than the rest; TurboQuant under per-expert names
+ * (a codebook and signs per expert) is bound one matrix each and waits per MoE layer. */
 typedef struct ceiling {
     const char *what;
     double dispatches, waits, staged_bytes;
@@ -106,7 +108,8 @@ static const ceiling ceilings[] = {
     {"qwen3_moe-aff4-streamed", 58, 3, 0},
     {"qwen3_moe-aff4-split-resident", 58, 1, 0},
     {"qwen3_moe-aff4-mapped", 58, 1, 0},
-    {"qwen3_moe-aff4-per-expert", 58, 3, 0},
+    {"qwen3_moe-aff4-per-expert", 58, 1, 0},
+    {"qwen3_moe-tq3-per-expert", 79, 3, 0},
     {"qwen3_moe-tq2", 75, 1, 0},
     {"qwen3_moe-tq2-streamed", 75, 3, 0},
     {"qwen3_moe-tq2-split-resident", 75, 1, 0},
@@ -220,6 +223,22 @@ static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend
     return worst;
 }
 
+/* TQ_METAL_FIXTURES="name name ...": only those fixtures (their resident, streamed, split
+ * resident and mapped decodes), "threads" for shim_threads, "absent" for metal_absent; all
+ * when unset. make check-tsan runs a representative few under ThreadSanitizer, where the whole
+ * test is too slow (the Makefile says which and why). */
+static int fixture_wanted(const char *name)
+{
+    const char *want = getenv("TQ_METAL_FIXTURES");
+    if (!want)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = want; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == want || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
 /* Fixture c written to dir (TMP/rtm-what-PID); 0 when it could not be. */
 static int gen(fx_cfg c, const char *what, char *dir, size_t cap)
 {
@@ -239,7 +258,7 @@ static int gen(fx_cfg c, const char *what, char *dir, size_t cap)
 static void both(fx_cfg c, const char *what, int split)
 {
     char dir[512], sdir[600];
-    if (!gen(c, what, dir, sizeof dir))
+    if (!fixture_wanted(what) || !gen(c, what, dir, sizeof dir))
         return;
     against_cpu(dir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, READ, shim_tol, what, NULL);
     if (have_metal)
@@ -314,11 +333,16 @@ static void qwen3_moe(void)
         name(w, sizeof w, "qwen3_moe", kinds[i], "");
         both(c, w, 1);
     }
-    /* quantized experts under HF per-expert names: not plain float matrices, so bound one
-     * matrix per expert (runtime/model.c), whose route the CPU reads back */
+    /* quantized experts under HF per-expert names: weight, scales and biases each stacked at
+     * load (runtime/model.c, bind_per_expert_stacked), so the route stays on the device */
     fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_AFF4);
     c.hf_expert_names = 1;
     both(c, "qwen3_moe-aff4-per-expert", 0);
+    /* TurboQuant under HF per-expert names: a codebook and signs per expert, which the kernels
+     * cannot share, so bound one matrix per expert, whose route the CPU reads back */
+    c = base_cfg(FX_QWEN3_MOE, FX_TQ3);
+    c.hf_expert_names = 1;
+    both(c, "qwen3_moe-tq3-per-expert", 0);
 }
 
 /* HF names for bf16 (gpt_oss: MXFP4 experts as released), the MLX form otherwise. */
@@ -395,7 +419,7 @@ static void shim_threads(void)
 {
     char dir[512];
     fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_TQ3);
-    if (!gen(c, "threads", dir, sizeof dir))
+    if (!fixture_wanted("threads") || !gen(c, "threads", dir, sizeof dir))
         return;
     int32_t seq[NSEQ], toks[NSEQ];
     fx_sequence(c.vocab, 5, NSEQ, seq);
@@ -417,7 +441,7 @@ static void shim_threads(void)
 /* Without Metal in the build, asking for it fails as a usage error that says so. */
 static void metal_absent(void)
 {
-    if (have_metal)
+    if (have_metal || !fixture_wanted("absent"))
         return;
     char dir[512];
     if (!gen(base_cfg(FX_LLAMA, FX_F32), "absent", dir, sizeof dir))
