@@ -306,18 +306,33 @@ check-asan:
 # shim's fibers are announced to it as threads, and only barriers, simd collectives and the
 # start and end of a threadgroup order them, so a kernel thread that reads another's write with
 # no barrier between is reported as a race (halt_on_error: the test dies and fails); the
-# same tests with every barrier deleted must get such a report. test_metal_decode is not run
-# here: under ThreadSanitizer it takes more than the runner's 600 s.
+# same tests with every barrier deleted must get such a report. test_metal_decode runs
+# TSAN_DECODE_FIXTURES only: the whole of it takes more than the runner's 600 s under
+# ThreadSanitizer (6 of its 11 groups finished in 600 s), these about 70 s of CPU. They cover
+# each path of the decode: dense with the TurboQuant rotation (llama-tq3); MoE resident, streamed
+# through the cache and its reader threads into device memory, split resident and mapped
+# (qwen3_moe-tq3); latent attention, sigmoid routing and affine rows (deepseek_v3-aff8); MXFP4
+# experts (gpt_oss-bf16-hf); the Gated DeltaNet kernels, streamed and mapped (qwen3_5_moe-aff8);
+# the CPU parts on a pool of 5 threads (threads). The same decode with every barrier deleted
+# must get a race report too.
+TSAN_DECODE_FIXTURES := llama-tq3 qwen3_moe-tq3 deepseek_v3-aff8 gpt_oss-bf16-hf qwen3_5_moe-aff8 threads
 check-tsan:
 	$(MAKE) BUILD=build-tsan BIN=build-tsan/bin OPT=-O1 EXTRA_CFLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
-	  EXTRA_LDFLAGS="-fsanitize=thread" build-tsan/tests/test_metal_kernels build-tsan/shimvar/test_metal_kernels-mut
+	  EXTRA_LDFLAGS="-fsanitize=thread" build-tsan/tests/test_metal_kernels build-tsan/shimvar/test_metal_kernels-mut \
+	  build-tsan/tests/test_metal_decode build-tsan/shimvar/test_metal_decode-mut
 	@BIN=$(abspath build-tsan/bin) BUILD=$(abspath build-tsan) TSAN_OPTIONS="halt_on_error=1 $(TSAN_OPTIONS)" \
-	  TQ_TEST_FILTER='^test_metal_kernels$$' ./tests/run-tests
+	  TQ_METAL_FIXTURES="$(TSAN_DECODE_FIXTURES)" TQ_TEST_FILTER='^test_metal_(kernels|decode)$$' ./tests/run-tests
 	@cd build-tsan && TQ_METAL_CASES="rmsnorm softmax" TQ_SHIM_MUT=-1 TSAN_OPTIONS=halt_on_error=1 \
 	  shimvar/test_metal_kernels-mut > tsan-nobarrier.out 2>&1; \
 	  grep 'ThreadSanitizer: data race' tsan-nobarrier.out >/dev/null || \
 	  { echo "check-tsan: with every barrier deleted, ThreadSanitizer reports no race (build-tsan/tsan-nobarrier.out)" >&2; exit 1; }; \
 	  echo "check-tsan: with every barrier deleted, ThreadSanitizer reports a race, as it must"
+	@cd build-tsan && rm -rf tsan-tmp && mkdir tsan-tmp && TQ_TMP=$$PWD/tsan-tmp TQ_METAL_FIXTURES=llama-tq3 \
+	  TQ_SHIM_MUT=-1 TSAN_OPTIONS=halt_on_error=1 shimvar/test_metal_decode-mut > tsan-decode-nobarrier.out 2>&1; \
+	  rm -rf tsan-tmp; \
+	  grep 'ThreadSanitizer: data race' tsan-decode-nobarrier.out >/dev/null || \
+	  { echo "check-tsan: a decode with every barrier deleted, and ThreadSanitizer reports no race (build-tsan/tsan-decode-nobarrier.out)" >&2; exit 1; }; \
+	  echo "check-tsan: a decode with every barrier deleted gets a race report, as it must"
 
 # On a Mac with Xcode's Metal toolchain: the GPU backend's checks, which must run on the GPU
 # (TQ_REQUIRE_METAL: a test that cannot open it fails instead of skipping): every kernel against
