@@ -80,10 +80,17 @@ int rt_attention(tq_runner *r, uint64_t l, uint64_t pos, tq_err *e)
     const rt_backend *be = r->be;
     rt_layer *L = &r->L[l];
     uint64_t hd = L->hd, kvd = L->kvh * hd, t0 = 0;
-    if (be->matvec(r, &L->q, r->h, c->att_gate ? r->ao : r->q, e) || be->matvec(r, &L->k, r->h, r->k, e) ||
-        (L->kv_shared ? be->copy(r, r->v, r->k, 1, kvd, kvd, e) /* gemma4 k_eq_v: value = key projection */
-                      : be->matvec(r, &L->v, r->h, r->v, e)))
+    if (be->matvec_n && !L->kv_shared) { /* q, k and v as one job */
+        rt_linear m[3] = {L->q, L->k, L->v};
+        const float *xs[3] = {r->h, r->h, r->h};
+        float *ys[3] = {c->att_gate ? r->ao : r->q, r->k, r->v};
+        if (be->matvec_n(r, 3, m, xs, ys, e))
+            return -1;
+    } else if (be->matvec(r, &L->q, r->h, c->att_gate ? r->ao : r->q, e) || be->matvec(r, &L->k, r->h, r->k, e) ||
+               (L->kv_shared ? be->copy(r, r->v, r->k, 1, kvd, kvd, e) /* gemma4 k_eq_v: value = key projection */
+                             : be->matvec(r, &L->v, r->h, r->v, e))) {
         return -1;
+    }
     if (c->att_gate && /* [heads][query | gate] → q [heads·hd], qg [heads·hd] */
         (be->copy(r, r->q, r->ao, c->heads, hd, 2 * hd, e) || be->copy(r, r->qg, r->ao + hd, c->heads, hd, 2 * hd, e)))
         return -1;

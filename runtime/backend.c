@@ -34,6 +34,12 @@ static int cpu_matvec(tq_runner *r, const rt_linear *l, const float *x, float *y
     return rt_matvec(r->pool, l, x, y, &r->scr, e);
 }
 
+static int cpu_matvec_n(tq_runner *r, size_t n, const rt_linear *ls, const float *const *xs, float *const *ys,
+                        tq_err *e)
+{
+    return rt_matvec_n(r->pool, n, ls, xs, ys, &r->scr, e);
+}
+
 static int cpu_rmsnorm(tq_runner *r, float *out, const float *x, const float *w, uint64_t n, uint64_t count, double eps,
                        tq_err *e)
 {
@@ -120,6 +126,7 @@ static const rt_backend cpu_backend = {
     .free = cpu_free,
     .sync = cpu_sync,
     .matvec = cpu_matvec,
+    .matvec_n = cpu_matvec_n,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .rope_full = cpu_rope_full,

@@ -162,6 +162,12 @@ static int alloc_state(tq_runner *r, tq_err *e)
     for (uint64_t l = 0; l < c->layers; l++)
         if (r->L[l].has_shared)
             ff = max_u64(ff, r->L[l].sg.rows);
+    /* routed experts run r->ebatch at a time (forward.c, experts_job): g, u [ebatch][moe_inter],
+     * eo [ebatch][hidden] */
+    r->ebatch = r->be->matvec_n && c->experts ? (c->top_k < RT_MATVEC_BATCH / 2 ? c->top_k : RT_MATVEC_BATCH / 2) : 1;
+    if (r->ebatch < 1)
+        r->ebatch = 1;
+    ff = max_u64(ff, r->ebatch * c->moe_inter);
     /* big: every activation a mixer makes fits */
     uint64_t big = max_u64(c->hidden, 2 * qd);
     big = max_u64(big, c->heads * c->g_head_dim); /* gemma4's full layers */
@@ -176,8 +182,8 @@ static int alloc_state(tq_runner *r, tq_err *e)
         float **p;
         uint64_t n;
     } a[] = {{&r->x, big}, {&r->h, big}, {&r->q, big}, {&r->k, big}, {&r->v, big}, {&r->qg, big}, {&r->att, att},
-             {&r->ao, big}, {&r->mo, big}, {&r->eo, big}, {&r->g, ff}, {&r->u, ff}, {&r->rl, 2 * c->experts + 1},
-             {&r->logits, c->vocab}};
+             {&r->ao, big}, {&r->mo, big}, {&r->eo, max_u64(big, r->ebatch * c->hidden)}, {&r->g, ff}, {&r->u, ff},
+             {&r->rl, 2 * c->experts + 1}, {&r->logits, c->vocab}};
     for (size_t i = 0; i < sizeof a / sizeof *a; i++)
         if (!(*a[i].p = r->be->alloc(r, a[i].n ? a[i].n : 1, e)))
             return -1;

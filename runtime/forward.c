@@ -18,9 +18,54 @@ static int swiglu(tq_runner *r, const rt_linear *g, const rt_linear *u, const rt
                   float *out, tq_err *e)
 {
     const rt_backend *be = r->be;
-    if (be->matvec(r, g, x, r->g, e) || be->matvec(r, u, x, r->u, e) || be->act(r, g->rows, e))
+    if (be->matvec_n) { /* gate and up as one job */
+        rt_linear m[2] = {*g, *u};
+        const float *xs[2] = {x, x};
+        float *ys[2] = {r->g, r->u};
+        if (be->matvec_n(r, 2, m, xs, ys, e))
+            return -1;
+    } else if (be->matvec(r, g, x, r->g, e) || be->matvec(r, u, x, r->u, e)) {
+        return -1;
+    }
+    if (be->act(r, g->rows, e))
         return -1;
     return be->matvec(r, d, r->g, out, e);
+}
+
+/* Routed experts k < nk (nk <= r->ebatch) of blocks blk [nk] as two jobs of the threads: every
+ * gate and up product into g, u [nk][I], then every down product into eo [nk][H] (each row
+ * computed as one expert at a time computes it); then out += w_k eo_k in rank order, the adds
+ * of the one-at-a-time loop. The experts' gates (and ups) share their signs, so xin is rotated
+ * once for each (rt_matvec_n). */
+static int experts_job(tq_runner *r, const rt_layer *L, const uint64_t *ids, const float *w,
+                       const uint8_t *const *blk, uint64_t nk, const float *xin, float *out, tq_err *e)
+{
+    const rt_backend *be = r->be;
+    uint64_t H = r->c.hidden, I = 0;
+    rt_linear m[RT_MATVEC_BATCH];
+    const float *xs[RT_MATVEC_BATCH];
+    float *ys[RT_MATVEC_BATCH];
+    for (uint64_t k = 0; k < nk; k++) {
+        rt_emat_bind(&L->eg, ids[k], blk[k], &m[k]);
+        rt_emat_bind(&L->eu, ids[k], blk[k], &m[nk + k]);
+        I = m[k].rows;
+        xs[k] = xs[nk + k] = xin;
+        ys[k] = r->g + k * I;
+        ys[nk + k] = r->u + k * I;
+    }
+    if (be->matvec_n(r, 2 * nk, m, xs, ys, e) || be->act(r, nk * I, e))
+        return -1;
+    for (uint64_t k = 0; k < nk; k++) {
+        rt_emat_bind(&L->ed, ids[k], blk[k], &m[k]);
+        xs[k] = r->g + k * I;
+        ys[k] = r->eo + k * H;
+    }
+    if (be->matvec_n(r, nk, m, xs, ys, e))
+        return -1;
+    for (uint64_t k = 0; k < nk; k++)
+        if (be->axpy(r, out, r->eo + k * H, w[k], NULL, H, e)) /* out += w_k eo_k */
+            return -1;
+    return 0;
 }
 
 /* The k largest of v[0..n), ties to the lower index, in rank order. */
@@ -192,8 +237,12 @@ static int moe(tq_runner *r, uint64_t l, const float *rin, const float *xin, flo
         rt_cache_acquire(r->cache, &L->src, l, ids, K, r->o.check_blocks, blocks, e) != 0)
         return -1;
     int rc = be->gate(r, out, NULL, H, RT_GATE_ZERO, e); /* out = 0 */
-    for (uint64_t k = 0; k < K && rc == 0; k++) {
-        const uint8_t *blk = L->resident_blocks ? L->resident_blocks + ids[k] * L->src.block_size : blocks[k];
+    for (uint64_t k = 0; k < K && L->resident_blocks; k++)
+        blocks[k] = L->resident_blocks + ids[k] * L->src.block_size;
+    for (uint64_t k = 0; k < K && rc == 0 && be->matvec_n; k += r->ebatch)
+        rc = experts_job(r, L, ids + k, w + k, blocks + k, K - k < r->ebatch ? K - k : r->ebatch, xin, out, e);
+    for (uint64_t k = 0; k < K && rc == 0 && !be->matvec_n; k++) {
+        const uint8_t *blk = blocks[k];
         rt_linear g, u, d;
         rt_emat_bind(&L->eg, ids[k], blk, &g);
         rt_emat_bind(&L->eu, ids[k], blk, &u);

@@ -1137,6 +1137,7 @@ struct mv_ctx {
     const float *x;   /* [cols] activation (rotated for TQ) */
     const float *aux; /* TQ: [2^bits] codebook as f32; affine: [ngroups] per-group sums of x */
     float *y;         /* [rows] */
+    const float *in;  /* TQ: the x that x is the rotation of */
     int nomem;
     int bad_scale;    /* MXFP4: a NaN block scale was met */
 };
@@ -1208,53 +1209,128 @@ static void sign_mul(const rt_linear *l, const float *x, float *xr)
     }
 }
 
-int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scratch *s, tq_err *e)
+/* One matrix of a batch, made ready to run (mv_prepare): its activation, transformed once per
+ * batch where matrices share it, in slot [256 | need] floats of the scratch. */
+static int mv_prepare(const rt_linear *l, const float *x, float *slot, const struct mv_ctx *done, size_t ndone,
+                      struct mv_ctx *c, tq_err *e)
 {
-    struct mv_ctx c = {.l = l, .x = x, .y = y};
-    float cb[256]; /* [2^bits] TurboQuant codebook as f32 */
-    if (l->kind == RT_TQ || l->kind == RT_AFFINE) {
-        uint64_t need = l->kind == RT_TQ ? l->cols : l->ngroups;
-        if (s->cap < need) {
-            float *nx = realloc(s->xr, need * sizeof *nx);
-            if (!nx)
-                return tq_fail(e, TQ_ENOMEM, "out of memory (%llu activation floats)",
-                               (unsigned long long)need);
-            s->xr = nx;
-            s->cap = need;
-        }
-    }
+    *c = (struct mv_ctx){.l = l, .x = x};
     if (l->kind == RT_TQ) {
         /* The activation gets exactly the weights' rotation: signs, then block Hadamard. */
+        float *cb = slot, *xr = slot + 256; /* [2^bits] codebook as f32, [cols] rotated x */
         uint64_t n = (uint64_t)1 << l->bits;
         for (uint64_t i = 0; i < n; i++)
             cb[i] = rt_load_f(l->cdt, l->codebook, i);
-        sign_mul(l, x, s->xr);
-        if (!l->norot && tq_hadamard_rotate(s->xr, l->cols, NULL, tq_hadamard_block(l->cols)) != 0)
+        c->aux = cb;
+        /* an earlier matrix of the batch on the same x with the same signs (the experts of a
+         * layer share theirs): its rotated x, the same bits */
+        for (size_t i = 0; i < ndone; i++) {
+            const rt_linear *o = done[i].l;
+            if (o->kind == RT_TQ && done[i].in == x && o->cols == l->cols && o->norot == l->norot &&
+                o->gdt == l->gdt &&
+                (o->signs == l->signs || memcmp(o->signs, l->signs, l->cols * tq_dtype_size(l->gdt)) == 0)) {
+                c->x = done[i].x;
+                c->in = x;
+                return 0;
+            }
+        }
+        sign_mul(l, x, xr);
+        if (!l->norot && tq_hadamard_rotate(xr, l->cols, NULL, tq_hadamard_block(l->cols)) != 0)
             return tq_fail(e, TQ_EDATA, "no Hadamard block for an input axis of %llu",
                            (unsigned long long)l->cols);
-        c.x = s->xr;
-        c.aux = cb;
+        c->x = xr;
+        c->in = x;
     } else if (l->kind == RT_AFFINE) {
+        float *gs = slot + 256; /* [ngroups] */
         for (uint64_t g = 0; g < l->ngroups; g++) {
             float sum = 0;
             for (uint64_t k = 0; k < l->group; k++)
                 sum += x[g * l->group + k];
-            s->xr[g] = sum;
+            gs[g] = sum;
         }
-        c.aux = s->xr;
+        c->aux = gs;
     }
-    /* Chunks of whole 8-row blocks (the SIMD kernels' unit) of at least ~64 KiB of weights:
-     * smaller ones cost more in hand-over than a second thread saves. */
+    return 0;
+}
+
+/* Chunks of whole 8-row blocks (the SIMD kernels' unit) of at least ~64 KiB of weights:
+ * smaller ones cost more in hand-over than a second thread saves. */
+static uint64_t mv_grain(const rt_linear *l)
+{
     uint64_t rowbytes = l->kind == RT_DENSE ? l->cols * tq_dtype_size(l->wdt)
                       : l->kind == RT_MXFP4 ? l->cols / 2 : l->wpr * 4;
     uint64_t grain = rowbytes ? ((65536 / rowbytes + 7) & ~(uint64_t)7) : l->rows;
-    rt_pool_for_grain(p, l->rows, grain ? grain : 8, mv_task, &c);
-    if (c.nomem)
-        return tq_fail(e, TQ_ENOMEM, "out of memory (a row of %llu weights)", (unsigned long long)l->cols);
-    if (c.bad_scale)
-        return tq_fail(e, TQ_EDATA, "an MXFP4 block of a [%llu, %llu] matrix has scale 255 (E8M0 NaN) or a value beyond f32",
-                       (unsigned long long)l->rows, (unsigned long long)l->cols);
+    return grain ? grain : 8;
+}
+
+/* A batch as one job: item i is chunk i of the matrices' chunks one after another; a range of
+ * items runs each matrix's rows of it in one mv_task call. */
+struct mvn_ctx {
+    struct mv_ctx *m;
+    size_t n;
+    uint64_t first[RT_MATVEC_BATCH + 1]; /* matrix i's chunks are items [first[i], first[i+1]) */
+    uint64_t grain[RT_MATVEC_BATCH];
+};
+
+static void mvn_task(void *vctx, uint64_t b, uint64_t en)
+{
+    struct mvn_ctx *c = vctx;
+    for (size_t i = 0; i < c->n && b < en; i++) {
+        if (b >= c->first[i + 1])
+            continue;
+        uint64_t e1 = en < c->first[i + 1] ? en : c->first[i + 1], rows = c->m[i].l->rows;
+        uint64_t r0 = (b - c->first[i]) * c->grain[i], r1 = (e1 - c->first[i]) * c->grain[i];
+        mv_task(&c->m[i], r0, r1 < rows ? r1 : rows);
+        b = e1;
+    }
+}
+
+int rt_matvec_n(rt_pool *p, size_t n, const rt_linear *ls, const float *const *xs, float *const *ys, rt_scratch *s,
+                tq_err *e)
+{
+    for (size_t b0 = 0; b0 < n; b0 += RT_MATVEC_BATCH) {
+        size_t nb = n - b0 < RT_MATVEC_BATCH ? n - b0 : RT_MATVEC_BATCH;
+        uint64_t need = 0, off[RT_MATVEC_BATCH];
+        for (size_t i = 0; i < nb; i++) {
+            const rt_linear *l = &ls[b0 + i];
+            off[i] = need;
+            if (l->kind == RT_TQ || l->kind == RT_AFFINE)
+                need += 256 + (l->kind == RT_TQ ? l->cols : l->ngroups);
+        }
+        if (s->cap < need) {
+            float *nx = realloc(s->xr, need * sizeof *nx);
+            if (!nx)
+                return tq_fail(e, TQ_ENOMEM, "out of memory (%llu activation floats)", (unsigned long long)need);
+            s->xr = nx;
+            s->cap = need;
+        }
+        struct mv_ctx m[RT_MATVEC_BATCH];
+        struct mvn_ctx c = {.m = m, .n = nb};
+        for (size_t i = 0; i < nb; i++) {
+            const rt_linear *l = &ls[b0 + i];
+            if (mv_prepare(l, xs[b0 + i], s->xr + off[i], m, i, &m[i], e) != 0)
+                return -1;
+            m[i].y = ys[b0 + i];
+            c.grain[i] = mv_grain(l);
+            c.first[i + 1] = c.first[i] + (l->rows + c.grain[i] - 1) / c.grain[i];
+        }
+        rt_pool_for_grain(p, c.first[nb], 1, mvn_task, &c);
+        for (size_t i = 0; i < nb; i++) {
+            const rt_linear *l = m[i].l;
+            if (m[i].nomem)
+                return tq_fail(e, TQ_ENOMEM, "out of memory (a row of %llu weights)", (unsigned long long)l->cols);
+            if (m[i].bad_scale)
+                return tq_fail(e, TQ_EDATA,
+                               "an MXFP4 block of a [%llu, %llu] matrix has scale 255 (E8M0 NaN) or a value beyond f32",
+                               (unsigned long long)l->rows, (unsigned long long)l->cols);
+        }
+    }
     return 0;
+}
+
+int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scratch *s, tq_err *e)
+{
+    return rt_matvec_n(p, 1, l, &x, &y, s, e);
 }
 
 int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e)

@@ -166,6 +166,13 @@ int rt_kernels_simd(int max);
 float rt_load_f(tq_dtype dt, const void *p, uint64_t i);
 /* y[0..rows) = W x. x has cols entries. */
 int rt_matvec(rt_pool *p, const rt_linear *l, const float *x, float *y, rt_scratch *s, tq_err *e);
+/* ys[i] = ls[i] xs[i] for i < n, up to RT_MATVEC_BATCH matrices as one job of the pool (their
+ * row chunks one after another), so that the threads split all of them at once; each row is
+ * computed as rt_matvec computes it (the same bits). A TurboQuant x shared by matrices with the
+ * same signs is rotated once. No ys[i] may overlap any xs[j]. */
+#define RT_MATVEC_BATCH 16
+int rt_matvec_n(rt_pool *p, size_t n, const rt_linear *ls, const float *const *xs, float *const *ys, rt_scratch *s,
+                tq_err *e);
 /* Row r of a matrix as floats, any kind (embedding lookup, MLA up-projection rows). */
 int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e);
 
@@ -314,6 +321,10 @@ typedef struct rt_backend {
     void (*free)(struct tq_runner *r, float *p);
     int (*sync)(struct tq_runner *r, tq_err *e);
     int (*matvec)(struct tq_runner *r, const rt_linear *l, const float *x, float *y, tq_err *e);
+    /* Optional (NULL on a device): ys[i] = ls[i] xs[i] for i < n (n <= RT_MATVEC_BATCH) as one
+     * job, the same bits as n matvecs (rt_matvec_n); no ys[i] overlaps an xs[j] */
+    int (*matvec_n)(struct tq_runner *r, size_t n, const rt_linear *ls, const float *const *xs, float *const *ys,
+                    tq_err *e);
     /* count vectors of n one after another (rt_rmsnorm each); out may be x */
     int (*rmsnorm)(struct tq_runner *r, float *out, const float *x, const float *w, uint64_t n, uint64_t count,
                    double eps, tq_err *e);
@@ -465,9 +476,10 @@ struct tq_runner {
     float *ao;                       /* [heads * hd] (MLA: heads * v_head; linear: Hv * Dv) the
                                       * mixer output, the input of o_proj / out_proj */
     float *mo;                       /* [hidden] a block's output (mixer, MLP or MoE), added to x */
-    float *eo;                       /* [hidden] one expert's (or the shared expert's) output */
-    float *g;                        /* [ffn] gate projection, then act(gate) * up */
+    float *eo;                       /* [ebatch][hidden] routed experts' outputs (or the shared expert's) */
+    float *g;                        /* [ffn] gate projection, then act(gate) * up; ffn >= ebatch·moe_inter */
     float *u;                        /* [ffn] up projection */
+    uint64_t ebatch;                 /* routed experts computed together (forward.c): 1 without matvec_n */
     float *rl;                       /* [2 * experts] router logits, then probabilities (sigmoid
                                       * routing: scores, then the scores it chooses by) */
     float *logits;                   /* [vocab] */

@@ -265,6 +265,102 @@ static void test_mxfp4(void)
     mxfp4_case(9, 128, 2, 0, 255);
 }
 
+/* A random 4-bit TurboQuant [rows, cols] matrix in group 32 with signs sg (its own data in
+ * *own, freed by the caller); affine when tq is 0. */
+static rt_linear batch_matrix(int tq, uint64_t rows, uint64_t cols, const float *sg, void **own)
+{
+    rt_linear l = {0};
+    l.kind = tq ? RT_TQ : RT_AFFINE;
+    l.rows = rows;
+    l.cols = cols;
+    l.bits = 4;
+    l.group = 32;
+    l.ngroups = cols / 32;
+    l.wpr = cols / 8;
+    uint64_t nw = rows * l.wpr, ns = rows * l.ngroups;
+    uint8_t *m = malloc(nw * 4 + 2 * ns * 4 + 16 * 4);
+    uint32_t *w = (uint32_t *)m;
+    float *sc = (float *)(m + nw * 4), *bi = sc + ns, *cb = bi + ns;
+    for (uint64_t i = 0; i < nw; i++)
+        w[i] = r32();
+    for (uint64_t i = 0; i < ns; i++)
+        sc[i] = rf(), bi[i] = rf();
+    for (int i = 0; i < 16; i++)
+        cb[i] = rf();
+    l.w = w;
+    l.scales = sc;
+    l.sdt = TQ_DT_F32;
+    if (tq) {
+        l.codebook = cb;
+        l.cdt = TQ_DT_F32;
+        l.signs = sg;
+        l.gdt = TQ_DT_F32;
+    } else {
+        l.biases = bi;
+        l.zdt = TQ_DT_F32;
+    }
+    *own = m;
+    return l;
+}
+
+/* rt_matvec_n (several matrices as one job, the CPU backend's experts and q/k/v) against one
+ * rt_matvec per matrix, bit for bit, at every SIMD level and on 1 and 3 threads. Consistency,
+ * not correctness (rt_matvec is held to the portable path above): the batch shares one rotated
+ * x between TurboQuant matrices on the same x with equal signs (the same pointer, or equal
+ * contents), and must not between ones whose signs, x or rotation differ (matrices 3, 4, 5),
+ * nor mix up the codebooks, outputs and chunks of 18 matrices (more than one batch). */
+static void test_matvec_batch(void)
+{
+    enum { N = 18, COLS = 256 };
+    float s1[COLS], s1copy[COLS], s2[COLS], x1[COLS], x2[COLS];
+    for (int j = 0; j < COLS; j++) {
+        s1[j] = s1copy[j] = r32() & 1 ? 1.0f : -1.0f;
+        s2[j] = r32() & 1 ? 1.0f : -1.0f;
+        x1[j] = rf();
+        x2[j] = rf();
+    }
+    s2[7] = -s1[7]; /* differs from s1 somewhere for sure */
+    rt_linear ls[N];
+    const float *xs[N];
+    void *own[N];
+    float *y[N], *yn[N];
+    for (int i = 0; i < N; i++) {
+        int kind = i % 9;
+        const float *sg = kind == 2 ? s1copy : kind == 3 ? s2 : s1;
+        ls[i] = batch_matrix(kind != 6, (uint64_t)(8 + 29 * (i % 5)) + (kind == 1 ? 160 : 0), COLS, sg, &own[i]);
+        ls[i].norot = kind == 5;
+        xs[i] = kind == 4 || kind == 8 ? x2 : x1;
+        y[i] = malloc(ls[i].rows * 4);
+        yn[i] = malloc(ls[i].rows * 4);
+    }
+    int hw = rt_kernels_simd(9);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        rt_pool *p;
+        tq_err err = {0};
+        CHECK_OK(rt_pool_create(&p, threads, &err));
+        for (int lev = 0; lev <= hw; lev++) {
+            rt_kernels_simd(lev);
+            rt_scratch s = {0};
+            for (int i = 0; i < N; i++) {
+                CHECK_OK(rt_matvec(p, &ls[i], xs[i], y[i], &s, &err));
+                memset(yn[i], 0xa5, ls[i].rows * 4);
+            }
+            CHECK_OK(rt_matvec_n(p, N, ls, xs, yn, &s, &err));
+            for (int i = 0; i < N; i++)
+                CHECKF(memcmp(y[i], yn[i], ls[i].rows * 4) == 0, "matrix %d (%s), %d threads, SIMD level %d: the batch differs",
+                       i, i % 9 == 6 ? "affine" : "TurboQuant", threads, lev);
+            free(s.xr);
+        }
+        rt_pool_destroy(p);
+    }
+    rt_kernels_simd(hw);
+    for (int i = 0; i < N; i++) {
+        free(own[i]);
+        free(y[i]);
+        free(yn[i]);
+    }
+}
+
 int main(void)
 {
     tq_err err = {0};
@@ -279,6 +375,7 @@ int main(void)
     RUN(test_dense);
     RUN(test_f16_every_value);
     RUN(test_mxfp4);
+    RUN(test_matvec_batch);
     rt_pool_destroy(POOL);
     TEST_MAIN_END();
 }
