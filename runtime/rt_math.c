@@ -6,6 +6,7 @@
 #include "runtime/rt_internal.h"
 
 #include <math.h>
+#include <string.h>
 
 static const double LN2_HI = 6.93147180369123816490e-01; /* 0x3fe62e42 fee00000 */
 static const double LN2_LO = 1.90821492927058770002e-10; /* 0x3dea39ef 35793c76 */
@@ -19,7 +20,10 @@ double rt_exp(double x)
         return HUGE_VAL;
     if (x < -745.2)
         return 0.0;
-    double k = floor(x * INV_LN2 + 0.5);
+    /* floor(y) without a library call: |y| < 1076 here, so the conversion is exact */
+    double y = x * INV_LN2 + 0.5, k = (double)(long long)y;
+    if (k > y)
+        k -= 1.0;
     double r = (x - k * LN2_HI) - k * LN2_LO; /* |r| <= 0.35 */
     /* Taylor series to r^14/14!: truncation < 1e-19 relative */
     double p = 1.0 / 87178291200.0;
@@ -29,7 +33,15 @@ double rt_exp(double x)
                                  1.0,                1.0};
     for (int i = 0; i < 14; i++)
         p = p * r + c[i];
-    return ldexp(p, (int)k);
+    /* ldexp(p, k): p is in [0.70, 1.42], so for k in [-1021, 1023] p·2^k is a normal double and
+     * the product with 2^k (built from its bits) is exact, as ldexp is; else ldexp itself */
+    int ki = (int)k;
+    if (ki < -1021 || ki > 1023)
+        return ldexp(p, ki);
+    uint64_t bits = (uint64_t)(ki + 1023) << 52;
+    double two_k;
+    memcpy(&two_k, &bits, sizeof two_k);
+    return p * two_k;
 }
 
 float rt_expf(float x)

@@ -348,6 +348,52 @@ static void math_accuracy(void)
     printf("  exp %.3g, log %.3g, sincos %.3g\n", we, wl, ws);
 }
 
+/* rt_exp as first written, with the C library's floor and ldexp (both exact by C11 7.12.9.2
+ * and 7.12.6.6): rt_exp now rounds to the integer and scales by 2^k without those calls, and
+ * must give the same bits everywhere (every decode's softmax and SiLU go through it). */
+static double exp_libm(double x)
+{
+    if (x != x)
+        return x;
+    if (x > 709.78)
+        return HUGE_VAL;
+    if (x < -745.2)
+        return 0.0;
+    double k = floor(x * 1.44269504088896338700e+00 + 0.5);
+    double r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+    double p = 1.0 / 87178291200.0;
+    static const double c[14] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+                                 1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,
+                                 1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,        0.5,
+                                 1.0,                1.0};
+    for (int i = 0; i < 14; i++)
+        p = p * r + c[i];
+    return ldexp(p, (int)k);
+}
+
+/* Consistency (same bits as exp_libm), over the whole domain and at its edges: the integer
+ * rounding near halves and negative values, subnormal and near-overflow results. */
+static void exp_same_bits(void)
+{
+    fx_rng = 777;
+    int bad = 0;
+    double worst = 0;
+    static const double edge[] = {0.0, -0.0, 0.5, -0.5, 0.34657359027997264, -0.34657359027997264,
+                                  708.0, 709.0, 709.78, -708.0, -708.4, -708.5, -709.0, -720.0,
+                                  -744.0, -745.1, -745.2, 1e-300, -1e-300, 3.0, -3.0};
+    for (int i = 0; i < 2000000 + (int)(sizeof edge / sizeof *edge); i++) {
+        double x = i < (int)(sizeof edge / sizeof *edge) ? edge[i]
+                   : i % 4 == 0 ? (fx_uniform() - 0.5) * 1500.0        /* everything, both ends */
+                   : i % 4 == 1 ? -700.0 - fx_uniform() * 46.0         /* subnormal results */
+                   : i % 4 == 2 ? (fx_uniform() - 0.5) * 40.0          /* softmax and SiLU range */
+                                : ((int)(fx_uniform() * 200) - 100 + 0.5) * 0.6931471805599453; /* k + 1/2 */
+        double a = rt_exp(x), b = exp_libm(x);
+        if (memcmp(&a, &b, sizeof a) != 0 && bad++ == 0)
+            worst = x;
+    }
+    CHECKF(bad == 0, "rt_exp differs from the libm-built form at %d inputs, first %a", bad, worst);
+}
+
 /* Naive logits after the prompt and tokens 1..4 (eight positions) at the model's theta. */
 static void naive_last_logits(const fx_model *m, double *out)
 {
@@ -475,6 +521,7 @@ static void naive_rope_scaling(void)
 int main(void)
 {
     RUN(math_accuracy);
+    RUN(exp_same_bits);
     RUN(naive_llama_f32);
     RUN(naive_llama_aff4);
     RUN(naive_llama_tq4);
