@@ -29,33 +29,77 @@ static void att_task(void *vctx, uint64_t b, uint64_t en)
         const float *q = r->q + h * hd; /* [hd] */
         uint64_t kh = h / group;
         float *sc = r->att + h * (r->ctx + 1); /* [pos + 1] used */
-        float mx = -INFINITY;
-        for (uint64_t t = a->t0; t <= a->pos; t++) {
+        /* s_t = Σ_i q[i]·k_t[i] in increasing i, eight positions side by side: eight independent
+         * sums instead of one chain of hd dependent adds, each the same bits as alone */
+        uint64_t t = a->t0;
+        for (; t + 8 <= a->pos + 1; t += 8) {
+            const float *k0 = kc + t * kvd + kh * hd, *k1 = k0 + kvd, *k2 = k1 + kvd, *k3 = k2 + kvd,
+                        *k4 = k3 + kvd, *k5 = k4 + kvd, *k6 = k5 + kvd, *k7 = k6 + kvd; /* [hd] each */
+            float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+            for (uint64_t i = 0; i < hd; i++) {
+                float qi = q[i];
+                s0 += qi * k0[i];
+                s1 += qi * k1[i];
+                s2 += qi * k2[i];
+                s3 += qi * k3[i];
+                s4 += qi * k4[i];
+                s5 += qi * k5[i];
+                s6 += qi * k6[i];
+                s7 += qi * k7[i];
+            }
+            sc[t] = s0 * scale, sc[t + 1] = s1 * scale, sc[t + 2] = s2 * scale, sc[t + 3] = s3 * scale;
+            sc[t + 4] = s4 * scale, sc[t + 5] = s5 * scale, sc[t + 6] = s6 * scale, sc[t + 7] = s7 * scale;
+        }
+        for (; t <= a->pos; t++) {
             const float *k = kc + t * kvd + kh * hd; /* [hd] */
             float s = 0;
             for (uint64_t i = 0; i < hd; i++)
                 s += q[i] * k[i];
             sc[t] = s * scale;
+        }
+        float mx = -INFINITY;
+        for (t = a->t0; t <= a->pos; t++)
             if (sc[t] > mx)
                 mx = sc[t];
-        }
         float sink = a->L->sinks ? a->L->sinks[h] : 0.0f;
         if (a->L->sinks && sink > mx)
             mx = sink;
         float sum = 0;
-        for (uint64_t t = a->t0; t <= a->pos; t++) {
+        for (t = a->t0; t <= a->pos; t++) {
             sc[t] = rt_expf(sc[t] - mx);
             sum += sc[t];
         }
         if (a->L->sinks)
             sum += rt_expf(sink - mx);
         float *o = r->ao + h * hd; /* [hd] */
-        memset(o, 0, hd * sizeof *o);
-        for (uint64_t t = a->t0; t <= a->pos; t++) {
-            const float *v = vc + t * kvd + kh * hd; /* [hd] */
-            float p = sc[t] / sum;
-            for (uint64_t i = 0; i < hd; i++)
-                o[i] += p * v[i];
+        for (t = a->t0; t <= a->pos; t++)
+            sc[t] /= sum; /* p_t */
+        /* o[i] = Σ_t p_t·v_t[i] from +0 in increasing t, eight dims at a time kept in registers
+         * over all t (the same adds as one position at a time into o) */
+        const float *vh = vc + kh * hd; /* v_t of head kh at vh + t·kvd */
+        uint64_t i = 0;
+        for (; i + 8 <= hd; i += 8) {
+            float o0 = 0, o1 = 0, o2 = 0, o3 = 0, o4 = 0, o5 = 0, o6 = 0, o7 = 0;
+            for (t = a->t0; t <= a->pos; t++) {
+                const float *v = vh + t * kvd + i; /* [8] */
+                float p = sc[t];
+                o0 += p * v[0];
+                o1 += p * v[1];
+                o2 += p * v[2];
+                o3 += p * v[3];
+                o4 += p * v[4];
+                o5 += p * v[5];
+                o6 += p * v[6];
+                o7 += p * v[7];
+            }
+            o[i] = o0, o[i + 1] = o1, o[i + 2] = o2, o[i + 3] = o3;
+            o[i + 4] = o4, o[i + 5] = o5, o[i + 6] = o6, o[i + 7] = o7;
+        }
+        for (; i < hd; i++) {
+            float oi = 0;
+            for (t = a->t0; t <= a->pos; t++)
+                oi += sc[t] * vh[t * kvd + i];
+            o[i] = oi;
         }
     }
 }
@@ -65,7 +109,13 @@ int rt_attention_core(tq_runner *r, const rt_layer *L, uint64_t pos, uint64_t t0
 {
     (void)e;
     struct att_ctx a = {r, L, pos, t0};
-    rt_pool_for(r->pool, r->c.heads, att_task, &a);
+    /* a short context is a few microseconds of work for all heads together, less than waking
+     * a thread costs: then the caller runs every head */
+    uint64_t n = r->c.heads, work = (pos - t0 + 1) * L->hd * n;
+    if (work < ((uint64_t)1 << 16))
+        rt_pool_for_grain(r->pool, n, n, att_task, &a);
+    else
+        rt_pool_for(r->pool, n, att_task, &a);
     return 0;
 }
 
