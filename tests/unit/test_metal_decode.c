@@ -182,8 +182,29 @@ static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend
     fx_logits a = {calloc(n, 4), 0, 0, NSEQ}, b = {calloc(n, 4), 0, 0, NSEQ};
     tq_err err = {0};
     tq_run_stats st;
-    CHECK_OK(decode(dir, TQ_RUN_BACKEND_CPU, mode == RESIDENT ? RESIDENT : READ, seq, &a, t_cpu, &st, &err));
-    CHECKF(st.gpu == 0, "%s: the CPU backend reports device counters", what);
+    /* the CPU's decode of the last (dir, mode) is reused: the split read and mapped on the
+     * device are both held to the CPU reading it */
+    static char ref_dir[600];
+    static int ref_mode = -1, ref_steps;
+    static float *ref_v;
+    static int32_t ref_t[NSEQ];
+    int cpu_mode = mode == RESIDENT ? RESIDENT : READ;
+    if (ref_v && cpu_mode == ref_mode && strcmp(dir, ref_dir) == 0) {
+        memcpy(a.v, ref_v, n * 4);
+        memcpy(t_cpu, ref_t, sizeof t_cpu);
+        a.steps = ref_steps;
+    } else {
+        CHECK_OK(decode(dir, TQ_RUN_BACKEND_CPU, cpu_mode, seq, &a, t_cpu, &st, &err));
+        CHECKF(st.gpu == 0, "%s: the CPU backend reports device counters", what);
+        free(ref_v);
+        if ((ref_v = malloc(n * 4)) != NULL) {
+            memcpy(ref_v, a.v, n * 4);
+            memcpy(ref_t, t_cpu, sizeof ref_t);
+            ref_steps = a.steps;
+            ref_mode = cpu_mode;
+            snprintf(ref_dir, sizeof ref_dir, "%s", dir);
+        }
+    }
     CHECK_OK(decode(dir, backend, mode, seq, &b, t_dev, &st, &err));
     check_counters(what, &st);
     if (mode == MAPPED) /* io "none": a split without expert layers (qwen3-bf16) */
@@ -276,10 +297,11 @@ static void both(fx_cfg c, const char *what, int split)
     float *res_v = NULL, *map_v = NULL;
     snprintf(w2, sizeof w2, "%s-streamed", what);
     against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, READ, shim_tol, w2, NULL);
+    snprintf(w2, sizeof w2, "%s-mapped", what);
+    against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, MAPPED, shim_tol, w2, &map_v);
     snprintf(w2, sizeof w2, "%s-split-resident", what);
     against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, RESIDENT, shim_tol, w2, &res_v);
     snprintf(w2, sizeof w2, "%s-mapped", what);
-    against_cpu(sdir, c.vocab, c.seed, TQ_RUN_BACKEND_SHIM, MAPPED, shim_tol, w2, &map_v);
     /* the mapped file's blocks are the resident copy's bytes, found by the same id-indexed
      * kernels: the same logits bit for bit */
     CHECKF(res_v && map_v && memcmp(res_v, map_v, (size_t)NSEQ * (size_t)c.vocab * 4) == 0,
