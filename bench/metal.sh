@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tq-run on the Apple GPU against the CPU runtime, on a Mac with a Metal build: the same
 # generated MoE (TQ_BENCH_ARCH, default qwen3_moe; split with tq-split) decoded with
-# --backend cpu and --backend metal, resident and streamed at a cache budget: tokens/s of each
+# --backend cpu and --backend metal, resident, streamed at a cache budget and streamed with the
+# layer files mapped (--map-experts): tokens/s of each
 # (as tq-run --json reports it), the GPU's speed-up, and the agreement of the two: the same
 # generated tokens and the largest relative logit difference (tq-run --compare-logits), which
 # must stay below 1e-3 (docs/metal.md) or the benchmark fails.
@@ -52,9 +53,13 @@ one() {
 }
 
 fail=0
-for mode in resident streamed; do
+for mode in resident streamed mapped; do
   opts=()
-  if [ "$mode" = resident ]; then opts=(--resident); else opts=(--cache-budget "$BUDGET"); fi
+  case $mode in
+  resident) opts=(--resident) ;;
+  streamed) opts=(--cache-budget "$BUDGET") ;;
+  mapped) opts=(--map-experts) ;; # the layer files mapped: no wait per MoE layer (docs/metal.md)
+  esac
   one "$mode" cpu "${opts[@]}"
   one "$mode" "$DEV" "${opts[@]}"
   tc=$(jget "$W/$mode-cpu.json" tokens_per_s) td=$(jget "$W/$mode-$DEV.json" tokens_per_s)

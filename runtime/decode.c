@@ -329,6 +329,7 @@ static void fill_stats(const tq_runner *r, tq_run_stats *st)
     for (uint64_t l = 0; l < r->c.layers; l++)
         if (r->L[l].map) { /* map_experts: the OS reads the pages; nothing here counts them */
             st->streamed = 1;
+            st->cache_budget = 0; /* no cache */
             snprintf(st->io, sizeof st->io, "map");
             break;
         }

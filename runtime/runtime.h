@@ -121,7 +121,7 @@ typedef struct tq_run_stats {
     double io_s;                           /* wall time spent waiting for those reads */
     uint64_t bytes_per_token;              /* bytes_read / forward passes */
     uint64_t resident_bytes;               /* pinned (or all) weights held in memory */
-    uint64_t cache_bytes, cache_budget;    /* expert cache in use at the end / its budget */
+    uint64_t cache_bytes, cache_budget;    /* expert cache in use at the end / its budget (0: mapped) */
     uint64_t cache_peak_bytes;             /* most cache bytes held at once */
     uint64_t peak_rss;
     unsigned char logits_sha256[32];       /* SHA-256 of the logits stream */

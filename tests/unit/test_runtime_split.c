@@ -168,7 +168,8 @@ static void bit_identical(fx_cfg c, const char *name)
         o.check_blocks = chk;
         memset(b.v, 0, n * 4);
         CHECK_OK(decode(dst, &o, &b, &st, &err));
-        CHECKF(st.streamed && strcmp(st.io, "map") == 0 && st.expert_hits + st.expert_misses + st.reads == 0,
+        CHECKF(st.streamed && strcmp(st.io, "map") == 0 && st.expert_hits + st.expert_misses + st.reads == 0 &&
+                   st.cache_budget == 0,
                "%s mapped: streamed %d io %s, %llu hits %llu misses", name, st.streamed, st.io,
                (unsigned long long)st.expert_hits, (unsigned long long)st.expert_misses);
         CHECKF(memcmp(ref.v, b.v, n * 4) == 0, "%s: mapped experts differ from resident", name);
