@@ -85,6 +85,17 @@ for b in $backends; do
     fail "--map-experts, $b: bytes staged or regions copied: $(cat $b-map.json)"
   echo "streamed MoE, $b: $(jget $b-moe.json gpu_waits_per_token) waits per token read, $(jget $b-map.json gpu_waits_per_token) mapped (max relative logit difference $rel)"
 done
+# a split aligned to 4 KiB: its data_start (4096) is an offset inside the mapping, which starts on
+# a 16 KiB page anyway and is rounded up to whole 16 KiB pages past the file's end (the tail
+# never read), so it is still wrapped in place
+run tq-split --quiet --align 4096 moe-tq moe-split4k
+size=$(wc -c < moe-split4k/experts/layer_00.bin)
+echo "a 4 KiB-aligned layer file of $size bytes ($((size % 16384)) past a 16 KiB page)"
+run tq-run --quiet moe-split4k --tokens 5,9,2,7 --max-tokens 12 --map-experts --backend shim > shim-map4k.tok
+cmp -s cpu.tok shim-map4k.tok || fail "--map-experts, 4 KiB split: generated $(cat shim-map4k.tok), cpu $(cat cpu.tok)"
+run tq-run moe-split4k --tokens 5,9,2,7 --max-tokens 4 --map-experts --backend shim --json > map4k.json
+[ "$(jget map4k.json gpu_waits_per_token)" = 1 ] && [ "$(jget map4k.json gpu_wrap_copies)" = 0 ] &&
+  [ "$(jget map4k.json gpu_staged_bytes_per_token)" = 0 ] || fail "--map-experts, 4 KiB split: $(cat map4k.json)"
 expect_msg 2 "--map-experts and --resident" tq-run moe-split --tokens 1 --map-experts --resident
 expect_msg 2 "not --map-experts" tq-run moe-split --tokens 1 --map-experts --cache-budget 1M
 exit 0
