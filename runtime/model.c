@@ -820,8 +820,8 @@ static int check_layer_blocks(const rt_layer *L, const uint8_t *blocks, tq_err *
 }
 
 /* map_experts: layer l's file mapped read-only, whole, from offset 0, at an RT_MAP_PAGE
- * boundary and rounded up to whole RT_MAP_PAGE pages (past the end of the file where its size
- * is not a multiple: those bytes are never read), so that a device backend wraps it in place.
+ * boundary, in a region rounded up to whole RT_MAP_PAGE pages (zeros past the end of the file
+ * where its size is not a multiple), so that a device backend wraps it in place.
  * This is how llama.cpp runs a model on Metal: it maps the file (llama.cpp src/llama-mmap.cpp,
  * llama_mmap's POSIX impl: mmap(NULL, file->size(), PROT_READ, MAP_SHARED, fd, 0)) and ggml's
  * Metal backend wraps the mapping (ggml src/ggml-metal/ggml-metal-device.m,
@@ -856,11 +856,16 @@ static int map_layer(tq_runner *r, uint64_t l, tq_err *e)
         return tq_fail(e, TQ_ENOMEM, "%s: cannot reserve %llu bytes of address space to map it", L->src.path,
                        (unsigned long long)span);
     }
+    /* the file over its own pages only: a page wholly past its end would fault (SIGBUS) when
+     * read, by a copy a device falls back to included; the rest of the 16 KiB-rounded length
+     * stays the reservation's zeros, made read-only */
+    uint64_t ospg = tq_plat_page_size(), flen = (need + ospg - 1) / ospg * ospg;
     uint8_t *at = res + (pg - (uintptr_t)res % pg) % pg;
-    void *m = mmap(at, (size_t)len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    void *m = mmap(at, (size_t)flen, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
     int err = errno;
     close(fd);
-    if (m == MAP_FAILED) {
+    if (m == MAP_FAILED || (flen < len && mprotect(at + flen, (size_t)(len - flen), PROT_READ) != 0)) {
+        err = m == MAP_FAILED ? err : errno;
         munmap(res, span);
         return tq_fail(e, TQ_EIO, "%s: cannot map the layer file: %s", L->src.path, strerror(err));
     }
