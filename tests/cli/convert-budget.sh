@@ -17,15 +17,15 @@ sys.path.insert(0, os.path.join(sys.argv[4], "tests/consumers"))
 from consumers import Model
 b, u, cfg = (json.load(open(p)) for p in sys.argv[1:4])
 # the role factors of docs/quantization.md (Byte budgets), restated: by leaf name, the first
-# layer x3.5, the last x0.45
-ROLE = {"lm_head": 30, "v_proj": 12, "k_proj": 5, "o_proj": 2.5, "q_proj": 2.3, "down_proj": 1.4,
-        "gate_proj": 0.6, "up_proj": 0.35}
+# layer x1.5, the last x0.9
+ROLE = {"lm_head": 6.2, "v_proj": 2.4, "down_proj": 1.25, "k_proj": 1.2, "o_proj": 1.2, "gate_proj": 1.0,
+        "up_proj": 0.55, "q_proj": 0.5}
 def role(name, layers):
     parts = name[: -len(".weight")].split(".")
     f = ROLE.get(parts[-1], 1)
     if "layers" in parts:
         l = int(parts[parts.index("layers") + 1])
-        f *= 3.5 if l == 0 else 0.45 if l == layers - 1 else 1
+        f *= 1.5 if l == 0 else 0.9 if l == layers - 1 else 1
     return f
 assert 2.45 < b["bits_per_weight_quantized"] <= 2.5, b["bits_per_weight_quantized"]
 assert b["budget"]["target_bpw"] == 2.5 and b["quantized_bytes"] <= b["budget"]["bytes"], b["budget"]
@@ -67,15 +67,15 @@ python3 - v.json e/config.json <<'PY' || fail "expert importance"
 import json, sys
 v, c = (json.load(open(p)) for p in sys.argv[1:])
 k, n, L = c["num_experts_per_tok"], c["num_experts"], c["num_hidden_layers"]
-ROLE = {"lm_head": 30, "v_proj": 12, "k_proj": 5, "o_proj": 2.5, "q_proj": 2.3, "down_proj": 1.4,
-        "gate_proj": 0.6, "up_proj": 0.35}
+ROLE = {"lm_head": 6.2, "v_proj": 2.4, "down_proj": 1.25, "k_proj": 1.2, "o_proj": 1.2, "gate_proj": 1.0,
+        "up_proj": 0.55, "q_proj": 0.5}
 imp = {t["name"]: t["importance"] for t in v["tensors"] if t["quantized"]}
 assert any("switch_mlp" in x for x in imp), imp
 for name, i in imp.items():
     parts = name[: -len(".weight")].split(".")
     f = ROLE.get(parts[-1], 1) * (k / n if "switch_mlp" in name else 1)
     l = int(parts[parts.index("layers") + 1]) if "layers" in parts else -1
-    f *= 3.5 if l == 0 else 0.45 if l == L - 1 else 1
+    f *= 1.5 if l == 0 else 0.9 if l == L - 1 else 1
     assert abs(i - f) <= 1e-12 * f, (name, i, f)
 PY
 # --target-size: every output tensor byte counts
