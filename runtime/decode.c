@@ -58,7 +58,8 @@ int tq_runner_open(tq_runner **out, const char *model_dir, const tq_run_opts *o,
             return -1;
         }
     }
-    if (rt_backend_open(r, e) != 0) {
+    /* the CPU backend's packed layout (the runtime's copy of the weights; files untouched) */
+    if (rt_backend_open(r, e) != 0 || (!r->bctx && rt_model_pack(r, e) != 0)) {
         tq_runner_close(r);
         return -1;
     }

@@ -200,6 +200,8 @@ struct rt_cache {
     double io_s;
     io_pool io;
     rt_cache_mem mem;
+    rt_cache_fill_fn fill; /* each block read, before it is served (rt_cache_set_fill) */
+    void *fill_user;
 };
 
 static void *host_alloc(void *user, uint64_t n, uint64_t align, tq_err *e)
@@ -217,6 +219,12 @@ static void host_free(void *user, void *p)
 void rt_cache_set_mem(rt_cache *c, const rt_cache_mem *m)
 {
     c->mem = *m;
+}
+
+void rt_cache_set_fill(rt_cache *c, rt_cache_fill_fn fn, void *user)
+{
+    c->fill = fn;
+    c->fill_user = user;
 }
 
 int rt_cache_create(rt_cache **out, uint64_t budget, uint64_t layers, uint64_t experts, int io_threads,
@@ -412,6 +420,11 @@ int rt_cache_acquire(rt_cache *c, rt_block_src *src, uint64_t layer, const uint6
         undo(c, layer, ids, n, fresh, nj);
         return -1;
     }
+    for (size_t k = 0; k < nj && c->fill; k++)
+        if (c->fill(c->fill_user, layer, jobs[k].buf, e) != 0) {
+            undo(c, layer, ids, n, fresh, nj);
+            return -1;
+        }
     return 0;
 }
 

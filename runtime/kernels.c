@@ -1132,12 +1132,215 @@ static int mv_rows_simd(const rt_linear *l, uint64_t b, uint64_t en, const float
 }
 #endif
 
+/* ---- the packed layout (AVX-512F, 4-bit TurboQuant and affine; rt_linear_pack at load):
+ * blocks of 16 rows, one row per lane. Block b's indices (16 rows x cols/8 words) are
+ * rewritten as cols 64-bit words, word j holding the 16 rows' indices of column j, row i at bit
+ * 32·(i & 1) + 4·(i >> 1): broadcast as a 64-bit value, lane i finds its row's index in its own
+ * 32 bits at 4·(i >> 1), so one shift (vpsrlvd) makes the 16 lookup indices. The lookup is into
+ * a table of products built once per matvec, T[j][q] = value(q)·x[j] (value: the codebook
+ * entry, or q itself for affine): exactly the product w_j·x_j the portable path rounds, so a
+ * column of 16 rows costs a shift, a vpermps and an add, and the lane sets a[k] (k = j mod 8)
+ * are 8 registers of 16 rows each, summed in lanes_sum's tree by vertical adds. Block b's scales
+ * (and biases) become [group][16] in their own dtype, so a group's 16 are one load. Rows past
+ * the last whole block stay as they were. The same bytes as before, rearranged. */
+static int pack_ok(const rt_linear *l)
+{
+    return (l->kind == RT_TQ || l->kind == RT_AFFINE) && l->bits == 4 && l->cols % 8 == 0 && l->group % 8 == 0 &&
+           l->rows >= 16 && l->wpr == l->cols / 8 && (l->rstep == 0 || l->rstep == 1) && !l->packed;
+}
+
+/* l's index of row r, column j, and the entry of its group-g scale (bias), in either layout. */
+static uint32_t pk_index(const rt_linear *l, uint64_t r, uint64_t j)
+{
+    const uint64_t epw = 32 / l->bits;
+    const uint32_t mask = (1u << l->bits) - 1;
+    if (l->packed && r < l->rows - l->rows % 16) {
+        uint64_t q;
+        memcpy(&q, (const uint64_t *)l->w + (r / 16) * l->cols + j, 8);
+        return (uint32_t)(q >> (32 * (r & 1) + 4 * ((r % 16) >> 1))) & 15;
+    }
+    return (((const uint32_t *)l->w)[r * l->wpr + j / epw] >> ((j % epw) * l->bits)) & mask;
+}
+
+static uint64_t pk_group(const rt_linear *l, uint64_t r, uint64_t g)
+{
+    if (l->packed && r < l->rows - l->rows % 16)
+        return (r / 16) * 16 * l->ngroups + g * 16 + r % 16;
+    return r * l->ngroups + g;
+}
+
+int rt_linear_packable(const rt_linear *l)
+{
+#ifdef RT_AVX2
+    rt_kernels_init();
+    return simd_level >= 2 && pack_ok(l);
+#else
+    return 0;
+#endif
+}
+
+/* [16][n] entries of dtsize bytes at p (row-major) into [n][16], through tmp. */
+static void transpose16(void *p, uint64_t n, size_t dtsize, unsigned char *tmp)
+{
+    const unsigned char *s = p;
+    for (uint64_t i = 0; i < 16; i++)
+        for (uint64_t g = 0; g < n; g++)
+            memcpy(tmp + (g * 16 + i) * dtsize, s + (i * n + g) * dtsize, dtsize);
+    memcpy(p, tmp, 16 * n * dtsize);
+}
+
+int rt_linear_pack(rt_linear *l, tq_err *e)
+{
+    rt_kernels_init();
+    if (simd_hw < 2 || !pack_ok(l)) /* whatever the level now: the CPU must have the kernel */
+        return 0;
+    const uint64_t cols = l->cols, wpr = l->wpr, ng = l->ngroups, nb = l->rows / 16;
+    size_t ssz = tq_dtype_size(l->sdt), zsz = l->kind == RT_AFFINE ? tq_dtype_size(l->zdt) : 0;
+    size_t tsz = 16 * ng * (ssz > zsz ? ssz : zsz);
+    uint64_t *q = malloc(cols * 8 > tsz ? cols * 8 : tsz);
+    if (!q)
+        return tq_fail(e, TQ_ENOMEM, "out of memory (packing a [%llu, %llu] matrix)", (unsigned long long)l->rows,
+                       (unsigned long long)cols);
+    for (uint64_t b = 0; b < nb; b++) {
+        uint32_t *w = (uint32_t *)l->w + b * 16 * wpr; /* the runtime's copy: writable */
+        for (uint64_t c = 0; c < wpr; c++) {
+            uint64_t v[8] = {0};
+            for (uint64_t i = 0; i < 16; i++) {
+                uint32_t word = w[i * wpr + c];
+                for (int k = 0; k < 8; k++)
+                    v[k] |= (uint64_t)((word >> (4 * k)) & 15) << (32 * (i & 1) + 4 * (i >> 1));
+            }
+            memcpy(q + 8 * c, v, sizeof v);
+        }
+        memcpy(w, q, cols * 8);
+        transpose16((unsigned char *)l->scales + b * 16 * ng * ssz, ng, ssz, (unsigned char *)q);
+        if (zsz)
+            transpose16((unsigned char *)l->biases + b * 16 * ng * zsz, ng, zsz, (unsigned char *)q);
+    }
+    free(q);
+    l->packed = 1;
+    return 0;
+}
+
+#ifdef RT_AVX2
+/* T [cols][16]: value(q)·x[j] for the 16 index values q (v: the codebook, or 0..15). */
+AVX512 static void pk_table(const float *v, const float *x, uint64_t cols, float *T)
+{
+    const __m512 vz = _mm512_loadu_ps(v);
+    for (uint64_t j = 0; j < cols; j++)
+        _mm512_storeu_ps(T + 16 * j, _mm512_mul_ps(vz, _mm512_set1_ps(x[j])));
+}
+
+/* 16 consecutive scales (biases) from entry i, widened exactly (vcvtph2ps: f16_table's bits). */
+AVX512 static INL __m512 pk_load16(const void *p, tq_dtype dt, uint64_t i)
+{
+    if (dt == TQ_DT_F32)
+        return _mm512_loadu_ps((const float *)p + i);
+    __m256i h;
+    memcpy(&h, (const uint16_t *)p + i, 32);
+    if (dt == TQ_DT_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+/* nb (1 or 2) packed blocks from block b into y [16·nb]: per group the lane sets a[k] of the
+ * 16 rows, lanes_sum's tree by vertical adds, then acc + s·scale (TurboQuant) or
+ * acc + (scale·s + bias·gsum) (affine), as row_tq and row_affine. Two blocks share each load of
+ * T[j]. */
+AVX512 static INL void pk_rows(const rt_linear *l, uint64_t b, const float *T, const float *gsum, float *y,
+                               const int nb, const int tq)
+{
+    const uint64_t cols = l->cols, G = l->group, ng = l->ngroups;
+    const __m512i sh = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
+    const uint64_t *w[2];
+    __m512 acc[2];
+    for (int q = 0; q < nb; q++) {
+        w[q] = (const uint64_t *)l->w + (b + (uint64_t)q) * cols;
+        acc[q] = _mm512_setzero_ps();
+    }
+    for (uint64_t g = 0; g < ng; g++) {
+        __m512 a[2][8];
+        _Pragma("GCC unroll 2")
+        for (int q = 0; q < nb; q++) {
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++)
+                a[q][k] = _mm512_setzero_ps();
+            for (uint64_t o = 0; o < G * 8; o += 64) /* the next blocks' same group */
+                _mm_prefetch((const char *)(w[q] + g * G) + nb * cols * 8 + o, _MM_HINT_T0);
+        }
+        for (uint64_t j = g * G; j < (g + 1) * G; j += 8) {
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++) {
+                const __m512 t = _mm512_loadu_ps(T + 16 * (j + k));
+                _Pragma("GCC unroll 2")
+                for (int q = 0; q < nb; q++) {
+                    uint64_t word;
+                    memcpy(&word, w[q] + j + k, 8);
+                    __m512i v = _mm512_srlv_epi32(_mm512_set1_epi64((long long)word), sh);
+                    a[q][k] = _mm512_add_ps(a[q][k], _mm512_permutexvar_ps(v, t));
+                }
+            }
+        }
+        _Pragma("GCC unroll 2")
+        for (int q = 0; q < nb; q++) {
+            __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[q][0], a[q][1]), _mm512_add_ps(a[q][2], a[q][3])),
+                                     _mm512_add_ps(_mm512_add_ps(a[q][4], a[q][5]), _mm512_add_ps(a[q][6], a[q][7])));
+            const uint64_t gi = (b + (uint64_t)q) * 16 * ng + g * 16;
+            __m512 sc = pk_load16(l->scales, l->sdt, gi);
+            if (tq)
+                acc[q] = _mm512_add_ps(acc[q], _mm512_mul_ps(s, sc));
+            else
+                acc[q] = _mm512_add_ps(acc[q], _mm512_add_ps(_mm512_mul_ps(sc, s),
+                                                             _mm512_mul_ps(pk_load16(l->biases, l->zdt, gi),
+                                                                           _mm512_set1_ps(gsum[g]))));
+        }
+    }
+    for (int q = 0; q < nb; q++)
+        _mm512_storeu_ps(y + 16 * q, acc[q]);
+}
+
+AVX512 static void pk_rows_tq2(const rt_linear *l, uint64_t b, const float *T, const float *gsum, float *y)
+{
+    pk_rows(l, b, T, gsum, y, 2, 1);
+}
+AVX512 static void pk_rows_tq1(const rt_linear *l, uint64_t b, const float *T, const float *gsum, float *y)
+{
+    pk_rows(l, b, T, gsum, y, 1, 1);
+}
+AVX512 static void pk_rows_af2(const rt_linear *l, uint64_t b, const float *T, const float *gsum, float *y)
+{
+    pk_rows(l, b, T, gsum, y, 2, 0);
+}
+AVX512 static void pk_rows_af1(const rt_linear *l, uint64_t b, const float *T, const float *gsum, float *y)
+{
+    pk_rows(l, b, T, gsum, y, 1, 0);
+}
+
+/* The packed rows of [b, en) (b a multiple of 16) into y, bias added as mv_task does; returns
+ * the first row left (the unpacked tail, or en). */
+static uint64_t pk_task(const rt_linear *l, uint64_t b, uint64_t en, const float *T, const float *gsum, float *y)
+{
+    const uint64_t P = l->rows - l->rows % 16, end = en < P ? en : P;
+    const int tq = l->kind == RT_TQ;
+    uint64_t r = b;
+    for (; r + 32 <= end; r += 32)
+        (tq ? pk_rows_tq2 : pk_rows_af2)(l, r / 16, T, gsum, y + r);
+    for (; r + 16 <= end; r += 16)
+        (tq ? pk_rows_tq1 : pk_rows_af1)(l, r / 16, T, gsum, y + r);
+    if (l->bias)
+        for (uint64_t i = b; i < r; i++)
+            y[i] += rt_load_f(l->biasdt, l->bias, i * (l->rstep ? l->rstep : 1));
+    return r;
+}
+#endif
+
 struct mv_ctx {
     const rt_linear *l;
     const float *x;   /* [cols] activation (rotated for TQ) */
     const float *aux; /* TQ: [2^bits] codebook as f32; affine: [ngroups] per-group sums of x */
     float *y;         /* [rows] */
     const float *in;  /* TQ: the x that x is the rotation of */
+    const float *T;   /* packed l: [cols][16] the products value(q)·x[j] (pk_table) */
     int nomem;
     int bad_scale;    /* MXFP4: a NaN block scale was met */
 };
@@ -1146,6 +1349,10 @@ static void mv_task(void *vctx, uint64_t b, uint64_t en)
 {
     struct mv_ctx *c = vctx;
     const rt_linear *l = c->l;
+#ifdef RT_AVX2
+    if (l->packed && (b = pk_task(l, b, en, c->T, c->aux, c->y)) == en)
+        return;
+#endif
 #ifdef RT_SIMD
     int mx = 0; /* MXFP4 rows by row_mxfp4_simd where their exponents allow */
     if (simd_level >= 1) {
@@ -1209,8 +1416,32 @@ static void sign_mul(const rt_linear *l, const float *x, float *xr)
     }
 }
 
+#ifdef RT_AVX2
+/* A packed matrix's table of products T [cols][16] (pk_table) in the slot after its activation
+ * floats, or an earlier matrix's of the batch where it is the same table: the same kind and
+ * columns, the same activation (c->x: the same rotated buffer, or the same x for affine) and,
+ * for TurboQuant, the same 16 codebook floats bit for bit. */
+static void mv_table(const rt_linear *l, float *slot, const struct mv_ctx *done, size_t ndone, struct mv_ctx *c)
+{
+    float v[16];
+    for (int q = 0; q < 16; q++)
+        v[q] = l->kind == RT_TQ ? c->aux[q] : (float)q;
+    for (size_t i = 0; i < ndone; i++) {
+        const rt_linear *o = done[i].l;
+        if (done[i].T && o->kind == l->kind && o->cols == l->cols && done[i].x == c->x &&
+            (l->kind == RT_AFFINE || memcmp(done[i].aux, c->aux, sizeof v) == 0)) {
+            c->T = done[i].T;
+            return;
+        }
+    }
+    float *T = slot + 256 + (l->kind == RT_TQ ? l->cols : l->ngroups);
+    pk_table(v, c->x, l->cols, T);
+    c->T = T;
+}
+#endif
+
 /* One matrix of a batch, made ready to run (mv_prepare): its activation, transformed once per
- * batch where matrices share it, in slot [256 | need] floats of the scratch. */
+ * batch where matrices share it, in slot [256 | need | packed: 16·cols] floats of the scratch. */
 static int mv_prepare(const rt_linear *l, const float *x, float *slot, const struct mv_ctx *done, size_t ndone,
                       struct mv_ctx *c, tq_err *e)
 {
@@ -1231,15 +1462,17 @@ static int mv_prepare(const rt_linear *l, const float *x, float *slot, const str
                 (o->signs == l->signs || memcmp(o->signs, l->signs, l->cols * tq_dtype_size(l->gdt)) == 0)) {
                 c->x = done[i].x;
                 c->in = x;
-                return 0;
+                break;
             }
         }
-        sign_mul(l, x, xr);
-        if (!l->norot && tq_hadamard_rotate(xr, l->cols, NULL, tq_hadamard_block(l->cols)) != 0)
-            return tq_fail(e, TQ_EDATA, "no Hadamard block for an input axis of %llu",
-                           (unsigned long long)l->cols);
-        c->x = xr;
-        c->in = x;
+        if (!c->in) {
+            sign_mul(l, x, xr);
+            if (!l->norot && tq_hadamard_rotate(xr, l->cols, NULL, tq_hadamard_block(l->cols)) != 0)
+                return tq_fail(e, TQ_EDATA, "no Hadamard block for an input axis of %llu",
+                               (unsigned long long)l->cols);
+            c->x = xr;
+            c->in = x;
+        }
     } else if (l->kind == RT_AFFINE) {
         float *gs = slot + 256; /* [ngroups] */
         for (uint64_t g = 0; g < l->ngroups; g++) {
@@ -1250,6 +1483,10 @@ static int mv_prepare(const rt_linear *l, const float *x, float *slot, const str
         }
         c->aux = gs;
     }
+#ifdef RT_AVX2
+    if (l->packed)
+        mv_table(l, slot, done, ndone, c);
+#endif
     return 0;
 }
 
@@ -1260,6 +1497,8 @@ static uint64_t mv_grain(const rt_linear *l)
     uint64_t rowbytes = l->kind == RT_DENSE ? l->cols * tq_dtype_size(l->wdt)
                       : l->kind == RT_MXFP4 ? l->cols / 2 : l->wpr * 4;
     uint64_t grain = rowbytes ? ((65536 / rowbytes + 7) & ~(uint64_t)7) : l->rows;
+    if (l->packed) /* whole pairs of packed 16-row blocks */
+        grain = (grain + 31) & ~(uint64_t)31;
     return grain ? grain : 8;
 }
 
@@ -1295,7 +1534,7 @@ int rt_matvec_n(rt_pool *p, size_t n, const rt_linear *ls, const float *const *x
             const rt_linear *l = &ls[b0 + i];
             off[i] = need;
             if (l->kind == RT_TQ || l->kind == RT_AFFINE)
-                need += 256 + (l->kind == RT_TQ ? l->cols : l->ngroups);
+                need += 256 + (l->kind == RT_TQ ? l->cols : l->ngroups) + (l->packed ? 16 * l->cols : 0);
         }
         if (s->cap < need) {
             float *nx = realloc(s->xr, need * sizeof *nx);
@@ -1351,12 +1590,11 @@ int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e)
                            (unsigned long long)bad, (unsigned)((const uint8_t *)l->scales)[rr * nb + bad]);
         return 0;
     }
-    const uint32_t *w = (const uint32_t *)l->w + r * l->wpr;
-    const uint32_t bits = (uint32_t)l->bits, mask = (1u << bits) - 1, epw = 32 / bits;
+    /* either layout (pk_index, pk_group: a packed matrix's rows read where the packing put them) */
     if (l->kind == RT_AFFINE) {
         for (uint64_t j = 0; j < l->cols; j++) {
-            uint32_t q = (w[j / epw] >> ((j % epw) * bits)) & mask;
-            uint64_t gi = r * l->ngroups + j / l->group;
+            uint32_t q = pk_index(l, r, j);
+            uint64_t gi = pk_group(l, r, j / l->group);
             out[j] = rt_load_f(l->sdt, l->scales, gi) * (float)q + rt_load_f(l->zdt, l->biases, gi);
         }
         return 0;
@@ -1364,8 +1602,8 @@ int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e)
     /* TurboQuant: codebook value times the group scale gives the rotated row; the inverse block
      * transform and the signs give the row itself (docs/quantization.md) */
     for (uint64_t j = 0; j < l->cols; j++) {
-        uint32_t q = (w[j / epw] >> ((j % epw) * bits)) & mask;
-        out[j] = rt_load_f(l->cdt, l->codebook, q) * rt_load_f(l->sdt, l->scales, r * l->ngroups + j / l->group);
+        uint32_t q = pk_index(l, r, j);
+        out[j] = rt_load_f(l->cdt, l->codebook, q) * rt_load_f(l->sdt, l->scales, pk_group(l, r, j / l->group));
     }
     if (tq_hadamard(out, l->cols, tq_hadamard_block(l->cols), 1) != 0)
         return tq_fail(e, TQ_EDATA, "no Hadamard block for an input axis of %llu", (unsigned long long)l->cols);

@@ -1211,6 +1211,106 @@ int rt_model_load(tq_runner *r, tq_err *e)
     return 0;
 }
 
+/* ---- the packed layout (rt_model_pack). A matrix is packed once: two rt_linears over the same
+ * memory (the tied lm_head and the embedding) get the flag without a second packing. */
+typedef struct pack_seen {
+    const void **w;
+    size_t n, cap;
+} pack_seen;
+
+static int pack_lin(pack_seen *s, rt_linear *l, tq_err *e)
+{
+    if (!rt_linear_packable(l))
+        return 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->w[i] == l->w) {
+            l->packed = 1;
+            return 0;
+        }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        const void **nw = realloc(s->w, cap * sizeof *nw);
+        if (!nw)
+            return tq_fail(e, TQ_ENOMEM, "out of memory");
+        s->w = nw;
+        s->cap = cap;
+    }
+    s->w[s->n++] = l->w;
+    return rt_linear_pack(l, e);
+}
+
+/* An expert matrix whose packed parts (indices, scales, biases) all come from the block
+ * (streamed, or the layer's resident blocks): 1; all from memory indexed by expert: 2; else 0. */
+static int emat_where(const rt_emat *m)
+{
+    int affine = m->t.kind == RT_AFFINE;
+    if (!m->base[0] && !m->base[1] && (!affine || !m->base[2]))
+        return 1;
+    if (m->base[0] && m->base[1] && (!affine || m->base[2]))
+        return 2;
+    return 0;
+}
+
+static int pack_block(void *user, uint64_t l, uint8_t *block, tq_err *e)
+{
+    tq_runner *r = user;
+    rt_emat *m[3] = {&r->L[l].eg, &r->L[l].eu, &r->L[l].ed};
+    for (int k = 0; k < 3; k++) {
+        if (!m[k]->t.packed)
+            continue;
+        rt_linear x;
+        rt_emat_bind(m[k], 0, block, &x);
+        x.packed = 0;
+        if (rt_linear_pack(&x, e) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int rt_model_pack(tq_runner *r, tq_err *e)
+{
+    const rt_config *c = &r->c;
+    pack_seen s = {0};
+    int rc = pack_lin(&s, &r->embed, e) || pack_lin(&s, &r->lm_head, e);
+    int fill = 0;
+    for (uint64_t l = 0; l < c->layers && !rc; l++) {
+        rt_layer *L = &r->L[l];
+        rt_linear *lin[] = {&L->q, &L->k, &L->v, &L->o, &L->q_a, &L->q_b, &L->kv_a, &L->kv_b, &L->qkvz, &L->ba,
+                            &L->qkv, &L->z, &L->b, &L->a, &L->gate, &L->up, &L->down, &L->router, &L->sg,
+                            &L->su, &L->sd, &L->sgate};
+        for (size_t i = 0; i < sizeof lin / sizeof *lin && !rc; i++)
+            rc = pack_lin(&s, lin[i], e);
+        rt_emat *m[3] = {&L->eg, &L->eu, &L->ed};
+        for (int k = 0; k < 3 && !rc && L->moe; k++) {
+            if (m[k]->per_expert) {
+                for (uint64_t x = 0; x < c->experts && !rc; x++)
+                    rc = pack_lin(&s, &m[k]->per_expert[x], e);
+                continue;
+            }
+            int where = emat_where(m[k]);
+            /* map_experts: the blocks are the layer file's pages, mapped read-only; they stay in
+             * the file's layout (the unpacked kernels), as a device backend reads them */
+            if (!rt_linear_packable(&m[k]->t) || !where || (where == 1 && !L->resident_blocks && !r->cache) ||
+                (where == 1 && L->map))
+                continue;
+            if (where == 2 || L->resident_blocks) {
+                for (uint64_t x = 0; x < c->experts && !rc; x++) {
+                    rt_linear one;
+                    rt_emat_bind(m[k], x, L->resident_blocks ? L->resident_blocks + x * L->src.block_size : NULL, &one);
+                    rc = rt_linear_pack(&one, e);
+                }
+            } else {
+                fill = 1; /* each block as the cache reads it */
+            }
+            m[k]->t.packed = !rc;
+        }
+    }
+    free(s.w);
+    if (!rc && fill && r->cache)
+        rt_cache_set_fill(r->cache, pack_block, r);
+    return rc ? -1 : 0;
+}
+
 static void free_emat(rt_emat *m)
 {
     free(m->per_expert);

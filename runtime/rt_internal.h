@@ -132,6 +132,8 @@ typedef struct rt_linear {
     uint64_t rstep;        /* MXFP4 weight rows and bias entries: row r is stored row r * rstep
                             * (2 for gpt-oss's interleaved gate/up; 0 or 1 otherwise) */
     int norot;             /* tq: quantized unrotated (rotation "none", all-ones signs) */
+    int packed;            /* the first rows - rows mod 16 rows are in the packed layout of the
+                            * AVX-512 4-bit kernel (rt_linear_pack; docs/runtime.md) */
 } rt_linear;
 
 /* Byte sizes of one matrix's parts, for stacked experts and block templates. */
@@ -175,6 +177,15 @@ int rt_matvec_n(rt_pool *p, size_t n, const rt_linear *ls, const float *const *x
                 tq_err *e);
 /* Row r of a matrix as floats, any kind (embedding lookup, MLA up-projection rows). */
 int rt_linear_row(const rt_linear *l, uint64_t r, float *out, tq_err *e);
+/* 1 when rt_linear_pack would pack l: the AVX-512 kernels are in use (the level when asked),
+ * 4-bit TurboQuant or affine, columns and group multiples of 8, at least 16 rows, not packed. */
+int rt_linear_packable(const rt_linear *l);
+/* Rewrite l's indices, scales and biases in place into the packed layout (docs/runtime.md,
+ * The packed layout) and set l->packed; nothing unless l has that shape and the CPU has
+ * AVX-512F (at any level: the caller decides by rt_linear_packable). The memory must
+ * be writable and not read through another rt_linear that is not packed too (the runtime's
+ * own copy of the weights: files are never touched). y = W x keeps every bit. -1: no memory. */
+int rt_linear_pack(rt_linear *l, tq_err *e);
 
 /* ------------------------------------------------------------ math (rt_math.c) */
 /* Platform-independent exp/log/sin/cos: same bits on every IEEE-754 system. */
@@ -212,6 +223,11 @@ void rt_cache_destroy(rt_cache *c);
 int rt_cache_acquire(rt_cache *c, rt_block_src *src, uint64_t layer, const uint64_t *ids, size_t n,
                      int check, const uint8_t **bufs, tq_err *e);
 void rt_cache_release(rt_cache *c, uint64_t layer, const uint64_t *ids, size_t n);
+/* Called once for each block read into the cache (after its check), before acquire returns
+ * it: the CPU backend packs the block's matrices there (rt_linear_pack). Non-zero: the block
+ * is dropped and acquire fails with *e. */
+typedef int (*rt_cache_fill_fn)(void *user, uint64_t layer, uint8_t *block, tq_err *e);
+void rt_cache_set_fill(rt_cache *c, rt_cache_fill_fn fn, void *user);
 void rt_cache_stats(const rt_cache *c, uint64_t *hits, uint64_t *misses, uint64_t *bytes_read,
                     uint64_t *reads, uint64_t *bytes_now, uint64_t *bytes_peak, double *io_s);
 /* Open a layer file for block reads in the way io_mode (enum tq_run_io) asks; s->io says
@@ -493,6 +509,10 @@ struct tq_runner {
 };
 
 int rt_model_load(struct tq_runner *r, tq_err *e);
+/* The CPU backend, once the model is loaded: every 4-bit matrix that rt_linear_packable takes
+ * rewritten in the packed layout in the runtime's own memory (resident experts included), and
+ * the expert cache set to pack each block it reads (docs/runtime.md, The packed layout). */
+int rt_model_pack(struct tq_runner *r, tq_err *e);
 /* --check-blocks: each streamed layer's per-expert SHA-256 from split.json. */
 int rt_load_block_hashes(struct tq_runner *r, tq_err *e);
 void rt_model_free(struct tq_runner *r);

@@ -64,6 +64,46 @@ static void compare_levels(const rt_linear *l, const char *what)
                (unsigned long long)bad, bad < l->rows ? (double)y[bad] : 0.0, bad < l->rows ? (double)y0[bad] : 0.0);
     }
     rt_kernels_simd(hw);
+    if (rt_linear_packable(l)) {
+        /* the packed layout (rt_linear_pack) on a copy: y on one and three threads, and every
+         * row read back (rt_linear_row), bit for bit as the unpacked matrix gives them */
+        rt_linear p = *l;
+        uint64_t wb = l->rows * l->wpr * 4, sb = l->rows * l->ngroups * tq_dtype_size(l->sdt);
+        void *w = malloc(wb), *sc = malloc(sb), *bi = l->biases ? malloc(sb) : NULL;
+        memcpy(w, l->w, wb);
+        memcpy(sc, l->scales, sb);
+        if (bi)
+            memcpy(bi, l->biases, sb);
+        p.w = w;
+        p.scales = sc;
+        p.biases = bi;
+        CHECK(rt_linear_pack(&p, &err) == 0 && p.packed);
+        rt_pool *p3 = NULL;
+        CHECK(rt_pool_create(&p3, 3, &err) == 0);
+        for (int t = 0; t < 2; t++) {
+            memset(y, 0xa5, l->rows * sizeof *y);
+            CHECK(rt_matvec(t ? p3 : POOL, &p, x, y, &s1, &err) == rc0);
+            uint64_t bad = l->rows;
+            for (uint64_t r = 0; r < l->rows && bad == l->rows; r++)
+                if (memcmp(y + r, y0 + r, 4) != 0)
+                    bad = r;
+            CHECKF(rc0 != 0 || bad == l->rows, "%s, packed, %d threads: row %llu is %a, portable %a", what, t ? 3 : 1,
+                   (unsigned long long)bad, bad < l->rows ? (double)y[bad] : 0.0, bad < l->rows ? (double)y0[bad] : 0.0);
+        }
+        rt_pool_destroy(p3);
+        float *ra = malloc(l->cols * sizeof *ra), *rb = malloc(l->cols * sizeof *rb);
+        uint64_t bad = l->rows;
+        for (uint64_t r = 0; r < l->rows && bad == l->rows; r++)
+            if (rt_linear_row(l, r, ra, &err) != 0 || rt_linear_row(&p, r, rb, &err) != 0 ||
+                memcmp(ra, rb, l->cols * sizeof *ra) != 0)
+                bad = r;
+        CHECKF(bad == l->rows, "%s, packed: rt_linear_row of row %llu differs", what, (unsigned long long)bad);
+        free(ra);
+        free(rb);
+        free(w);
+        free(sc);
+        free(bi);
+    }
     free(s0.xr);
     free(s1.xr);
     free(x);
@@ -150,6 +190,9 @@ static void test_turboquant(void)
         /* 128 columns: at 3 bits the last 8 lie in the row's last word (120 = 12 words), so a
          * kernel reading the next word too would read past the matrix (ASan: make check-asan) */
         quant_case(1, bits[b], 16, 128, 32, TQ_DT_F16, 0, 0);
+        /* 4-bit: packed blocks of 16 rows in pairs and alone, a tail of 13 unpacked rows, and
+         * chunks of 128 rows (whole pairs) over 3 threads; every width, the others unpacked */
+        quant_case(1, bits[b], 16 * 21 + 13, 1024, 64, TQ_DT_BF16, 1, 1);
     }
 }
 
@@ -161,6 +204,7 @@ static void test_affine(void)
         quant_case(0, bits[b], 29, 320, 32, TQ_DT_F16, 0, 1);
         quant_case(0, bits[b], 19, 240, 24, TQ_DT_F32, 0, 0);
         quant_case(0, bits[b], 9, 120, 12, TQ_DT_F16, 0, 0);
+        quant_case(0, bits[b], 16 * 21 + 13, 1024, 64, TQ_DT_F32, 0, 1);
     }
 }
 
@@ -361,6 +405,96 @@ static void test_matvec_batch(void)
     }
 }
 
+/* A copy of 4-bit l (indices, scales, biases in *own, freed by the caller) packed by
+ * rt_linear_pack when the AVX-512 kernels take it; the copy as it is otherwise. */
+static rt_linear packed_copy(const rt_linear *l, void **own)
+{
+    tq_err err = {0};
+    rt_linear p = *l;
+    uint64_t wb = l->rows * l->wpr * 4, sb = l->rows * l->ngroups * tq_dtype_size(l->sdt);
+    uint8_t *m = malloc(wb + 2 * sb);
+    memcpy(m, l->w, wb);
+    memcpy(m + wb, l->scales, sb);
+    p.w = m;
+    p.scales = m + wb;
+    if (l->biases) {
+        memcpy(m + wb + sb, l->biases, sb);
+        p.biases = m + wb + sb;
+    }
+    if (rt_linear_packable(l))
+        CHECK(rt_linear_pack(&p, &err) == 0 && p.packed);
+    *own = m;
+    return p;
+}
+
+/* rt_matvec_n on packed matrices (rt_linear_pack) against the portable rt_matvec of the
+ * unpacked ones, bit for bit, on 1 and 3 threads. The batch builds each packed matrix's table of
+ * products value(q)·x[j] once and lends it to a later matrix with the same table; consistency
+ * with the portable path shows it never lends one that differs: matrix 1 shares 0's rotated x
+ * and codebook (lent), 2 shares its rotated x but not its codebook, 3 its codebook but not its
+ * signs, 4 not its rotation (norot), 5 not its x; affine 7 borrows 6's table (same x), 8 may
+ * not (x2); 9 has 8 rows (not packed); 20 matrices make two batches. */
+static void test_matvec_batch_packed(void)
+{
+    enum { N = 20, COLS = 256 };
+    if (rt_kernels_simd(-1) < 2) {
+        printf("  (no AVX-512F: nothing is packed)\n");
+        return;
+    }
+    float s1[COLS], s2[COLS], x1[COLS], x2[COLS], cba[16];
+    for (int j = 0; j < COLS; j++) {
+        s1[j] = r32() & 1 ? 1.0f : -1.0f;
+        s2[j] = r32() & 1 ? 1.0f : -1.0f;
+        x1[j] = rf();
+        x2[j] = rf();
+    }
+    s2[3] = -s1[3];
+    for (int q = 0; q < 16; q++)
+        cba[q] = rf();
+    rt_linear ls[N], ps[N];
+    const float *xs[N];
+    void *own[N], *pown[N];
+    float *y[N], *yn[N];
+    tq_err err = {0};
+    for (int i = 0; i < N; i++) {
+        int kind = i % 10, tq = kind != 6 && kind != 7 && kind != 8;
+        ls[i] = batch_matrix(tq, kind == 9 ? 8 : (uint64_t)(16 + 21 * (i % 4)), COLS, kind == 3 ? s2 : s1, &own[i]);
+        if (tq && kind != 2)
+            memcpy((void *)ls[i].codebook, cba, sizeof cba);
+        ls[i].norot = kind == 4;
+        xs[i] = kind == 5 || kind == 8 ? x2 : x1;
+        y[i] = malloc(ls[i].rows * 4);
+        yn[i] = malloc(ls[i].rows * 4);
+        ps[i] = packed_copy(&ls[i], &pown[i]);
+        CHECK(ps[i].packed == (kind != 9));
+    }
+    int hw = rt_kernels_simd(0);
+    rt_scratch s0 = {0};
+    for (int i = 0; i < N; i++)
+        CHECK_OK(rt_matvec(POOL, &ls[i], xs[i], y[i], &s0, &err));
+    free(s0.xr);
+    rt_kernels_simd(hw);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        rt_pool *p;
+        CHECK_OK(rt_pool_create(&p, threads, &err));
+        rt_scratch s = {0};
+        for (int i = 0; i < N; i++)
+            memset(yn[i], 0xa5, ls[i].rows * 4);
+        CHECK_OK(rt_matvec_n(p, N, ps, xs, yn, &s, &err));
+        for (int i = 0; i < N; i++)
+            CHECKF(memcmp(y[i], yn[i], ls[i].rows * 4) == 0, "packed matrix %d (%s), %d threads: the batch differs from the portable path",
+                   i, i % 10 >= 6 && i % 10 <= 8 ? "affine" : "TurboQuant", threads);
+        free(s.xr);
+        rt_pool_destroy(p);
+    }
+    for (int i = 0; i < N; i++) {
+        free(own[i]);
+        free(pown[i]);
+        free(y[i]);
+        free(yn[i]);
+    }
+}
+
 int main(void)
 {
     tq_err err = {0};
@@ -376,6 +510,7 @@ int main(void)
     RUN(test_f16_every_value);
     RUN(test_mxfp4);
     RUN(test_matvec_batch);
+    RUN(test_matvec_batch_packed);
     rt_pool_destroy(POOL);
     TEST_MAIN_END();
 }
