@@ -1179,18 +1179,93 @@ int rt_linear_packable(const rt_linear *l)
 #endif
 }
 
+#ifdef RT_AVX2
+/* r[i] lane j <- r[j] lane i: a 16 x 16 transpose of 32-bit lanes (unpack by 32 and 64 bits
+ * within 128-bit lanes, then two rounds of 128-bit lane shuffles). */
+AVX512 static INL void pk_transpose16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/* One block of 16 rows' indices, w [16][wpr] words, into the packed words q [8·wpr]. Sixteen
+ * words of each row at a time, R[i] lane c = row i's word c0 + c; the packed word 8c + k holds
+ * in its 32-bit half h the nibble k of rows h, h + 2, ..., h + 14 at nibbles 0..7, so
+ * O[2k + h] = OR over p of nibble k of R[2p + h] moved to nibble p, lane c; transposed, lane
+ * 2k + h of O[c] is that half for column word c0 + c, and O[c] is q's 64 bytes at 8·(c0 + c). */
+AVX512 static void pk_block(const uint32_t *w, uint64_t wpr, uint64_t *q)
+{
+    for (uint64_t c0 = 0; c0 < wpr; c0 += 16) {
+        const uint64_t n = wpr - c0 < 16 ? wpr - c0 : 16;
+        const __mmask16 m = (__mmask16)((1u << n) - 1);
+        __m512i R[16], O[16];
+        for (int i = 0; i < 16; i++)
+            R[i] = _mm512_maskz_loadu_epi32(m, w + (uint64_t)i * wpr + c0);
+        _Pragma("GCC unroll 16")
+        for (int o = 0; o < 16; o++) {
+            const int k = o >> 1, h = o & 1;
+            __m512i acc = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8")
+            for (int p = 0; p < 8; p++) {
+                __m512i t = p >= k ? _mm512_slli_epi32(R[2 * p + h], 4 * (p - k))
+                                   : _mm512_srli_epi32(R[2 * p + h], 4 * (k - p));
+                /* acc | (t & mask): 0xF0 | (0xCC & 0xAA) */
+                acc = _mm512_ternarylogic_epi32(acc, t, _mm512_set1_epi32((int)(15u << (4 * p))), 0xF8);
+            }
+            O[o] = acc;
+        }
+        pk_transpose16(O);
+        for (uint64_t c = 0; c < n; c++)
+            _mm512_storeu_si512(q + 8 * (c0 + c), O[c]);
+    }
+}
+#endif
+
 /* [16][n] entries of dtsize bytes at p (row-major) into [n][16], through tmp. */
 static void transpose16(void *p, uint64_t n, size_t dtsize, unsigned char *tmp)
 {
-    const unsigned char *s = p;
-    for (uint64_t i = 0; i < 16; i++)
-        for (uint64_t g = 0; g < n; g++)
-            memcpy(tmp + (g * 16 + i) * dtsize, s + (i * n + g) * dtsize, dtsize);
+    if (dtsize == 2) {
+        const uint16_t *s = p;
+        uint16_t *t = (uint16_t *)tmp;
+        for (uint64_t i = 0; i < 16; i++)
+            for (uint64_t g = 0; g < n; g++)
+                t[g * 16 + i] = s[i * n + g];
+    } else if (dtsize == 4) {
+        const uint32_t *s = p;
+        uint32_t *t = (uint32_t *)tmp;
+        for (uint64_t i = 0; i < 16; i++)
+            for (uint64_t g = 0; g < n; g++)
+                t[g * 16 + i] = s[i * n + g];
+    } else {
+        const unsigned char *s = p;
+        for (uint64_t i = 0; i < 16; i++)
+            for (uint64_t g = 0; g < n; g++)
+                memcpy(tmp + (g * 16 + i) * dtsize, s + (i * n + g) * dtsize, dtsize);
+    }
     memcpy(p, tmp, 16 * n * dtsize);
 }
 
 int rt_linear_pack(rt_linear *l, tq_err *e)
 {
+#ifdef RT_AVX2
     rt_kernels_init();
     if (simd_hw < 2 || !pack_ok(l)) /* whatever the level now: the CPU must have the kernel */
         return 0;
@@ -1203,15 +1278,7 @@ int rt_linear_pack(rt_linear *l, tq_err *e)
                        (unsigned long long)cols);
     for (uint64_t b = 0; b < nb; b++) {
         uint32_t *w = (uint32_t *)l->w + b * 16 * wpr; /* the runtime's copy: writable */
-        for (uint64_t c = 0; c < wpr; c++) {
-            uint64_t v[8] = {0};
-            for (uint64_t i = 0; i < 16; i++) {
-                uint32_t word = w[i * wpr + c];
-                for (int k = 0; k < 8; k++)
-                    v[k] |= (uint64_t)((word >> (4 * k)) & 15) << (32 * (i & 1) + 4 * (i >> 1));
-            }
-            memcpy(q + 8 * c, v, sizeof v);
-        }
+        pk_block(w, wpr, q);
         memcpy(w, q, cols * 8);
         transpose16((unsigned char *)l->scales + b * 16 * ng * ssz, ng, ssz, (unsigned char *)q);
         if (zsz)
@@ -1220,6 +1287,11 @@ int rt_linear_pack(rt_linear *l, tq_err *e)
     free(q);
     l->packed = 1;
     return 0;
+#else
+    (void)l;
+    (void)e;
+    return 0;
+#endif
 }
 
 #ifdef RT_AVX2
