@@ -510,8 +510,9 @@ struct tq_runner {
 
 int rt_model_load(struct tq_runner *r, tq_err *e);
 /* The CPU backend, once the model is loaded: every 4-bit matrix that rt_linear_packable takes
- * rewritten in the packed layout in the runtime's own memory (resident experts included), and
- * the expert cache set to pack each block it reads (docs/runtime.md, The packed layout). */
+ * rewritten in the packed layout in the runtime's own memory (resident experts included, not
+ * the read-only pages of --map-experts), and the expert cache set to pack each block it reads
+ * (docs/runtime.md, The packed layout). */
 int rt_model_pack(struct tq_runner *r, tq_err *e);
 /* --check-blocks: each streamed layer's per-expert SHA-256 from split.json. */
 int rt_load_block_hashes(struct tq_runner *r, tq_err *e);
