@@ -351,8 +351,10 @@ endif
 
 # Cross-builds for Linux arm64 and runs the unit tests and make verify under qemu-user (scripts/check-arm64;
 # installs the cross compiler, qemu-user and arm64 libraries). Not in check or CI: slow.
+# ARM64_CLI=subset (or 1) adds the golden and byte-identity CLI tests with the arm64 tools,
+# ARM64_CLI=all every CLI test (HACKING.md, arm64).
 check-arm64:
-	@./scripts/check-arm64
+	@TQ_ARM64_CLI="$(or $(ARM64_CLI),$(TQ_ARM64_CLI))" ./scripts/check-arm64
 
 # The portable part (every source but common/platform_*.c) compiled as POSIX.1-2008 with its
 # XSI extension and without _GNU_SOURCE, syntax only: a Linux-only call outside the platform
