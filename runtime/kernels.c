@@ -1143,11 +1143,13 @@ static int mv_rows_simd(const rt_linear *l, uint64_t b, uint64_t en, const float
  * are 8 registers of 16 rows each, summed in lanes_sum's tree by vertical adds. Block b's scales
  * (and biases) become [group][16] in their own dtype, so a group's 16 are one load. Rows past
  * the last whole block stay as they were. The same bytes as before, rearranged. */
+#ifdef RT_AVX2 /* its only callers are the AVX-512 ones: elsewhere (arm64) unused, and -Werror */
 static int pack_ok(const rt_linear *l)
 {
     return (l->kind == RT_TQ || l->kind == RT_AFFINE) && l->bits == 4 && l->cols % 8 == 0 && l->group % 8 == 0 &&
            l->rows >= 16 && l->wpr == l->cols / 8 && (l->rstep == 0 || l->rstep == 1) && !l->packed;
 }
+#endif
 
 /* l's index of row r, column j, and the entry of its group-g scale (bias), in either layout. */
 static uint32_t pk_index(const rt_linear *l, uint64_t r, uint64_t j)
@@ -1237,7 +1239,6 @@ AVX512 static void pk_block(const uint32_t *w, uint64_t wpr, uint64_t *q)
             _mm512_storeu_si512(q + 8 * (c0 + c), O[c]);
     }
 }
-#endif
 
 /* [16][n] entries of dtsize bytes at p (row-major) into [n][16], through tmp. */
 static void transpose16(void *p, uint64_t n, size_t dtsize, unsigned char *tmp)
@@ -1262,6 +1263,7 @@ static void transpose16(void *p, uint64_t n, size_t dtsize, unsigned char *tmp)
     }
     memcpy(p, tmp, 16 * n * dtsize);
 }
+#endif
 
 int rt_linear_pack(rt_linear *l, tq_err *e)
 {
