@@ -269,6 +269,12 @@ static int dev_expert_matvec(tq_runner *r, const rt_layer *L, const rt_emat *m, 
             return tq_fail(e, TQ_EUSAGE, "GPU backend: a streamed expert matrix indexed on the device");
         }
     }
+    if (m->t.kind == RT_TQ && m->base[4] && m->base[5]) { /* stacked per-expert TurboQuant */
+        ex.cb = m->base[4];
+        ex.cb_stride = m->stride[4];
+        ex.sg = m->base[5];
+        ex.sg_stride = m->stride[5];
+    }
     return rtm_be_matvec_ex(BE(r), &ex, k, x, y, e);
 }
 

@@ -133,4 +133,8 @@ void rt_emat_bind(const rt_emat *m, uint64_t ex, const uint8_t *block, rt_linear
         else
             *dst[i] = block + m->off[i];
     }
+    if (m->base[4])
+        out->codebook = m->base[4] + ex * m->stride[4];
+    if (m->base[5])
+        out->signs = m->base[5] + ex * m->stride[5];
 }

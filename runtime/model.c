@@ -453,20 +453,24 @@ static int bind_xw(tq_runner *r, const char *gu_name, const char *down_name, rt_
 }
 
 /* HF per-expert tensors (<experts>.<e>.<proj>.weight, and for MLX affine experts .scales and
- * .biases, with or without an output .bias), each part of one dtype and shape in every expert:
- * each part read into one allocation per projection (expert e at e · its bytes) and bound as
- * stacked experts, so that a device backend finds an expert's matrix by id on the GPU
- * (rt_experts_indexed; docs/metal.md, One wait per token). The bytes and so every product are
- * those of one matrix per expert. A codebook or signs per expert (TurboQuant) is not stacked:
- * the kernels share one per matrix. 1 bound, 0 not that form (bind one matrix each), -1 error. */
+ * .biases, for TurboQuant experts .scales, .codebook and .signs, with or without an output
+ * .bias), each part of one dtype and shape in every expert: each part read into one allocation
+ * per projection (expert e at e · its bytes) and bound as stacked experts, so that a device
+ * backend finds an expert's matrix by id on the GPU (rt_experts_indexed; docs/metal.md, One
+ * wait per token). A TurboQuant expert's own codebook and signs are found by id the same way
+ * (rt_emat parts 4 and 5), and each expert's are checked as its own matrix would be. The bytes
+ * and so every product are those of one matrix per expert. Not stacked: TurboQuant of a
+ * rotation "none" model (whether an expert runs unrotated is decided per matrix, note_kind).
+ * 1 bound, 0 not that form (bind one matrix each), -1 error. */
 static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm, const uint64_t dims[3][2],
                                    rt_emat *em[3], tq_err *e)
 {
-    static const int stack_part[4] = {0, 1, 2, 5}; /* weight, scales, biases, bias: rt_emat part 0..3 */
+    /* weight, scales, biases, bias, codebook, signs: rt_emat part 0..5 */
+    static const int stack_part[6] = {0, 1, 2, 5, 3, 4};
     const rt_config *c = &r->c;
     char module[256], name[320];
     rt_tensor t;
-    int have[3][4] = {{0}};
+    int have[3][6] = {{0}};
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < 6; i++) {
             snprintf(name, sizeof name, "model.layers.%llu.%s.0.%s.%s", (unsigned long long)l, nm->experts, nm->proj[k],
@@ -474,9 +478,9 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
             int rc = rt_store_get_info(r->store, name, &t, e);
             if (rc < 0)
                 return -1;
-            if (rc && (i == 3 || i == 4))
+            if (rc && (i == 3 || i == 4) && c->tq_norot)
                 return 0;
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < 6; j++)
                 if (stack_part[j] == i)
                     have[k][j] = rc;
         }
@@ -487,7 +491,7 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
     /* every part of every expert present with expert 0's dtype and shape, so that nothing is
      * read unless all of them stack */
     for (int k = 0; k < 3 && rc == 1; k++)
-        for (int j = 0; j < 4 && rc == 1; j++) {
+        for (int j = 0; j < 6 && rc == 1; j++) {
             rt_tensor first;
             for (uint64_t x = 0; x < c->experts && rc == 1; x++) {
                 rt_tensor a;
@@ -505,8 +509,8 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
             }
         }
     for (int k = 0; k < 3 && rc == 1; k++) {
-        rt_tensor st[4];
-        for (int j = 0; j < 4 && rc == 1; j++) {
+        rt_tensor st[6];
+        for (int j = 0; j < 6 && rc == 1; j++) {
             if (!have[k][j])
                 continue;
             for (uint64_t x = 0; x < c->experts && rc == 1; x++)
@@ -525,7 +529,9 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
         rt_parts pp = {.w = have[k][0] ? &st[0] : NULL,
                        .scales = have[k][1] ? &st[1] : NULL,
                        .biases = have[k][2] ? &st[2] : NULL,
-                       .bias = have[k][3] ? &st[3] : NULL};
+                       .bias = have[k][3] ? &st[3] : NULL,
+                       .codebook = have[k][4] ? &st[4] : NULL,
+                       .signs = have[k][5] ? &st[5] : NULL};
         char full[512];
         uint64_t bits, group;
         snprintf(module, sizeof module, "model.layers.%llu.%s.0.%s", (unsigned long long)l, nm->experts, nm->proj[k]);
@@ -535,8 +541,30 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
             rc = -1;
             break;
         }
+        /* every other expert's codebook and signs checked as its own matrix's would be */
+        for (uint64_t x = 1; x < c->experts && (have[k][4] || have[k][5]); x++) {
+            rt_tensor ex[6];
+            rt_linear chk;
+            for (int j = 0; j < 6; j++)
+                if (have[k][j]) {
+                    ex[j] = st[j];
+                    ex[j].data = (const uint8_t *)st[j].data + x * st[j].nbytes;
+                }
+            rt_parts px = {.w = have[k][0] ? &ex[0] : NULL,
+                           .scales = have[k][1] ? &ex[1] : NULL,
+                           .biases = have[k][2] ? &ex[2] : NULL,
+                           .bias = have[k][3] ? &ex[3] : NULL,
+                           .codebook = have[k][4] ? &ex[4] : NULL,
+                           .signs = have[k][5] ? &ex[5] : NULL};
+            if (rt_linear_from_parts(full, &px, dims[k][0], dims[k][1], bits, group, &chk, e) != 0) {
+                rc = -1;
+                break;
+            }
+        }
+        if (rc != 1)
+            break;
         note_kind(r, &em[k]->t);
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < 6; j++)
             if (have[k][j]) {
                 em[k]->base[j] = st[j].data;
                 em[k]->stride[j] = st[j].nbytes;

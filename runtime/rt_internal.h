@@ -299,11 +299,13 @@ int rt_linear_from_parts(const char *what, const rt_parts *p, uint64_t rows, uin
 
 /* A routed expert matrix: template + where each part lives for expert e. Part i (0 weight,
  * 1 scales, 2 biases, 3 bias) of expert e is at base[i] + e * stride[i], or, when base[i] is
- * NULL (split layer files), at block + off[i]. */
+ * NULL (split layer files), at block + off[i]. Parts 4 (codebook) and 5 (signs) are only
+ * ever stacked (HF per-expert TurboQuant: base set, each expert its own); with base NULL
+ * every expert reads t's. */
 typedef struct rt_emat {
     rt_linear t;
-    const uint8_t *base[4];
-    uint64_t off[4], stride[4];
+    const uint8_t *base[6];
+    uint64_t off[6], stride[6];
     rt_linear *per_expert; /* HF per-expert tensors: one matrix each */
 } rt_emat;
 void rt_emat_bind(const rt_emat *m, uint64_t e, const uint8_t *block, rt_linear *out);

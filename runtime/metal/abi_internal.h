@@ -56,6 +56,7 @@ typedef struct rtm_mvx_args {
     rtm_mv_args mv;
     uint rank, E;
     uint stride[4];
+    uint cstride; /* TurboQuant: the codebook's per expert (0: one shared by all) */
 } rtm_mvx_args;
 
 /* out = blockwise Hadamard(x ⊙ signs): one threadgroup per block of b = m·N, in threadgroup
@@ -64,6 +65,7 @@ typedef struct rtm_mvx_args {
 typedef struct rtm_had_args {
     uint cols, m, N, gdt;
     float s;             /* f32(1 / sqrt(b)) */
+    uint rank, E, sstride; /* sstride > 0: the signs of expert ids[rank], sstride bytes apart */
 } rtm_had_args;
 
 /* out[v][i] = w[i]·(x[v][i]·inv_v) for count vectors of n, one threadgroup each */
@@ -144,7 +146,7 @@ typedef struct rtm_dn_args {
     X(mv_tq, 7)             \
     X(mv_affine, 8)         \
     X(mv_mxfp4, 6)          \
-    X(hadamard, 5)          \
+    X(hadamard, 6)          \
     X(rmsnorm, 4)           \
     X(rope, 4)              \
     X(attention, 7)         \

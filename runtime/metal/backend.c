@@ -43,6 +43,8 @@ struct rtm_be {
     struct rot_entry {
         const float *x;
         const void *signs;
+        const uint32_t *ids; /* per-expert signs: those of expert ids[rank] (else NULL) */
+        uint64_t rank;
         uint64_t cols;
         tq_dtype gdt;
         float *out;
@@ -114,6 +116,8 @@ static void rot_forget_written(rtm_be *b, const void *p, uint64_t n)
         const struct rot_entry *r = &b->rot[i];
         if (r->valid && lo < (const char *)(r->x + r->cols) && (const char *)r->x < hi)
             b->rot[i].valid = 0;
+        if (r->valid && r->ids && lo < (const char *)(r->ids + r->rank + 1) && (const char *)r->ids < hi)
+            b->rot[i].valid = 0; /* a new route: another expert's signs */
     }
 }
 
@@ -404,15 +408,24 @@ static int mxfp4_check(const rt_linear *l, uint64_t rstep, tq_err *e)
     return 0;
 }
 
+static int rotate_ex(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols, const rtm_expert *ex,
+                     uint64_t rank, float *out, tq_err *e);
+
 /* T(x ⊙ signs) in device memory, queued once per input vector: a kept rotation of the same
  * x by the same signs (pointer and type: weights do not change) is reused while nothing may
- * have written x since (rot_forget_*), else the least recently used slot is rotated into. */
-static const float *rotation(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols, tq_err *e)
+ * have written x since (rot_forget_*), else the least recently used slot is rotated into.
+ * With ex (experts with signs of their own, ex->sg), the signs are those of the expert the
+ * route chose at rank, read by id on the device; kept while the route's ids are not rewritten. */
+static const float *rotation_ex(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols,
+                                const rtm_expert *ex, uint64_t rank, tq_err *e)
 {
     struct rot_entry *r = NULL;
+    const uint32_t *ids = ex ? b->rid : NULL;
+    rank = ex ? rank : 0;
     for (int i = 0; i < ROT_SLOTS; i++) {
         struct rot_entry *c = &b->rot[i];
-        if (c->valid && c->x == x && c->signs == signs && c->gdt == gdt && c->cols == cols) {
+        if (c->valid && c->x == x && c->signs == signs && c->gdt == gdt && c->cols == cols && c->ids == ids &&
+            c->rank == rank) {
             c->used = ++b->rot_tick;
             b->rot_reused++;
             return c->out;
@@ -423,10 +436,15 @@ static const float *rotation(rtm_be *b, const float *x, const void *signs, tq_dt
     r->valid = 0;
     if (scratch(b, &r->out, &r->cap, cols, e))
         return NULL;
-    if (rtm_be_rotate(b, x, signs, gdt, cols, r->out, e))
+    if (rotate_ex(b, x, signs, gdt, cols, ex, rank, r->out, e))
         return NULL;
-    *r = (struct rot_entry){x, signs, cols, gdt, r->out, r->cap, ++b->rot_tick, 1};
+    *r = (struct rot_entry){x, signs, ids, rank, cols, gdt, r->out, r->cap, ++b->rot_tick, 1};
     return r->out;
+}
+
+static const float *rotation(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols, tq_err *e)
+{
+    return rotation_ex(b, x, signs, gdt, cols, NULL, 0, e);
 }
 
 uint64_t rtm_be_rotations_reused(const rtm_be *b)
@@ -495,6 +513,13 @@ int rtm_be_matvec(rtm_be *b, const rt_linear *l, const float *x, float *y, tq_er
 
 int rtm_be_rotate(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols, float *out, tq_err *e)
 {
+    return rotate_ex(b, x, signs, gdt, cols, NULL, 0, out, e);
+}
+
+/* With ex: the signs of expert ids[rank] of the route, ex->sg_stride bytes apart from signs. */
+static int rotate_ex(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, uint64_t cols, const rtm_expert *ex,
+                     uint64_t rank, float *out, tq_err *e)
+{
     int m;
     uint64_t N, blk = tq_hadamard_block(cols);
     if (tq_hadamard_split(blk, &m, &N) != 0)
@@ -504,15 +529,25 @@ int rtm_be_rotate(rtm_be *b, const float *x, const void *signs, tq_dtype gdt, ui
     rtm_had_args ha = {.cols = (uint)cols, .m = (uint)m, .N = (uint)N, .s = (float)(1.0 / sqrt((double)blk))};
     if (dt_code(gdt, &ha.gdt, e))
         return -1;
+    uint64_t sn = cols * tq_dtype_size(gdt);
+    if (ex) {
+        if (fits(ex->sg_stride, "an expert's signs stride", e) || fits(ex->E, "an expert count", e))
+            return -1;
+        ha.rank = (uint)rank;
+        ha.E = (uint)ex->E;
+        ha.sstride = (uint)ex->sg_stride;
+        sn += (ex->E - 1) * ex->sg_stride;
+    }
     /* a block longer than threadgroup memory holds is transformed in tmp [cols] */
     const int dev = blk > RTM_HAD_TG;
     if (dev && scratch(b, &b->tmp, &b->cap_t, cols, e))
         return -1;
     slot_in sh[] = {{x, cols * 4, RD},
-                    {signs, cols * tq_dtype_size(gdt), WT},
+                    {signs, sn, WT},
                     {out, cols * 4, WR},
-                    {dev ? b->tmp : NULL, dev ? cols * 4 : 0, WR}};
-    return run(b, RTM_K_hadamard, sh, 4, &ha, sizeof ha, cols / blk, e);
+                    {dev ? b->tmp : NULL, dev ? cols * 4 : 0, WR},
+                    {ex ? b->rid : NULL, ex ? b->route_K * 4 : 0, RD}};
+    return run(b, RTM_K_hadamard, sh, 5, &ha, sizeof ha, cols / blk, e);
 }
 
 /* Whether p will lie a multiple of `al` bytes into the buffer bind() gives it: its offset in
@@ -806,17 +841,28 @@ int rtm_be_matvec_ex(rtm_be *b, const rtm_expert *x, uint64_t rank, const float 
                        {p[2], all[2], WT}, {NULL, 0, RD},         {p[3], all[3], WT},   ids};
         return run(b, RTM_K_mv_affine_ex, s, 8, &a, sizeof a, groups, e);
     }
-    /* TurboQuant: the rotation (signs shared by the layer's experts) does not depend on the id,
-     * and is queued once for all of them (rotation()); none for an unrotated module */
-    const float *xr = l->norot ? in : rotation(b, in, l->signs, l->gdt, l->cols, e);
+    /* TurboQuant: the rotation, where the layer's experts share the signs, does not depend on
+     * the id, and is queued once for all of them (rotation()); none for an unrotated module.
+     * Experts with signs and a codebook of their own (HF per-expert names, stacked at load):
+     * the chosen expert's, found by id on the device like its other parts. */
+    const rtm_expert *own = x->sg ? x : NULL;
+    const float *xr = l->norot ? in : rotation_ex(b, in, own ? x->sg : l->signs, l->gdt, l->cols, own, rank, e);
     if (!xr)
         return -1;
+    const void *cb = x->cb ? x->cb : l->codebook;
+    uint64_t cbn = ((uint64_t)1 << l->bits) * tq_dtype_size(l->cdt);
+    if (x->cb) {
+        if (fits(x->cb_stride, "an expert's codebook stride", e))
+            return -1;
+        a.cstride = (uint)x->cb_stride;
+        cbn += (x->E - 1) * x->cb_stride;
+    }
     mv_q_args(b, l, p[0], x->stride[0], &a.mv); /* each expert's rows 8-byte aligned too */
     slot_in s[] = {{p[0], all[0], WT},
                    {xr, l->cols * 4, RD},
                    {y, l->rows * 4, WR},
                    {p[1], all[1], WT},
-                   {l->codebook, ((uint64_t)1 << l->bits) * tq_dtype_size(l->cdt), WT},
+                   {cb, cbn, WT},
                    {p[3], all[3], WT},
                    ids};
     return run(b, RTM_K_mv_tq_ex, s, 7, &a, sizeof a, groups, e);

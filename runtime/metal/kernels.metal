@@ -579,7 +579,12 @@ RTM_KERNEL rtm_k_mv_tq_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float
     RTM_TG_ARRAY(float, part, RTM_MV_RPS * RTM_TG);
     RTM_DEV const uint *we = (RTM_DEV const uint *)(w + rtm_ex_off(ids, a, 0u));
     RTM_DEV const uchar *se = scales + rtm_ex_off(ids, a, 1u), *be = bias + rtm_ex_off(ids, a, 3u);
-    rtm_mv_q(we, xr, y, se, codebook, se, be, &a->mv, 0u, rtm_tgid, lut, part RTM_TGFN_ARGS);
+    ulong co = 0;
+    if (a->cstride != 0u) { /* each expert its own codebook (HF per-expert TurboQuant) */
+        uint id = ids[a->rank];
+        co = (ulong)(id < a->E ? id : 0u) * a->cstride;
+    }
+    rtm_mv_q(we, xr, y, se, codebook + co, se, be, &a->mv, 0u, rtm_tgid, lut, part RTM_TGFN_ARGS);
 }
 
 RTM_KERNEL rtm_k_mv_affine_ex(RTM_DEV const uchar *w RTM_BUF(0), RTM_DEV const float *x RTM_BUF(1),
@@ -659,11 +664,17 @@ RTM_FN void rtm_had_stages_dev(RTM_DEV float *d, RTM_CONST rtm_had_args *a, uint
     }
 }
 
-RTM_KERNEL rtm_k_hadamard(RTM_DEV const float *x RTM_BUF(0), RTM_DEV const uchar *signs RTM_BUF(1),
+RTM_KERNEL rtm_k_hadamard(RTM_DEV const float *x RTM_BUF(0), RTM_DEV const uchar *signs0 RTM_BUF(1),
                           RTM_DEV float *out RTM_BUF(2), RTM_DEV float *tmp RTM_BUF(3),
-                          RTM_CONST rtm_had_args *a RTM_BUF(4), RTM_GROUP_ARGS)
+                          RTM_DEV const uint *ids RTM_BUF(4), RTM_CONST rtm_had_args *a RTM_BUF(5), RTM_GROUP_ARGS)
 {
     RTM_TG_ARRAY(float, t, RTM_HAD_TG);
+    ulong so = 0;
+    if (a->sstride != 0u) { /* each expert its own signs (HF per-expert TurboQuant) */
+        uint id = ids[a->rank];
+        so = (ulong)(id < a->E ? id : 0u) * a->sstride;
+    }
+    RTM_DEV const uchar *signs = signs0 + so;
     const uint b = a->m * a->N;
     const ulong off = (ulong)rtm_tgid * b;
     uint lgN = 0;

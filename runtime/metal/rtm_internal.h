@@ -144,6 +144,10 @@ typedef struct rtm_expert {
     const void *part[4];
     uint64_t stride[4];
     uint64_t E;
+    /* TurboQuant experts with their own (HF per-expert names): expert id's codebook at
+     * cb + id·cb_stride, its signs at sg + id·sg_stride; NULL: t's, shared */
+    const void *cb, *sg;
+    uint64_t cb_stride, sg_stride;
 } rtm_expert;
 /* y = W_id in, W_id the expert the last rtm_be_route_keep chose at rank `rank`: the GPU reads
  * id from the route's output. */

@@ -422,7 +422,7 @@ static void run_mv_mxfp4(void *const *s, const void *a, uint g)
 }
 static void run_hadamard(void *const *s, const void *a, uint g)
 {
-    rtm_k_hadamard(s[0], s[1], s[2], s[3], a, g);
+    rtm_k_hadamard(s[0], s[1], s[2], s[3], s[4], a, g);
 }
 static void run_rmsnorm(void *const *s, const void *a, uint g)
 {

@@ -214,6 +214,9 @@ typedef struct fx_slot {
     void *w, *s, *b, *cb, *sg;
 } fx_slot;
 
+/* The TurboQuant codebook written next is the usual one times this (fx_experts, own_codebooks). */
+static double fx_cb_scale = 1.0;
+
 static const float fx_cb3[8] = {-2.1519453f, -1.3439091f, -0.7560052f, -0.2450941f,
                                 0.2450941f,  0.7560052f,  1.3439091f,  2.1519453f};
 
@@ -306,7 +309,9 @@ static dmat fx_matrix(fx_file *f, const char *name, int kind, int rows, int cols
         snprintf(nm, sizeof nm, "%s.codebook", name);
         sl->cb = fx_add(f, nm, "F16", 1, (uint64_t)ncb, 0, 0, 2);
         for (int i = 0; i < ncb; i++)
-            ((uint16_t *)sl->cb)[i] = fx_f16(bits == 3 ? fx_cb3[i] : bits == 4 ? (float)((i - 7.5) * 0.33) : (float)((i - 1.5) * 0.9));
+            ((uint16_t *)sl->cb)[i] = fx_f16((float)(fx_cb_scale * (bits == 3   ? fx_cb3[i]
+                                                                    : bits == 4 ? (i - 7.5) * 0.33
+                                                                                : (i - 1.5) * 0.9)));
         snprintf(nm, sizeof nm, "%s.signs", name);
         sl->sg = fx_add(f, nm, "F16", 1, (uint64_t)cols, 0, 0, 2);
         for (int j = 0; j < cols; j++)
@@ -708,12 +713,14 @@ static void fx_experts(fx_file *f, const fx_cfg *c, fx_layer *L, const char *P, 
     fx_slot sl = {0}, sg = {0}, su = {0}, sdn = {0};
     for (int x = 0; x < E; x++) {
         if (c->hf_expert_names) {
+            fx_cb_scale = c->own_codebooks ? 1.0 + x / 16.0 : 1.0;
             snprintf(b, sizeof b, "%s%s.%d.%s", P, exp, x, proj[0]);
             L->eg[x] = fx_matrix(f, b, K, I, H, 0, 0, &sl, 0);
             snprintf(b, sizeof b, "%s%s.%d.%s", P, exp, x, proj[1]);
             L->eu[x] = fx_matrix(f, b, K, I, H, 0, 0, &sl, 0);
             snprintf(b, sizeof b, "%s%s.%d.%s", P, exp, x, proj[2]);
             L->ed[x] = fx_matrix(f, b, K, H, I, 0, 0, &sl, 0);
+            fx_cb_scale = 1.0;
         } else {
             snprintf(b, sizeof b, "%s%s.gate_proj", P, stk);
             L->eg[x] = fx_matrix(f, b, K, I, H, E, x, &sg, 0);
@@ -1100,12 +1107,14 @@ int fx_generate(const fx_cfg *c, const char *dir, fx_model *m)
         for (int x = 0; x < c->experts; x++) {
             if (c->hf_expert_names) {
                 char b[256];
+                fx_cb_scale = c->own_codebooks ? 1.0 + x / 16.0 : 1.0;
                 snprintf(b, sizeof b, "model.layers.%d.mlp.experts.%d.gate_proj", l, x);
                 L->eg[x] = fx_matrix(&f, b, K, c->moe_inter, c->hidden, 0, 0, &sl, 0);
                 snprintf(b, sizeof b, "model.layers.%d.mlp.experts.%d.up_proj", l, x);
                 L->eu[x] = fx_matrix(&f, b, K, c->moe_inter, c->hidden, 0, 0, &sl, 0);
                 snprintf(b, sizeof b, "model.layers.%d.mlp.experts.%d.down_proj", l, x);
                 L->ed[x] = fx_matrix(&f, b, K, c->hidden, c->moe_inter, 0, 0, &sl, 0);
+                fx_cb_scale = 1.0;
             } else {
                 L->eg[x] = fx_matrix(&f, NM("mlp.switch_mlp.gate_proj"), K, c->moe_inter, c->hidden, c->experts, x, &sg, 0);
                 L->eu[x] = fx_matrix(&f, NM("mlp.switch_mlp.up_proj"), K, c->moe_inter, c->hidden, c->experts, x, &su, 0);

@@ -17,6 +17,9 @@ typedef struct fx_cfg {
     int arch, kind;
     int hidden, inter, layers, heads, kv_heads, head_dim, vocab;
     int experts, top_k, moe_inter, shared_inter, norm_topk;
+    int own_codebooks;   /* with hf_expert_names 1 and TurboQuant: expert x's codebook is the
+                          * usual one times 1 + x/16 (each expert its own, as per-expert
+                          * tensors allow); else every expert's is the same */
     int hf_expert_names; /* HF names: per-expert tensors (qwen3_5_moe: fused gate_up, wrapped
                           * "model.language_model." root; gpt_oss: MXFP4 as released, or with 2
                           * the float layout transformers saves, x @ W); else the MLX form

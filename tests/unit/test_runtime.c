@@ -236,6 +236,18 @@ static void naive_moe_tq3(void)
     check_against_naive(c, "moe-tq3");
 }
 
+/* HF per-expert TurboQuant, each expert its own codebook and signs: stacked at load
+ * (bind_per_expert_stacked, rt_emat parts 4 and 5), each expert's read by id; against the
+ * naive f64 decode of the matrices the fixture wrote (correctness: an expert given another's
+ * codebook or signs decodes other weights) */
+static void naive_moe_tq3_hf_own(void)
+{
+    fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_TQ3);
+    c.hf_expert_names = 1;
+    c.own_codebooks = 1;
+    check_against_naive(c, "moe-tq3-hf-own");
+}
+
 static void naive_moe_aff4_nonorm(void)
 {
     fx_cfg c = base_cfg(FX_QWEN3_MOE, FX_AFF4);
@@ -532,6 +544,7 @@ int main(void)
     RUN(naive_llama_tq2);
     RUN(naive_moe_bf16_hf_shared);
     RUN(naive_moe_tq3);
+    RUN(naive_moe_tq3_hf_own);
     RUN(naive_moe_aff4_nonorm);
     RUN(naive_converted_affine);
     RUN(threads_identical);
