@@ -85,3 +85,15 @@ int t_count_prefixed(const char *dir, const char *prefix)
         closedir(d);
     return n;
 }
+
+int t_env_lists(const char *var, const char *name)
+{
+    const char *want = getenv(var);
+    if (!want)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = want; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == want || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return 1;
+    return 0;
+}

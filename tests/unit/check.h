@@ -87,6 +87,9 @@ char *t_path(const char *name);
 void t_flip_byte(const char *path, uint64_t off, unsigned char x);
 /* Entries of dir whose names start with prefix (partial outputs, leftovers). */
 int t_count_prefixed(const char *dir, const char *prefix);
+/* 1 when environment variable var is unset, or holds name as one of its space-separated words
+ * (TQ_METAL_CASES, TQ_METAL_FIXTURES: run only those cases). */
+int t_env_lists(const char *var, const char *name);
 /* The bytes of tensor NAME of model m in a new buffer (NULL if absent or unreadable);
  * *nbytes gets their count when nbytes is not NULL. */
 struct tq_model;

@@ -256,14 +256,7 @@ static double against_cpu(const char *dir, int vocab, uint64_t seed, int backend
  * test is too slow (the Makefile says which and why). */
 static int fixture_wanted(const char *name)
 {
-    const char *want = getenv("TQ_METAL_FIXTURES");
-    if (!want)
-        return 1;
-    size_t n = strlen(name);
-    for (const char *p = want; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == want || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
-            return 1;
-    return 0;
+    return t_env_lists("TQ_METAL_FIXTURES", name);
 }
 
 /* Fixture c written to dir (TMP/rtm-what-PID); 0 when it could not be. */

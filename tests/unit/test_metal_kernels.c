@@ -2007,14 +2007,7 @@ static const tcase cases[] = {
  * kernels that have barriers once per edited barrier). */
 static int case_wanted(const char *name)
 {
-    const char *want = getenv("TQ_METAL_CASES");
-    if (!want)
-        return 1;
-    size_t n = strlen(name);
-    for (const char *p = want; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == want || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
-            return 1;
-    return 0;
+    return t_env_lists("TQ_METAL_CASES", name);
 }
 
 static void run_all(const char *prefix)
