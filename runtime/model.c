@@ -23,6 +23,18 @@ typedef struct mod_parts {
 
 static const char *part_suffix[6] = {"weight", "scales", "biases", "codebook", "signs", "bias"};
 
+/* The parts of t [6] (part_suffix's order) that have[i] says are present. */
+static rt_parts parts_of(const rt_tensor t[6], const int have[6])
+{
+    rt_parts p = {.w = have[0] ? &t[0] : NULL,
+                  .scales = have[1] ? &t[1] : NULL,
+                  .biases = have[2] ? &t[2] : NULL,
+                  .codebook = have[3] ? &t[3] : NULL,
+                  .signs = have[4] ? &t[4] : NULL,
+                  .bias = have[5] ? &t[5] : NULL};
+    return p;
+}
+
 static int get_parts(rt_store *s, const char *module, uint64_t E, mod_parts *mp, tq_err *e)
 {
     memset(mp, 0, sizeof *mp);
@@ -45,12 +57,7 @@ static int get_parts(rt_store *s, const char *module, uint64_t E, mod_parts *mp,
             t->nbytes /= E;
         }
     }
-    mp->p.w = mp->have[0] ? &mp->t[0] : NULL;
-    mp->p.scales = mp->have[1] ? &mp->t[1] : NULL;
-    mp->p.biases = mp->have[2] ? &mp->t[2] : NULL;
-    mp->p.codebook = mp->have[3] ? &mp->t[3] : NULL;
-    mp->p.signs = mp->have[4] ? &mp->t[4] : NULL;
-    mp->p.bias = mp->have[5] ? &mp->t[5] : NULL;
+    mp->p = parts_of(mp->t, mp->have);
     return 0;
 }
 
@@ -465,8 +472,9 @@ static int bind_xw(tq_runner *r, const char *gu_name, const char *down_name, rt_
 static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm, const uint64_t dims[3][2],
                                    rt_emat *em[3], tq_err *e)
 {
-    /* weight, scales, biases, bias, codebook, signs: rt_emat part 0..5 */
-    static const int stack_part[6] = {0, 1, 2, 5, 3, 4};
+    /* the rt_emat part of each of part_suffix's: weight, scales, biases 0..2, bias 3,
+     * codebook 4, signs 5 */
+    static const int emat_part[6] = {0, 1, 2, 4, 5, 3};
     const rt_config *c = &r->c;
     char module[256], name[320];
     rt_tensor t;
@@ -480,9 +488,7 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
                 return -1;
             if (rc && (i == 3 || i == 4) && c->tq_norot)
                 return 0;
-            for (int j = 0; j < 6; j++)
-                if (stack_part[j] == i)
-                    have[k][j] = rc;
+            have[k][i] = rc;
         }
     char **names = tq_calloc(c->experts ? c->experts : 1, sizeof *names, e);
     if (!names)
@@ -491,16 +497,16 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
     /* every part of every expert present with expert 0's dtype and shape, so that nothing is
      * read unless all of them stack */
     for (int k = 0; k < 3 && rc == 1; k++)
-        for (int j = 0; j < 6 && rc == 1; j++) {
+        for (int i = 0; i < 6 && rc == 1; i++) {
             rt_tensor first;
             for (uint64_t x = 0; x < c->experts && rc == 1; x++) {
                 rt_tensor a;
                 snprintf(name, sizeof name, "model.layers.%llu.%s.%llu.%s.%s", (unsigned long long)l, nm->experts,
-                         (unsigned long long)x, nm->proj[k], part_suffix[stack_part[j]]);
+                         (unsigned long long)x, nm->proj[k], part_suffix[i]);
                 int got = rt_store_get_info(r->store, name, &a, e);
                 if (got < 0)
                     rc = -1;
-                else if (got != have[k][j])
+                else if (got != have[k][i])
                     rc = 0;
                 else if (got && x == 0)
                     first = a;
@@ -509,15 +515,15 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
             }
         }
     for (int k = 0; k < 3 && rc == 1; k++) {
-        rt_tensor st[6];
-        for (int j = 0; j < 6 && rc == 1; j++) {
-            if (!have[k][j])
+        rt_tensor st[6]; /* part_suffix's order */
+        for (int i = 0; i < 6 && rc == 1; i++) {
+            if (!have[k][i])
                 continue;
             for (uint64_t x = 0; x < c->experts && rc == 1; x++)
                 if (!(names[x] = tq_asprintf(e, "model.layers.%llu.%s.%llu.%s.%s", (unsigned long long)l, nm->experts,
-                                             (unsigned long long)x, nm->proj[k], part_suffix[stack_part[j]])))
+                                             (unsigned long long)x, nm->proj[k], part_suffix[i])))
                     rc = -1;
-            if (rc == 1 && (rc = rt_store_get_stack(r->store, (const char *const *)names, c->experts, &st[j], e)) == 0)
+            if (rc == 1 && (rc = rt_store_get_stack(r->store, (const char *const *)names, c->experts, &st[i], e)) == 0)
                 rc = tq_fail(e, TQ_EDATA, "layer %llu: the experts' tensors changed while stacked", (unsigned long long)l);
             for (uint64_t x = 0; x < c->experts; x++) {
                 free(names[x]);
@@ -526,12 +532,7 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
         }
         if (rc != 1)
             break;
-        rt_parts pp = {.w = have[k][0] ? &st[0] : NULL,
-                       .scales = have[k][1] ? &st[1] : NULL,
-                       .biases = have[k][2] ? &st[2] : NULL,
-                       .bias = have[k][3] ? &st[3] : NULL,
-                       .codebook = have[k][4] ? &st[4] : NULL,
-                       .signs = have[k][5] ? &st[5] : NULL};
+        rt_parts pp = parts_of(st, have[k]);
         char full[512];
         uint64_t bits, group;
         snprintf(module, sizeof module, "model.layers.%llu.%s.0.%s", (unsigned long long)l, nm->experts, nm->proj[k]);
@@ -542,20 +543,15 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
             break;
         }
         /* every other expert's codebook and signs checked as its own matrix's would be */
-        for (uint64_t x = 1; x < c->experts && (have[k][4] || have[k][5]); x++) {
+        for (uint64_t x = 1; x < c->experts && (have[k][3] || have[k][4]); x++) {
             rt_tensor ex[6];
             rt_linear chk;
-            for (int j = 0; j < 6; j++)
-                if (have[k][j]) {
-                    ex[j] = st[j];
-                    ex[j].data = (const uint8_t *)st[j].data + x * st[j].nbytes;
+            for (int i = 0; i < 6; i++)
+                if (have[k][i]) {
+                    ex[i] = st[i];
+                    ex[i].data = (const uint8_t *)st[i].data + x * st[i].nbytes;
                 }
-            rt_parts px = {.w = have[k][0] ? &ex[0] : NULL,
-                           .scales = have[k][1] ? &ex[1] : NULL,
-                           .biases = have[k][2] ? &ex[2] : NULL,
-                           .bias = have[k][3] ? &ex[3] : NULL,
-                           .codebook = have[k][4] ? &ex[4] : NULL,
-                           .signs = have[k][5] ? &ex[5] : NULL};
+            rt_parts px = parts_of(ex, have[k]);
             if (rt_linear_from_parts(full, &px, dims[k][0], dims[k][1], bits, group, &chk, e) != 0) {
                 rc = -1;
                 break;
@@ -564,10 +560,10 @@ static int bind_per_expert_stacked(tq_runner *r, uint64_t l, const moe_names *nm
         if (rc != 1)
             break;
         note_kind(r, &em[k]->t);
-        for (int j = 0; j < 6; j++)
-            if (have[k][j]) {
-                em[k]->base[j] = st[j].data;
-                em[k]->stride[j] = st[j].nbytes;
+        for (int i = 0; i < 6; i++)
+            if (have[k][i]) {
+                em[k]->base[emat_part[i]] = st[i].data;
+                em[k]->stride[emat_part[i]] = st[i].nbytes;
             }
     }
     free(names);
