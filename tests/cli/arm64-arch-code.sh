@@ -29,7 +29,7 @@ grep -qx runtime/kernels.c <<<"$files" || fail "runtime/kernels.c (NEON and AVX 
 n=0
 for f in $files; do
   # shellcheck disable=SC2086 # the flags are words
-  $XCC $flags -c "$f" -o /dev/null 2>"$OLDPWD/err" || fail "$f does not compile for arm64: $(grep -E 'error' "$OLDPWD/err" | head -n 5)"
+  $XCC $flags -c "$f" -o /dev/null 2>"$OLDPWD/err" || fail "$f does not compile for arm64: $(grep -E -m 5 'error' "$OLDPWD/err")"
   n=$((n + 1))
 done
 echo "arm64: $n sources with architecture-conditional code compile with -Werror"

@@ -19,7 +19,7 @@ else
   [ -z "${TQ_REQUIRE_METAL:-}" ] || fail "TQ_REQUIRE_METAL is set, but --backend metal failed: $(cat err)"
   expect_msg 2 "no Metal backend" tq-run dense --tokens 1 --backend metal
 fi
-vocab() { sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' "$1/config.json" | head -n1; }
+vocab() { sed -n '/"vocab_size": *[0-9]/{s/.*"vocab_size": *\([0-9]*\).*/\1/p;q;}' "$1/config.json"; }
 for m in dense moe-split; do
   run tq-run --quiet "$m" --tokens 5,9,2,7 --max-tokens 12 --cache-budget 64K --force --logits cpu.f32 > cpu.tok
   v=$(vocab "$m")
